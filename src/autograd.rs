@@ -1,0 +1,220 @@
+//! Reverse-mode automatic differentiation.
+//!
+//! Each op that has an input requiring grad records a [`Node`]: its parents (the nodes or
+//! leaves of its inputs) and a backward closure that owns exactly the tensors the backward
+//! rule reads. [`backward`] sorts the nodes topologically from a scalar, hands each node the
+//! sum of the gradients flowing into it, and consumes its closure, so saved tensors are freed
+//! as soon as their backward has run. Leaves (parameters, checked inputs) accumulate their
+//! gradient across backward calls until [`Tensor::zero_grad`]; between micro-batches nothing
+//! else survives. Gradients are computed with recording off (no higher-order gradients).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// A backward rule: the gradient of the output in, one optional gradient per input out.
+pub type BackwardFn = Box<dyn FnOnce(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
+
+/// Where an input's gradient goes.
+pub(crate) enum Parent {
+    /// The input needs no gradient.
+    None,
+    /// The input was produced by an op.
+    Node(Arc<Node>),
+    /// The input is a leaf that accumulates its gradient.
+    Leaf(Tensor),
+}
+
+/// One recorded op.
+pub struct Node {
+    id: u64,
+    op: &'static str,
+    parents: Vec<(Parent, Vec<usize>)>,
+    backward: Mutex<Option<BackwardFn>>,
+}
+
+impl Node {
+    /// The op that recorded this node.
+    pub fn op(&self) -> &'static str {
+        self.op
+    }
+}
+
+static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// True while ops record the autograd graph on this thread.
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(|g| g.get())
+}
+
+/// Turns recording off on this thread until dropped (evaluation, optimizer updates).
+pub struct NoGradGuard {
+    prev: bool,
+}
+
+impl NoGradGuard {
+    /// Starts a no-grad region.
+    pub fn new() -> Self {
+        let prev = GRAD_ENABLED.with(|g| g.replace(false));
+        NoGradGuard { prev }
+    }
+}
+
+impl Default for NoGradGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for NoGradGuard {
+    fn drop(&mut self) {
+        let prev = self.prev;
+        GRAD_ENABLED.with(|g| g.set(prev));
+    }
+}
+
+/// Runs `f` with recording off.
+pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = NoGradGuard::new();
+    f()
+}
+
+/// True if an op over `inputs` must record a node.
+pub fn needs_grad(inputs: &[&Tensor]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
+}
+
+/// Attaches a backward rule to `output`, an op's freshly computed result over `inputs`.
+/// If nothing requires grad (or recording is off) the rule is dropped at once, with the
+/// tensors it captured.
+pub fn record(
+    op: &'static str,
+    output: Tensor,
+    inputs: &[&Tensor],
+    backward: impl FnOnce(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+) -> Tensor {
+    if !needs_grad(inputs) {
+        return output;
+    }
+    let parents = inputs
+        .iter()
+        .map(|t| {
+            let p = if !t.requires_grad() {
+                Parent::None
+            } else if let Some(n) = t.grad_fn() {
+                Parent::Node(n.clone())
+            } else {
+                Parent::Leaf((*t).clone())
+            };
+            (p, t.shape().to_vec())
+        })
+        .collect();
+    let node = Node {
+        id: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
+        op,
+        parents,
+        backward: Mutex::new(Some(Box::new(backward))),
+    };
+    output.with_grad_fn(Arc::new(node))
+}
+
+/// Backward from a one-element tensor: the gradient of every leaf it depends on is
+/// accumulated into the leaf.
+pub fn backward(root: &Tensor) -> Result<()> {
+    if root.numel() != 1 {
+        return Err(Error::Autograd(format!(
+            "backward needs a scalar, got shape {:?}",
+            root.shape()
+        )));
+    }
+    if !root.requires_grad() {
+        return Err(Error::Autograd("backward from a tensor that does not require grad".into()));
+    }
+    let _guard = NoGradGuard::new();
+    let seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device())?;
+    let Some(root_node) = root.grad_fn().cloned() else {
+        return root.accumulate_grad(seed);
+    };
+
+    let order = topological_order(&root_node);
+    let mut grads: HashMap<u64, Tensor> = HashMap::new();
+    grads.insert(root_node.id, seed);
+    for node in order {
+        let Some(grad) = grads.remove(&node.id) else { continue };
+        let rule = node
+            .backward
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| {
+                Error::Autograd(format!(
+                    "backward through `{}` a second time: its saved tensors are already freed",
+                    node.op
+                ))
+            })?;
+        let input_grads = rule(&grad)?;
+        drop(grad);
+        if input_grads.len() != node.parents.len() {
+            return Err(Error::Autograd(format!(
+                "`{}` backward returned {} gradients for {} inputs",
+                node.op,
+                input_grads.len(),
+                node.parents.len()
+            )));
+        }
+        for ((parent, shape), g) in node.parents.iter().zip(input_grads) {
+            let Some(g) = g else { continue };
+            if g.shape() != shape.as_slice() {
+                return Err(Error::Autograd(format!(
+                    "`{}` backward gave a gradient of shape {:?} for an input of shape {:?}",
+                    node.op,
+                    g.shape(),
+                    shape
+                )));
+            }
+            match parent {
+                Parent::None => {}
+                Parent::Leaf(t) => t.accumulate_grad(g)?,
+                Parent::Node(n) => {
+                    let merged = match grads.remove(&n.id) {
+                        Some(prev) => crate::ops::add(&prev, &g)?,
+                        None => g,
+                    };
+                    grads.insert(n.id, merged);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Nodes reachable from `root`, each after every node that consumes it.
+fn topological_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
+    let mut seen: HashMap<u64, ()> = HashMap::new();
+    let mut post: Vec<Arc<Node>> = Vec::new();
+    // Iterative DFS: graphs of LSTM steps are deep enough to overflow a recursive one.
+    let mut stack: Vec<(Arc<Node>, usize)> = vec![(root.clone(), 0)];
+    seen.insert(root.id, ());
+    while let Some((node, next)) = stack.pop() {
+        if let Some((parent, _)) = node.parents.get(next) {
+            stack.push((node.clone(), next + 1));
+            if let Parent::Node(p) = parent {
+                if seen.insert(p.id, ()).is_none() {
+                    stack.push((p.clone(), 0));
+                }
+            }
+        } else {
+            post.push(node);
+        }
+    }
+    post.reverse();
+    post
+}

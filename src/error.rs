@@ -1,0 +1,77 @@
+//! One error type for the whole crate. Everything a caller can get wrong (shapes, devices,
+//! files, flags, memory budgets) comes back as an [`Error`], never as a panic.
+
+use std::path::PathBuf;
+
+use crate::device::Device;
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every failure espalier reports.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Operand shapes do not fit the op.
+    #[error("{op}: shape mismatch: {msg}")]
+    Shape { op: &'static str, msg: String },
+
+    /// Operands live on different devices.
+    #[error("{op}: operands on different devices ({lhs} and {rhs})")]
+    DeviceMismatch { op: &'static str, lhs: Device, rhs: Device },
+
+    /// An operand has the wrong element type.
+    #[error("{op}: expected dtype {expected}, got {got}")]
+    DType { op: &'static str, expected: &'static str, got: &'static str },
+
+    /// An allocation would pass the device's memory budget.
+    #[error(
+        "out of memory on {device}: requested {requested} bytes with {live} bytes live, budget {budget} bytes"
+    )]
+    OutOfMemory { device: Device, requested: u64, live: u64, budget: u64 },
+
+    /// A backend cannot be used on this machine, with the reason.
+    #[error("backend {backend} unavailable: {reason}")]
+    BackendUnavailable { backend: String, reason: String },
+
+    /// A backend call failed (driver, shader or kernel compile errors carry their log).
+    #[error("{backend}: {msg}")]
+    Backend { backend: &'static str, msg: String },
+
+    /// Misuse of the autograd graph (backward twice, backward from a non-scalar...).
+    #[error("autograd: {0}")]
+    Autograd(String),
+
+    /// An argument or flag value is out of range or malformed.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// A file could not be opened, read or written.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+
+    /// A file's content is malformed; `line` is 1-based (0 when the whole file is at fault).
+    #[error("{path}:{line}: {msg}")]
+    Parse { path: PathBuf, line: u64, msg: String },
+}
+
+impl Error {
+    /// Shorthand for a shape error.
+    pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::Shape { op, msg: msg.into() }
+    }
+
+    /// Shorthand for an invalid-argument error.
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    /// A parse error at a 1-based line of a file.
+    pub fn parse(path: impl Into<PathBuf>, line: u64, msg: impl Into<String>) -> Self {
+        Error::Parse { path: path.into(), line, msg: msg.into() }
+    }
+}

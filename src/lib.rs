@@ -1,0 +1,20 @@
+//! # espalier
+//!
+//! Trains graph neural networks in **micro-batches**: a batch that does not fit the GPU is
+//! split into K micro-batches whose accumulated gradients equal the full batch's. This
+//! crate holds the tensor and autograd core, the backends (CPU reference, wgpu, CUDA), the
+//! graph machinery (storage, loaders, sampling, blocks), the models and the trainer.
+
+pub mod autograd;
+pub mod device;
+pub mod error;
+pub mod float;
+pub mod gradcheck;
+pub mod graph;
+pub mod ops;
+pub mod rng;
+pub mod tensor;
+
+pub use device::Device;
+pub use error::{Error, Result};
+pub use tensor::{DType, Tensor};

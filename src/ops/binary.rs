@@ -1,0 +1,199 @@
+//! Elementwise binary ops with broadcasting of the right operand.
+//!
+//! `out = a ∘ b` for ∘ in {+, -, ×, ÷}. `a` is `[rows, cols]` (or 1-D); `b` is either the
+//! same shape, a row `[cols]`/`[1, cols]` repeated down the rows, a column `[rows, 1]`
+//! repeated across the columns, or one value.
+//!
+//! Backward (ḡ = gradient of `out`, R = sum over the broadcast dimension down to `b`'s shape):
+//! add: ā = ḡ, b̄ = R(ḡ); sub: ā = ḡ, b̄ = -R(ḡ); mul: ā = ḡ·b, b̄ = R(ḡ·a);
+//! div: ā = ḡ/b, b̄ = -R(ḡ·a/b²).
+
+use rayon::prelude::*;
+
+use crate::autograd::record;
+use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::error::{Error, Result};
+use crate::float::{Float, PAR_MIN};
+use crate::ops::{cpu_output, neg, reshape, sum_all, sum_dim};
+use crate::tensor::{Storage, Tensor};
+
+/// Which binary op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl BinaryOp {
+    fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+        }
+    }
+
+    #[inline]
+    fn apply<T: Float>(self, x: T, y: T) -> T {
+        match self {
+            BinaryOp::Add => x + y,
+            BinaryOp::Sub => x - y,
+            BinaryOp::Mul => x * y,
+            BinaryOp::Div => x / y,
+        }
+    }
+}
+
+/// How `b` is repeated to `a`'s shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Broadcast {
+    /// Same shape.
+    None,
+    /// `b` is one row, repeated down the rows.
+    Row,
+    /// `b` is one column, repeated across the columns.
+    Col,
+    /// `b` is one value.
+    Scalar,
+}
+
+impl Broadcast {
+    /// The broadcast taking `b` to `a`'s shape, or a shape error naming `op`.
+    pub fn of(op: &'static str, a: &[usize], b: &[usize]) -> Result<Broadcast> {
+        let numel = |s: &[usize]| s.iter().product::<usize>();
+        if a == b {
+            return Ok(Broadcast::None);
+        }
+        if numel(b) == 1 {
+            return Ok(Broadcast::Scalar);
+        }
+        let (rows, cols) = match a {
+            [n] => (1, *n),
+            [r, c] => (*r, *c),
+            _ => return Err(Error::shape(op, format!("cannot broadcast {b:?} to {a:?}"))),
+        };
+        match b {
+            [c] | [1, c] if *c == cols => Ok(Broadcast::Row),
+            [r, 1] if *r == rows => Ok(Broadcast::Col),
+            _ => Err(Error::shape(op, format!("cannot broadcast {b:?} to {a:?}"))),
+        }
+    }
+
+    /// Index into `b` for element `i` of `a` with `cols` columns.
+    #[inline]
+    pub fn index(self, i: usize, cols: usize) -> usize {
+        match self {
+            Broadcast::None => i,
+            Broadcast::Row => i % cols,
+            Broadcast::Col => i / cols,
+            Broadcast::Scalar => 0,
+        }
+    }
+}
+
+fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let name = op.name();
+    a.same_device(b, name)?;
+    a.expect_float(name)?;
+    let bc = Broadcast::of(name, a.shape(), b.shape())?;
+    let cols = a.shape().last().copied().unwrap_or(1).max(1);
+    let buf = match (&*a.storage(), &*b.storage()) {
+        (Storage::Cpu(x), Storage::Cpu(y)) => {
+            float_cpu2!(name, &x.data, &y.data, (x, y) => cpu_binary(op, x, y, bc, cols)?)
+        }
+    };
+    let out = cpu_output(buf, a.shape().to_vec(), a);
+    let (sa, sb) = (a.clone(), b.clone());
+    Ok(record(name, out, &[a, b], move |g| {
+        let ga = match op {
+            BinaryOp::Add | BinaryOp::Sub => g.clone(),
+            BinaryOp::Mul => mul(g, &sb)?,
+            BinaryOp::Div => div(g, &sb)?,
+        };
+        let gb_full = match op {
+            BinaryOp::Add => g.clone(),
+            BinaryOp::Sub => neg(g)?,
+            BinaryOp::Mul => mul(g, &sa)?,
+            BinaryOp::Div => neg(&div(&mul(g, &sa)?, &mul(&sb, &sb)?)?)?,
+        };
+        let gb = reduce_to(&gb_full, bc, sb.shape())?;
+        Ok(vec![Some(ga), Some(gb)])
+    }))
+}
+
+/// Sums a gradient of `a`'s shape down to the shape `b` was broadcast from.
+fn reduce_to(g: &Tensor, bc: Broadcast, shape: &[usize]) -> Result<Tensor> {
+    match bc {
+        Broadcast::None => Ok(g.clone()),
+        Broadcast::Row => reshape(&sum_dim(g, 0)?, shape),
+        Broadcast::Col => reshape(&sum_dim(g, 1)?, shape),
+        Broadcast::Scalar => reshape(&sum_all(g)?, shape),
+    }
+}
+
+fn cpu_binary<T: Float + CpuElem>(
+    op: BinaryOp,
+    x: &[T],
+    y: &[T],
+    bc: Broadcast,
+    cols: usize,
+) -> Result<CpuBuffer> {
+    cpu::from_fn(x.len(), |i| op.apply(x[i], y[bc.index(i, cols)]))
+}
+
+/// `a + b` (b broadcast).
+pub fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary(BinaryOp::Add, a, b)
+}
+
+/// `a - b` (b broadcast).
+pub fn sub(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary(BinaryOp::Sub, a, b)
+}
+
+/// `a * b` elementwise (b broadcast).
+pub fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary(BinaryOp::Mul, a, b)
+}
+
+/// `a / b` elementwise (b broadcast).
+pub fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary(BinaryOp::Div, a, b)
+}
+
+/// `dst += src` in place, same shapes; not recorded by autograd (gradient accumulation).
+pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
+    dst.same_device(src, "add_assign")?;
+    if dst.shape() != src.shape() {
+        return Err(Error::shape(
+            "add_assign",
+            format!("{:?} += {:?}", dst.shape(), src.shape()),
+        ));
+    }
+    if dst.shares_storage(src) {
+        return Err(Error::invalid("add_assign: source and destination share storage"));
+    }
+    let src_guard = src.storage();
+    let mut dst_guard = dst.storage_mut();
+    match (&mut *dst_guard, &*src_guard) {
+        (Storage::Cpu(d), Storage::Cpu(s)) => {
+            fn go<T: Float + CpuElem>(d: &mut [T], s: &[T]) {
+                if d.len() >= PAR_MIN {
+                    d.par_iter_mut().zip(s.par_iter()).for_each(|(d, &s)| *d += s);
+                } else {
+                    d.iter_mut().zip(s).for_each(|(d, &s)| *d += s);
+                }
+            }
+            use crate::device::cpu::CpuData;
+            match (&mut d.data, &s.data) {
+                (CpuData::F32(d), CpuData::F32(s)) => go(d, s),
+                (CpuData::F64(d), CpuData::F64(s)) => go(d, s),
+                _ => return Err(dst.dtype_error("add_assign", "f32")),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! Ops: one file per op, each with its maths, its device dispatch, its CPU kernel (generic
+//! over f32/f64) and its backward rule. Adding an op means one file here, one line below,
+//! one `shaders/<op>.wgsl`, one `kernels/<op>.cu` and one row in the parity tests.
+
+/// Dispatches on the float type of one CPU operand; `$call` is generic in the slice type.
+macro_rules! float_cpu {
+    ($op:expr, $data:expr, $x:ident => $call:expr) => {
+        match $data {
+            $crate::device::cpu::CpuData::F32($x) => $call,
+            $crate::device::cpu::CpuData::F64($x) => $call,
+            $crate::device::cpu::CpuData::U32(_) => {
+                return Err($crate::error::Error::DType { op: $op, expected: "f32", got: "u32" })
+            }
+        }
+    };
+}
+
+/// Dispatches on the float type of two CPU operands of the same type.
+macro_rules! float_cpu2 {
+    ($op:expr, $a:expr, $b:expr, ($x:ident, $y:ident) => $call:expr) => {
+        match ($a, $b) {
+            ($crate::device::cpu::CpuData::F32($x), $crate::device::cpu::CpuData::F32($y)) => $call,
+            ($crate::device::cpu::CpuData::F64($x), $crate::device::cpu::CpuData::F64($y)) => $call,
+            _ => {
+                return Err($crate::error::Error::invalid(format!(
+                    "{}: operands must both be f32 (or both f64 on the CPU)",
+                    $op
+                )))
+            }
+        }
+    };
+}
+
+mod binary;
+mod matmul;
+mod reduce;
+mod reshape;
+mod unary;
+
+pub use binary::{add, add_assign, div, mul, sub, Broadcast};
+pub use matmul::matmul;
+pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
+pub use reshape::reshape;
+pub use unary::{
+    add_scalar, elu, exp, leaky_relu, log, mul_scalar, neg, relu, sigmoid, tanh, unary, UnaryOp,
+};
+
+use crate::device::cpu::CpuBuffer;
+use crate::tensor::{Storage, Tensor};
+
+/// Wraps an op's CPU result as a tensor shaped `shape`, placed and typed like `like`.
+pub(crate) fn cpu_output(buf: CpuBuffer, shape: Vec<usize>, like: &Tensor) -> Tensor {
+    Tensor::from_storage(Storage::Cpu(buf), shape, like.dtype(), like.device())
+}

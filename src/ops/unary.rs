@@ -1,0 +1,217 @@
+//! Elementwise unary ops: `out = f(x)`.
+//!
+//! | op | f(x) | f'(x), written with what backward saves |
+//! |---|---|---|
+//! | neg | -x | -1 |
+//! | relu | max(x, 0) | 1 if y > 0 else 0 |
+//! | leaky_relu(α) | x if x > 0 else αx | 1 if y > 0 else α (α > 0) |
+//! | elu(α) | x if x > 0 else α(eˣ - 1) | 1 if y > 0 else y + α |
+//! | sigmoid | 1 / (1 + e⁻ˣ) | y(1 - y) |
+//! | tanh | tanh x | 1 - y² |
+//! | exp | eˣ | y |
+//! | log | ln x | 1 / x |
+//! | add_scalar(c) | x + c | 1 |
+//! | mul_scalar(c) | c·x | c |
+//!
+//! Backward is `x̄ = ȳ · f'` in one kernel; every rule but `log` reads the output `y` (which
+//! the next op usually keeps anyway), so no extra activation is saved.
+
+use crate::autograd::record;
+use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::ops::cpu_output;
+use crate::tensor::{Storage, Tensor};
+
+/// Which unary op, with its parameter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Relu,
+    LeakyRelu(f64),
+    Elu(f64),
+    Sigmoid,
+    Tanh,
+    Exp,
+    Log,
+    AddScalar(f64),
+    MulScalar(f64),
+}
+
+impl UnaryOp {
+    /// The op's name in errors and the autograd graph.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Relu => "relu",
+            UnaryOp::LeakyRelu(_) => "leaky_relu",
+            UnaryOp::Elu(_) => "elu",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::AddScalar(_) => "add_scalar",
+            UnaryOp::MulScalar(_) => "mul_scalar",
+        }
+    }
+
+    /// The scalar parameter (0 where there is none), as shaders receive it.
+    pub fn param(self) -> f64 {
+        match self {
+            UnaryOp::LeakyRelu(p) | UnaryOp::Elu(p) | UnaryOp::AddScalar(p) | UnaryOp::MulScalar(p) => p,
+            _ => 0.0,
+        }
+    }
+
+    /// True if the backward rule reads the input rather than the output.
+    fn saves_input(self) -> bool {
+        matches!(self, UnaryOp::Log)
+    }
+
+    #[inline]
+    fn forward<T: Float>(self, x: T) -> T {
+        match self {
+            UnaryOp::Neg => -x,
+            UnaryOp::Relu => x.max(T::ZERO),
+            UnaryOp::LeakyRelu(a) => {
+                if x > T::ZERO {
+                    x
+                } else {
+                    T::from_f64(a) * x
+                }
+            }
+            UnaryOp::Elu(a) => {
+                if x > T::ZERO {
+                    x
+                } else {
+                    T::from_f64(a) * (x.exp() - T::ONE)
+                }
+            }
+            UnaryOp::Sigmoid => {
+                // Stable for large |x|: never exponentiates a positive number.
+                if x >= T::ZERO {
+                    T::ONE / (T::ONE + (-x).exp())
+                } else {
+                    let e = x.exp();
+                    e / (T::ONE + e)
+                }
+            }
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::AddScalar(c) => x + T::from_f64(c),
+            UnaryOp::MulScalar(c) => x * T::from_f64(c),
+        }
+    }
+
+    /// f' from the saved value `s` (the output y, or the input x for `log`).
+    #[inline]
+    fn derivative<T: Float>(self, s: T) -> T {
+        match self {
+            UnaryOp::Neg => -T::ONE,
+            UnaryOp::Relu => {
+                if s > T::ZERO {
+                    T::ONE
+                } else {
+                    T::ZERO
+                }
+            }
+            UnaryOp::LeakyRelu(a) => {
+                if s > T::ZERO {
+                    T::ONE
+                } else {
+                    T::from_f64(a)
+                }
+            }
+            UnaryOp::Elu(a) => {
+                if s > T::ZERO {
+                    T::ONE
+                } else {
+                    s + T::from_f64(a)
+                }
+            }
+            UnaryOp::Sigmoid => s * (T::ONE - s),
+            UnaryOp::Tanh => T::ONE - s * s,
+            UnaryOp::Exp => s,
+            UnaryOp::Log => T::ONE / s,
+            UnaryOp::AddScalar(_) => T::ONE,
+            UnaryOp::MulScalar(c) => T::from_f64(c),
+        }
+    }
+}
+
+/// Applies `op` elementwise.
+pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+    let name = op.name();
+    x.expect_float(name)?;
+    if let UnaryOp::LeakyRelu(a) = op {
+        if a <= 0.0 {
+            return Err(Error::invalid(format!("leaky_relu: slope {a} must be positive")));
+        }
+    }
+    let buf = match &*x.storage() {
+        Storage::Cpu(b) => float_cpu!(name, &b.data, v => cpu_forward(op, v)?),
+    };
+    let out = cpu_output(buf, x.shape().to_vec(), x);
+    let saved = if op.saves_input() { x.detach() } else { out.detach() };
+    Ok(record(name, out, &[x], move |g| Ok(vec![Some(unary_backward(op, g, &saved)?)])))
+}
+
+fn cpu_forward<T: Float + CpuElem>(op: UnaryOp, x: &[T]) -> Result<CpuBuffer> {
+    cpu::from_fn(x.len(), |i| op.forward(x[i]))
+}
+
+/// `ḡ · f'(saved)`: the fused backward kernel of every unary op.
+fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
+    let buf = match (&*g.storage(), &*saved.storage()) {
+        (Storage::Cpu(gb), Storage::Cpu(sb)) => {
+            float_cpu2!(op.name(), &gb.data, &sb.data, (g, s) => cpu_backward(op, g, s)?)
+        }
+    };
+    Ok(cpu_output(buf, g.shape().to_vec(), g))
+}
+
+fn cpu_backward<T: Float + CpuElem>(op: UnaryOp, g: &[T], s: &[T]) -> Result<CpuBuffer> {
+    cpu::from_fn(g.len(), |i| g[i] * op.derivative(s[i]))
+}
+
+/// `-x`.
+pub fn neg(x: &Tensor) -> Result<Tensor> {
+    unary(UnaryOp::Neg, x)
+}
+/// `max(x, 0)`.
+pub fn relu(x: &Tensor) -> Result<Tensor> {
+    unary(UnaryOp::Relu, x)
+}
+/// `x` if positive, else `slope · x` (slope > 0).
+pub fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor> {
+    unary(UnaryOp::LeakyRelu(slope), x)
+}
+/// `x` if positive, else `alpha (eˣ - 1)`.
+pub fn elu(x: &Tensor, alpha: f64) -> Result<Tensor> {
+    unary(UnaryOp::Elu(alpha), x)
+}
+/// Logistic sigmoid.
+pub fn sigmoid(x: &Tensor) -> Result<Tensor> {
+    unary(UnaryOp::Sigmoid, x)
+}
+/// Hyperbolic tangent.
+pub fn tanh(x: &Tensor) -> Result<Tensor> {
+    unary(UnaryOp::Tanh, x)
+}
+/// `eˣ`.
+pub fn exp(x: &Tensor) -> Result<Tensor> {
+    unary(UnaryOp::Exp, x)
+}
+/// Natural logarithm.
+pub fn log(x: &Tensor) -> Result<Tensor> {
+    unary(UnaryOp::Log, x)
+}
+/// `x + c`.
+pub fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
+    unary(UnaryOp::AddScalar(c), x)
+}
+/// `c · x`.
+pub fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
+    unary(UnaryOp::MulScalar(c), x)
+}

@@ -1,0 +1,421 @@
+//! Tensors: a shape, a dtype, a device, shared storage and an autograd link.
+//!
+//! Tensors are contiguous and row-major. Values are f32 (f64 on the CPU, for gradient
+//! checks); indices are u32. A tensor is immutable except for parameters, whose storage the
+//! optimizers update in place. Cloning a tensor is cheap (it shares everything).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::autograd::{self, Node};
+use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::Device;
+use crate::error::{Error, Result};
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    /// CPU only: for gradient checks in double precision.
+    F64,
+    U32,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::U32 => 4,
+            DType::F64 => 8,
+        }
+    }
+
+    /// Name as used in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::U32 => "u32",
+        }
+    }
+
+    /// True for value types (f32, f64).
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64)
+    }
+}
+
+/// A tensor's data on its device.
+#[derive(Debug)]
+pub enum Storage {
+    Cpu(CpuBuffer),
+}
+
+impl Storage {
+    /// The CPU data, or an error naming `op` if the storage lives elsewhere.
+    pub fn cpu(&self) -> &CpuData {
+        match self {
+            Storage::Cpu(b) => &b.data,
+        }
+    }
+
+    /// Mutable CPU data.
+    pub fn cpu_mut(&mut self) -> &mut CpuData {
+        match self {
+            Storage::Cpu(b) => &mut b.data,
+        }
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A unique id per tensor (not per storage).
+pub fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+struct Inner {
+    id: u64,
+    shape: Vec<usize>,
+    dtype: DType,
+    device: Device,
+    storage: Arc<RwLock<Storage>>,
+    grad_fn: Option<Arc<Node>>,
+    requires_grad: bool,
+    grad: Mutex<Option<Tensor>>,
+}
+
+/// A contiguous row-major tensor.
+#[derive(Clone)]
+pub struct Tensor(Arc<Inner>);
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor(id={}, shape={:?}, {}, {}{})",
+            self.0.id,
+            self.0.shape,
+            self.0.dtype.name(),
+            self.0.device,
+            if self.0.requires_grad { ", requires_grad" } else { "" }
+        )
+    }
+}
+
+fn numel_of(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+impl Tensor {
+    fn from_parts(
+        storage: Arc<RwLock<Storage>>,
+        shape: Vec<usize>,
+        dtype: DType,
+        device: Device,
+        grad_fn: Option<Arc<Node>>,
+        requires_grad: bool,
+    ) -> Tensor {
+        Tensor(Arc::new(Inner {
+            id: next_id(),
+            shape,
+            dtype,
+            device,
+            storage,
+            grad_fn,
+            requires_grad,
+            grad: Mutex::new(None),
+        }))
+    }
+
+    /// Wraps freshly computed storage as a tensor with no autograd history.
+    pub fn from_storage(storage: Storage, shape: Vec<usize>, dtype: DType, device: Device) -> Tensor {
+        Self::from_parts(Arc::new(RwLock::new(storage)), shape, dtype, device, None, false)
+    }
+
+    fn from_cpu_vec<T: CpuElem>(data: Vec<T>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        if data.len() != numel_of(shape) {
+            return Err(Error::shape(
+                "tensor",
+                format!("{} values do not fill shape {:?}", data.len(), shape),
+            ));
+        }
+        let buf = CpuBuffer::new(T::wrap(data))?;
+        Ok(Self::from_storage(Storage::Cpu(buf), shape.to_vec(), dtype, Device::Cpu))
+    }
+
+    /// An f32 tensor from values, on `device`.
+    pub fn from_f32(data: Vec<f32>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Self::from_cpu_vec(data, shape, DType::F32)?.to_device(device)
+    }
+
+    /// An f64 tensor on the CPU (gradient checks).
+    pub fn from_f64(data: Vec<f64>, shape: &[usize]) -> Result<Tensor> {
+        Self::from_cpu_vec(data, shape, DType::F64)
+    }
+
+    /// A u32 index tensor on `device`.
+    pub fn from_u32(data: Vec<u32>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Self::from_cpu_vec(data, shape, DType::U32)?.to_device(device)
+    }
+
+    /// A tensor filled with `value` (cast to the dtype).
+    pub fn full(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
+        let n = numel_of(shape);
+        match device {
+            Device::Cpu => {
+                let alloc = cpu::reserve::<u8>(n * dtype.size())?;
+                let data = match dtype {
+                    DType::F32 => CpuData::F32(vec![value as f32; n]),
+                    DType::F64 => CpuData::F64(vec![value; n]),
+                    DType::U32 => CpuData::U32(vec![value as u32; n]),
+                };
+                let buf = CpuBuffer::from_reserved(data, alloc);
+                Ok(Self::from_storage(Storage::Cpu(buf), shape.to_vec(), dtype, device))
+            }
+            other => Err(other.memory().err().unwrap_or_else(|| Error::invalid("unknown device"))),
+        }
+    }
+
+    /// Zeros.
+    pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        Self::full(shape, 0.0, dtype, device)
+    }
+
+    /// Zeros shaped, typed and placed like `self`.
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        Self::zeros(self.shape(), self.dtype(), self.device())
+    }
+
+    /// Copies the tensor to `device` (no copy if it is already there). Not recorded by autograd.
+    pub fn to_device(self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self);
+        }
+        // Only the CPU exists in this build; other devices report themselves unavailable.
+        device.memory()?;
+        Err(Error::BackendUnavailable {
+            backend: device.to_string(),
+            reason: "no transfer path to this device".into(),
+        })
+    }
+
+    /// Unique id of this tensor.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        numel_of(&self.0.shape)
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    /// Where the data lives.
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+
+    /// Bytes of the data.
+    pub fn bytes(&self) -> usize {
+        self.numel() * self.0.dtype.size()
+    }
+
+    /// `(rows, cols)` of a 2-D tensor; a 1-D tensor of length n reads as `(1, n)`.
+    pub fn dims2(&self, op: &'static str) -> Result<(usize, usize)> {
+        match self.shape() {
+            [n] => Ok((1, *n)),
+            [r, c] => Ok((*r, *c)),
+            s => Err(Error::shape(op, format!("expected a 1-D or 2-D tensor, got shape {s:?}"))),
+        }
+    }
+
+    /// Read access to the storage (kernels).
+    pub fn storage(&self) -> RwLockReadGuard<'_, Storage> {
+        self.0.storage.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write access to the storage (in-place optimizer updates).
+    pub fn storage_mut(&self) -> RwLockWriteGuard<'_, Storage> {
+        self.0.storage.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True when no other tensor shares this tensor's storage.
+    pub fn storage_is_unique(&self) -> bool {
+        Arc::strong_count(&self.0.storage) == 1
+    }
+
+    /// True when both tensors read the same storage.
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+
+    /// A tensor sharing this one's storage under another shape (no copy). Use
+    /// [`crate::ops::reshape`] to keep the autograd link.
+    pub fn view(&self, shape: &[usize]) -> Result<Tensor> {
+        if numel_of(shape) != self.numel() {
+            return Err(Error::shape(
+                "reshape",
+                format!("cannot view {:?} ({} values) as {:?}", self.shape(), self.numel(), shape),
+            ));
+        }
+        Ok(Self::from_parts(
+            self.0.storage.clone(),
+            shape.to_vec(),
+            self.0.dtype,
+            self.0.device,
+            None,
+            false,
+        ))
+    }
+
+    /// The same data without autograd history.
+    pub fn detach(&self) -> Tensor {
+        Self::from_parts(
+            self.0.storage.clone(),
+            self.0.shape.clone(),
+            self.0.dtype,
+            self.0.device,
+            None,
+            false,
+        )
+    }
+
+    /// A leaf sharing this data that gradients flow to: a parameter or a checked input.
+    pub fn requires_grad_leaf(&self) -> Tensor {
+        Self::from_parts(
+            self.0.storage.clone(),
+            self.0.shape.clone(),
+            self.0.dtype,
+            self.0.device,
+            None,
+            true,
+        )
+    }
+
+    pub(crate) fn with_grad_fn(self, node: Arc<Node>) -> Tensor {
+        let inner = Arc::try_unwrap(self.0).unwrap_or_else(|a| Inner {
+            id: next_id(),
+            shape: a.shape.clone(),
+            dtype: a.dtype,
+            device: a.device,
+            storage: a.storage.clone(),
+            grad_fn: None,
+            requires_grad: false,
+            grad: Mutex::new(None),
+        });
+        Tensor(Arc::new(Inner { grad_fn: Some(node), requires_grad: true, ..inner }))
+    }
+
+    /// True if gradients flow through this tensor.
+    pub fn requires_grad(&self) -> bool {
+        self.0.requires_grad
+    }
+
+    /// True for a tensor that requires grad and was not produced by an op.
+    pub fn is_leaf(&self) -> bool {
+        self.0.grad_fn.is_none()
+    }
+
+    pub(crate) fn grad_fn(&self) -> Option<&Arc<Node>> {
+        self.0.grad_fn.as_ref()
+    }
+
+    /// The accumulated gradient of a leaf.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.grad.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the accumulated gradient.
+    pub fn set_grad(&self, grad: Option<Tensor>) {
+        *self.0.grad.lock().unwrap_or_else(|e| e.into_inner()) = grad;
+    }
+
+    /// Drops the accumulated gradient.
+    pub fn zero_grad(&self) {
+        self.set_grad(None);
+    }
+
+    /// Adds `g` to the accumulated gradient (in place when the gradient is not shared).
+    pub(crate) fn accumulate_grad(&self, g: Tensor) -> Result<()> {
+        let mut slot = self.0.grad.lock().unwrap_or_else(|e| e.into_inner());
+        *slot = Some(match slot.take() {
+            None => g,
+            Some(old) if old.storage_is_unique() && Arc::strong_count(&old.0) == 1 => {
+                crate::ops::add_assign(&old, &g)?;
+                old
+            }
+            Some(old) => crate::ops::add(&old, &g)?,
+        });
+        Ok(())
+    }
+
+    /// Reverse-mode backward from this scalar; gradients accumulate in the leaves.
+    pub fn backward(&self) -> Result<()> {
+        autograd::backward(self)
+    }
+
+    /// The values as f32 (f64 values are narrowed).
+    pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
+        match self.storage().cpu() {
+            CpuData::F32(v) => Ok(v.clone()),
+            CpuData::F64(v) => Ok(v.iter().map(|&x| x as f32).collect()),
+            CpuData::U32(_) => Err(self.dtype_error("to_vec_f32", "f32")),
+        }
+    }
+
+    /// The values as f64 (f32 values are widened).
+    pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
+        match self.storage().cpu() {
+            CpuData::F32(v) => Ok(v.iter().map(|&x| x as f64).collect()),
+            CpuData::F64(v) => Ok(v.clone()),
+            CpuData::U32(_) => Err(self.dtype_error("to_vec_f64", "f64")),
+        }
+    }
+
+    /// The indices of a u32 tensor.
+    pub fn to_vec_u32(&self) -> Result<Vec<u32>> {
+        match self.storage().cpu() {
+            CpuData::U32(v) => Ok(v.clone()),
+            _ => Err(self.dtype_error("to_vec_u32", "u32")),
+        }
+    }
+
+    /// The single value of a one-element tensor.
+    pub fn item(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::shape("item", format!("tensor of shape {:?} is not a scalar", self.shape())));
+        }
+        Ok(self.to_vec_f64()?[0])
+    }
+
+    /// A dtype error for `op` expecting `expected`.
+    pub fn dtype_error(&self, op: &'static str, expected: &'static str) -> Error {
+        Error::DType { op, expected, got: self.dtype().name() }
+    }
+
+    /// Errors unless `self` and `other` are on the same device.
+    pub fn same_device(&self, other: &Tensor, op: &'static str) -> Result<()> {
+        if self.device() != other.device() {
+            return Err(Error::DeviceMismatch { op, lhs: self.device(), rhs: other.device() });
+        }
+        Ok(())
+    }
+
+    /// Errors unless the dtype is a float type.
+    pub fn expect_float(&self, op: &'static str) -> Result<()> {
+        if !self.dtype().is_float() {
+            return Err(self.dtype_error(op, "f32"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,110 @@
+//! Central-difference gradient checks, in f64, for every op and for a two-layer MLP.
+
+use espalier::gradcheck::check;
+use espalier::ops;
+use espalier::rng::Rng;
+use espalier::{Result, Tensor};
+
+const EPS: f64 = 1e-6;
+const TOL: f64 = 1e-6;
+
+fn rand(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    Tensor::from_f64((0..n).map(|_| rng.uniform() * 2.0 - 1.0).collect(), shape).unwrap()
+}
+
+/// Values bounded away from zero (for log, div, and kinks of relu-like ops).
+fn rand_away_from_zero(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    let v = (0..n)
+        .map(|_| {
+            let x = 0.2 + rng.uniform();
+            if rng.uniform() < 0.5 {
+                -x
+            } else {
+                x
+            }
+        })
+        .collect();
+    Tensor::from_f64(v, shape).unwrap()
+}
+
+fn positive(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    Tensor::from_f64((0..n).map(|_| 0.5 + rng.uniform()).collect(), shape).unwrap()
+}
+
+fn ok(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor]) {
+    check(f, inputs, EPS, TOL).unwrap();
+}
+
+#[test]
+fn binary_ops_with_every_broadcast() {
+    let a = rand(&[5, 4], 1);
+    for b in [rand(&[5, 4], 2), rand(&[4], 3), rand(&[1, 4], 4), rand(&[5, 1], 5), rand(&[1], 6)] {
+        ok(|x| ops::add(&x[0], &x[1]), &[a.clone(), b.clone()]);
+        ok(|x| ops::sub(&x[0], &x[1]), &[a.clone(), b.clone()]);
+        ok(|x| ops::mul(&x[0], &x[1]), &[a.clone(), b.clone()]);
+    }
+    for b in [positive(&[5, 4], 7), positive(&[4], 8), positive(&[5, 1], 9), positive(&[1], 10)] {
+        ok(|x| ops::div(&x[0], &x[1]), &[a.clone(), b.clone()]);
+    }
+}
+
+#[test]
+fn unary_ops() {
+    let x = rand_away_from_zero(&[6, 3], 11);
+    ok(|x| ops::neg(&x[0]), &[x.clone()]);
+    ok(|x| ops::relu(&x[0]), &[x.clone()]);
+    ok(|x| ops::leaky_relu(&x[0], 0.2), &[x.clone()]);
+    ok(|x| ops::elu(&x[0], 1.0), &[x.clone()]);
+    ok(|x| ops::sigmoid(&x[0]), &[x.clone()]);
+    ok(|x| ops::tanh(&x[0]), &[x.clone()]);
+    ok(|x| ops::exp(&x[0]), &[x.clone()]);
+    ok(|x| ops::log(&x[0]), &[positive(&[6, 3], 12)]);
+    ok(|x| ops::add_scalar(&x[0], 2.5), &[x.clone()]);
+    ok(|x| ops::mul_scalar(&x[0], -1.5), &[x.clone()]);
+}
+
+#[test]
+fn matmul_every_transpose() {
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        let a = if ta { rand(&[4, 3], 20) } else { rand(&[3, 4], 20) };
+        let b = if tb { rand(&[5, 4], 21) } else { rand(&[4, 5], 21) };
+        ok(|x| ops::matmul(&x[0], &x[1], ta, tb), &[a, b]);
+    }
+}
+
+#[test]
+fn reductions() {
+    let x = rand(&[7, 3], 30);
+    ok(|x| ops::sum_dim(&x[0], 0), &[x.clone()]);
+    ok(|x| ops::sum_dim(&x[0], 1), &[x.clone()]);
+    ok(|x| ops::mean_dim(&x[0], 0), &[x.clone()]);
+    ok(|x| ops::mean_dim(&x[0], 1), &[x.clone()]);
+    ok(|x| ops::sum_all(&x[0]), &[x.clone()]);
+    ok(|x| ops::mean_all(&x[0]), &[x.clone()]);
+    ok(|x| ops::expand_dim(&x[0], 0, 4), &[rand(&[3], 31)]);
+    ok(|x| ops::expand_dim(&x[0], 1, 4), &[rand(&[5, 1], 32)]);
+}
+
+#[test]
+fn reshape_and_reuse_of_one_input() {
+    let x = rand(&[4, 6], 40);
+    ok(|x| ops::reshape(&x[0], &[3, 8]), &[x.clone()]);
+    // x used twice: gradients must accumulate.
+    ok(|x| ops::mul(&x[0], &ops::tanh(&x[0])?), &[x.clone()]);
+}
+
+#[test]
+fn a_wrong_backward_rule_is_caught() {
+    // y = 2x with a backward that forgets the factor 2.
+    let wrong = |x: &[Tensor]| -> Result<Tensor> {
+        let y = ops::mul_scalar(&x[0].detach(), 2.0)?;
+        Ok(espalier::autograd::record("wrong", y, &[&x[0]], |g| Ok(vec![Some(g.clone())])))
+    };
+    assert!(check(wrong, &[rand(&[3, 2], 50)], EPS, TOL).is_err());
+}
