@@ -136,7 +136,9 @@ pub fn backward(root: &Tensor) -> Result<()> {
         )));
     }
     if !root.requires_grad() {
-        return Err(Error::Autograd("backward from a tensor that does not require grad".into()));
+        return Err(Error::Autograd(
+            "backward from a tensor that does not require grad".into(),
+        ));
     }
     let _guard = NoGradGuard::new();
     let seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device())?;
@@ -148,7 +150,9 @@ pub fn backward(root: &Tensor) -> Result<()> {
     let mut grads: HashMap<u64, Tensor> = HashMap::new();
     grads.insert(root_node.id, seed);
     for node in order {
-        let Some(grad) = grads.remove(&node.id) else { continue };
+        let Some(grad) = grads.remove(&node.id) else {
+            continue;
+        };
         let rule = node
             .backward
             .lock()

@@ -17,17 +17,30 @@ pub enum Error {
 
     /// Operands live on different devices.
     #[error("{op}: operands on different devices ({lhs} and {rhs})")]
-    DeviceMismatch { op: &'static str, lhs: Device, rhs: Device },
+    DeviceMismatch {
+        op: &'static str,
+        lhs: Device,
+        rhs: Device,
+    },
 
     /// An operand has the wrong element type.
     #[error("{op}: expected dtype {expected}, got {got}")]
-    DType { op: &'static str, expected: &'static str, got: &'static str },
+    DType {
+        op: &'static str,
+        expected: &'static str,
+        got: &'static str,
+    },
 
     /// An allocation would pass the device's memory budget.
     #[error(
         "out of memory on {device}: requested {requested} bytes with {live} bytes live, budget {budget} bytes"
     )]
-    OutOfMemory { device: Device, requested: u64, live: u64, budget: u64 },
+    OutOfMemory {
+        device: Device,
+        requested: u64,
+        live: u64,
+        budget: u64,
+    },
 
     /// A backend cannot be used on this machine, with the reason.
     #[error("backend {backend} unavailable: {reason}")]
@@ -47,17 +60,27 @@ pub enum Error {
 
     /// A file could not be opened, read or written.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
     /// A file's content is malformed; `line` is 1-based (0 when the whole file is at fault).
     #[error("{path}:{line}: {msg}")]
-    Parse { path: PathBuf, line: u64, msg: String },
+    Parse {
+        path: PathBuf,
+        line: u64,
+        msg: String,
+    },
 }
 
 impl Error {
     /// Shorthand for a shape error.
     pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
-        Error::Shape { op, msg: msg.into() }
+        Error::Shape {
+            op,
+            msg: msg.into(),
+        }
     }
 
     /// Shorthand for an invalid-argument error.
@@ -67,11 +90,18 @@ impl Error {
 
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// A parse error at a 1-based line of a file.
     pub fn parse(path: impl Into<PathBuf>, line: u64, msg: impl Into<String>) -> Self {
-        Error::Parse { path: path.into(), line, msg: msg.into() }
+        Error::Parse {
+            path: path.into(),
+            line,
+            msg: msg.into(),
+        }
     }
 }

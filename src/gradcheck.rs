@@ -28,7 +28,10 @@ pub fn check(
     eps: f64,
     tol: f64,
 ) -> Result<Report> {
-    let values: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_vec_f64()).collect::<Result<_>>()?;
+    let values: Vec<Vec<f64>> = inputs
+        .iter()
+        .map(|t| t.to_vec_f64())
+        .collect::<Result<_>>()?;
     let shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
     let make = |vals: &[Vec<f64>], grad: bool| -> Result<Vec<Tensor>> {
         vals.iter()
@@ -43,14 +46,19 @@ pub fn check(
     let out0 = no_grad(|| f(&make(&values, false)?))?;
     let mut rng = Rng::new(0x5eed);
     let weights = Tensor::from_f64(
-        (0..out0.numel()).map(|_| rng.uniform() * 2.0 - 1.0).collect(),
+        (0..out0.numel())
+            .map(|_| rng.uniform() * 2.0 - 1.0)
+            .collect(),
         out0.shape(),
     )?;
     let loss = |xs: &[Tensor]| -> Result<Tensor> { sum_all(&mul(&f(xs)?, &weights)?) };
 
     let leaves = make(&values, true)?;
     loss(&leaves)?.backward()?;
-    let mut report = Report { max_error: 0.0, worst: (0, 0, 0.0, 0.0) };
+    let mut report = Report {
+        max_error: 0.0,
+        worst: (0, 0, 0.0, 0.0),
+    };
     for (i, leaf) in leaves.iter().enumerate() {
         let analytic = match leaf.grad() {
             Some(g) => g.to_vec_f64()?,

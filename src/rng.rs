@@ -14,7 +14,9 @@ pub struct Rng {
 impl Rng {
     /// A stream from `seed`.
     pub fn new(seed: u64) -> Self {
-        Rng { state: seed ^ 0x9E37_79B9_7F4A_7C15 }
+        Rng {
+            state: seed ^ 0x9E37_79B9_7F4A_7C15,
+        }
     }
 
     /// Next 64 random bits.
@@ -95,7 +97,9 @@ mod tests {
     #[test]
     fn hash_uniform_is_balanced() {
         let n = 100_000u32;
-        let below = (0..n).filter(|&i| uniform3(42, i / 100, i % 100) < 0.3).count();
+        let below = (0..n)
+            .filter(|&i| uniform3(42, i / 100, i % 100) < 0.3)
+            .count();
         let frac = below as f64 / n as f64;
         assert!((frac - 0.3).abs() < 0.01, "fraction {frac}");
     }

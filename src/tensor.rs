@@ -98,7 +98,11 @@ impl std::fmt::Debug for Tensor {
             self.0.shape,
             self.0.dtype.name(),
             self.0.device,
-            if self.0.requires_grad { ", requires_grad" } else { "" }
+            if self.0.requires_grad {
+                ", requires_grad"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -129,8 +133,20 @@ impl Tensor {
     }
 
     /// Wraps freshly computed storage as a tensor with no autograd history.
-    pub fn from_storage(storage: Storage, shape: Vec<usize>, dtype: DType, device: Device) -> Tensor {
-        Self::from_parts(Arc::new(RwLock::new(storage)), shape, dtype, device, None, false)
+    pub fn from_storage(
+        storage: Storage,
+        shape: Vec<usize>,
+        dtype: DType,
+        device: Device,
+    ) -> Tensor {
+        Self::from_parts(
+            Arc::new(RwLock::new(storage)),
+            shape,
+            dtype,
+            device,
+            None,
+            false,
+        )
     }
 
     fn from_cpu_vec<T: CpuElem>(data: Vec<T>, shape: &[usize], dtype: DType) -> Result<Tensor> {
@@ -141,7 +157,12 @@ impl Tensor {
             ));
         }
         let buf = CpuBuffer::new(T::wrap(data))?;
-        Ok(Self::from_storage(Storage::Cpu(buf), shape.to_vec(), dtype, Device::Cpu))
+        Ok(Self::from_storage(
+            Storage::Cpu(buf),
+            shape.to_vec(),
+            dtype,
+            Device::Cpu,
+        ))
     }
 
     /// An f32 tensor from values, on `device`.
@@ -171,9 +192,17 @@ impl Tensor {
                     DType::U32 => CpuData::U32(vec![value as u32; n]),
                 };
                 let buf = CpuBuffer::from_reserved(data, alloc);
-                Ok(Self::from_storage(Storage::Cpu(buf), shape.to_vec(), dtype, device))
+                Ok(Self::from_storage(
+                    Storage::Cpu(buf),
+                    shape.to_vec(),
+                    dtype,
+                    device,
+                ))
             }
-            other => Err(other.memory().err().unwrap_or_else(|| Error::invalid("unknown device"))),
+            other => Err(other
+                .memory()
+                .err()
+                .unwrap_or_else(|| Error::invalid("unknown device"))),
         }
     }
 
@@ -235,7 +264,10 @@ impl Tensor {
         match self.shape() {
             [n] => Ok((1, *n)),
             [r, c] => Ok((*r, *c)),
-            s => Err(Error::shape(op, format!("expected a 1-D or 2-D tensor, got shape {s:?}"))),
+            s => Err(Error::shape(
+                op,
+                format!("expected a 1-D or 2-D tensor, got shape {s:?}"),
+            )),
         }
     }
 
@@ -265,7 +297,12 @@ impl Tensor {
         if numel_of(shape) != self.numel() {
             return Err(Error::shape(
                 "reshape",
-                format!("cannot view {:?} ({} values) as {:?}", self.shape(), self.numel(), shape),
+                format!(
+                    "cannot view {:?} ({} values) as {:?}",
+                    self.shape(),
+                    self.numel(),
+                    shape
+                ),
             ));
         }
         Ok(Self::from_parts(
@@ -313,7 +350,11 @@ impl Tensor {
             requires_grad: false,
             grad: Mutex::new(None),
         });
-        Tensor(Arc::new(Inner { grad_fn: Some(node), requires_grad: true, ..inner }))
+        Tensor(Arc::new(Inner {
+            grad_fn: Some(node),
+            requires_grad: true,
+            ..inner
+        }))
     }
 
     /// True if gradients flow through this tensor.
@@ -332,7 +373,11 @@ impl Tensor {
 
     /// The accumulated gradient of a leaf.
     pub fn grad(&self) -> Option<Tensor> {
-        self.0.grad.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0
+            .grad
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Replaces the accumulated gradient.
@@ -393,20 +438,31 @@ impl Tensor {
     /// The single value of a one-element tensor.
     pub fn item(&self) -> Result<f64> {
         if self.numel() != 1 {
-            return Err(Error::shape("item", format!("tensor of shape {:?} is not a scalar", self.shape())));
+            return Err(Error::shape(
+                "item",
+                format!("tensor of shape {:?} is not a scalar", self.shape()),
+            ));
         }
         Ok(self.to_vec_f64()?[0])
     }
 
     /// A dtype error for `op` expecting `expected`.
     pub fn dtype_error(&self, op: &'static str, expected: &'static str) -> Error {
-        Error::DType { op, expected, got: self.dtype().name() }
+        Error::DType {
+            op,
+            expected,
+            got: self.dtype().name(),
+        }
     }
 
     /// Errors unless `self` and `other` are on the same device.
     pub fn same_device(&self, other: &Tensor, op: &'static str) -> Result<()> {
         if self.device() != other.device() {
-            return Err(Error::DeviceMismatch { op, lhs: self.device(), rhs: other.device() });
+            return Err(Error::DeviceMismatch {
+                op,
+                lhs: self.device(),
+                rhs: other.device(),
+            });
         }
         Ok(())
     }

@@ -44,12 +44,23 @@ fn ok(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor]) {
 #[test]
 fn binary_ops_with_every_broadcast() {
     let a = rand(&[5, 4], 1);
-    for b in [rand(&[5, 4], 2), rand(&[4], 3), rand(&[1, 4], 4), rand(&[5, 1], 5), rand(&[1], 6)] {
+    for b in [
+        rand(&[5, 4], 2),
+        rand(&[4], 3),
+        rand(&[1, 4], 4),
+        rand(&[5, 1], 5),
+        rand(&[1], 6),
+    ] {
         ok(|x| ops::add(&x[0], &x[1]), &[a.clone(), b.clone()]);
         ok(|x| ops::sub(&x[0], &x[1]), &[a.clone(), b.clone()]);
         ok(|x| ops::mul(&x[0], &x[1]), &[a.clone(), b.clone()]);
     }
-    for b in [positive(&[5, 4], 7), positive(&[4], 8), positive(&[5, 1], 9), positive(&[1], 10)] {
+    for b in [
+        positive(&[5, 4], 7),
+        positive(&[4], 8),
+        positive(&[5, 1], 9),
+        positive(&[1], 10),
+    ] {
         ok(|x| ops::div(&x[0], &x[1]), &[a.clone(), b.clone()]);
     }
 }
@@ -72,8 +83,16 @@ fn unary_ops() {
 #[test]
 fn matmul_every_transpose() {
     for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-        let a = if ta { rand(&[4, 3], 20) } else { rand(&[3, 4], 20) };
-        let b = if tb { rand(&[5, 4], 21) } else { rand(&[4, 5], 21) };
+        let a = if ta {
+            rand(&[4, 3], 20)
+        } else {
+            rand(&[3, 4], 20)
+        };
+        let b = if tb {
+            rand(&[5, 4], 21)
+        } else {
+            rand(&[4, 5], 21)
+        };
         ok(|x| ops::matmul(&x[0], &x[1], ta, tb), &[a, b]);
     }
 }
@@ -104,7 +123,9 @@ fn a_wrong_backward_rule_is_caught() {
     // y = 2x with a backward that forgets the factor 2.
     let wrong = |x: &[Tensor]| -> Result<Tensor> {
         let y = ops::mul_scalar(&x[0].detach(), 2.0)?;
-        Ok(espalier::autograd::record("wrong", y, &[&x[0]], |g| Ok(vec![Some(g.clone())])))
+        Ok(espalier::autograd::record("wrong", y, &[&x[0]], |g| {
+            Ok(vec![Some(g.clone())])
+        }))
     };
     assert!(check(wrong, &[rand(&[3, 2], 50)], EPS, TOL).is_err());
 }

@@ -51,7 +51,10 @@ pub fn reserve<T: Copy>(len: usize) -> Result<Allocation> {
 impl CpuBuffer {
     /// Wraps data whose bytes were reserved with [`reserve`].
     pub fn from_reserved(data: CpuData, alloc: Allocation) -> Self {
-        CpuBuffer { data, _alloc: alloc }
+        CpuBuffer {
+            data,
+            _alloc: alloc,
+        }
     }
 }
 

@@ -28,7 +28,11 @@ impl MemoryTracker {
     pub const fn new(device: Device) -> Self {
         MemoryTracker {
             device,
-            state: Mutex::new(MemoryStats { live: 0, peak: 0, budget: None }),
+            state: Mutex::new(MemoryStats {
+                live: 0,
+                peak: 0,
+                budget: None,
+            }),
         }
     }
 
@@ -53,7 +57,10 @@ impl MemoryTracker {
         }
         s.live += bytes;
         s.peak = s.peak.max(s.live);
-        Ok(Allocation { tracker: self, bytes })
+        Ok(Allocation {
+            tracker: self,
+            bytes,
+        })
     }
 
     fn release(&self, bytes: u64) {

@@ -35,9 +35,14 @@ impl Csr {
             )));
         }
         if num_nodes > u32::MAX as usize {
-            return Err(Error::invalid(format!("{num_nodes} nodes do not fit u32 node ids")));
+            return Err(Error::invalid(format!(
+                "{num_nodes} nodes do not fit u32 node ids"
+            )));
         }
-        let out_of_range = src.par_iter().chain(dst.par_iter()).any(|&v| v as usize >= num_nodes);
+        let out_of_range = src
+            .par_iter()
+            .chain(dst.par_iter())
+            .any(|&v| v as usize >= num_nodes);
         if out_of_range {
             let (i, v) = src
                 .iter()
@@ -66,7 +71,12 @@ impl Csr {
             indices[slot] = s;
             edge_ids[slot] = e as u64;
         }
-        Ok(Csr { num_nodes, indptr, indices, edge_ids: Some(edge_ids) })
+        Ok(Csr {
+            num_nodes,
+            indptr,
+            indices,
+            edge_ids: Some(edge_ids),
+        })
     }
 
     /// Number of edges.
@@ -82,12 +92,18 @@ impl Csr {
 
     /// The CSR positions of `v`'s in-edges.
     pub fn range(&self, v: u32) -> (usize, usize) {
-        (self.indptr[v as usize] as usize, self.indptr[v as usize + 1] as usize)
+        (
+            self.indptr[v as usize] as usize,
+            self.indptr[v as usize + 1] as usize,
+        )
     }
 
     /// In-degree of every node.
     pub fn in_degrees(&self) -> Vec<u32> {
-        self.indptr.windows(2).map(|w| (w[1] - w[0]) as u32).collect()
+        self.indptr
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as u32)
+            .collect()
     }
 
     /// Out-degree of every node (how many rows list it as a source).
@@ -123,7 +139,12 @@ impl Csr {
                 edge_ids[slot] = pos as u64;
             }
         }
-        Csr { num_nodes: n, indptr, indices, edge_ids: Some(edge_ids) }
+        Csr {
+            num_nodes: n,
+            indptr,
+            indices,
+            edge_ids: Some(edge_ids),
+        }
     }
 
     /// Adds the reverse of every edge, then sorts each row and drops duplicate edges
@@ -134,8 +155,12 @@ impl Csr {
         let mut rows: Vec<Vec<u32>> = (0..n as u32)
             .into_par_iter()
             .map(|v| {
-                let mut row: Vec<u32> =
-                    self.neighbors(v).iter().chain(t.neighbors(v)).copied().collect();
+                let mut row: Vec<u32> = self
+                    .neighbors(v)
+                    .iter()
+                    .chain(t.neighbors(v))
+                    .copied()
+                    .collect();
                 row.sort_unstable();
                 row.dedup();
                 row
@@ -190,7 +215,12 @@ impl Csr {
         for r in rows.iter_mut() {
             indices.append(r);
         }
-        Csr { num_nodes, indptr, indices, edge_ids: None }
+        Csr {
+            num_nodes,
+            indptr,
+            indices,
+            edge_ids: None,
+        }
     }
 }
 

@@ -174,7 +174,9 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
         ));
     }
     if dst.shares_storage(src) {
-        return Err(Error::invalid("add_assign: source and destination share storage"));
+        return Err(Error::invalid(
+            "add_assign: source and destination share storage",
+        ));
     }
     let src_guard = src.storage();
     let mut dst_guard = dst.storage_mut();
@@ -182,7 +184,9 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
         (Storage::Cpu(d), Storage::Cpu(s)) => {
             fn go<T: Float + CpuElem>(d: &mut [T], s: &[T]) {
                 if d.len() >= PAR_MIN {
-                    d.par_iter_mut().zip(s.par_iter()).for_each(|(d, &s)| *d += s);
+                    d.par_iter_mut()
+                        .zip(s.par_iter())
+                        .for_each(|(d, &s)| *d += s);
                 } else {
                     d.iter_mut().zip(s).for_each(|(d, &s)| *d += s);
                 }

@@ -63,7 +63,10 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
 fn dims(t: &Tensor) -> Result<(usize, usize)> {
     match t.shape() {
         [r, c] => Ok((*r, *c)),
-        s => Err(Error::shape("matmul", format!("expected a 2-D operand, got shape {s:?}"))),
+        s => Err(Error::shape(
+            "matmul",
+            format!("expected a 2-D operand, got shape {s:?}"),
+        )),
     }
 }
 
@@ -89,8 +92,20 @@ fn cpu_matmul(
                 // address exactly those, and c holds m*n values written with strides (n, 1).
                 unsafe {
                     matrixmultiply::sgemm(
-                        m, k, n, 1.0, x.as_ptr(), rsa, csa, y.as_ptr(), rsb, csb, 0.0,
-                        c.as_mut_ptr(), n as isize, 1,
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        x.as_ptr(),
+                        rsa,
+                        csa,
+                        y.as_ptr(),
+                        rsb,
+                        csb,
+                        0.0,
+                        c.as_mut_ptr(),
+                        n as isize,
+                        1,
                     );
                 }
             }
@@ -103,13 +118,27 @@ fn cpu_matmul(
                 // SAFETY: as above, for f64.
                 unsafe {
                     matrixmultiply::dgemm(
-                        m, k, n, 1.0, x.as_ptr(), rsa, csa, y.as_ptr(), rsb, csb, 0.0,
-                        c.as_mut_ptr(), n as isize, 1,
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        x.as_ptr(),
+                        rsa,
+                        csa,
+                        y.as_ptr(),
+                        rsb,
+                        csb,
+                        0.0,
+                        c.as_mut_ptr(),
+                        n as isize,
+                        1,
                     );
                 }
             }
             Ok(CpuBuffer::from_reserved(CpuData::F64(c), alloc))
         }
-        _ => Err(Error::invalid("matmul: operands must both be f32 (or both f64 on the CPU)")),
+        _ => Err(Error::invalid(
+            "matmul: operands must both be f32 (or both f64 on the CPU)",
+        )),
     }
 }

@@ -9,7 +9,11 @@ macro_rules! float_cpu {
             $crate::device::cpu::CpuData::F32($x) => $call,
             $crate::device::cpu::CpuData::F64($x) => $call,
             $crate::device::cpu::CpuData::U32(_) => {
-                return Err($crate::error::Error::DType { op: $op, expected: "f32", got: "u32" })
+                return Err($crate::error::Error::DType {
+                    op: $op,
+                    expected: "f32",
+                    got: "u32",
+                })
             }
         }
     };

@@ -22,7 +22,10 @@ const BLOCK: usize = 256;
 fn dims(op: &'static str, x: &Tensor) -> Result<(usize, usize)> {
     match x.shape() {
         [r, c] => Ok((*r, *c)),
-        s => Err(Error::shape(op, format!("expected a 2-D tensor, got shape {s:?}"))),
+        s => Err(Error::shape(
+            op,
+            format!("expected a 2-D tensor, got shape {s:?}"),
+        )),
     }
 }
 
@@ -44,7 +47,9 @@ pub fn sum_dim(x: &Tensor, dim: usize) -> Result<Tensor> {
     let out_shape = if dim == 0 { vec![c] } else { vec![r] };
     let out = cpu_output(buf, out_shape, x);
     let n = if dim == 0 { r } else { c };
-    Ok(record(OP, out, &[x], move |g| Ok(vec![Some(expand_dim(g, dim, n)?)])))
+    Ok(record(OP, out, &[x], move |g| {
+        Ok(vec![Some(expand_dim(g, dim, n)?)])
+    }))
 }
 
 /// Mean over dimension `dim`.
@@ -87,7 +92,10 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
         (0, [1, c]) => *c,
         (1, [r, 1]) => *r,
         (_, s) => {
-            return Err(Error::shape(OP, format!("cannot repeat shape {s:?} along dimension {dim}")))
+            return Err(Error::shape(
+                OP,
+                format!("cannot repeat shape {s:?} along dimension {dim}"),
+            ))
         }
     };
     let (r, c) = if dim == 0 { (n, len) } else { (len, n) };
@@ -98,7 +106,9 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
     };
     let out = cpu_output(buf, vec![r, c], x);
     let in_shape = x.shape().to_vec();
-    Ok(record(OP, out, &[x], move |g| Ok(vec![Some(reshape(&sum_dim(g, dim)?, &in_shape)?)])))
+    Ok(record(OP, out, &[x], move |g| {
+        Ok(vec![Some(reshape(&sum_dim(g, dim)?, &in_shape)?)])
+    }))
 }
 
 fn cpu_sum_dim<T: Float + CpuElem>(x: &[T], r: usize, c: usize, dim: usize) -> Result<CpuBuffer> {
@@ -131,7 +141,10 @@ fn cpu_sum_dim<T: Float + CpuElem>(x: &[T], r: usize, c: usize, dim: usize) -> R
 /// Sums a slice in fixed blocks added in order (parallel when long).
 fn sum_ordered<T: Float>(v: &[T]) -> T {
     if v.len() >= PAR_MIN {
-        let parts: Vec<T> = v.par_chunks(PAR_MIN).map(|b| b.iter().copied().sum()).collect();
+        let parts: Vec<T> = v
+            .par_chunks(PAR_MIN)
+            .map(|b| b.iter().copied().sum())
+            .collect();
         parts.into_iter().sum()
     } else {
         v.iter().copied().sum()

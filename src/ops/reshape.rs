@@ -9,5 +9,7 @@ use crate::tensor::Tensor;
 pub fn reshape(x: &Tensor, shape: &[usize]) -> Result<Tensor> {
     let out = x.view(shape)?;
     let in_shape = x.shape().to_vec();
-    Ok(record("reshape", out, &[x], move |g| Ok(vec![Some(reshape(g, &in_shape)?)])))
+    Ok(record("reshape", out, &[x], move |g| {
+        Ok(vec![Some(reshape(g, &in_shape)?)])
+    }))
 }

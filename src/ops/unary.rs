@@ -58,7 +58,10 @@ impl UnaryOp {
     /// The scalar parameter (0 where there is none), as shaders receive it.
     pub fn param(self) -> f64 {
         match self {
-            UnaryOp::LeakyRelu(p) | UnaryOp::Elu(p) | UnaryOp::AddScalar(p) | UnaryOp::MulScalar(p) => p,
+            UnaryOp::LeakyRelu(p)
+            | UnaryOp::Elu(p)
+            | UnaryOp::AddScalar(p)
+            | UnaryOp::MulScalar(p) => p,
             _ => 0.0,
         }
     }
@@ -146,15 +149,23 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     x.expect_float(name)?;
     if let UnaryOp::LeakyRelu(a) = op {
         if a <= 0.0 {
-            return Err(Error::invalid(format!("leaky_relu: slope {a} must be positive")));
+            return Err(Error::invalid(format!(
+                "leaky_relu: slope {a} must be positive"
+            )));
         }
     }
     let buf = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(name, &b.data, v => cpu_forward(op, v)?),
     };
     let out = cpu_output(buf, x.shape().to_vec(), x);
-    let saved = if op.saves_input() { x.detach() } else { out.detach() };
-    Ok(record(name, out, &[x], move |g| Ok(vec![Some(unary_backward(op, g, &saved)?)])))
+    let saved = if op.saves_input() {
+        x.detach()
+    } else {
+        out.detach()
+    };
+    Ok(record(name, out, &[x], move |g| {
+        Ok(vec![Some(unary_backward(op, g, &saved)?)])
+    }))
 }
 
 fn cpu_forward<T: Float + CpuElem>(op: UnaryOp, x: &[T]) -> Result<CpuBuffer> {

@@ -1,0 +1,139 @@
+//! Blocks: the bipartite message-flow graphs one GNN layer runs on (DGL's convention).
+//!
+//! A block has `num_src` source nodes and `num_dst` destination nodes; the dst nodes are a
+//! prefix of the src nodes (`src_nodes[..num_dst]` are the dst nodes' global ids), so a
+//! layer reads a dst node's own previous representation at the same local index. Edges are
+//! grouped by dst (`indptr`, `indices` hold local src ids) and, within a dst node, kept in
+//! the graph's CSR order. The transposed CSR (per src: the dst nodes it feeds and the edge
+//! positions) is built with the block, because every backward pass of a segment reduction
+//! runs over it (deterministic, no float atomics).
+//!
+//! Offsets are u32: one block holds fewer than 2³² edges (GPU kernels index with u32).
+
+use crate::error::{Error, Result};
+
+/// One layer's message-flow graph.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Block {
+    /// Number of source nodes (rows of the layer's input).
+    pub num_src: usize,
+    /// Number of destination nodes (rows of the layer's output); a prefix of the sources.
+    pub num_dst: usize,
+    /// `num_dst + 1` offsets into `indices`.
+    pub indptr: Vec<u32>,
+    /// Local source index of each edge, grouped by destination.
+    pub indices: Vec<u32>,
+    /// Global node id of each local source; the first `num_dst` are the destinations.
+    pub src_nodes: Vec<u32>,
+    /// `num_src + 1` offsets into `t_dst` / `t_edges`: the out-edges of each source.
+    pub t_indptr: Vec<u32>,
+    /// Local destination of each out-edge, grouped by source (increasing edge position).
+    pub t_dst: Vec<u32>,
+    /// Position in `indices` of each out-edge.
+    pub t_edges: Vec<u32>,
+}
+
+impl Block {
+    /// Builds a block from its CSR; computes the transposed CSR. Checks every invariant.
+    pub fn new(
+        num_src: usize,
+        indptr: Vec<u32>,
+        indices: Vec<u32>,
+        src_nodes: Vec<u32>,
+    ) -> Result<Block> {
+        let num_dst = indptr
+            .len()
+            .checked_sub(1)
+            .ok_or_else(|| Error::invalid("block: empty indptr"))?;
+        if num_dst > num_src || src_nodes.len() != num_src {
+            return Err(Error::invalid(format!(
+                "block: {num_dst} dst nodes, {num_src} src nodes, {} src ids (dst must be a prefix of src)",
+                src_nodes.len()
+            )));
+        }
+        if indptr[0] != 0
+            || indptr.windows(2).any(|w| w[0] > w[1])
+            || indptr[num_dst] as usize != indices.len()
+        {
+            return Err(Error::invalid(
+                "block: indptr is not a valid offset array".to_string(),
+            ));
+        }
+        if let Some(&bad) = indices.iter().find(|&&s| s as usize >= num_src) {
+            return Err(Error::invalid(format!(
+                "block: src index {bad} out of range for {num_src} sources"
+            )));
+        }
+        let mut t_indptr = vec![0u32; num_src + 1];
+        for &s in &indices {
+            t_indptr[s as usize + 1] += 1;
+        }
+        for i in 0..num_src {
+            t_indptr[i + 1] += t_indptr[i];
+        }
+        let mut next = t_indptr[..num_src].to_vec();
+        let mut t_dst = vec![0u32; indices.len()];
+        let mut t_edges = vec![0u32; indices.len()];
+        for d in 0..num_dst {
+            for e in indptr[d]..indptr[d + 1] {
+                let s = indices[e as usize] as usize;
+                let slot = next[s] as usize;
+                next[s] += 1;
+                t_dst[slot] = d as u32;
+                t_edges[slot] = e;
+            }
+        }
+        Ok(Block {
+            num_src,
+            num_dst,
+            indptr,
+            indices,
+            src_nodes,
+            t_indptr,
+            t_dst,
+            t_edges,
+        })
+    }
+
+    /// Number of edges.
+    pub fn num_edges(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// In-degree of local dst `d`.
+    pub fn degree(&self, d: usize) -> usize {
+        (self.indptr[d + 1] - self.indptr[d]) as usize
+    }
+
+    /// Local sources of dst `d`, in edge order.
+    pub fn neighbors(&self, d: usize) -> &[u32] {
+        &self.indices[self.indptr[d] as usize..self.indptr[d + 1] as usize]
+    }
+
+    /// Global ids of the dst nodes.
+    pub fn dst_nodes(&self) -> &[u32] {
+        &self.src_nodes[..self.num_dst]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_lists_out_edges() {
+        // dst 0 <- {0, 2}, dst 1 <- {2}; sources 0..3 with globals 10, 11, 12.
+        let b = Block::new(3, vec![0, 2, 3], vec![0, 2, 2], vec![10, 11, 12]).unwrap();
+        assert_eq!(b.t_indptr, vec![0, 1, 1, 3]);
+        assert_eq!(b.t_dst, vec![0, 0, 1]);
+        assert_eq!(b.t_edges, vec![0, 1, 2]);
+        assert_eq!(b.dst_nodes(), &[10, 11]);
+    }
+
+    #[test]
+    fn invalid_blocks_are_errors() {
+        assert!(Block::new(1, vec![0, 1, 1], vec![0], vec![5]).is_err());
+        assert!(Block::new(2, vec![0, 1], vec![3], vec![5, 6]).is_err());
+        assert!(Block::new(2, vec![0, 2], vec![0], vec![5, 6]).is_err());
+    }
+}
