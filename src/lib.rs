@@ -11,9 +11,11 @@ pub mod error;
 pub mod float;
 pub mod gradcheck;
 pub mod graph;
+pub mod nn;
 pub mod ops;
 pub mod rng;
 pub mod tensor;
+pub mod train;
 
 pub use device::Device;
 pub use error::{Error, Result};

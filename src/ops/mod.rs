@@ -35,24 +35,64 @@ macro_rules! float_cpu2 {
     };
 }
 
+mod adam;
 mod binary;
 mod matmul;
 mod reduce;
 mod reshape;
+mod sgd;
 mod unary;
 
+pub use adam::{adam_update, AdamStep};
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
 pub use matmul::matmul;
 pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
+pub use sgd::{sgd_update, SgdStep};
 pub use unary::{
     add_scalar, elu, exp, leaky_relu, log, mul_scalar, neg, relu, sigmoid, tanh, unary, UnaryOp,
 };
 
 use crate::device::cpu::CpuBuffer;
+use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
 
 /// Wraps an op's CPU result as a tensor shaped `shape`, placed and typed like `like`.
 pub(crate) fn cpu_output(buf: CpuBuffer, shape: Vec<usize>, like: &Tensor) -> Tensor {
     Tensor::from_storage(Storage::Cpu(buf), shape, like.dtype(), like.device())
+}
+
+/// Checks an in-place update: every operand float, on `param`'s device, of its shape, and
+/// none sharing `param`'s storage (the update holds their locks at once).
+pub(crate) fn check_update(
+    op: &'static str,
+    param: &Tensor,
+    others: &[Option<&Tensor>],
+) -> Result<()> {
+    param.expect_float(op)?;
+    for t in others.iter().flatten() {
+        param.same_device(t, op)?;
+        if t.dtype() != param.dtype() {
+            return Err(Error::DType {
+                op,
+                expected: param.dtype().name(),
+                got: t.dtype().name(),
+            });
+        }
+        if t.shape() != param.shape() {
+            return Err(Error::shape(
+                op,
+                format!("parameter {:?} but operand {:?}", param.shape(), t.shape()),
+            ));
+        }
+    }
+    let all: Vec<&Tensor> = std::iter::once(param)
+        .chain(others.iter().flatten().copied())
+        .collect();
+    for (i, a) in all.iter().enumerate() {
+        if all[i + 1..].iter().any(|b| a.shares_storage(b)) {
+            return Err(Error::invalid(format!("{op}: two operands share storage")));
+        }
+    }
+    Ok(())
 }

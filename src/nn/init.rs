@@ -1,0 +1,42 @@
+//! Seeded parameter initialisation.
+//!
+//! Glorot (Xavier) uniform: U(−a, a) with a = √(6 / (fan_in + fan_out)), the default of
+//! DGL's and PyG's GNN layers. Kaiming (He) uniform for ReLU: a = √(6 / fan_in).
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::rng::Rng;
+use crate::tensor::Tensor;
+
+/// How to initialise a weight matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Init {
+    GlorotUniform,
+    KaimingUniform,
+    Zeros,
+}
+
+/// A `[fan_in, fan_out]` f32 parameter drawn from `init` with `rng`, as a leaf on `device`.
+pub fn weight(
+    fan_in: usize,
+    fan_out: usize,
+    init: Init,
+    rng: &mut Rng,
+    device: Device,
+) -> Result<Tensor> {
+    let n = fan_in * fan_out;
+    let bound = match init {
+        Init::GlorotUniform => (6.0 / (fan_in + fan_out).max(1) as f64).sqrt(),
+        Init::KaimingUniform => (6.0 / fan_in.max(1) as f64).sqrt(),
+        Init::Zeros => 0.0,
+    };
+    let data = (0..n)
+        .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
+        .collect();
+    Ok(Tensor::from_f32(data, &[fan_in, fan_out], device)?.requires_grad_leaf())
+}
+
+/// A zero f32 parameter of `shape`, as a leaf on `device`.
+pub fn zeros(shape: &[usize], device: Device) -> Result<Tensor> {
+    Ok(Tensor::zeros(shape, crate::tensor::DType::F32, device)?.requires_grad_leaf())
+}

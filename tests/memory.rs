@@ -1,0 +1,99 @@
+//! Exact memory accounting on the CPU backend. The CPU tracker is process-wide, so these
+//! tests live in their own binary and take a lock against each other.
+
+use std::sync::Mutex;
+
+use espalier::nn::{Activation, Mlp, Module};
+use espalier::rng::Rng;
+use espalier::{ops, DType, Device, Error, Tensor};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn live() -> u64 {
+    Device::Cpu.memory_stats().unwrap().live
+}
+
+#[test]
+fn backward_frees_activations_leaving_parameters_and_gradients() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let base = live();
+    let mut rng = Rng::new(1);
+    let mlp = Mlp::new(&[16, 64, 64, 3], Activation::Relu, &mut rng, Device::Cpu).unwrap();
+    let param_bytes: u64 = mlp.parameters().iter().map(|p| p.bytes() as u64).sum();
+    let x = Tensor::from_f32(
+        (0..256 * 16).map(|i| (i % 7) as f32 * 0.1).collect(),
+        &[256, 16],
+        Device::Cpu,
+    )
+    .unwrap();
+    let x_bytes = x.bytes() as u64;
+    assert_eq!(live(), base + param_bytes + x_bytes);
+
+    Device::Cpu.memory().unwrap().reset_peak();
+    let loss = ops::mean_all(&ops::tanh(&mlp.forward(&x).unwrap()).unwrap()).unwrap();
+    let during = live();
+    assert!(
+        during > base + param_bytes + x_bytes + 256 * 64 * 4,
+        "activations are live before backward"
+    );
+    loss.backward().unwrap();
+    drop(loss);
+    assert_eq!(
+        live(),
+        base + 2 * param_bytes + x_bytes,
+        "after backward only parameters, their gradients and the input remain"
+    );
+    assert!(Device::Cpu.memory_stats().unwrap().peak >= during);
+    for p in mlp.parameters() {
+        assert_eq!(p.grad().unwrap().shape(), p.shape());
+    }
+    // Gradients accumulate in place across backward calls: no extra bytes stay live.
+    let loss = ops::mean_all(&ops::tanh(&mlp.forward(&x).unwrap()).unwrap()).unwrap();
+    loss.backward().unwrap();
+    drop(loss);
+    assert_eq!(live(), base + 2 * param_bytes + x_bytes);
+    mlp.zero_grad();
+    assert_eq!(live(), base + param_bytes + x_bytes);
+}
+
+#[test]
+fn allocation_past_budget_is_a_typed_error_and_the_device_stays_usable() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mem = Device::Cpu.memory().unwrap();
+    let a = Tensor::zeros(&[1024], DType::F32, Device::Cpu).unwrap();
+    let live_before = live();
+    mem.set_budget(Some(live_before + 8192));
+    let err = Tensor::zeros(&[4096], DType::F32, Device::Cpu).unwrap_err();
+    match err {
+        Error::OutOfMemory {
+            device,
+            requested,
+            live,
+            budget,
+        } => {
+            assert_eq!(device, Device::Cpu);
+            assert_eq!(requested, 16384);
+            assert_eq!(live, live_before);
+            assert_eq!(budget, live_before + 8192);
+        }
+        other => panic!("expected OutOfMemory, got {other}"),
+    }
+    // An op whose output does not fit fails the same way, before computing anything.
+    let big = ops::expand_dim(
+        &ops::sum_dim(&a.view(&[1, 1024]).unwrap(), 0).unwrap(),
+        0,
+        64,
+    );
+    assert!(matches!(big, Err(Error::OutOfMemory { .. })));
+    assert_eq!(
+        live(),
+        live_before,
+        "a failed allocation leaves nothing behind"
+    );
+    // Still usable under the budget, and fully usable once it is lifted.
+    let small = ops::relu(&a).unwrap();
+    assert_eq!(small.numel(), 1024);
+    drop(small);
+    mem.set_budget(None);
+    assert!(Tensor::zeros(&[4096], DType::F32, Device::Cpu).is_ok());
+}
