@@ -1,7 +1,8 @@
-//! Graphs: storage, loaders, synthetic generators, sampling, blocks and degree buckets.
 
 pub mod block;
 pub mod csr;
+pub mod sample;
 
 pub use block::Block;
 pub use csr::Csr;
+pub use sample::{full_blocks, sample_blocks, Sampler};
