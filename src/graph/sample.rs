@@ -7,8 +7,9 @@
 //! A dst node whose in-degree is at most the layer's fanout keeps all its in-edges;
 //! otherwise `fanout` distinct CSR positions are drawn uniformly (Floyd's algorithm) and kept
 //! in CSR order. Every (layer, node) pair draws from its own stream,
-//! `Rng::fork(Rng::fork(seed, layer).next_u64(), node)`, so the result does not depend on the
-//! thread count or on where a node sits in the dst list.
+//! `Rng::fork(Rng::fork(seed, layer).next_u64(), node)` with `layer` the block's index in the
+//! returned list (0 = input layer) and `node` the global id, so the result does not depend on
+//! the thread count or on where a node sits in the dst list.
 //!
 //! Relabelling is sequential and cheap: a dense marker array (one `u32` per graph node,
 //! allocated once per [`Sampler`] and reset after every layer by walking only the entries it
