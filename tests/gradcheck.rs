@@ -1,5 +1,8 @@
 //! Central-difference gradient checks, in f64, for every op and for a two-layer MLP.
 
+// `&[x.clone()]` reads better than `std::slice::from_ref(&x)` in a table of checks.
+#![allow(clippy::cloned_ref_to_slice_refs)]
+
 use espalier::gradcheck::check;
 use espalier::ops;
 use espalier::rng::Rng;
@@ -128,4 +131,21 @@ fn a_wrong_backward_rule_is_caught() {
         }))
     };
     assert!(check(wrong, &[rand(&[3, 2], 50)], EPS, TOL).is_err());
+}
+
+fn idx(v: &[u32]) -> Tensor {
+    Tensor::from_u32(v.to_vec(), &[v.len()], espalier::Device::Cpu).unwrap()
+}
+
+#[test]
+fn index_select_with_repeated_indices() {
+    // Row 1 is gathered three times and row 3 never: its gradient must be exactly zero.
+    let i = idx(&[1, 0, 1, 4, 1, 2]);
+    ok(|x| ops::index_select(&x[0], &i), &[rand(&[5, 3], 60)]);
+}
+
+#[test]
+fn scatter_add_with_collisions_and_empty_rows() {
+    let i = idx(&[3, 0, 3, 3, 1]);
+    ok(|x| ops::scatter_add(&x[0], &i, 6), &[rand(&[5, 4], 61)]);
 }

@@ -36,12 +36,15 @@ macro_rules! float_cpu2 {
 }
 
 mod binary;
+mod index_select;
 mod matmul;
 mod reduce;
 mod reshape;
+mod rows;
 mod unary;
 
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
+pub use index_select::{index_select, scatter_add};
 pub use matmul::matmul;
 pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
