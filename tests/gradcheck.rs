@@ -149,3 +149,25 @@ fn scatter_add_with_collisions_and_empty_rows() {
     let i = idx(&[3, 0, 3, 3, 1]);
     ok(|x| ops::scatter_add(&x[0], &i, 6), &[rand(&[5, 4], 61)]);
 }
+
+#[test]
+fn concat_three_inputs_on_both_dims() {
+    let rows = [rand(&[2, 3], 70), rand(&[1, 3], 71), rand(&[4, 3], 72)];
+    ok(|x| ops::concat(&[&x[0], &x[1], &x[2]], 0), &rows);
+    let cols = [rand(&[3, 2], 73), rand(&[3, 1], 74), rand(&[3, 4], 75)];
+    ok(|x| ops::concat(&[&x[0], &x[1], &x[2]], 1), &cols);
+    // An input that needs no gradient sits between two that do.
+    let fixed = rand(&[3, 5], 76);
+    ok(
+        |x| ops::concat(&[&x[0], &fixed, &x[1]], 1),
+        &[cols[0].clone(), cols[2].clone()],
+    );
+}
+
+#[test]
+fn slice_both_dims() {
+    let x = rand(&[5, 4], 80);
+    ok(|x| ops::slice(&x[0], 0, 1, 3), &[x.clone()]);
+    ok(|x| ops::slice(&x[0], 1, 2, 2), &[x.clone()]);
+    ok(|x| ops::slice(&x[0], 1, 0, 4), &[x.clone()]);
+}

@@ -36,18 +36,22 @@ macro_rules! float_cpu2 {
 }
 
 mod binary;
+mod concat;
 mod index_select;
 mod matmul;
 mod reduce;
 mod reshape;
 mod rows;
+mod slice;
 mod unary;
 
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
+pub use concat::concat;
 pub use index_select::{index_select, scatter_add};
 pub use matmul::matmul;
 pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
+pub use slice::slice;
 pub use unary::{
     add_scalar, elu, exp, leaky_relu, log, mul_scalar, neg, relu, sigmoid, tanh, unary, UnaryOp,
 };
