@@ -171,3 +171,35 @@ fn slice_both_dims() {
     ok(|x| ops::slice(&x[0], 1, 2, 2), &[x.clone()]);
     ok(|x| ops::slice(&x[0], 1, 0, 4), &[x.clone()]);
 }
+
+#[test]
+fn cross_entropy_with_and_without_weights() {
+    let labels = idx(&[2, 0, 3, 3, 1]);
+    let logits = rand(&[5, 4], 90);
+    ok(
+        |x| ops::cross_entropy(&x[0], &labels, None),
+        &[logits.clone()],
+    );
+    // Weights get a gradient too (the loss is linear in them).
+    ok(
+        |x| ops::cross_entropy(&x[0], &labels, Some(&x[1])),
+        &[logits.clone(), positive(&[5], 91)],
+    );
+    // Fixed weights, some zero: those rows contribute nothing.
+    let w = Tensor::from_f64(vec![0.0, 2.0, 1.0, 0.0, 0.5], &[5]).unwrap();
+    ok(
+        |x| ops::cross_entropy(&x[0], &labels, Some(&w)),
+        &[logits.clone()],
+    );
+    // Scaled-up logits: softmax nearly one-hot.
+    ok(
+        |x| ops::cross_entropy(&ops::mul_scalar(&x[0], 20.0)?, &labels, None),
+        &[logits],
+    );
+}
+
+#[test]
+fn log_softmax_rows() {
+    ok(|x| ops::log_softmax(&x[0]), &[rand(&[4, 5], 95)]);
+    ok(|x| ops::log_softmax(&x[0]), &[rand(&[3, 1], 96)]);
+}

@@ -35,9 +35,12 @@ macro_rules! float_cpu2 {
     };
 }
 
+mod argmax;
 mod binary;
 mod concat;
+mod cross_entropy;
 mod index_select;
+mod log_softmax;
 mod matmul;
 mod reduce;
 mod reshape;
@@ -45,9 +48,12 @@ mod rows;
 mod slice;
 mod unary;
 
+pub use argmax::argmax_rows;
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
 pub use concat::concat;
+pub use cross_entropy::cross_entropy;
 pub use index_select::{index_select, scatter_add};
+pub use log_softmax::log_softmax;
 pub use matmul::matmul;
 pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
