@@ -203,3 +203,51 @@ fn log_softmax_rows() {
     ok(|x| ops::log_softmax(&x[0]), &[rand(&[4, 5], 95)]);
     ok(|x| ops::log_softmax(&x[0]), &[rand(&[3, 1], 96)]);
 }
+
+#[test]
+fn dropout_mask_is_fixed_by_key_and_row_ids() {
+    // The mask depends on the key only, so central differences see a fixed linear map.
+    let key = ops::dropout_key(7, 3, 1);
+    ok(
+        |x| ops::dropout(&x[0], 0.4, key, None),
+        &[rand(&[6, 5], 100)],
+    );
+    let ids = idx(&[40, 2, 17, 3, 99, 5]);
+    ok(
+        |x| ops::dropout(&x[0], 0.4, key, Some(&ids)),
+        &[rand(&[6, 5], 101)],
+    );
+
+    // Kept fraction near 1 - p on a large tensor (standard error ~0.001 here).
+    let p = 0.3;
+    let (r, c) = (512, 384);
+    let ones = Tensor::from_f64(vec![1.0; r * c], &[r, c]).unwrap();
+    let y = ops::dropout(&ones, p, key, None)
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    let kept = y.iter().filter(|&&v| v != 0.0).count() as f64 / (r * c) as f64;
+    assert!((kept - (1.0 - p)).abs() < 0.01, "kept fraction {kept}");
+    assert!(y
+        .iter()
+        .all(|&v| v == 0.0 || (v - 1.0 / (1.0 - p)).abs() < 1e-12));
+
+    // A micro-batch holding rows 5, 6, 7 (by global id) drops what the full batch drops.
+    let full_x = rand(&[10, 7], 102);
+    let full = ops::dropout(&full_x, 0.5, key, None)
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    let part_x = ops::slice(&full_x, 0, 5, 3).unwrap();
+    let part = ops::dropout(&part_x, 0.5, key, Some(&idx(&[5, 6, 7])))
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    assert_eq!(part, full[5 * 7..8 * 7]);
+    // ... and without the row ids it would not (rows 0..3 have other masks).
+    let unlabelled = ops::dropout(&part_x, 0.5, key, None)
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    assert_ne!(unlabelled, part);
+}
