@@ -251,3 +251,53 @@ fn dropout_mask_is_fixed_by_key_and_row_ids() {
         .unwrap();
     assert_ne!(unlabelled, part);
 }
+
+/// A block with every awkward case: dst 1 has no in-edges, dst 0 has a self-loop, dst 2
+/// has a duplicate edge (4 -> 2 twice) and a self-loop, and src 5 feeds nobody.
+fn awkward_block() -> std::sync::Arc<espalier::graph::Block> {
+    let indptr = vec![0, 3, 3, 8];
+    let indices = vec![1, 3, 0, 4, 4, 2, 1, 3];
+    let b = espalier::graph::Block::new(6, indptr, indices, vec![10, 11, 12, 13, 14, 15]);
+    std::sync::Arc::new(b.unwrap())
+}
+
+#[test]
+fn segment_sum_and_mean_on_an_awkward_block() {
+    let b = awkward_block();
+    ok(|x| ops::segment_sum(&x[0], &b), &[rand(&[6, 3], 110)]);
+    ok(|x| ops::segment_mean(&x[0], &b), &[rand(&[6, 3], 111)]);
+}
+
+#[test]
+fn segment_max_on_an_awkward_block() {
+    let b = awkward_block();
+    // Distinct values everywhere, so no two different sources tie within eps.
+    let x = rand(&[6, 4], 112);
+    let mut v = x.to_vec_f64().unwrap();
+    v.sort_by(f64::total_cmp);
+    assert!(v.windows(2).all(|w| w[1] - w[0] > 1e-4), "inputs too close");
+    ok(|x| ops::segment_max(&x[0], &b), &[x.clone()]);
+    // Composed with a nonlinearity and used twice (gradients through both paths add up).
+    ok(
+        |x| {
+            ops::add(
+                &ops::segment_max(&ops::tanh(&x[0])?, &b)?,
+                &ops::segment_sum(&x[0], &b)?,
+            )
+        },
+        &[x],
+    );
+}
+
+#[test]
+fn graph_ops_reject_a_wrong_row_count() {
+    let b = awkward_block();
+    let x = rand(&[5, 3], 113);
+    for r in [
+        ops::segment_sum(&x, &b),
+        ops::segment_mean(&x, &b),
+        ops::segment_max(&x, &b),
+    ] {
+        assert!(matches!(r, Err(espalier::Error::Shape { .. })), "{r:?}");
+    }
+}

@@ -46,6 +46,8 @@ mod matmul;
 mod reduce;
 mod reshape;
 mod rows;
+mod segment_max;
+mod segment_sum;
 mod slice;
 mod unary;
 
@@ -59,6 +61,8 @@ pub use log_softmax::log_softmax;
 pub use matmul::matmul;
 pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
+pub use segment_max::segment_max;
+pub use segment_sum::{segment_mean, segment_sum};
 pub use slice::slice;
 pub use unary::{
     add_scalar, elu, exp, leaky_relu, log, mul_scalar, neg, relu, sigmoid, tanh, unary, UnaryOp,

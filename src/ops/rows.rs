@@ -34,12 +34,7 @@ pub(crate) fn rows_from_fn<T: CpuElem + Default>(
 
 /// Runs `f(i, row)` over the rows of `out` (`cols` values each), in parallel when `work`
 /// is large enough. Nothing runs when `cols` is zero: such rows hold no values.
-pub(crate) fn fill_rows<T: Send>(
-    out: &mut [T],
-    cols: usize,
-    work: usize,
-    f: impl Fn(usize, &mut [T]) + Sync,
-) {
+fn fill_rows<T: Send>(out: &mut [T], cols: usize, work: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     if cols == 0 {
         return;
     }
