@@ -301,3 +301,40 @@ fn graph_ops_reject_a_wrong_row_count() {
         assert!(matches!(r, Err(espalier::Error::Shape { .. })), "{r:?}");
     }
 }
+
+#[test]
+fn caller_mistakes_are_errors_of_the_right_variant() {
+    use espalier::Error;
+    let x = rand(&[3, 4], 120);
+    // A label out of range names its row.
+    match ops::cross_entropy(&x, &idx(&[0, 4, 1]), None) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("row 1"), "{m}"),
+        r => panic!("bad label: {r:?}"),
+    }
+    // An index out of range names its position and value.
+    match ops::index_select(&x, &idx(&[2, 0, 3])) {
+        Err(Error::InvalidArgument(m)) => {
+            assert!(m.contains("position 2") && m.contains("index 3"), "{m}")
+        }
+        r => panic!("bad index: {r:?}"),
+    }
+    for p in [-0.5, 1.0, f64::NAN] {
+        assert!(matches!(
+            ops::dropout(&x, p, 1, None),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert!(matches!(
+        ops::dropout(&x, 0.5, 1, Some(&idx(&[0, 1]))),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(ops::slice(&x, 1, 3, 2), Err(Error::Shape { .. })));
+    assert!(matches!(
+        ops::concat(&[&x, &rand(&[3, 5], 121)], 0),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        ops::log_softmax(&rand(&[2, 2, 2], 122)),
+        Err(Error::Shape { .. })
+    ));
+}
