@@ -1,5 +1,8 @@
 //! Central-difference gradient checks, in f64, for every op and for a two-layer MLP.
 
+// `&[x.clone()]` reads better than `std::slice::from_ref(&x)` in a table of checks.
+#![allow(clippy::cloned_ref_to_slice_refs)]
+
 use espalier::gradcheck::check;
 use espalier::ops;
 use espalier::rng::Rng;
@@ -128,4 +131,210 @@ fn a_wrong_backward_rule_is_caught() {
         }))
     };
     assert!(check(wrong, &[rand(&[3, 2], 50)], EPS, TOL).is_err());
+}
+
+fn idx(v: &[u32]) -> Tensor {
+    Tensor::from_u32(v.to_vec(), &[v.len()], espalier::Device::Cpu).unwrap()
+}
+
+#[test]
+fn index_select_with_repeated_indices() {
+    // Row 1 is gathered three times and row 3 never: its gradient must be exactly zero.
+    let i = idx(&[1, 0, 1, 4, 1, 2]);
+    ok(|x| ops::index_select(&x[0], &i), &[rand(&[5, 3], 60)]);
+}
+
+#[test]
+fn scatter_add_with_collisions_and_empty_rows() {
+    let i = idx(&[3, 0, 3, 3, 1]);
+    ok(|x| ops::scatter_add(&x[0], &i, 6), &[rand(&[5, 4], 61)]);
+}
+
+#[test]
+fn concat_three_inputs_on_both_dims() {
+    let rows = [rand(&[2, 3], 70), rand(&[1, 3], 71), rand(&[4, 3], 72)];
+    ok(|x| ops::concat(&[&x[0], &x[1], &x[2]], 0), &rows);
+    let cols = [rand(&[3, 2], 73), rand(&[3, 1], 74), rand(&[3, 4], 75)];
+    ok(|x| ops::concat(&[&x[0], &x[1], &x[2]], 1), &cols);
+    // An input that needs no gradient sits between two that do.
+    let fixed = rand(&[3, 5], 76);
+    ok(
+        |x| ops::concat(&[&x[0], &fixed, &x[1]], 1),
+        &[cols[0].clone(), cols[2].clone()],
+    );
+}
+
+#[test]
+fn slice_both_dims() {
+    let x = rand(&[5, 4], 80);
+    ok(|x| ops::slice(&x[0], 0, 1, 3), &[x.clone()]);
+    ok(|x| ops::slice(&x[0], 1, 2, 2), &[x.clone()]);
+    ok(|x| ops::slice(&x[0], 1, 0, 4), &[x.clone()]);
+}
+
+#[test]
+fn cross_entropy_with_and_without_weights() {
+    let labels = idx(&[2, 0, 3, 3, 1]);
+    let logits = rand(&[5, 4], 90);
+    ok(
+        |x| ops::cross_entropy(&x[0], &labels, None),
+        &[logits.clone()],
+    );
+    // Weights get a gradient too (the loss is linear in them).
+    ok(
+        |x| ops::cross_entropy(&x[0], &labels, Some(&x[1])),
+        &[logits.clone(), positive(&[5], 91)],
+    );
+    // Fixed weights, some zero: those rows contribute nothing.
+    let w = Tensor::from_f64(vec![0.0, 2.0, 1.0, 0.0, 0.5], &[5]).unwrap();
+    ok(
+        |x| ops::cross_entropy(&x[0], &labels, Some(&w)),
+        &[logits.clone()],
+    );
+    // Scaled-up logits: softmax nearly one-hot.
+    ok(
+        |x| ops::cross_entropy(&ops::mul_scalar(&x[0], 20.0)?, &labels, None),
+        &[logits],
+    );
+}
+
+#[test]
+fn log_softmax_rows() {
+    ok(|x| ops::log_softmax(&x[0]), &[rand(&[4, 5], 95)]);
+    ok(|x| ops::log_softmax(&x[0]), &[rand(&[3, 1], 96)]);
+}
+
+#[test]
+fn dropout_mask_is_fixed_by_key_and_row_ids() {
+    // The mask depends on the key only, so central differences see a fixed linear map.
+    let key = ops::dropout_key(7, 3, 1);
+    ok(
+        |x| ops::dropout(&x[0], 0.4, key, None),
+        &[rand(&[6, 5], 100)],
+    );
+    let ids = idx(&[40, 2, 17, 3, 99, 5]);
+    ok(
+        |x| ops::dropout(&x[0], 0.4, key, Some(&ids)),
+        &[rand(&[6, 5], 101)],
+    );
+
+    // Kept fraction near 1 - p on a large tensor (standard error ~0.001 here).
+    let p = 0.3;
+    let (r, c) = (512, 384);
+    let ones = Tensor::from_f64(vec![1.0; r * c], &[r, c]).unwrap();
+    let y = ops::dropout(&ones, p, key, None)
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    let kept = y.iter().filter(|&&v| v != 0.0).count() as f64 / (r * c) as f64;
+    assert!((kept - (1.0 - p)).abs() < 0.01, "kept fraction {kept}");
+    assert!(y
+        .iter()
+        .all(|&v| v == 0.0 || (v - 1.0 / (1.0 - p)).abs() < 1e-12));
+
+    // A micro-batch holding rows 5, 6, 7 (by global id) drops what the full batch drops.
+    let full_x = rand(&[10, 7], 102);
+    let full = ops::dropout(&full_x, 0.5, key, None)
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    let part_x = ops::slice(&full_x, 0, 5, 3).unwrap();
+    let part = ops::dropout(&part_x, 0.5, key, Some(&idx(&[5, 6, 7])))
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    assert_eq!(part, full[5 * 7..8 * 7]);
+    // ... and without the row ids it would not (rows 0..3 have other masks).
+    let unlabelled = ops::dropout(&part_x, 0.5, key, None)
+        .unwrap()
+        .to_vec_f64()
+        .unwrap();
+    assert_ne!(unlabelled, part);
+}
+
+/// A block with every awkward case: dst 1 has no in-edges, dst 0 has a self-loop, dst 2
+/// has a duplicate edge (4 -> 2 twice) and a self-loop, and src 5 feeds nobody.
+fn awkward_block() -> std::sync::Arc<espalier::graph::Block> {
+    let indptr = vec![0, 3, 3, 8];
+    let indices = vec![1, 3, 0, 4, 4, 2, 1, 3];
+    let b = espalier::graph::Block::new(6, indptr, indices, vec![10, 11, 12, 13, 14, 15]);
+    std::sync::Arc::new(b.unwrap())
+}
+
+#[test]
+fn segment_sum_and_mean_on_an_awkward_block() {
+    let b = awkward_block();
+    ok(|x| ops::segment_sum(&x[0], &b), &[rand(&[6, 3], 110)]);
+    ok(|x| ops::segment_mean(&x[0], &b), &[rand(&[6, 3], 111)]);
+}
+
+#[test]
+fn segment_max_on_an_awkward_block() {
+    let b = awkward_block();
+    // Distinct values everywhere, so no two different sources tie within eps.
+    let x = rand(&[6, 4], 112);
+    let mut v = x.to_vec_f64().unwrap();
+    v.sort_by(f64::total_cmp);
+    assert!(v.windows(2).all(|w| w[1] - w[0] > 1e-4), "inputs too close");
+    ok(|x| ops::segment_max(&x[0], &b), &[x.clone()]);
+    // Composed with a nonlinearity and used twice (gradients through both paths add up).
+    ok(
+        |x| {
+            ops::add(
+                &ops::segment_max(&ops::tanh(&x[0])?, &b)?,
+                &ops::segment_sum(&x[0], &b)?,
+            )
+        },
+        &[x],
+    );
+}
+
+#[test]
+fn graph_ops_reject_a_wrong_row_count() {
+    let b = awkward_block();
+    let x = rand(&[5, 3], 113);
+    for r in [
+        ops::segment_sum(&x, &b),
+        ops::segment_mean(&x, &b),
+        ops::segment_max(&x, &b),
+    ] {
+        assert!(matches!(r, Err(espalier::Error::Shape { .. })), "{r:?}");
+    }
+}
+
+#[test]
+fn caller_mistakes_are_errors_of_the_right_variant() {
+    use espalier::Error;
+    let x = rand(&[3, 4], 120);
+    // A label out of range names its row.
+    match ops::cross_entropy(&x, &idx(&[0, 4, 1]), None) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("row 1"), "{m}"),
+        r => panic!("bad label: {r:?}"),
+    }
+    // An index out of range names its position and value.
+    match ops::index_select(&x, &idx(&[2, 0, 3])) {
+        Err(Error::InvalidArgument(m)) => {
+            assert!(m.contains("position 2") && m.contains("index 3"), "{m}")
+        }
+        r => panic!("bad index: {r:?}"),
+    }
+    for p in [-0.5, 1.0, f64::NAN] {
+        assert!(matches!(
+            ops::dropout(&x, p, 1, None),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert!(matches!(
+        ops::dropout(&x, 0.5, 1, Some(&idx(&[0, 1]))),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(ops::slice(&x, 1, 3, 2), Err(Error::Shape { .. })));
+    assert!(matches!(
+        ops::concat(&[&x, &rand(&[3, 5], 121)], 0),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        ops::log_softmax(&rand(&[2, 2, 2], 122)),
+        Err(Error::Shape { .. })
+    ));
 }

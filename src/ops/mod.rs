@@ -36,7 +36,13 @@ macro_rules! float_cpu2 {
 }
 
 mod adam;
+mod argmax;
 mod binary;
+mod concat;
+mod cross_entropy;
+mod dropout;
+mod index_select;
+mod log_softmax;
 mod matmul;
 mod reduce;
 mod reshape;
@@ -44,11 +50,24 @@ mod sgd;
 mod unary;
 
 pub use adam::{adam_update, AdamStep};
+mod rows;
+mod segment_max;
+mod segment_sum;
+mod slice;
+pub use argmax::argmax_rows;
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
+pub use concat::concat;
+pub use cross_entropy::cross_entropy;
+pub use dropout::{dropout, dropout_key};
+pub use index_select::{index_select, scatter_add};
+pub use log_softmax::log_softmax;
 pub use matmul::matmul;
 pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
+pub use segment_max::segment_max;
+pub use segment_sum::{segment_mean, segment_sum};
 pub use sgd::{sgd_update, SgdStep};
+pub use slice::slice;
 pub use unary::{
     add_scalar, elu, exp, leaky_relu, log, mul_scalar, neg, relu, sigmoid, tanh, unary, UnaryOp,
 };

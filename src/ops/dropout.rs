@@ -1,0 +1,170 @@
+//! Dropout with a counter-based mask.
+//!
+//! `out[i, j] = x[i, j] / (1 - p)` if `uniform3(key, rowᵢ, j) ≥ p`, else 0, where `rowᵢ`
+//! is `row_ids[i]` when given (the row's global id) and `i` otherwise. The mask depends only
+//! on the key and the element's (global row, column), never on thread count or on which
+//! other rows are present: a GPU kernel computes the identical mask from the same 32-bit
+//! hash ([`crate::rng::uniform3`]), and a micro-batch holding a subset of the rows drops
+//! exactly what the full batch drops. The comparison is in f32 (`p` rounded to f32), as on
+//! a GPU; the scale `1/(1 - p)` is computed in f64 and rounded to the tensor's dtype.
+//!
+//! Backward: `x̄ = ḡ ⊙ mask / (1 - p)`, i.e. the same kernel applied to `ḡ`. The mask is
+//! recomputed, so nothing is saved but the row ids (no activation, no mask bytes).
+//!
+//! Keys: [`dropout_key`] derives one per (seed, epoch, layer).
+
+use crate::autograd::record;
+use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::ops::cpu_output;
+use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
+use crate::rng::{mix64, uniform3};
+use crate::tensor::{Storage, Tensor};
+
+const OP: &str = "dropout";
+
+/// Zeroes each element of the 2-D `x` with probability `p` (0 ≤ p < 1) and scales the rest
+/// by `1/(1 - p)`. `row_ids` (u32, one per row) names the rows for the mask; without it row
+/// `i` is `i`. `p = 0` returns `x` itself.
+pub fn dropout(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<Tensor> {
+    // Written so that NaN fails too.
+    if !(0.0..1.0).contains(&p) {
+        return Err(Error::invalid(format!(
+            "{OP}: probability {p} is outside [0, 1)"
+        )));
+    }
+    x.expect_float(OP)?;
+    let (r, c) = dims2(OP, "x", x)?;
+    if c as u64 > 1 << 32 || (row_ids.is_none() && r as u64 > 1 << 32) {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "{:?} has more rows or columns than u32 coordinates",
+                x.shape()
+            ),
+        ));
+    }
+    if let Some(ids) = row_ids {
+        x.same_device(ids, OP)?;
+        expect_vector(OP, "row_ids", ids, r)?;
+    }
+    if p == 0.0 {
+        return Ok(x.clone());
+    }
+    let out = apply_mask(x, p, key, row_ids)?;
+    let row_ids = row_ids.cloned();
+    Ok(record(OP, out, &[x], move |g| {
+        Ok(vec![Some(apply_mask(g, p, key, row_ids.as_ref())?)])
+    }))
+}
+
+/// A dropout key for one layer in one epoch of a run seeded with `seed`: every
+/// (seed, epoch, layer) gets its own mask, reproducible from those three numbers alone.
+pub fn dropout_key(seed: u64, epoch: u64, layer: u64) -> u32 {
+    let h = mix64(mix64(mix64(seed) ^ epoch) ^ layer.wrapping_add(0x9E37_79B9_7F4A_7C15));
+    ((h >> 32) ^ h) as u32
+}
+
+/// `x ⊙ mask / (1 - p)`, not recorded: the forward and the backward kernel.
+fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<Tensor> {
+    let (r, c) = dims2(OP, "x", x)?;
+    let ids_guard = row_ids.map(|t| t.storage());
+    let ids = match (row_ids, &ids_guard) {
+        (Some(t), Some(g)) => Some(u32_data(OP, t, g.cpu())?),
+        _ => None,
+    };
+    let buf = match &*x.storage() {
+        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_mask(v, r, c, p, key, ids)?),
+    };
+    Ok(cpu_output(buf, vec![r, c], x))
+}
+
+fn cpu_mask<T: Float + CpuElem>(
+    x: &[T],
+    r: usize,
+    c: usize,
+    p: f64,
+    key: u32,
+    ids: Option<&[u32]>,
+) -> Result<CpuBuffer> {
+    let threshold = p as f32;
+    let scale = T::from_f64(1.0 / (1.0 - p));
+    rows_from_fn(r, c, 2 * r * c, |i, row: &mut [T]| {
+        let id = ids.map_or(i as u32, |ids| ids[i]);
+        let xi = &x[i * c..(i + 1) * c];
+        for (j, (o, &v)) in row.iter_mut().zip(xi).enumerate() {
+            if uniform3(key, id, j as u32) >= threshold {
+                *o = v * scale;
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+
+    fn ones(r: usize, c: usize) -> Tensor {
+        Tensor::from_f32(vec![1.0; r * c], &[r, c], Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn bad_probabilities_are_errors() {
+        for p in [-0.1, 1.0, 1.5, f64::NAN] {
+            assert!(
+                matches!(
+                    dropout(&ones(2, 2), p, 1, None),
+                    Err(Error::InvalidArgument(_))
+                ),
+                "p = {p}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_row_ids_are_errors() {
+        let short = Tensor::from_u32(vec![0], &[1], Device::Cpu).unwrap();
+        assert!(matches!(
+            dropout(&ones(2, 2), 0.5, 1, Some(&short)),
+            Err(Error::Shape { .. })
+        ));
+        let floats = Tensor::from_f32(vec![0.0, 1.0], &[2], Device::Cpu).unwrap();
+        assert!(matches!(
+            dropout(&ones(2, 2), 0.5, 1, Some(&floats)),
+            Err(Error::DType { .. })
+        ));
+    }
+
+    #[test]
+    fn zero_probability_is_the_identity() {
+        let x = ones(3, 2);
+        let y = dropout(&x, 0.0, 9, None).unwrap();
+        assert!(y.shares_storage(&x));
+    }
+
+    #[test]
+    fn kept_values_are_scaled_and_masks_follow_the_key() {
+        let x = ones(64, 64);
+        let a = dropout(&x, 0.25, 1, None).unwrap().to_vec_f32().unwrap();
+        assert!(a.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
+        let a2 = dropout(&x, 0.25, 1, None).unwrap().to_vec_f32().unwrap();
+        assert_eq!(a, a2);
+        let b = dropout(&x, 0.25, 2, None).unwrap().to_vec_f32().unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn keys_differ_across_seed_epoch_and_layer() {
+        let mut keys = std::collections::HashSet::new();
+        for seed in 0..4 {
+            for epoch in 0..10 {
+                for layer in 0..4 {
+                    keys.insert(dropout_key(seed, epoch, layer));
+                }
+            }
+        }
+        assert_eq!(keys.len(), 160);
+    }
+}

@@ -1,0 +1,236 @@
+//! Row gather and its adjoint, the row scatter-add.
+//!
+//! - `index_select(x[n, f], idx[m]) = out[m, f]`, `out[i, :] = x[idx[i], :]` (also gathers
+//!   node features by global id).
+//! - `scatter_add(src[m, f], idx[m], n) = out[n, f]`, `out[r, :] = Σ_{i : idx[i] = r} src[i, :]`.
+//!
+//! Each is the other's adjoint, so the backward rules are
+//! `x̄ = scatter_add(ḡ, idx, n)` for the gather and `s̄rc = index_select(ḡ, idx)` for the
+//! scatter.
+//!
+//! The scatter needs no float atomics: the index is transposed on the CPU by a counting
+//! sort (for each target row, the positions `i` that hit it, in increasing order) and each
+//! target row sums its contributions in that order. One task owns one output row, so the
+//! result is deterministic and independent of the thread count; GPU backends upload the
+//! same transposed index and run one workgroup per target row.
+//!
+//! Indices are checked: one out of range is an [`Error::InvalidArgument`] naming its
+//! position and value.
+
+use crate::autograd::record;
+use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::ops::cpu_output;
+use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
+use crate::tensor::{Storage, Tensor};
+
+/// Rows `idx` of `x`: `[n, f]` gathered by `u32 [m]` gives `[m, f]`. Indices may repeat.
+/// Works on u32 tensors too (without gradient), e.g. to gather labels by node id.
+pub fn index_select(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+    const OP: &str = "index_select";
+    x.same_device(idx, OP)?;
+    let (n, f) = dims2(OP, "x", x)?;
+    let m = match idx.shape() {
+        [m] => *m,
+        s => {
+            return Err(Error::shape(
+                OP,
+                format!("idx must be 1-D, got shape {s:?} (x is {:?})", x.shape()),
+            ))
+        }
+    };
+    let buf = {
+        let ig = idx.storage();
+        let iv = u32_data(OP, idx, ig.cpu())?;
+        check_indices(OP, iv, n)?;
+        match &*x.storage() {
+            Storage::Cpu(b) => match &b.data {
+                CpuData::F32(v) => gather(v, iv, f)?,
+                CpuData::F64(v) => gather(v, iv, f)?,
+                CpuData::U32(v) => gather(v, iv, f)?,
+            },
+        }
+    };
+    let out = cpu_output(buf, vec![m, f], x);
+    let idx = idx.clone();
+    Ok(record(OP, out, &[x], move |g| {
+        Ok(vec![Some(scatter_add(g, &idx, n)?)])
+    }))
+}
+
+/// Sums the rows of `src` (`[m, f]`) into `n` rows: row `idx[i]` of the result receives
+/// `src[i, :]`; rows no index names are zero. Deterministic (see the module docs).
+pub fn scatter_add(src: &Tensor, idx: &Tensor, n: usize) -> Result<Tensor> {
+    const OP: &str = "scatter_add";
+    src.same_device(idx, OP)?;
+    src.expect_float(OP)?;
+    let (m, f) = dims2(OP, "src", src)?;
+    expect_vector(OP, "idx", idx, m)?;
+    let buf = {
+        let ig = idx.storage();
+        let iv = u32_data(OP, idx, ig.cpu())?;
+        let t = TransposedIndex::build(OP, iv, n)?;
+        match &*src.storage() {
+            Storage::Cpu(b) => float_cpu!(OP, &b.data, v => scatter(v, &t, f)?),
+        }
+    };
+    let out = cpu_output(buf, vec![n, f], src);
+    let idx = idx.clone();
+    Ok(record(OP, out, &[src], move |g| {
+        Ok(vec![Some(index_select(g, &idx)?)])
+    }))
+}
+
+/// Errors on the first index `>= n`, naming its position and value.
+fn check_indices(op: &'static str, idx: &[u32], n: usize) -> Result<()> {
+    match idx.iter().position(|&v| v as usize >= n) {
+        None => Ok(()),
+        Some(p) => Err(Error::invalid(format!(
+            "{op}: index {} at position {p} is out of range for {n} rows",
+            idx[p]
+        ))),
+    }
+}
+
+/// An index `idx[m]` into `n` rows, transposed: the positions hitting target row `r` are
+/// `pos[indptr[r]..indptr[r + 1]]`, in increasing order.
+pub(crate) struct TransposedIndex {
+    pub indptr: Vec<u32>,
+    pub pos: Vec<u32>,
+}
+
+impl TransposedIndex {
+    /// Counting sort of `idx` by target row (stable, so positions stay increasing).
+    pub fn build(op: &'static str, idx: &[u32], n: usize) -> Result<Self> {
+        check_indices(op, idx, n)?;
+        if idx.len() > u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "{op}: {} indices do not fit u32 offsets",
+                idx.len()
+            )));
+        }
+        let mut indptr = vec![0u32; n + 1];
+        for &r in idx {
+            indptr[r as usize + 1] += 1;
+        }
+        for r in 0..n {
+            indptr[r + 1] += indptr[r];
+        }
+        let mut next = indptr[..n].to_vec();
+        let mut pos = vec![0u32; idx.len()];
+        for (i, &r) in idx.iter().enumerate() {
+            let slot = &mut next[r as usize];
+            pos[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        Ok(TransposedIndex { indptr, pos })
+    }
+
+    fn hits(&self, r: usize) -> &[u32] {
+        &self.pos[self.indptr[r] as usize..self.indptr[r + 1] as usize]
+    }
+}
+
+fn gather<T: CpuElem + Default>(x: &[T], idx: &[u32], f: usize) -> Result<CpuBuffer> {
+    rows_from_fn(idx.len(), f, 2 * idx.len() * f, |i, row: &mut [T]| {
+        let s = idx[i] as usize * f;
+        row.copy_from_slice(&x[s..s + f]);
+    })
+}
+
+fn scatter<T: Float + CpuElem>(src: &[T], t: &TransposedIndex, f: usize) -> Result<CpuBuffer> {
+    let n = t.indptr.len() - 1;
+    rows_from_fn(n, f, (t.pos.len() + n) * f, |r, row: &mut [T]| {
+        for &i in t.hits(r) {
+            let s = i as usize * f;
+            row.iter_mut()
+                .zip(&src[s..s + f])
+                .for_each(|(o, &v)| *o += v);
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+
+    #[test]
+    fn transposed_index_keeps_positions_in_order() {
+        let t = TransposedIndex::build("t", &[2, 0, 2, 2, 0], 4).unwrap();
+        assert_eq!(t.indptr, vec![0, 2, 2, 5, 5]);
+        assert_eq!(t.pos, vec![1, 4, 0, 2, 3]);
+    }
+
+    #[test]
+    fn gather_and_scatter_values() {
+        let x = Tensor::from_f32(vec![1., 2., 3., 4., 5., 6.], &[3, 2], Device::Cpu).unwrap();
+        let idx = Tensor::from_u32(vec![2, 0, 2], &[3], Device::Cpu).unwrap();
+        let y = index_select(&x, &idx).unwrap();
+        assert_eq!(y.shape(), &[3, 2]);
+        assert_eq!(y.to_vec_f32().unwrap(), vec![5., 6., 1., 2., 5., 6.]);
+        let s = scatter_add(&y, &idx, 4).unwrap();
+        assert_eq!(s.shape(), &[4, 2]);
+        assert_eq!(
+            s.to_vec_f32().unwrap(),
+            vec![1., 2., 0., 0., 10., 12., 0., 0.]
+        );
+    }
+
+    #[test]
+    fn gathers_u32_labels() {
+        let labels = Tensor::from_u32(vec![7, 8, 9], &[3, 1], Device::Cpu).unwrap();
+        let idx = Tensor::from_u32(vec![1, 1, 0], &[3], Device::Cpu).unwrap();
+        let y = index_select(&labels, &idx).unwrap();
+        assert_eq!(y.to_vec_u32().unwrap(), vec![8, 8, 7]);
+    }
+
+    #[test]
+    fn large_scatter_matches_a_serial_sum() {
+        // Large enough for the parallel path; f64 sums in position order must match exactly.
+        let (m, n, f) = (20_000, 1_000, 3);
+        let mut rng = crate::rng::Rng::new(3);
+        let iv: Vec<u32> = (0..m).map(|_| rng.below(n as u64) as u32).collect();
+        let sv: Vec<f64> = (0..m * f).map(|_| rng.normal()).collect();
+        let mut want = vec![0f64; n * f];
+        for (i, &r) in iv.iter().enumerate() {
+            for j in 0..f {
+                want[r as usize * f + j] += sv[i * f + j];
+            }
+        }
+        let src = Tensor::from_f64(sv, &[m, f]).unwrap();
+        let idx = Tensor::from_u32(iv, &[m], Device::Cpu).unwrap();
+        let got = scatter_add(&src, &idx, n).unwrap().to_vec_f64().unwrap();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn bad_indices_are_errors() {
+        let x = Tensor::from_f32(vec![0.; 6], &[3, 2], Device::Cpu).unwrap();
+        let idx = Tensor::from_u32(vec![0, 3], &[2], Device::Cpu).unwrap();
+        match index_select(&x, &idx) {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(
+                    msg.contains("position 1") && msg.contains("index 3"),
+                    "{msg}"
+                )
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+        let src = Tensor::from_f32(vec![0.; 4], &[2, 2], Device::Cpu).unwrap();
+        assert!(matches!(
+            scatter_add(&src, &idx, 3),
+            Err(Error::InvalidArgument(_))
+        ));
+        // idx of the wrong length or dtype.
+        let short = Tensor::from_u32(vec![0], &[1], Device::Cpu).unwrap();
+        assert!(matches!(
+            scatter_add(&src, &short, 3),
+            Err(Error::Shape { .. })
+        ));
+        assert!(matches!(index_select(&x, &x), Err(Error::Shape { .. })));
+        let fidx = Tensor::from_f32(vec![0., 1.], &[2], Device::Cpu).unwrap();
+        assert!(matches!(index_select(&x, &fidx), Err(Error::DType { .. })));
+    }
+}

@@ -1,0 +1,81 @@
+//! CPU helpers shared by row-structured ops (gathers, segment reductions, row-wise
+//! softmax): row-parallel output, where one task owns one output row, so no two tasks write
+//! the same value and results do not depend on the thread count (GPU kernels use the same
+//! mapping, one workgroup per output row); and u32 index operands.
+
+use rayon::prelude::*;
+
+use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::error::{Error, Result};
+use crate::float::PAR_MIN;
+use crate::tensor::Tensor;
+
+/// True when a kernel touching `work` values is worth splitting across threads.
+#[inline]
+pub(crate) fn parallel(work: usize) -> bool {
+    work >= PAR_MIN
+}
+
+/// A counted `[rows, cols]` buffer whose row `i` is written by `f(i, row)`; rows start as
+/// `T::default()` (zero). Rows run in parallel when `work` (values the kernel reads and
+/// writes in all) is large enough to pay for it.
+pub(crate) fn rows_from_fn<T: CpuElem + Default>(
+    rows: usize,
+    cols: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) -> Result<CpuBuffer> {
+    let len = rows * cols;
+    let alloc = cpu::reserve::<T>(len)?;
+    let mut out = vec![T::default(); len];
+    fill_rows(&mut out, cols, work, f);
+    Ok(CpuBuffer::from_reserved(T::wrap(out), alloc))
+}
+
+/// Runs `f(i, row)` over the rows of `out` (`cols` values each), in parallel when `work`
+/// is large enough. Nothing runs when `cols` is zero: such rows hold no values.
+fn fill_rows<T: Send>(out: &mut [T], cols: usize, work: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    if cols == 0 {
+        return;
+    }
+    if parallel(work) {
+        out.par_chunks_mut(cols)
+            .enumerate()
+            .for_each(|(i, row)| f(i, row));
+    } else {
+        out.chunks_mut(cols)
+            .enumerate()
+            .for_each(|(i, row)| f(i, row));
+    }
+}
+
+/// The indices of `t`, a u32 tensor whose CPU data is `data`; a dtype error naming `op`
+/// otherwise.
+pub(crate) fn u32_data<'a>(op: &'static str, t: &Tensor, data: &'a CpuData) -> Result<&'a [u32]> {
+    match data {
+        CpuData::U32(v) => Ok(v),
+        _ => Err(t.dtype_error(op, "u32")),
+    }
+}
+
+/// Errors unless `t` is a 1-D tensor of `len` values (`what` names it in the message).
+pub(crate) fn expect_vector(op: &'static str, what: &str, t: &Tensor, len: usize) -> Result<()> {
+    if t.shape() != [len] {
+        return Err(Error::shape(
+            op,
+            format!("{what} must have shape [{len}], got {:?}", t.shape()),
+        ));
+    }
+    Ok(())
+}
+
+/// `(rows, cols)` of a tensor that must be 2-D.
+pub(crate) fn dims2(op: &'static str, what: &str, t: &Tensor) -> Result<(usize, usize)> {
+    match t.shape() {
+        [r, c] => Ok((*r, *c)),
+        s => Err(Error::shape(
+            op,
+            format!("{what} must be 2-D, got shape {s:?}"),
+        )),
+    }
+}

@@ -1,0 +1,153 @@
+//! Max aggregation over a block's in-edges, with the argmax kept as an edge position.
+//!
+//! `out[d, j] = max_{e ∈ in-edges(d)} x[src(e), j]`, and 0 for a dst node without in-edges.
+//! `arg[d, j]` is the **edge position** `e` (an index into `block.indices`) that won, or
+//! `u32::MAX` for none. Ties go to the first edge in edge order, so a duplicate edge never
+//! wins twice; a NaN wins (and stays), so it propagates instead of vanishing.
+//!
+//! Backward scatters through the argmax over the transposed CSR: for each src `u` and
+//! feature `j`, `x̄[u, j] = Σ_{(d, e) out of u, arg[d, j] = e} ḡ[d, j]`. Comparing edge
+//! positions rather than src ids is what makes duplicate edges and self-loops exact.
+//!
+//! Forward runs one task per dst row, backward one per src row: no atomics, deterministic.
+//! Saved: the argmax (`u32 [num_dst, f]`) and the block; not `x`.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::autograd::record;
+use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::error::Result;
+use crate::float::Float;
+use crate::graph::Block;
+use crate::ops::cpu_output;
+use crate::ops::rows::{parallel, rows_from_fn, u32_data};
+use crate::ops::segment_sum::check_input;
+use crate::tensor::{DType, Storage, Tensor};
+
+const OP: &str = "segment_max";
+
+/// Per dst node and feature, the max over its in-neighbours' rows of `x`
+/// (`[num_src, f]` to `[num_dst, f]`); zero for a node without in-edges.
+pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
+    x.expect_float(OP)?;
+    let f = check_input(OP, x, block)?;
+    let (buf, arg) = match &*x.storage() {
+        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?),
+    };
+    let out = cpu_output(buf, vec![block.num_dst, f], x);
+    let arg = Tensor::from_storage(
+        Storage::Cpu(arg),
+        vec![block.num_dst, f],
+        DType::U32,
+        x.device(),
+    );
+    let block = block.clone();
+    Ok(record(OP, out, &[x], move |g| {
+        let buf = {
+            let ag = arg.storage();
+            let a = u32_data(OP, &arg, ag.cpu())?;
+            match &*g.storage() {
+                Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_backward(v, a, &block, f)?),
+            }
+        };
+        Ok(vec![Some(cpu_output(buf, vec![block.num_src, f], g))])
+    }))
+}
+
+/// True if `v` replaces the running max `m`: larger, or the first NaN.
+#[inline]
+fn beats<T: Float>(v: T, m: T) -> bool {
+    v > m || (v.partial_cmp(&v).is_none() && m.partial_cmp(&m).is_some())
+}
+
+/// The max values and their argmax edge positions.
+fn cpu_forward<T: Float + CpuElem>(x: &[T], b: &Block, f: usize) -> Result<(CpuBuffer, CpuBuffer)> {
+    let len = b.num_dst * f;
+    let (vals_alloc, arg_alloc) = (cpu::reserve::<T>(len)?, cpu::reserve::<u32>(len)?);
+    let mut vals = vec![T::ZERO; len];
+    let mut arg = vec![u32::MAX; len];
+    let kernel = |d: usize, (vrow, arow): (&mut [T], &mut [u32])| {
+        let start = b.indptr[d];
+        for (k, &u) in b.neighbors(d).iter().enumerate() {
+            let e = start + k as u32;
+            let xu = &x[u as usize * f..(u as usize + 1) * f];
+            for ((o, a), &v) in vrow.iter_mut().zip(arow.iter_mut()).zip(xu) {
+                if k == 0 || beats(v, *o) {
+                    *o = v;
+                    *a = e;
+                }
+            }
+        }
+    };
+    if f > 0 {
+        let work = (b.num_edges() + b.num_dst) * f;
+        if parallel(work) {
+            vals.par_chunks_mut(f)
+                .zip(arg.par_chunks_mut(f))
+                .enumerate()
+                .for_each(|(d, rows)| kernel(d, rows));
+        } else {
+            vals.chunks_mut(f)
+                .zip(arg.chunks_mut(f))
+                .enumerate()
+                .for_each(|(d, rows)| kernel(d, rows));
+        }
+    }
+    Ok((
+        CpuBuffer::from_reserved(T::wrap(vals), vals_alloc),
+        CpuBuffer::from_reserved(u32::wrap(arg), arg_alloc),
+    ))
+}
+
+fn cpu_backward<T: Float + CpuElem>(
+    g: &[T],
+    arg: &[u32],
+    b: &Block,
+    f: usize,
+) -> Result<CpuBuffer> {
+    let work = (b.num_edges() + b.num_src) * f;
+    rows_from_fn(b.num_src, f, work, |u, row: &mut [T]| {
+        let (s, e) = (b.t_indptr[u] as usize, b.t_indptr[u + 1] as usize);
+        for (&d, &edge) in b.t_dst[s..e].iter().zip(&b.t_edges[s..e]) {
+            let range = d as usize * f..(d as usize + 1) * f;
+            for ((o, &gv), &a) in row.iter_mut().zip(&g[range.clone()]).zip(&arg[range]) {
+                if a == edge {
+                    *o += gv;
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_with_duplicates_self_loop_and_empty_dst() {
+        // dst 0 <- {1, 0, 1} (duplicate, self-loop), dst 1 <- {}.
+        let b = Arc::new(Block::new(2, vec![0, 3, 3], vec![1, 0, 1], vec![0, 1]).unwrap());
+        let x = Tensor::from_f64(vec![5., -1., 2., 3.], &[2, 2])
+            .unwrap()
+            .requires_grad_leaf();
+        let y = segment_max(&x, &b).unwrap();
+        assert_eq!(y.to_vec_f64().unwrap(), vec![5., 3., 0., 0.]);
+        // Column 0 from the self-loop, column 1 from the first copy of edge 1 -> 0 only.
+        crate::ops::sum_all(&y).unwrap().backward().unwrap();
+        assert_eq!(
+            x.grad().unwrap().to_vec_f64().unwrap(),
+            vec![1., 0., 0., 1.]
+        );
+    }
+
+    #[test]
+    fn nan_propagates() {
+        let b = Arc::new(Block::new(2, vec![0, 2], vec![0, 1], vec![0, 1]).unwrap());
+        let x = Tensor::from_f64(vec![f64::NAN, 1.0], &[2, 1]).unwrap();
+        assert!(segment_max(&x, &b).unwrap().item().unwrap().is_nan());
+        let x = Tensor::from_f64(vec![1.0, f64::NAN], &[2, 1]).unwrap();
+        assert!(segment_max(&x, &b).unwrap().item().unwrap().is_nan());
+    }
+}

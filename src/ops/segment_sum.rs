@@ -1,0 +1,217 @@
+//! Sum and mean aggregation over a block's in-edges: one output row per dst node.
+//!
+//! For `x[num_src, f]` and a [`Block`] with in-edges `N(d)` (edge order, duplicates and
+//! self-loops included):
+//! - `segment_sum(x)[d, :] = Σ_{u ∈ N(d)} x[u, :]`;
+//! - `segment_mean(x)[d, :] = segment_sum(x)[d, :] / |N(d)|`, and 0 when `|N(d)| = 0`.
+//!
+//! Backward, over the transposed CSR (the out-edges `(d, e)` of each src `u`):
+//! `x̄[u, :] = Σ_{(d, e) out of u} ḡ[d, :]` (times `1/|N(d)|` for the mean).
+//!
+//! Both directions give one task one output row (dst rows forward, src rows backward), so
+//! neither needs float atomics, and each row is summed in edge order: deterministic and
+//! independent of thread count. Blocks are passed as `&Arc<Block>` so that the backward
+//! rule keeps the graph without copying it.
+
+use std::sync::Arc;
+
+use crate::autograd::record;
+use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::graph::Block;
+use crate::ops::cpu_output;
+use crate::ops::rows::{dims2, rows_from_fn};
+use crate::tensor::{Storage, Tensor};
+
+/// Per dst node, the sum of its in-neighbours' rows of `x` (`[num_src, f]` to `[num_dst, f]`).
+pub fn segment_sum(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
+    segment(x, block, false)
+}
+
+/// Per dst node, the mean of its in-neighbours' rows of `x`; zero for a node without any.
+pub fn segment_mean(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
+    segment(x, block, true)
+}
+
+fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
+    let op = if mean { "segment_mean" } else { "segment_sum" };
+    x.expect_float(op)?;
+    let f = check_input(op, x, block)?;
+    let buf = match &*x.storage() {
+        Storage::Cpu(b) => float_cpu!(op, &b.data, v => cpu_forward(v, block, f, mean)?),
+    };
+    let out = cpu_output(buf, vec![block.num_dst, f], x);
+    let block = block.clone();
+    Ok(record(op, out, &[x], move |g| {
+        let buf = match &*g.storage() {
+            Storage::Cpu(b) => float_cpu!(op, &b.data, v => cpu_backward(v, &block, f, mean)?),
+        };
+        Ok(vec![Some(cpu_output(buf, vec![block.num_src, f], g))])
+    }))
+}
+
+/// Checks that `x` is `[num_src, f]` and that `block` is well formed; returns `f`.
+pub(crate) fn check_input(op: &'static str, x: &Tensor, block: &Block) -> Result<usize> {
+    let (rows, f) = dims2(op, "x", x)?;
+    if rows != block.num_src {
+        return Err(Error::shape(
+            op,
+            format!(
+                "x has {rows} rows (shape {:?}) but the block has {} src nodes",
+                x.shape(),
+                block.num_src
+            ),
+        ));
+    }
+    check_block(op, block)?;
+    Ok(f)
+}
+
+/// Every invariant the kernels index by, so that a hand-assembled [`Block`] (its fields are
+/// public) gives an error instead of a panic. O(nodes + edges), small next to a kernel.
+fn check_block(op: &'static str, b: &Block) -> Result<()> {
+    let bad = |what: String| Err(Error::invalid(format!("{op}: malformed block: {what}")));
+    let e = b.indices.len();
+    if e >= u32::MAX as usize {
+        return bad(format!("{e} edges do not fit u32 edge positions"));
+    }
+    if b.num_dst > b.num_src {
+        return bad(format!("{} dst nodes > {} src nodes", b.num_dst, b.num_src));
+    }
+    let offsets_ok = |ptr: &[u32], n: usize| {
+        ptr.len() == n + 1
+            && ptr[0] == 0
+            && ptr.windows(2).all(|w| w[0] <= w[1])
+            && ptr[n] as usize == e
+    };
+    if !offsets_ok(&b.indptr, b.num_dst) {
+        return bad("indptr is not a valid offset array over the edges".into());
+    }
+    if !offsets_ok(&b.t_indptr, b.num_src) || b.t_dst.len() != e || b.t_edges.len() != e {
+        return bad("the transposed CSR does not match the edges".into());
+    }
+    if b.indices.iter().any(|&u| u as usize >= b.num_src)
+        || b.t_dst.iter().any(|&d| d as usize >= b.num_dst)
+        || b.t_edges.iter().any(|&k| k as usize >= e)
+    {
+        return bad("a node or edge index is out of range".into());
+    }
+    Ok(())
+}
+
+fn cpu_forward<T: Float + CpuElem>(x: &[T], b: &Block, f: usize, mean: bool) -> Result<CpuBuffer> {
+    let work = (b.num_edges() + b.num_dst) * f;
+    rows_from_fn(b.num_dst, f, work, |d, row: &mut [T]| {
+        let nbrs = b.neighbors(d);
+        for &u in nbrs {
+            let xu = &x[u as usize * f..(u as usize + 1) * f];
+            row.iter_mut().zip(xu).for_each(|(o, &v)| *o += v);
+        }
+        if mean && !nbrs.is_empty() {
+            let deg = T::from_f64(nbrs.len() as f64);
+            row.iter_mut().for_each(|o| *o = *o / deg);
+        }
+    })
+}
+
+fn cpu_backward<T: Float + CpuElem>(g: &[T], b: &Block, f: usize, mean: bool) -> Result<CpuBuffer> {
+    let work = (b.num_edges() + b.num_src) * f;
+    rows_from_fn(b.num_src, f, work, |u, row: &mut [T]| {
+        let (s, e) = (b.t_indptr[u] as usize, b.t_indptr[u + 1] as usize);
+        for &d in &b.t_dst[s..e] {
+            let gd = &g[d as usize * f..(d as usize + 1) * f];
+            if mean {
+                let deg = T::from_f64(b.degree(d as usize) as f64);
+                row.iter_mut().zip(gd).for_each(|(o, &v)| *o += v / deg);
+            } else {
+                row.iter_mut().zip(gd).for_each(|(o, &v)| *o += v);
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+
+    fn block() -> Arc<Block> {
+        // dst 0 <- {1, 0}, dst 1 <- {} ; src 2 feeds nobody.
+        Arc::new(Block::new(3, vec![0, 2, 2], vec![1, 0], vec![0, 1, 2]).unwrap())
+    }
+
+    #[test]
+    fn sums_and_means() {
+        let x = Tensor::from_f32(vec![1., 2., 3., 4., 5., 6.], &[3, 2], Device::Cpu).unwrap();
+        let s = segment_sum(&x, &block()).unwrap();
+        assert_eq!(s.shape(), &[2, 2]);
+        assert_eq!(s.to_vec_f32().unwrap(), vec![4., 6., 0., 0.]);
+        let m = segment_mean(&x, &block()).unwrap();
+        assert_eq!(m.to_vec_f32().unwrap(), vec![2., 3., 0., 0.]);
+    }
+
+    #[test]
+    fn wrong_rows_and_malformed_blocks_are_errors() {
+        let x = Tensor::from_f32(vec![0.; 4], &[2, 2], Device::Cpu).unwrap();
+        assert!(matches!(
+            segment_sum(&x, &block()),
+            Err(Error::Shape { .. })
+        ));
+        let x = Tensor::from_f32(vec![0.; 6], &[3, 2], Device::Cpu).unwrap();
+        let mut bad = (*block()).clone();
+        bad.indices[0] = 7;
+        assert!(matches!(
+            segment_mean(&x, &Arc::new(bad)),
+            Err(Error::InvalidArgument(_))
+        ));
+        let mut bad = (*block()).clone();
+        bad.t_indptr.pop();
+        assert!(matches!(
+            segment_sum(&x, &Arc::new(bad)),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn results_do_not_depend_on_thread_count() {
+        use crate::ops::{segment_max, sum_all};
+        // Big enough for the parallel paths (work > PAR_MIN), with repeated sources.
+        let (num_src, num_dst, deg, f) = (3000, 1000, 6, 8);
+        let mut rng = crate::rng::Rng::new(5);
+        let indptr: Vec<u32> = (0..=num_dst).map(|d| (d * deg) as u32).collect();
+        let indices: Vec<u32> = (0..num_dst * deg)
+            .map(|_| rng.below(num_src as u64) as u32)
+            .collect();
+        let b =
+            Arc::new(Block::new(num_src, indptr, indices, (0..num_src as u32).collect()).unwrap());
+        let xv: Vec<f32> = (0..num_src * f).map(|_| rng.normal() as f32).collect();
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut outs = Vec::new();
+                for op in [segment_sum, segment_mean, segment_max] {
+                    let x = Tensor::from_f32(xv.clone(), &[num_src, f], Device::Cpu)
+                        .unwrap()
+                        .requires_grad_leaf();
+                    let y = op(&x, &b).unwrap();
+                    sum_all(&crate::ops::mul(&y, &y).unwrap())
+                        .unwrap()
+                        .backward()
+                        .unwrap();
+                    outs.push((
+                        y.to_vec_f32().unwrap(),
+                        x.grad().unwrap().to_vec_f32().unwrap(),
+                    ));
+                }
+                outs
+            })
+        };
+        let one = run(1);
+        assert_eq!(one, run(2));
+        assert_eq!(one, run(3));
+    }
+}
