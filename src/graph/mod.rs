@@ -2,6 +2,9 @@
 
 pub mod block;
 pub mod csr;
+pub mod dataset;
+pub mod io;
 
 pub use block::Block;
 pub use csr::Csr;
+pub use dataset::{Dataset, LoadOptions, Split};
