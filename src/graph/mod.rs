@@ -4,6 +4,7 @@ pub mod block;
 pub mod csr;
 pub mod dataset;
 pub mod io;
+pub mod synth;
 
 pub use block::Block;
 pub use csr::Csr;
