@@ -1,0 +1,400 @@
+//! A node-classification dataset in memory: graph, features, labels and split.
+//!
+//! [`Dataset::load`] reads an OGB node-property-prediction folder (`DIR/raw/...`) or a plain
+//! edge-list file, through the binary cache of [`crate::graph::io::cache`]. Whatever the
+//! input lacks is synthesized from `LoadOptions::seed` and recorded in `notes`:
+//!
+//! - features: N(0,1) of `feat_dim` columns, rounded to 4 decimals (like the peer
+//!   baseline, so that a written copy is short and reads back exactly);
+//! - labels: uniform over `classes` (10 unless the caller fixes a count);
+//! - split: a random [`RANDOM_SPLIT`] of the nodes: 8% train (the peer's `--train-frac`
+//!   default, so the full batch has as many seeds), 10% valid, 20% test.
+//!
+//! Every random array is filled in fixed-size chunks, each from its own [`Rng::fork`]
+//! stream, so the result does not depend on the number of threads.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::graph::csr::Csr;
+use crate::graph::io;
+use crate::rng::Rng;
+
+/// Label of a node without a class.
+pub const UNLABELED: u32 = u32::MAX;
+/// Feature width synthesized when the input has no features.
+pub const DEFAULT_FEAT_DIM: usize = 100;
+/// Class count synthesized when the input has no labels and the caller fixes none.
+pub const DEFAULT_CLASSES: usize = 10;
+/// Train / valid / test fractions of a synthesized split for loaded graphs.
+pub const RANDOM_SPLIT: (f64, f64, f64) = (0.08, 0.10, 0.20);
+
+/// Train, validation and test node ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    pub train: Vec<u32>,
+    pub valid: Vec<u32>,
+    pub test: Vec<u32>,
+}
+
+/// A graph with node features, labels and a split.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dataset {
+    /// Folder or file stem, or the generator spec.
+    pub name: String,
+    /// In-edges as loaded (NOT symmetrized); `edge_ids` map CSR positions to input lines.
+    pub graph: Csr,
+    /// Row-major `num_nodes x feat_dim`.
+    pub features: Vec<f32>,
+    pub feat_dim: usize,
+    /// One class per node; [`UNLABELED`] for none.
+    pub labels: Vec<u32>,
+    pub num_classes: usize,
+    pub split: Split,
+    /// What was synthesized, for the user (e.g. "no node-feat.csv.gz: 100 random features").
+    pub notes: Vec<String>,
+}
+
+/// How to load a dataset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Split folder under `DIR/split/`, e.g. `"per-class-20"`; `None`: the only one, or the
+    /// first in alphabetical order.
+    pub split: Option<String>,
+    /// Width of synthesized features (used only when the input has none).
+    pub feat_dim: usize,
+    /// `Some(c)`: the dataset has exactly `c` classes and a label `>= c` is an error; also
+    /// the count of synthesized labels. `None`: inferred (largest label + 1), or
+    /// [`DEFAULT_CLASSES`] when labels are synthesized.
+    pub classes: Option<usize>,
+    /// Seed of everything synthesized.
+    pub seed: u64,
+    /// Read and write the binary cache.
+    pub cache: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            split: None,
+            feat_dim: DEFAULT_FEAT_DIM,
+            classes: None,
+            seed: 0,
+            cache: true,
+        }
+    }
+}
+
+impl Dataset {
+    /// Loads an OGB folder (one holding `raw/`) or an edge-list file, using the binary
+    /// cache when `opts.cache` is set.
+    pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Dataset> {
+        Self::load_with_status(path, opts).map(|(d, _)| d)
+    }
+
+    /// [`Dataset::load`], also telling what the cache did.
+    pub fn load_with_status(
+        path: impl AsRef<Path>,
+        opts: &LoadOptions,
+    ) -> Result<(Dataset, io::cache::CacheStatus)> {
+        io::cache::load(path.as_ref(), opts)
+    }
+
+    /// Loads without the cache: an OGB folder or an edge-list file.
+    pub fn load_uncached(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Dataset> {
+        let path = path.as_ref();
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.is_dir() {
+            io::ogb::load(path, opts)
+        } else {
+            io::edgelist::load(path, opts)
+        }
+    }
+
+    /// Number of nodes.
+    pub fn num_nodes(&self) -> usize {
+        self.graph.num_nodes
+    }
+
+    /// Number of (directed, as loaded) edges.
+    pub fn num_edges(&self) -> usize {
+        self.graph.num_edges()
+    }
+
+    /// The features of node `v`.
+    pub fn feature_row(&self, v: u32) -> &[f32] {
+        let d = self.feat_dim;
+        &self.features[v as usize * d..(v as usize + 1) * d]
+    }
+
+    /// Checks every invariant the rest of the engine relies on (sizes, id ranges, offsets).
+    pub fn validate(&self) -> Result<()> {
+        let n = self.num_nodes();
+        let g = &self.graph;
+        let bad = |msg: String| Err(Error::invalid(format!("dataset {}: {msg}", self.name)));
+        if n > u32::MAX as usize {
+            return bad(format!("{n} nodes do not fit u32 ids"));
+        }
+        if g.indptr.len() != n + 1
+            || g.indptr[0] != 0
+            || g.indptr[n] != g.indices.len() as u64
+            || g.indptr.par_windows(2).any(|w| w[0] > w[1])
+        {
+            return bad("graph indptr is not a valid offset array".into());
+        }
+        if g.indices.par_iter().any(|&s| s as usize >= n) {
+            return bad("graph has a node id out of range".into());
+        }
+        if let Some(ids) = &g.edge_ids {
+            let e = g.indices.len() as u64;
+            if ids.len() != g.indices.len() || ids.par_iter().any(|&i| i >= e) {
+                return bad("graph edge ids are not edge positions".into());
+            }
+        }
+        if Some(self.features.len()) != n.checked_mul(self.feat_dim) {
+            return bad(format!(
+                "{} feature values for {n} nodes x {} columns",
+                self.features.len(),
+                self.feat_dim
+            ));
+        }
+        if self.labels.len() != n {
+            return bad(format!("{} labels for {n} nodes", self.labels.len()));
+        }
+        let c = self.num_classes;
+        if self
+            .labels
+            .par_iter()
+            .any(|&l| l != UNLABELED && l as usize >= c)
+        {
+            return bad(format!("a label is not below {c} classes"));
+        }
+        for (part, ids) in [
+            ("train", &self.split.train),
+            ("valid", &self.split.valid),
+            ("test", &self.split.test),
+        ] {
+            if ids.par_iter().any(|&v| v as usize >= n) {
+                return bad(format!("{part} split has a node id out of range"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Independent seeds for the things synthesized from one user seed.
+pub(crate) mod stream {
+    pub const FEATURES: u64 = 1;
+    pub const LABELS: u64 = 2;
+    pub const SPLIT: u64 = 3;
+}
+
+/// A seed derived from `seed` for stream `id`.
+pub(crate) fn sub_seed(seed: u64, id: u64) -> u64 {
+    Rng::fork(seed, id).next_u64()
+}
+
+/// Two independent standard normals (both outputs of Box-Muller).
+#[inline]
+pub(crate) fn normal_pair(rng: &mut Rng) -> (f64, f64) {
+    let u1 = rng.uniform().max(f64::MIN_POSITIVE);
+    let u2 = rng.uniform();
+    let r = (-2.0 * u1.ln()).sqrt();
+    let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
+    (r * c, r * s)
+}
+
+/// `x` rounded to 4 decimals, as the f32 nearest to that decimal (so `{}` prints it back
+/// in at most 4 decimals and it parses to the same bits).
+#[inline]
+pub(crate) fn round4(x: f64) -> f32 {
+    let k = (x * 1e4).round();
+    if k.abs() < 16_777_216.0 {
+        k as f32 / 1e4f32
+    } else {
+        x as f32
+    }
+}
+
+/// Rows per random-fill chunk (fixed, so output is independent of the thread count).
+const FILL_ROWS: usize = 1024;
+
+/// `n x dim` N(0,1) features rounded to 4 decimals.
+pub fn random_features(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let seed = sub_seed(seed, stream::FEATURES);
+    let mut x = vec![0f32; n * dim];
+    if dim == 0 {
+        return x;
+    }
+    x.par_chunks_mut(FILL_ROWS * dim)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            let mut rng = Rng::fork(seed, i as u64);
+            for pair in chunk.chunks_mut(2) {
+                let (a, b) = normal_pair(&mut rng);
+                pair[0] = round4(a);
+                if pair.len() > 1 {
+                    pair[1] = round4(b);
+                }
+            }
+        });
+    x
+}
+
+/// `n` labels uniform over `classes` (which must be > 0 when n > 0).
+pub fn random_labels(n: usize, classes: usize, seed: u64) -> Vec<u32> {
+    let seed = sub_seed(seed, stream::LABELS);
+    let mut y = vec![0u32; n];
+    y.par_chunks_mut(FILL_ROWS * 64)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            let mut rng = Rng::fork(seed, i as u64);
+            for l in chunk {
+                *l = rng.below(classes as u64) as u32;
+            }
+        });
+    y
+}
+
+/// A random split with exact sizes `round(frac * n)` (train at least 1 when n > 0); each
+/// part is sorted. Fractions must be non-negative and sum to at most 1.
+pub fn random_split(n: usize, fracs: (f64, f64, f64), seed: u64) -> Split {
+    let count = |f: f64| ((f * n as f64).round() as usize).min(n);
+    let train = count(fracs.0).max(usize::from(n > 0));
+    let valid = count(fracs.1).min(n - train);
+    let test = count(fracs.2).min(n - train - valid);
+    let take = train + valid + test;
+    // Partial Fisher-Yates: the first `take` positions are a uniform random sample.
+    let mut rng = Rng::new(sub_seed(seed, stream::SPLIT));
+    let mut ids: Vec<u32> = (0..n as u32).collect();
+    for i in 0..take {
+        let j = i + rng.below((n - i) as u64) as usize;
+        ids.swap(i, j);
+    }
+    let part = |a: usize, b: usize| {
+        let mut v = ids[a..b].to_vec();
+        v.sort_unstable();
+        v
+    };
+    Split {
+        train: part(0, train),
+        valid: part(train, train + valid),
+        test: part(train + valid, take),
+    }
+}
+
+/// Percentages of a split, for notes.
+pub(crate) fn split_note(fracs: (f64, f64, f64)) -> String {
+    format!(
+        "{}% train / {}% valid / {}% test",
+        fracs.0 * 100.0,
+        fracs.1 * 100.0,
+        fracs.2 * 100.0
+    )
+}
+
+/// What a loader found; the pieces it did not find are synthesized by [`complete`].
+pub(crate) struct Parts {
+    pub name: String,
+    pub graph: Csr,
+    /// `(values, columns)`.
+    pub features: Option<(Vec<f32>, usize)>,
+    /// `(labels, classes)`.
+    pub labels: Option<(Vec<u32>, usize)>,
+    pub split: Option<Split>,
+    /// Notes naming what is missing, in the loader's own words ("no node-feat.csv.gz").
+    pub missing: [&'static str; 3],
+}
+
+/// Fills in what a loader did not find, with notes, and checks the result.
+pub(crate) fn complete(p: Parts, opts: &LoadOptions) -> Result<Dataset> {
+    let n = p.graph.num_nodes;
+    let mut notes = Vec::new();
+    let (features, feat_dim) = match p.features {
+        Some(f) => f,
+        None => {
+            notes.push(format!(
+                "{}: {} random N(0,1) features (seed {})",
+                p.missing[0], opts.feat_dim, opts.seed
+            ));
+            (random_features(n, opts.feat_dim, opts.seed), opts.feat_dim)
+        }
+    };
+    let (labels, num_classes) = match p.labels {
+        Some(l) => l,
+        None => {
+            let c = opts.classes.unwrap_or(DEFAULT_CLASSES);
+            if c == 0 && n > 0 {
+                return Err(Error::invalid("cannot synthesize labels over 0 classes"));
+            }
+            notes.push(format!(
+                "{}: uniform random labels over {c} classes (seed {})",
+                p.missing[1], opts.seed
+            ));
+            (random_labels(n, c, opts.seed), c)
+        }
+    };
+    let split = match p.split {
+        Some(s) => s,
+        None => {
+            notes.push(format!(
+                "{}: random split {} (seed {})",
+                p.missing[2],
+                split_note(RANDOM_SPLIT),
+                opts.seed
+            ));
+            random_split(n, RANDOM_SPLIT, opts.seed)
+        }
+    };
+    let d = Dataset {
+        name: p.name,
+        graph: p.graph,
+        features,
+        feat_dim,
+        labels,
+        num_classes,
+        split,
+        notes,
+    };
+    d.validate()?;
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_split_sizes_and_disjointness() {
+        let s = random_split(1000, RANDOM_SPLIT, 3);
+        assert_eq!((s.train.len(), s.valid.len(), s.test.len()), (80, 100, 200));
+        let mut all: Vec<u32> = [&s.train[..], &s.valid, &s.test].concat();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 380);
+        assert_ne!(s, random_split(1000, RANDOM_SPLIT, 4));
+        assert_eq!(random_split(1, RANDOM_SPLIT, 0).train, vec![0]);
+        assert_eq!(random_split(0, RANDOM_SPLIT, 0), Split::default());
+    }
+
+    #[test]
+    fn random_features_are_standard_and_round_trip_as_text() {
+        let x = random_features(3000, 7, 1);
+        let mean = x.iter().map(|&v| v as f64).sum::<f64>() / x.len() as f64;
+        let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / x.len() as f64;
+        assert!(
+            mean.abs() < 0.03 && (var - 1.0).abs() < 0.05,
+            "{mean} {var}"
+        );
+        for &v in &x[..500] {
+            let s = format!("{v}");
+            assert!(s.trim_start_matches('-').len() <= 7, "{s}");
+            assert_eq!(s.parse::<f32>().unwrap().to_bits(), v.to_bits());
+        }
+        let y = random_labels(5000, 4, 1);
+        assert!(y.iter().all(|&l| l < 4));
+        assert!((0..4).all(|c| y.iter().filter(|&&l| l == c).count() > 1100));
+    }
+}

@@ -1,0 +1,79 @@
+//! Plain edge lists: one `src dst` edge per line, separated by spaces, tabs or a comma,
+//! plain or gzip-compressed (`.gz`). Blank lines and lines starting with `#` or `%` are
+//! skipped; columns after the second (a weight, a timestamp) are ignored. Ids are 0-based;
+//! the node count is the largest id + 1. Features, labels and the split are synthesized
+//! (see [`crate::graph::dataset`]) and listed in the dataset's notes.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::graph::csr::Csr;
+use crate::graph::dataset::{complete, Dataset, LoadOptions, Parts};
+use crate::graph::io::text::{self, parse_node_id, LineParser};
+
+/// Largest id accepted, so that the node count (id + 1) fits a u32.
+const MAX_ID: u64 = u32::MAX as u64 - 1;
+
+struct Parser;
+impl LineParser for Parser {
+    type Out = (Vec<u32>, Vec<u32>);
+    fn line(&self, line: &str, out: &mut Self::Out) -> std::result::Result<(), String> {
+        let t = line.trim_start();
+        if t.is_empty() || t.starts_with('#') || t.starts_with('%') {
+            return Ok(());
+        }
+        let mut fields = t.split([' ', '\t', ',']).filter(|f| !f.is_empty());
+        let (Some(a), Some(b)) = (fields.next(), fields.next()) else {
+            return Err("expected at least 2 columns (src dst)".to_string());
+        };
+        out.0.push(parse_node_id(a, MAX_ID + 1)?);
+        out.1.push(parse_node_id(b, MAX_ID + 1)?);
+        Ok(())
+    }
+}
+
+/// Loads an edge-list file (no cache).
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    let (mut src, mut dst) = (Vec::new(), Vec::new());
+    text::parse_lines(
+        path,
+        |_| Ok(Parser),
+        |(s, d)| {
+            src.extend_from_slice(&s);
+            dst.extend_from_slice(&d);
+        },
+    )?;
+    let n = src
+        .par_iter()
+        .chain(dst.par_iter())
+        .max()
+        .map_or(0, |&m| m as usize + 1);
+    let graph = Csr::from_edges(n, &src, &dst)?;
+    drop((src, dst));
+    let mut name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "edges".to_string());
+    // "email-Enron.txt.gz" -> "email-Enron"
+    for ext in [".gz", ".txt", ".csv", ".tsv", ".edges", ".el"] {
+        if let Some(s) = name.strip_suffix(ext) {
+            name = s.to_string();
+        }
+    }
+    if n == 0 {
+        return Err(Error::parse(path, 0, "no edges found"));
+    }
+    complete(
+        Parts {
+            name,
+            graph,
+            features: None,
+            labels: None,
+            split: None,
+            missing: ["edge list", "edge list", "edge list"],
+        },
+        opts,
+    )
+}

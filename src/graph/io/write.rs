@@ -1,0 +1,184 @@
+//! Writes a dataset in the OGB raw layout read by [`crate::graph::io::ogb`] and by the
+//! PyG peer baseline (`pyg_peer.py DIR`), so both engines train on the very same inputs.
+//!
+//! - edges in their input order (the order of `graph.edge_ids`, or CSR order without
+//!   them), so that loading the copy rebuilds an identical CSR;
+//! - features with `{}` of f32, the shortest text that parses back to the same bits;
+//! - labels as integers, `nan` for unlabeled nodes (pandas reads it as NaN);
+//! - the split under `split/bench/` (the name the peer's `--write-ogb` uses); an empty
+//!   valid or test part is not written (pandas cannot read an empty CSV).
+//!
+//! Each file is cut into line-aligned chunks that are formatted and compressed in parallel,
+//! each as its own gzip member; the members are concatenated in order. A multi-member gzip
+//! file is valid gzip: `MultiGzDecoder`, `zcat`, Python's `gzip` and pandas read all of it.
+
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::graph::csr::Csr;
+use crate::graph::dataset::{Dataset, UNLABELED};
+
+/// Name of the split folder written.
+pub const SPLIT_NAME: &str = "bench";
+
+/// Uncompressed bytes per gzip member.
+const MEMBER_BYTES: usize = 4 << 20;
+
+/// Writes `dataset` under `dir` (created if needed) in the OGB raw layout.
+pub fn write_ogb(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
+    let dir = dir.as_ref();
+    dataset.validate()?;
+    let d = dataset;
+    let raw = dir.join("raw");
+    let split = dir.join("split").join(SPLIT_NAME);
+    for p in [&raw, &split] {
+        fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+    }
+    let (src, dst) = edges_in_input_order(&d.graph)?;
+    write_gz(&raw.join("edge.csv.gz"), src.len(), 16, |i, s| {
+        push_u64(s, src[i] as u64);
+        s.push(',');
+        push_u64(s, dst[i] as u64);
+    })?;
+    drop((src, dst));
+    write_gz(&raw.join("num-node-list.csv.gz"), 1, 12, |_, s| {
+        push_u64(s, d.num_nodes() as u64)
+    })?;
+    write_gz(&raw.join("num-edge-list.csv.gz"), 1, 12, |_, s| {
+        push_u64(s, d.num_edges() as u64)
+    })?;
+    let dim = d.feat_dim;
+    write_gz(
+        &raw.join("node-feat.csv.gz"),
+        d.num_nodes(),
+        dim * 8,
+        |v, s| {
+            for (j, x) in d.features[v * dim..(v + 1) * dim].iter().enumerate() {
+                if j > 0 {
+                    s.push(',');
+                }
+                // Writing to a String cannot fail.
+                let _ = write!(s, "{x}");
+            }
+        },
+    )?;
+    write_gz(
+        &raw.join("node-label.csv.gz"),
+        d.num_nodes(),
+        4,
+        |v, s| match d.labels[v] {
+            UNLABELED => s.push_str("nan"),
+            l => push_u64(s, l as u64),
+        },
+    )?;
+    for (part, ids) in [
+        ("train", &d.split.train),
+        ("valid", &d.split.valid),
+        ("test", &d.split.test),
+    ] {
+        let p = split.join(format!("{part}.csv.gz"));
+        if ids.is_empty() && part != "train" {
+            // A stale file from an earlier write would be read back as this part.
+            if p.exists() {
+                fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
+            }
+            continue;
+        }
+        write_gz(&p, ids.len(), 8, |i, s| push_u64(s, ids[i] as u64))?;
+    }
+    Ok(())
+}
+
+/// `(src, dst)` of every edge in input order.
+fn edges_in_input_order(g: &Csr) -> Result<(Vec<u32>, Vec<u32>)> {
+    let e = g.num_edges();
+    let mut src = vec![0u32; e];
+    let mut dst = vec![0u32; e];
+    let mut seen = vec![false; if g.edge_ids.is_some() { e } else { 0 }];
+    for v in 0..g.num_nodes {
+        let (a, b) = g.range(v as u32);
+        for p in a..b {
+            let slot = match &g.edge_ids {
+                Some(ids) => {
+                    let id = ids[p] as usize;
+                    if std::mem::replace(&mut seen[id], true) {
+                        return Err(Error::invalid(format!(
+                            "graph edge ids are not a permutation (edge id {id} twice)"
+                        )));
+                    }
+                    id
+                }
+                None => p,
+            };
+            src[slot] = g.indices[p];
+            dst[slot] = v as u32;
+        }
+    }
+    Ok((src, dst))
+}
+
+/// Appends the decimal digits of `v`.
+fn push_u64(s: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &b in &buf[i..] {
+        s.push(b as char);
+    }
+}
+
+/// Writes `rows` lines (`row(i, buf)` appends line `i` without its `\n`) as a multi-member
+/// gzip file; `row_bytes` is a size hint for cutting chunks.
+fn write_gz(
+    path: &Path,
+    rows: usize,
+    row_bytes: usize,
+    row: impl Fn(usize, &mut String) + Sync,
+) -> Result<()> {
+    let per_chunk = (MEMBER_BYTES / row_bytes.max(1)).max(1);
+    let chunks = rows.div_ceil(per_chunk);
+    // Chunks compressed per round: enough to keep every thread busy, few enough to bound
+    // memory.
+    let round = rayon::current_num_threads().max(1) * 2;
+    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut c0 = 0;
+    while c0 < chunks.max(1) {
+        let c1 = (c0 + round).min(chunks.max(1));
+        let members: Vec<std::io::Result<Vec<u8>>> = (c0..c1)
+            .into_par_iter()
+            .map(|c| {
+                let (a, b) = (c * per_chunk, ((c + 1) * per_chunk).min(rows));
+                let mut text = String::with_capacity((b - a) * row_bytes + 64);
+                for i in a..b {
+                    row(i, &mut text);
+                    text.push('\n');
+                }
+                let mut enc =
+                    GzEncoder::new(Vec::with_capacity(text.len() / 3), Compression::fast());
+                enc.write_all(text.as_bytes())?;
+                enc.finish()
+            })
+            .collect();
+        for m in members {
+            let m = m.map_err(|e| Error::io(path, e))?;
+            w.write_all(&m).map_err(|e| Error::io(path, e))?;
+        }
+        c0 = c1;
+    }
+    w.flush().map_err(|e| Error::io(path, e))
+}

@@ -1,0 +1,635 @@
+//! Seeded synthetic graphs shaped like the papers' datasets: power-law degrees, planted
+//! classes, homophilous edges and class-dependent features.
+//!
+//! Spec: `PRESET[,scale=X][,seed=N]`, e.g. `products-like,scale=0.01`; `scale` multiplies the
+//! preset's node and edge counts (rounded), `seed` (default 0) fixes every random draw.
+//!
+//! | preset | nodes | edges | features | classes | homophily h |
+//! |---|---|---|---|---|---|
+//! | `cora-like` | 2,708 | 5,429 | 1,433 | 7 | 0.8 |
+//! | `arxiv-like` | 169,343 | 1,166,243 | 128 | 40 | 0.65 |
+//! | `products-like` | 2,449,029 | 61,859,140 | 100 | 47 | 0.8 |
+//! | `papers-like` | 111,059,956 | 1,615,685,872 | 128 | 172 | 0.6 |
+//!
+//! The model:
+//!
+//! - **Classes**: uniform over the preset's classes; labels are the classes.
+//! - **Degrees** (directed Chung-Lu, as the peer's `--synthetic`): node weights
+//!   `w = (rank + i0)^(-1/(gamma-1))` with `gamma = 2.1` over a random permutation of ranks,
+//!   `i0` set so that the largest expected degree is `sqrt(edges)`. Node `v` gets
+//!   `round(edges * W(v) / W)` out-edges (systematic rounding of the cumulative weight `W(v)`,
+//!   so there are exactly `edges` edges and each degree is within 1 of its expectation).
+//! - **Edges**: each out-edge of `v` goes, with probability `h`, to a node of `v`'s class and
+//!   otherwise to any node, in both cases drawn with probability proportional to `w` (alias
+//!   tables). No self-loops, no duplicate edges; each source's targets are sorted. About
+//!   `h + (1 - h) / classes` of the edges join nodes of one class.
+//! - **Features**: `(centroid[class] + sigma * N(0, I)) / sqrt(1 + sigma^2)`, centroid entries
+//!   N(0,1), rounded to 4 decimals. `sigma = sqrt(features / 2) / margin` makes a single
+//!   node's nearest centroid a `margin`-sigma decision per competing class, which leaves an
+//!   MLP well short of a GNN: averaging `d` mostly same-class neighbours shrinks the noise
+//!   by about `sqrt(d)`.
+//! - **Split**: random 10% train / 10% valid / 20% test ([`SPLIT`]).
+//!
+//! Generation runs in fixed-size node chunks, each with its own [`Rng::fork`] stream, and no
+//! float reduction depends on the thread count: the output is identical for any number of
+//! threads.
+
+use std::str::FromStr;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::graph::csr::Csr;
+use crate::graph::dataset::{normal_pair, random_split, round4, split_note, sub_seed, Dataset};
+use crate::rng::Rng;
+
+/// Degree-distribution exponent.
+pub const GAMMA: f64 = 2.1;
+/// Train / valid / test fractions of generated graphs.
+pub const SPLIT: (f64, f64, f64) = (0.10, 0.10, 0.20);
+
+/// A named size and shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub nodes: u64,
+    pub edges: u64,
+    pub feat_dim: usize,
+    pub classes: usize,
+    /// Fraction of each node's out-edges drawn inside its class.
+    pub homophily: f64,
+    /// Single-node class separation in noise standard deviations (see module docs).
+    pub margin: f64,
+}
+
+/// The presets, named after the datasets whose counts they copy.
+pub const PRESETS: [Preset; 4] = [
+    Preset {
+        name: "cora-like",
+        nodes: 2_708,
+        edges: 5_429,
+        feat_dim: 1_433,
+        classes: 7,
+        homophily: 0.8,
+        margin: 1.0,
+    },
+    Preset {
+        name: "arxiv-like",
+        nodes: 169_343,
+        edges: 1_166_243,
+        feat_dim: 128,
+        classes: 40,
+        homophily: 0.65,
+        margin: 1.6,
+    },
+    Preset {
+        name: "products-like",
+        nodes: 2_449_029,
+        edges: 61_859_140,
+        feat_dim: 100,
+        classes: 47,
+        homophily: 0.8,
+        margin: 1.8,
+    },
+    Preset {
+        name: "papers-like",
+        nodes: 111_059_956,
+        edges: 1_615_685_872,
+        feat_dim: 128,
+        classes: 172,
+        homophily: 0.6,
+        margin: 1.8,
+    },
+];
+
+/// A preset, a scale and a seed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SynthSpec {
+    pub preset: Preset,
+    pub scale: f64,
+    pub seed: u64,
+}
+
+fn spec_help() -> String {
+    let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+    format!(
+        "expected PRESET[,scale=X][,seed=N] with PRESET one of {}",
+        names.join(", ")
+    )
+}
+
+impl SynthSpec {
+    /// Parses `PRESET[,scale=X][,seed=N]`.
+    pub fn parse(spec: &str) -> Result<SynthSpec> {
+        let mut parts = spec.split(',').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let preset = PRESETS
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
+            .copied()
+            .ok_or_else(|| {
+                Error::invalid(format!("unknown synthetic graph {name:?}: {}", spec_help()))
+            })?;
+        let mut s = SynthSpec {
+            preset,
+            scale: 1.0,
+            seed: 0,
+        };
+        for kv in parts.filter(|p| !p.is_empty()) {
+            let bad = || {
+                Error::invalid(format!(
+                    "synthetic spec {spec:?}: bad {kv:?}; {}",
+                    spec_help()
+                ))
+            };
+            let (k, v) = kv.split_once('=').ok_or_else(bad)?;
+            match k.trim() {
+                "scale" => {
+                    s.scale = v.trim().parse().map_err(|_| bad())?;
+                    if !(s.scale.is_finite() && s.scale > 0.0) {
+                        return Err(bad());
+                    }
+                }
+                "seed" => s.seed = v.trim().parse().map_err(|_| bad())?,
+                _ => return Err(bad()),
+            }
+        }
+        Ok(s)
+    }
+
+    /// Nodes after scaling.
+    pub fn num_nodes(&self) -> usize {
+        (self.preset.nodes as f64 * self.scale).round() as usize
+    }
+
+    /// Edges after scaling.
+    pub fn num_edges(&self) -> usize {
+        (self.preset.edges as f64 * self.scale).round() as usize
+    }
+
+    /// The canonical spec (defaults left out).
+    pub fn name(&self) -> String {
+        let mut s = self.preset.name.to_string();
+        if self.scale != 1.0 {
+            s.push_str(&format!(",scale={}", self.scale));
+        }
+        if self.seed != 0 {
+            s.push_str(&format!(",seed={}", self.seed));
+        }
+        s
+    }
+
+    /// Generates the dataset.
+    pub fn generate(&self) -> Result<Dataset> {
+        generate(self)
+    }
+}
+
+impl FromStr for SynthSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<SynthSpec> {
+        SynthSpec::parse(s)
+    }
+}
+
+/// Random streams, one per generation step.
+mod stream {
+    pub const CLASSES: u64 = 11;
+    pub const RANKS: u64 = 12;
+    pub const DEGREES: u64 = 13;
+    pub const EDGES: u64 = 14;
+    pub const CENTROIDS: u64 = 15;
+    pub const FEATURES: u64 = 16;
+    pub const SPLIT: u64 = 17;
+}
+
+/// Nodes per parallel task (fixed: the output must not depend on the thread count).
+const NODE_CHUNK: usize = 4096;
+
+/// Generates the graph, features, labels and split of `spec`.
+pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
+    let p = &spec.preset;
+    let (n, m) = (spec.num_nodes(), spec.num_edges());
+    let too_small = |why: &str| {
+        Error::invalid(format!(
+            "synthetic {}: {n} nodes and {m} edges: {why}",
+            spec.name()
+        ))
+    };
+    if n < 2 || n < p.classes {
+        return Err(too_small("need at least 2 nodes and one node per class"));
+    }
+    if n > u32::MAX as usize - 1 {
+        return Err(too_small("node ids must fit u32"));
+    }
+    if m as f64 > (n as f64) * (n as f64 - 1.0) / 4.0 {
+        return Err(too_small("too dense for a sparse power-law graph"));
+    }
+    let seed = spec.seed;
+    let classes = random_classes(n, p.classes, sub_seed(seed, stream::CLASSES));
+    let weights = power_law_weights(n, m, sub_seed(seed, stream::RANKS));
+    let degrees = out_degrees(&weights, m, sub_seed(seed, stream::DEGREES));
+    if degrees.iter().any(|&d| d as usize >= n) {
+        return Err(too_small("a node's degree would exceed the node count"));
+    }
+    let (src, dst) = edges(
+        &classes,
+        &weights,
+        &degrees,
+        p.classes,
+        p.homophily,
+        sub_seed(seed, stream::EDGES),
+    );
+    drop((weights, degrees));
+    let graph = Csr::from_edges(n, &src, &dst)?;
+    drop((src, dst));
+    let features = class_features(&classes, p, seed);
+    let split = random_split(n, SPLIT, sub_seed(seed, stream::SPLIT));
+    let note = format!(
+        "synthetic {}: directed Chung-Lu power-law graph (degree exponent {GAMMA}), {} planted classes, homophily {}, class-centroid features (margin {}), random split {} (seed {seed})",
+        spec.name(),
+        p.classes,
+        p.homophily,
+        p.margin,
+        split_note(SPLIT)
+    );
+    let d = Dataset {
+        name: spec.name(),
+        graph,
+        features,
+        feat_dim: p.feat_dim,
+        labels: classes,
+        num_classes: p.classes,
+        split,
+        notes: vec![note],
+    };
+    d.validate()?;
+    Ok(d)
+}
+
+/// Uniform classes, filled in fixed chunks.
+fn random_classes(n: usize, classes: usize, seed: u64) -> Vec<u32> {
+    let mut c = vec![0u32; n];
+    c.par_chunks_mut(NODE_CHUNK * 16)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            let mut rng = Rng::fork(seed, i as u64);
+            for x in chunk {
+                *x = rng.below(classes as u64) as u32;
+            }
+        });
+    c
+}
+
+/// Chung-Lu weights `(rank + i0)^(-alpha)` over a random permutation of ranks.
+fn power_law_weights(n: usize, m: usize, seed: u64) -> Vec<f64> {
+    let alpha = 1.0 / (GAMMA - 1.0);
+    let i0 = weight_offset(n, m as f64, alpha, (m as f64).sqrt());
+    let mut rank: Vec<u32> = (0..n as u32).collect();
+    let mut rng = Rng::new(seed);
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        rank.swap(i, j);
+    }
+    rank.par_iter()
+        .map(|&r| (r as f64 + i0).powf(-alpha))
+        .collect()
+}
+
+/// The offset `i0` at which the heaviest node's expected degree is `max_deg` (bisection in
+/// log space; the weight sum is the exact head plus an Euler-Maclaurin tail).
+fn weight_offset(n: usize, m: f64, alpha: f64, max_deg: f64) -> f64 {
+    let f = |x: f64, i0: f64| (x + i0).powf(-alpha);
+    let sum = |i0: f64| {
+        let k = n.min(1000);
+        let head: f64 = (0..k).map(|r| f(r as f64, i0)).sum();
+        if k == n {
+            return head;
+        }
+        let prim = |x: f64| (x + i0).powf(1.0 - alpha) / (1.0 - alpha);
+        head + prim(n as f64) - prim(k as f64) + 0.5 * (f(k as f64, i0) - f(n as f64, i0))
+    };
+    let (mut lo, mut hi) = (1e-3f64, 1e12f64);
+    for _ in 0..100 {
+        let i0 = (lo * hi).sqrt();
+        if m * f(0.0, i0) / sum(i0) > max_deg {
+            lo = i0;
+        } else {
+            hi = i0;
+        }
+    }
+    (lo * hi).sqrt()
+}
+
+/// Exactly `m` out-degrees proportional to `w`: systematic rounding of the cumulative
+/// expected degree with one random offset.
+fn out_degrees(w: &[f64], m: usize, seed: u64) -> Vec<u32> {
+    // Offset in [0, 0.5): `m + u` must not round up to `m + 1` in f64.
+    let u = Rng::new(seed).uniform() * 0.5;
+    let total: f64 = w.iter().sum();
+    let mut acc = 0.0f64;
+    let mut prev = u.floor();
+    w.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            acc += x;
+            let c = if i + 1 == w.len() {
+                m as f64
+            } else {
+                m as f64 * (acc / total)
+            };
+            let cur = (c + u).floor();
+            let d = (cur - prev).max(0.0);
+            prev = cur.max(prev);
+            d as u32
+        })
+        .collect()
+}
+
+/// Walker/Vose alias table over a set of items: `(threshold, alias)` per item; item `j` is
+/// kept when 32 random bits fall below its threshold, otherwise its alias is taken.
+#[derive(Clone, Copy, Default)]
+struct Alias {
+    thr: u32,
+    alias: u32,
+}
+
+fn build_alias(weights: &[f64], out: &mut [Alias]) {
+    let k = weights.len();
+    let total: f64 = weights.iter().sum();
+    let mut p: Vec<f64> = weights.iter().map(|&w| w * k as f64 / total).collect();
+    let (mut small, mut large): (Vec<u32>, Vec<u32>) =
+        (0..k as u32).partition(|&j| p[j as usize] < 1.0);
+    while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
+        small.pop();
+        out[s as usize] = Alias {
+            thr: (p[s as usize] * 4_294_967_296.0).min(u32::MAX as f64) as u32,
+            alias: l,
+        };
+        p[l as usize] += p[s as usize] - 1.0;
+        if p[l as usize] < 1.0 {
+            large.pop();
+            small.push(l);
+        }
+    }
+    // Leftovers (probability 1 up to rounding) always keep themselves.
+    for j in small.into_iter().chain(large) {
+        out[j as usize] = Alias {
+            thr: u32::MAX,
+            alias: j,
+        };
+    }
+}
+
+#[inline]
+fn draw(table: &[Alias], rng: &mut Rng) -> usize {
+    let r = rng.next_u64();
+    let j = (((r & 0xffff_ffff) * table.len() as u64) >> 32) as usize;
+    let a = table[j];
+    if ((r >> 32) as u32) < a.thr {
+        j
+    } else {
+        a.alias as usize
+    }
+}
+
+/// The out-edges of every node, grouped by source (ascending), targets sorted per source.
+fn edges(
+    classes: &[u32],
+    w: &[f64],
+    degrees: &[u32],
+    num_classes: usize,
+    h: f64,
+    seed: u64,
+) -> (Vec<u32>, Vec<u32>) {
+    let n = w.len();
+    // Global table.
+    let mut global = vec![Alias::default(); n];
+    build_alias(w, &mut global);
+    // Per-class tables over the class members (counting sort by class).
+    let mut start = vec![0usize; num_classes + 1];
+    for &c in classes {
+        start[c as usize + 1] += 1;
+    }
+    for c in 0..num_classes {
+        start[c + 1] += start[c];
+    }
+    let mut members = vec![0u32; n];
+    let mut next = start.clone();
+    for (v, &c) in classes.iter().enumerate() {
+        members[next[c as usize]] = v as u32;
+        next[c as usize] += 1;
+    }
+    let mut class_tables = vec![Alias::default(); n];
+    {
+        let mut rest = class_tables.as_mut_slice();
+        let mut jobs = Vec::with_capacity(num_classes);
+        for c in 0..num_classes {
+            let (head, tail) = rest.split_at_mut(start[c + 1] - start[c]);
+            jobs.push((c, head));
+            rest = tail;
+        }
+        jobs.into_par_iter().for_each(|(c, out)| {
+            let ws: Vec<f64> = members[start[c]..start[c + 1]]
+                .iter()
+                .map(|&v| w[v as usize])
+                .collect();
+            build_alias(&ws, out);
+        });
+    }
+
+    let m: usize = degrees.iter().map(|&d| d as usize).sum();
+    let mut src = vec![0u32; m];
+    let mut dst = vec![0u32; m];
+    // Split the output by node chunk.
+    let mut jobs = Vec::with_capacity(n.div_ceil(NODE_CHUNK));
+    {
+        let (mut s_rest, mut d_rest) = (src.as_mut_slice(), dst.as_mut_slice());
+        for (ci, degs) in degrees.chunks(NODE_CHUNK).enumerate() {
+            let len: usize = degs.iter().map(|&d| d as usize).sum();
+            let (s, st) = s_rest.split_at_mut(len);
+            let (d, dt) = d_rest.split_at_mut(len);
+            jobs.push((ci, s, d));
+            s_rest = st;
+            d_rest = dt;
+        }
+    }
+    jobs.into_par_iter().for_each(|(ci, s_out, d_out)| {
+        let mut rng = Rng::fork(seed, ci as u64);
+        let mut buf: Vec<u32> = Vec::new();
+        let mut pos = 0;
+        let first = ci * NODE_CHUNK;
+        for (k, &deg) in degrees[first..(first + NODE_CHUNK).min(n)]
+            .iter()
+            .enumerate()
+        {
+            let v = first + k;
+            let deg = deg as usize;
+            if deg == 0 {
+                continue;
+            }
+            let c = classes[v] as usize;
+            let own = &class_tables[start[c]..start[c + 1]];
+            let own_members = &members[start[c]..start[c + 1]];
+            buf.clear();
+            // Own-class edges: Binomial(deg, h), at most the other members of the class.
+            let k_own = if own.len() > 1 {
+                let k = (0..deg).filter(|_| rng.uniform() < h).count();
+                k.min(own.len() - 1)
+            } else {
+                0
+            };
+            let (exclude, r) = (v as u32, &mut rng);
+            let own_draw = |r: &mut Rng| own_members[draw(own, r)];
+            fill_distinct(&mut buf, k_own, exclude, r, own_draw, own.len(), |i| {
+                own_members[i]
+            });
+            let any_draw = |r: &mut Rng| draw(&global, r) as u32;
+            fill_distinct(&mut buf, deg, exclude, r, any_draw, n, |i| i as u32);
+            s_out[pos..pos + deg].fill(v as u32);
+            d_out[pos..pos + deg].copy_from_slice(&buf);
+            pos += deg;
+        }
+    });
+    (src, dst)
+}
+
+/// Grows the sorted, duplicate-free `buf` to `len` ids, none equal to `exclude`, drawing
+/// with `draw`; if draws keep hitting ids already taken (a target set nearly exhausted),
+/// the next free ids of `pool` after a random start are taken instead.
+fn fill_distinct(
+    buf: &mut Vec<u32>,
+    len: usize,
+    exclude: u32,
+    rng: &mut Rng,
+    mut draw: impl FnMut(&mut Rng) -> u32,
+    pool_len: usize,
+    pool: impl Fn(usize) -> u32,
+) {
+    let mut rounds = 0;
+    while buf.len() < len && rounds < 32 {
+        for _ in buf.len()..len {
+            let t = draw(rng);
+            if t != exclude {
+                buf.push(t);
+            }
+        }
+        buf.sort_unstable();
+        buf.dedup();
+        rounds += 1;
+    }
+    if buf.len() < len {
+        let mut i = rng.below(pool_len as u64) as usize;
+        for _ in 0..pool_len {
+            let t = pool(i);
+            if t != exclude {
+                if let Err(at) = buf.binary_search(&t) {
+                    buf.insert(at, t);
+                    if buf.len() == len {
+                        break;
+                    }
+                }
+            }
+            i = (i + 1) % pool_len;
+        }
+    }
+}
+
+/// Class centroid plus Gaussian noise, normalised to unit variance, rounded to 4 decimals.
+fn class_features(classes: &[u32], p: &Preset, seed: u64) -> Vec<f32> {
+    let f = p.feat_dim;
+    let mut rng = Rng::new(sub_seed(seed, stream::CENTROIDS));
+    let mut centroids = vec![0f64; p.classes * f];
+    for pair in centroids.chunks_mut(2) {
+        let (a, b) = normal_pair(&mut rng);
+        pair[0] = a;
+        if pair.len() > 1 {
+            pair[1] = b;
+        }
+    }
+    let sigma = (f as f64 / 2.0).sqrt() / p.margin;
+    let norm = 1.0 / (1.0 + sigma * sigma).sqrt();
+    let fseed = sub_seed(seed, stream::FEATURES);
+    let mut x = vec![0f32; classes.len() * f];
+    if f == 0 {
+        return x;
+    }
+    x.par_chunks_mut(NODE_CHUNK / 4 * f)
+        .enumerate()
+        .for_each(|(ci, chunk)| {
+            let mut rng = Rng::fork(fseed, ci as u64);
+            for (k, row) in chunk.chunks_mut(f).enumerate() {
+                let c = classes[ci * (NODE_CHUNK / 4) + k] as usize;
+                let mu = &centroids[c * f..(c + 1) * f];
+                for (j, pair) in row.chunks_mut(2).enumerate() {
+                    let (a, b) = normal_pair(&mut rng);
+                    pair[0] = round4((mu[2 * j] + sigma * a) * norm);
+                    if pair.len() > 1 {
+                        pair[1] = round4((mu[2 * j + 1] + sigma * b) * norm);
+                    }
+                }
+            }
+        });
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        let s = SynthSpec::parse("products-like,scale=0.01,seed=3").unwrap();
+        assert_eq!(s.preset.name, "products-like");
+        assert_eq!((s.num_nodes(), s.num_edges(), s.seed), (24_490, 618_591, 3));
+        assert_eq!(s.name(), "products-like,scale=0.01,seed=3");
+        assert_eq!("cora-like".parse::<SynthSpec>().unwrap().scale, 1.0);
+        for bad in [
+            "",
+            "citeseer-like",
+            "cora-like,scale=0",
+            "cora-like,scale=x",
+            "cora-like,foo=1",
+            "cora-like,seed",
+        ] {
+            match SynthSpec::parse(bad) {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(
+                        m.contains("cora-like, arxiv-like, products-like, papers-like"),
+                        "{m}"
+                    )
+                }
+                other => panic!("{bad:?}: expected an error, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn alias_tables_follow_weights() {
+        let w = [1.0, 2.0, 3.0, 0.0, 4.0];
+        let mut t = vec![Alias::default(); 5];
+        build_alias(&w, &mut t);
+        let mut rng = Rng::new(1);
+        let mut count = [0usize; 5];
+        for _ in 0..100_000 {
+            count[draw(&t, &mut rng)] += 1;
+        }
+        assert_eq!(count[3], 0);
+        for j in [0, 1, 2, 4] {
+            let f = count[j] as f64 / 100_000.0;
+            assert!((f - w[j] / 10.0).abs() < 0.01, "{j}: {f}");
+        }
+    }
+
+    #[test]
+    fn degrees_sum_exactly() {
+        let w = power_law_weights(10_000, 50_000, 1);
+        let d = out_degrees(&w, 50_000, 2);
+        assert_eq!(d.iter().map(|&x| x as usize).sum::<usize>(), 50_000);
+        let max = *d.iter().max().unwrap() as f64;
+        assert!(
+            (max - (50_000f64).sqrt()).abs() < 0.05 * max,
+            "max degree {max}"
+        );
+    }
+}

@@ -1,0 +1,722 @@
+//! Dataset loaders: OGB layout, edge lists, the binary cache, the writer and the synthetic
+//! generator. Every bad input must come back as a typed error naming the file and line.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use espalier::graph::dataset::UNLABELED;
+use espalier::graph::io::cache::{self, CacheStatus};
+use espalier::graph::io::{edgelist, ogb, write_ogb};
+use espalier::graph::synth::{self, SynthSpec};
+use espalier::graph::{Dataset, LoadOptions};
+use espalier::Error;
+
+fn gz_bytes(text: &str) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap()
+}
+
+fn put(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, gz_bytes(text)).unwrap();
+}
+
+/// A valid 4-node dataset; `tweak` overrides files (None removes one).
+fn ogb_dir(tweak: &[(&str, Option<&str>)]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let mut files = vec![
+        ("raw/edge.csv.gz", Some("0,1\n1,2\n2,3\n3,0\n0,2\n")),
+        ("raw/num-node-list.csv.gz", Some("4\n")),
+        ("raw/num-edge-list.csv.gz", Some("5\n")),
+        ("raw/node-feat.csv.gz", Some("0.5,1\n1,2\n-1,0\n3,4e-3\n")),
+        ("raw/node-label.csv.gz", Some("0\n1\n\n2\n")),
+        ("split/s/train.csv.gz", Some("0\n1\n")),
+        ("split/s/valid.csv.gz", Some("2\n")),
+        ("split/s/test.csv.gz", Some("3\n")),
+    ];
+    for (rel, text) in tweak {
+        match files.iter_mut().find(|(r, _)| r == rel) {
+            Some(f) => f.1 = *text,
+            None => files.push((rel, *text)),
+        }
+    }
+    for (rel, text) in files {
+        if let Some(t) = text {
+            put(d, rel, t);
+        }
+    }
+    tmp
+}
+
+fn no_cache() -> LoadOptions {
+    LoadOptions {
+        cache: false,
+        ..LoadOptions::default()
+    }
+}
+
+/// Asserts a parse error in the file ending with `file`, at `line`, whose message holds
+/// `word`.
+fn assert_parse(r: espalier::Result<Dataset>, file: &str, line: u64, word: &str) {
+    match r {
+        Err(Error::Parse { path, line: l, msg }) => {
+            assert!(
+                path.ends_with(file),
+                "error names {path:?}, expected {file}"
+            );
+            assert_eq!(l, line, "line of {msg:?}");
+            assert!(
+                msg.to_lowercase().contains(word),
+                "message {msg:?} lacks {word:?}"
+            );
+        }
+        other => panic!("expected a parse error in {file}:{line}, got {other:?}"),
+    }
+}
+
+#[test]
+fn small_ogb_folder_loads_exactly() {
+    let tmp = ogb_dir(&[]);
+    let d = Dataset::load(tmp.path(), &no_cache()).unwrap();
+    assert_eq!(d.num_nodes(), 4);
+    assert_eq!(d.num_edges(), 5);
+    assert_eq!(d.graph.neighbors(2), &[1, 0]);
+    assert_eq!(d.feat_dim, 2);
+    assert_eq!(d.features, vec![0.5, 1.0, 1.0, 2.0, -1.0, 0.0, 3.0, 4e-3]);
+    assert_eq!(d.labels, vec![0, 1, UNLABELED, 2]);
+    assert_eq!(d.num_classes, 3);
+    assert_eq!(
+        (
+            d.split.train.clone(),
+            d.split.valid.clone(),
+            d.split.test.clone()
+        ),
+        (vec![0, 1], vec![2], vec![3])
+    );
+    assert!(d.notes.is_empty(), "{:?}", d.notes);
+}
+
+#[test]
+fn missing_required_files_are_io_errors() {
+    for file in ["raw/edge.csv.gz", "raw/num-node-list.csv.gz"] {
+        let tmp = ogb_dir(&[(file, None)]);
+        match Dataset::load(tmp.path(), &no_cache()) {
+            Err(Error::Io { path, source }) => {
+                assert!(path.ends_with(file), "{path:?}");
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("expected an I/O error for {file}, got {other:?}"),
+        }
+    }
+    let tmp = ogb_dir(&[("split/s/train.csv.gz", None)]);
+    assert!(matches!(
+        Dataset::load(tmp.path(), &no_cache()),
+        Err(Error::Io { path, .. }) if path.ends_with("split/s/train.csv.gz")
+    ));
+}
+
+#[test]
+fn malformed_edges() {
+    let e = "raw/edge.csv.gz";
+    let tmp = ogb_dir(&[(e, Some("0,1\n1,x\n2,3\n3,0\n0,2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 2, "integer");
+    let tmp = ogb_dir(&[(e, Some("0,1\n1,2\n2,3,1\n3,0\n0,2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 3, "columns");
+    let tmp = ogb_dir(&[(e, Some("0,1\n1,2\n2,3\n3\n0,2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 4, "columns");
+    let tmp = ogb_dir(&[(e, Some("0,1\n1,2\n2,3\n3,0\n0,4\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 5, "out of range");
+    let tmp = ogb_dir(&[(e, Some("0,1\n-1,2\n2,3\n3,0\n0,2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 2, "negative");
+    let tmp = ogb_dir(&[(e, Some("0,1\n1,2\n2,3\n3,0\n"))]);
+    assert_parse(
+        Dataset::load(tmp.path(), &no_cache()),
+        "raw/num-edge-list.csv.gz",
+        1,
+        "edges",
+    );
+    let tmp = ogb_dir(&[("raw/num-node-list.csv.gz", Some("four\n"))]);
+    assert_parse(
+        Dataset::load(tmp.path(), &no_cache()),
+        "raw/num-node-list.csv.gz",
+        1,
+        "integer",
+    );
+}
+
+#[test]
+fn malformed_features() {
+    let f = "raw/node-feat.csv.gz";
+    let tmp = ogb_dir(&[(f, Some("0.5,1\n1,2\n-1,0,7\n3,4\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), f, 3, "columns");
+    let tmp = ogb_dir(&[(f, Some("0.5,1\n1,2\n-1\n3,4\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), f, 3, "columns");
+    let tmp = ogb_dir(&[(f, Some("0.5,1\n1,2\n-1,zero\n3,4\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), f, 3, "not a number");
+    let tmp = ogb_dir(&[(f, Some("0.5,1\n1,2\n-1,\n3,4\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), f, 3, "empty");
+    let tmp = ogb_dir(&[(f, Some("0.5,1\n1,2\n-1,0\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), f, 4, "rows");
+    let tmp = ogb_dir(&[(f, Some("0.5,1\n1,2\n-1,0\n3,4\n5,6\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), f, 5, "rows");
+}
+
+#[test]
+fn malformed_labels() {
+    let l = "raw/node-label.csv.gz";
+    let tmp = ogb_dir(&[(l, Some("0\n1\n-1\n2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), l, 3, "negative");
+    let tmp = ogb_dir(&[(l, Some("0\n1.5\n1\n2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), l, 2, "integer");
+    let tmp = ogb_dir(&[(l, Some("0\n1\ncat\n2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), l, 3, "not a number");
+    let tmp = ogb_dir(&[(l, Some("0\n1\n2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), l, 4, "rows");
+    // Integral floats and NaN (as pandas writes a column with missing values) are fine.
+    let tmp = ogb_dir(&[(l, Some("0.0\nnan\n1\n2.0\n"))]);
+    let d = Dataset::load(tmp.path(), &no_cache()).unwrap();
+    assert_eq!(d.labels, vec![0, UNLABELED, 1, 2]);
+    // A fixed class count turns a larger label into an error...
+    let tmp = ogb_dir(&[]);
+    let two = LoadOptions {
+        classes: Some(2),
+        ..no_cache()
+    };
+    assert_parse(Dataset::load(tmp.path(), &two), l, 4, "classes");
+    // ...and is kept when larger than needed.
+    let five = LoadOptions {
+        classes: Some(5),
+        ..no_cache()
+    };
+    assert_eq!(Dataset::load(tmp.path(), &five).unwrap().num_classes, 5);
+}
+
+#[test]
+fn malformed_splits() {
+    let t = "split/s/test.csv.gz";
+    let tmp = ogb_dir(&[(t, Some("3\n7\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), t, 2, "out of range");
+    let tmp = ogb_dir(&[(t, Some("3\n\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), t, 2, "empty");
+    let tmp = ogb_dir(&[]);
+    let opts = LoadOptions {
+        split: Some("nope".into()),
+        ..no_cache()
+    };
+    match Dataset::load(tmp.path(), &opts) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("available: s"), "{m}"),
+        other => panic!("expected an invalid-argument error, got {other:?}"),
+    }
+    // The first split in alphabetical order is the default.
+    let tmp = ogb_dir(&[
+        ("split/a/train.csv.gz", Some("3\n")),
+        ("split/a/valid.csv.gz", Some("0\n")),
+    ]);
+    let d = Dataset::load(tmp.path(), &no_cache()).unwrap();
+    assert_eq!(
+        (d.split.train, d.split.valid, d.split.test),
+        (vec![3], vec![0], vec![])
+    );
+}
+
+#[test]
+fn broken_gzip_names_the_file() {
+    let e = "raw/edge.csv.gz";
+    let text: String = (0..20_000)
+        .map(|i| format!("{},{}\n", i % 4, (i + 1) % 4))
+        .collect();
+    let good = gz_bytes(&text);
+    let tmp = ogb_dir(&[("raw/num-edge-list.csv.gz", None)]);
+    let path = tmp.path().join(e);
+    // Truncated.
+    std::fs::write(&path, &good[..good.len() / 2]).unwrap();
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 0, "gzip");
+    // Corrupt: a damaged trailer (CRC) and damaged deflate data.
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 6] ^= 0xff;
+    std::fs::write(&path, &bad).unwrap();
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 0, "gzip");
+    let mut bad = good.clone();
+    for b in &mut bad[20..60] {
+        *b = 0xff;
+    }
+    std::fs::write(&path, &bad).unwrap();
+    assert!(matches!(
+        Dataset::load(tmp.path(), &no_cache()),
+        Err(Error::Parse { path, .. }) if path.ends_with(e)
+    ));
+    // Not gzip at all.
+    std::fs::write(&path, b"0,1\n").unwrap();
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 0, "gzip");
+}
+
+#[test]
+fn missing_parts_are_synthesized_with_notes() {
+    let tmp = ogb_dir(&[
+        ("raw/node-feat.csv.gz", None),
+        ("raw/node-label.csv.gz", None),
+        ("split/s/train.csv.gz", None),
+        ("split/s/valid.csv.gz", None),
+        ("split/s/test.csv.gz", None),
+    ]);
+    assert!(!tmp.path().join("split").exists());
+    let opts = LoadOptions {
+        feat_dim: 3,
+        classes: Some(6),
+        seed: 5,
+        ..no_cache()
+    };
+    let d = Dataset::load(tmp.path(), &opts).unwrap();
+    assert_eq!((d.feat_dim, d.features.len(), d.num_classes), (3, 12, 6));
+    assert!(d.labels.iter().all(|&l| l < 6));
+    assert_eq!(d.split.train.len(), 1);
+    assert_eq!(d.notes.len(), 3, "{:?}", d.notes);
+    assert!(d.notes[0].contains("node-feat") && d.notes[0].contains('3'));
+    assert!(d.notes[1].contains("6 classes"));
+    assert!(d.notes[2].contains("8% train"));
+    // Same seed, same data; another seed, other data.
+    assert_eq!(Dataset::load(tmp.path(), &opts).unwrap(), d);
+    let other = LoadOptions { seed: 6, ..opts };
+    assert_ne!(
+        Dataset::load(tmp.path(), &other).unwrap().features,
+        d.features
+    );
+}
+
+#[test]
+fn edge_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("g.txt");
+    std::fs::write(
+        &p,
+        "# a comment\n% another\n0 1\n1\t2 0.5\n\n2,5\n  3 0 1.0 1234\n",
+    )
+    .unwrap();
+    let d = edgelist::load(&p, &no_cache()).unwrap();
+    assert_eq!((d.num_nodes(), d.num_edges(), d.name.as_str()), (6, 4, "g"));
+    assert_eq!(d.graph.neighbors(0), &[3]);
+    assert_eq!(d.graph.neighbors(5), &[2]);
+    assert_eq!(d.feat_dim, 100);
+    assert_eq!(d.notes.len(), 3);
+    // Gzip and errors with line numbers.
+    let pz = tmp.path().join("g.txt.gz");
+    std::fs::write(&pz, gz_bytes("0 1\n1 2\n2 x\n")).unwrap();
+    assert_parse(Dataset::load(&pz, &no_cache()), "g.txt.gz", 3, "integer");
+    std::fs::write(&p, "0 1\n# c\n7\n").unwrap();
+    assert_parse(Dataset::load(&p, &no_cache()), "g.txt", 3, "columns");
+    std::fs::write(&p, "0 1\n1 -2\n").unwrap();
+    assert_parse(Dataset::load(&p, &no_cache()), "g.txt", 2, "negative");
+    std::fs::write(&p, "0 1\n1 99999999999\n").unwrap();
+    assert_parse(Dataset::load(&p, &no_cache()), "g.txt", 2, "out of range");
+    std::fs::write(&p, "# nothing\n").unwrap();
+    assert!(matches!(
+        Dataset::load(&p, &no_cache()),
+        Err(Error::Parse { .. })
+    ));
+}
+
+fn shared(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")).join(name);
+    if p.join("raw").is_dir() {
+        Some(p)
+    } else {
+        println!("skipped: {} not found", p.display());
+        None
+    }
+}
+
+#[test]
+fn cora() {
+    let Some(dir) = shared("cora") else { return };
+    let d = Dataset::load(&dir, &no_cache()).unwrap();
+    assert_eq!(d.name, "cora");
+    assert_eq!((d.num_nodes(), d.num_edges()), (2708, 5429));
+    assert_eq!((d.feat_dim, d.num_classes), (1433, 7));
+    assert_eq!(
+        (d.split.train.len(), d.split.valid.len(), d.split.test.len()),
+        (140, 500, 1000)
+    );
+    assert!(d.notes.is_empty());
+    assert!(d.features.iter().all(|&x| x == 0.0 || x == 1.0));
+    for c in 0..7 {
+        let n = d
+            .split
+            .train
+            .iter()
+            .filter(|&&v| d.labels[v as usize] == c)
+            .count();
+        assert_eq!(n, 20, "class {c}");
+    }
+    let named = LoadOptions {
+        split: Some("per-class-20".into()),
+        ..no_cache()
+    };
+    assert_eq!(Dataset::load(&dir, &named).unwrap(), d);
+    assert_eq!(d.graph.symmetrize().num_edges(), 10_556);
+}
+
+#[test]
+fn email_enron_with_cache_outside_the_read_only_folder() {
+    let Some(dir) = shared("email-enron") else {
+        return;
+    };
+    let cache_dir = tempfile::tempdir().unwrap();
+    let env_dir = cache_dir.path().as_os_str().to_owned();
+    let dirs = cache::cache_dirs(&dir, &|k| {
+        (k == "ESPALIER_CACHE_DIR").then(|| env_dir.clone())
+    });
+    let read_only = std::fs::metadata(&dir).unwrap().permissions().readonly();
+    if read_only {
+        assert_eq!(dirs, vec![cache_dir.path().to_path_buf()]);
+    }
+    let opts = LoadOptions::default();
+    let (d, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    assert_eq!((d.num_nodes(), d.num_edges()), (36_692, 183_831));
+    assert_eq!((d.feat_dim, d.num_classes), (100, 10));
+    assert!(
+        d.notes.iter().any(|n| n.contains("node-feat")),
+        "{:?}",
+        d.notes
+    );
+    assert_eq!(d.split.train.len(), (0.08f64 * 36_692.0).round() as usize);
+    match &status {
+        CacheStatus::Written(p) if read_only => assert!(p.starts_with(cache_dir.path())),
+        CacheStatus::Written(_) => {}
+        other => panic!("expected a written cache, got {other:?}"),
+    }
+    let (again, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    assert!(matches!(status, CacheStatus::Hit(_)), "{status:?}");
+    assert_eq!(again, d);
+    if !read_only {
+        // Not ours to keep: remove what this test wrote next to the data.
+        if let CacheStatus::Hit(p) = status {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[test]
+fn cache_hit_stale_and_corrupt() {
+    let tmp = ogb_dir(&[("raw/node-feat.csv.gz", None)]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dirs = vec![cache_dir.path().to_path_buf()];
+    let opts = LoadOptions {
+        feat_dim: 4,
+        ..LoadOptions::default()
+    };
+    let (d, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    let CacheStatus::Written(file) = status else {
+        panic!("expected a written cache, got {status:?}")
+    };
+    assert!(file.starts_with(cache_dir.path()));
+    // Hit: identical dataset, notes included.
+    let (hit, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    assert_eq!(status, CacheStatus::Hit(file.clone()));
+    assert_eq!(hit, d);
+    assert_eq!(hit.notes.len(), 1);
+    // Options that change the content use another file.
+    let wide = LoadOptions {
+        feat_dim: 5,
+        ..opts.clone()
+    };
+    let (w, status) = cache::load_in_dirs(tmp.path(), &wide, &dirs).unwrap();
+    assert!(
+        matches!(status, CacheStatus::Written(ref p) if *p != file),
+        "{status:?}"
+    );
+    assert_eq!(w.feat_dim, 5);
+    // Stale: an input changed (size and time) -> re-parsed and rewritten.
+    put(tmp.path(), "raw/edge.csv.gz", "0,1\n1,2\n2,3\n3,0\n0,3\n");
+    let (fresh, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    match &status {
+        CacheStatus::Rewritten { path, reason } => {
+            assert_eq!(path, &file);
+            assert!(reason.contains("stale"), "{reason}");
+        }
+        other => panic!("expected a rewritten cache, got {other:?}"),
+    }
+    assert_eq!(fresh.graph.neighbors(3), &[2, 0]);
+    // Same size, only the modification time differs: still stale.
+    let f = std::fs::File::options()
+        .write(true)
+        .open(tmp.path().join("raw/node-label.csv.gz"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1e9 as u64))
+        .unwrap();
+    drop(f);
+    let (_, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    assert!(
+        matches!(status, CacheStatus::Rewritten { .. }),
+        "{status:?}"
+    );
+    assert!(matches!(
+        cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap().1,
+        CacheStatus::Hit(_)
+    ));
+    // Corrupt: a flipped byte in the data, then a truncated file.
+    let mut bytes = std::fs::read(&file).unwrap();
+    let n = bytes.len();
+    bytes[n - 20] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let (again, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    match &status {
+        CacheStatus::Rewritten { reason, .. } => assert!(reason.contains("checksum"), "{reason}"),
+        other => panic!("expected a rewritten cache, got {other:?}"),
+    }
+    assert_eq!(again, fresh);
+    std::fs::write(&file, &bytes[..n / 2]).unwrap();
+    let (again, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    assert!(
+        matches!(status, CacheStatus::Rewritten { .. }),
+        "{status:?}"
+    );
+    assert_eq!(again, fresh);
+    // Cache off: never touches the folder.
+    let off = LoadOptions {
+        cache: false,
+        ..opts.clone()
+    };
+    let (d_off, status) = cache::load_in_dirs(tmp.path(), &off, &dirs).unwrap();
+    assert_eq!(status, CacheStatus::Disabled);
+    assert_eq!(d_off, fresh);
+}
+
+#[test]
+fn default_cache_folder_is_next_to_writable_data() {
+    let tmp = ogb_dir(&[]);
+    let dirs = cache::cache_dirs(tmp.path(), &|_| None);
+    assert_eq!(dirs, vec![tmp.path().join(".espalier-cache")]);
+    let (_, status) = cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    assert!(
+        matches!(&status, CacheStatus::Written(p) if p.starts_with(tmp.path().join(".espalier-cache"))),
+        "{status:?}"
+    );
+    // Not writable anywhere: the load still succeeds.
+    let file = tmp.path().join("raw/edge.csv.gz");
+    let (_, status) = cache::load_in_dirs(
+        tmp.path(),
+        &LoadOptions {
+            seed: 9,
+            ..LoadOptions::default()
+        },
+        &[file.join("sub")],
+    )
+    .unwrap();
+    assert!(matches!(status, CacheStatus::NotWritten(_)), "{status:?}");
+}
+
+#[test]
+fn ogb_files_are_listed_for_the_cache_key() {
+    let tmp = ogb_dir(&[("raw/node-label.csv.gz", None)]);
+    let files = ogb::OgbFiles::locate(tmp.path(), None).unwrap();
+    let all = files.all();
+    assert!(all.iter().any(|(l, f)| l == "node-label" && f.is_none()));
+    assert!(all.iter().any(|(l, f)| l == "split/s/test" && f.is_some()));
+}
+
+/// Small scales with a few thousand nodes for each preset.
+fn small_specs() -> Vec<SynthSpec> {
+    synth::PRESETS
+        .iter()
+        .map(|&p| SynthSpec {
+            preset: p,
+            scale: 3000.0 / p.nodes as f64,
+            seed: 1,
+        })
+        .collect()
+}
+
+#[test]
+fn synthetic_presets_have_their_counts() {
+    for spec in small_specs() {
+        let p = spec.preset;
+        let d = synth::generate(&spec).unwrap();
+        let n = (p.nodes as f64 * spec.scale).round() as usize;
+        let m = (p.edges as f64 * spec.scale).round() as usize;
+        assert_eq!((d.num_nodes(), d.num_edges()), (n, m), "{}", p.name);
+        assert_eq!((d.feat_dim, d.num_classes), (p.feat_dim, p.classes));
+        assert_eq!(d.features.len(), n * p.feat_dim);
+        assert!(d.labels.iter().all(|&l| (l as usize) < p.classes));
+        let frac = |k: usize| (k as f64 / n as f64 * 100.0).round();
+        assert_eq!(
+            (
+                frac(d.split.train.len()),
+                frac(d.split.valid.len()),
+                frac(d.split.test.len())
+            ),
+            (10.0, 10.0, 20.0)
+        );
+        // No self-loops or duplicate edges.
+        for v in 0..n as u32 {
+            let mut row = d.graph.neighbors(v).to_vec();
+            assert!(!row.contains(&v), "{}: self-loop at {v}", p.name);
+            row.sort_unstable();
+            row.dedup();
+            assert_eq!(
+                row.len(),
+                d.graph.neighbors(v).len(),
+                "{}: duplicate edge",
+                p.name
+            );
+        }
+        // Homophily as planted, over the sources whose class is large enough to take all
+        // their out-edges (at these tiny scales hubs outnumber their class).
+        let out = d.graph.transpose();
+        let mut size = vec![0usize; p.classes];
+        d.labels.iter().for_each(|&l| size[l as usize] += 1);
+        let (mut same, mut total) = (0usize, 0usize);
+        for u in 0..n as u32 {
+            let (row, l) = (out.neighbors(u), d.labels[u as usize]);
+            if row.len() < size[l as usize] {
+                same += row.iter().filter(|&&v| d.labels[v as usize] == l).count();
+                total += row.len();
+            }
+        }
+        let h = same as f64 / total as f64;
+        let want = p.homophily + (1.0 - p.homophily) / p.classes as f64;
+        println!(
+            "{}: homophily {h:.3} over {total} of {m} edges, planted {want:.3}",
+            p.name
+        );
+        assert!(total > m / 4, "{}: {total} of {m} edges checked", p.name);
+        assert!(
+            (h - want).abs() < 0.03,
+            "{}: homophily {h}, planted {want}",
+            p.name
+        );
+        // Heavy tail: the largest degree is far above the mean.
+        let deg = d.graph.in_degrees();
+        let max = *deg.iter().max().unwrap() as f64;
+        assert!(
+            max > 5.0 * m as f64 / n as f64,
+            "{}: max in-degree {max}",
+            p.name
+        );
+    }
+    let big = SynthSpec::parse("products-like,scale=0.0000001").unwrap();
+    assert!(matches!(
+        synth::generate(&big),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn generator_is_identical_for_1_and_2_threads() {
+    let spec = SynthSpec::parse("arxiv-like,scale=0.05,seed=7").unwrap();
+    let run = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| synth::generate(&spec).unwrap())
+    };
+    let (a, b) = (run(1), run(2));
+    assert_eq!(a, b);
+    let other = SynthSpec { seed: 8, ..spec };
+    assert_ne!(synth::generate(&other).unwrap().graph, a.graph);
+}
+
+/// Leave-one-out nearest class-mean accuracy of `x` (rows of `dim`), class means from all
+/// other nodes: how well the classes separate with these features.
+fn nearest_mean_accuracy(x: &[f32], dim: usize, labels: &[u32], classes: usize) -> f64 {
+    let mut sum = vec![0f64; classes * dim];
+    let mut count = vec![0f64; classes];
+    for (row, &l) in x.chunks(dim).zip(labels) {
+        count[l as usize] += 1.0;
+        for (m, &v) in sum[l as usize * dim..].iter_mut().zip(row) {
+            *m += v as f64;
+        }
+    }
+    let hits = x
+        .chunks(dim)
+        .zip(labels)
+        .filter(|(row, &l)| {
+            let dist = |c: usize| -> f64 {
+                let own = c == l as usize;
+                let k = count[c] - if own { 1.0 } else { 0.0 };
+                if k < 1.0 {
+                    return f64::INFINITY;
+                }
+                row.iter()
+                    .zip(&sum[c * dim..(c + 1) * dim])
+                    .map(|(&a, &s)| {
+                        let m = (s - if own { a as f64 } else { 0.0 }) / k;
+                        (a as f64 - m).powi(2)
+                    })
+                    .sum()
+            };
+            (0..classes).min_by(|&a, &b| dist(a).total_cmp(&dist(b))) == Some(l as usize)
+        })
+        .count();
+    hits as f64 / labels.len() as f64
+}
+
+#[test]
+fn neighbour_averaging_separates_classes_far_better() {
+    for name in [
+        "cora-like",
+        "arxiv-like,scale=0.02",
+        "products-like,scale=0.002",
+    ] {
+        let d = SynthSpec::parse(name).unwrap().generate().unwrap();
+        let (n, f) = (d.num_nodes(), d.feat_dim);
+        let g = d.graph.symmetrize();
+        let mut agg = vec![0f32; n * f];
+        for v in 0..n as u32 {
+            let nb = g.neighbors(v);
+            let out = &mut agg[v as usize * f..(v as usize + 1) * f];
+            for &u in nb.iter().chain([v].iter()) {
+                for (o, &x) in out.iter_mut().zip(d.feature_row(u)) {
+                    *o += x / (nb.len() + 1) as f32;
+                }
+            }
+        }
+        let raw = nearest_mean_accuracy(&d.features, f, &d.labels, d.num_classes);
+        let smooth = nearest_mean_accuracy(&agg, f, &d.labels, d.num_classes);
+        println!("{name}: single node {raw:.3}, neighbourhood mean {smooth:.3}");
+        assert!(
+            raw > 2.0 / d.num_classes as f64,
+            "{name}: features carry no signal ({raw})"
+        );
+        assert!(smooth > raw + 0.2, "{name}: {raw} -> {smooth}");
+    }
+}
+
+#[test]
+fn write_then_load_round_trips() {
+    let mut d = SynthSpec::parse("cora-like,scale=0.3,seed=4")
+        .unwrap()
+        .generate()
+        .unwrap();
+    // Awkward values: unlabeled nodes, extreme and tiny floats, an empty test part.
+    d.labels[3] = UNLABELED;
+    d.features[0] = 1.0e-7;
+    d.features[1] = -3.4e38;
+    d.features[2] = 0.1 + 0.2;
+    d.features[5] = -0.0;
+    d.split.test.clear();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("copy");
+    write_ogb(&d, &dir).unwrap();
+    let back = Dataset::load(&dir, &no_cache()).unwrap();
+    assert_eq!(back.graph, d.graph);
+    assert_eq!(back.feat_dim, d.feat_dim);
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&back.features) == bits(&d.features), "features differ");
+    assert_eq!(back.labels, d.labels);
+    assert_eq!(back.num_classes, d.num_classes);
+    assert_eq!(back.split, d.split);
+    assert!(back.notes.is_empty(), "{:?}", back.notes);
+    assert_eq!(back.name, "copy");
+    // A CSR without edge ids is written in CSR order and reads back to the same rows.
+    let mut sym = d.clone();
+    sym.graph = d.graph.symmetrize();
+    write_ogb(&sym, &dir).unwrap();
+    let back = Dataset::load(&dir, &no_cache()).unwrap();
+    assert_eq!(back.graph.indptr, sym.graph.indptr);
+    assert_eq!(back.graph.indices, sym.graph.indices);
+}
