@@ -1,1 +1,14 @@
-fn main() {}
+//! The `espalier` command line: `train`, `gen`, `devices`. Run `espalier help <command>`
+//! for every flag.
+
+mod cli;
+
+use clap::Parser;
+
+fn main() {
+    let args = cli::Cli::parse();
+    if let Err(e) = cli::run(args) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::autograd::{self, Node};
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::wgpu::{self as wgpu_dev, WgpuBuffer};
 use crate::device::Device;
 use crate::error::{Error, Result};
 
@@ -49,20 +50,18 @@ impl DType {
 #[derive(Debug)]
 pub enum Storage {
     Cpu(CpuBuffer),
+    Wgpu(WgpuBuffer),
 }
 
 impl Storage {
-    /// The CPU data, or an error naming `op` if the storage lives elsewhere.
-    pub fn cpu(&self) -> &CpuData {
+    /// The CPU data, or an error naming `op` when the storage lives on a GPU.
+    pub fn cpu(&self, op: &'static str) -> Result<&CpuData> {
         match self {
-            Storage::Cpu(b) => &b.data,
-        }
-    }
-
-    /// Mutable CPU data.
-    pub fn cpu_mut(&mut self) -> &mut CpuData {
-        match self {
-            Storage::Cpu(b) => &mut b.data,
+            Storage::Cpu(b) => Ok(&b.data),
+            Storage::Wgpu(_) => Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!("{op}: expected CPU storage"),
+            }),
         }
     }
 }
@@ -216,17 +215,58 @@ impl Tensor {
         Self::zeros(self.shape(), self.dtype(), self.device())
     }
 
-    /// Copies the tensor to `device` (no copy if it is already there). Not recorded by autograd.
+    /// Copies the tensor to `device` (no copy if it is already there). Not recorded by
+    /// autograd. f64 tensors stay on the CPU.
     pub fn to_device(self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self);
         }
-        // Only the CPU exists in this build; other devices report themselves unavailable.
-        device.memory()?;
-        Err(Error::BackendUnavailable {
-            backend: device.to_string(),
-            reason: "no transfer path to this device".into(),
-        })
+        let host = self.host_bytes()?;
+        let storage = match device {
+            Device::Cpu => {
+                let data = match self.dtype() {
+                    DType::F32 => CpuData::F32(bytemuck::pod_collect_to_vec(&host)),
+                    DType::U32 => CpuData::U32(bytemuck::pod_collect_to_vec(&host)),
+                    DType::F64 => CpuData::F64(bytemuck::pod_collect_to_vec(&host)),
+                };
+                Storage::Cpu(CpuBuffer::new(data)?)
+            }
+            Device::Wgpu(i) => {
+                if self.dtype() == DType::F64 {
+                    return Err(Error::DType {
+                        op: "to_device",
+                        expected: "f32",
+                        got: "f64",
+                    });
+                }
+                Storage::Wgpu(WgpuBuffer::from_bytes(&wgpu_dev::context(i)?, &host)?)
+            }
+            Device::Cuda(_) => {
+                device.memory()?;
+                return Err(Error::BackendUnavailable {
+                    backend: device.to_string(),
+                    reason: "no transfer path to this device".into(),
+                });
+            }
+        };
+        Ok(Self::from_storage(
+            storage,
+            self.shape().to_vec(),
+            self.dtype(),
+            device,
+        ))
+    }
+
+    /// The raw little-endian bytes of the values, on the host (reads a GPU buffer back).
+    pub fn host_bytes(&self) -> Result<Vec<u8>> {
+        match &*self.storage() {
+            Storage::Cpu(b) => Ok(match &b.data {
+                CpuData::F32(v) => bytemuck::cast_slice(v).to_vec(),
+                CpuData::F64(v) => bytemuck::cast_slice(v).to_vec(),
+                CpuData::U32(v) => bytemuck::cast_slice(v).to_vec(),
+            }),
+            Storage::Wgpu(b) => b.read(),
+        }
     }
 
     /// Unique id of this tensor.
@@ -411,26 +451,26 @@ impl Tensor {
 
     /// The values as f32 (f64 values are narrowed).
     pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
-        match self.storage().cpu() {
-            CpuData::F32(v) => Ok(v.clone()),
-            CpuData::F64(v) => Ok(v.iter().map(|&x| x as f32).collect()),
-            CpuData::U32(_) => Err(self.dtype_error("to_vec_f32", "f32")),
+        match self.dtype() {
+            DType::F32 => Ok(bytemuck::pod_collect_to_vec(&self.host_bytes()?)),
+            DType::F64 => Ok(self.to_vec_f64()?.into_iter().map(|x| x as f32).collect()),
+            DType::U32 => Err(self.dtype_error("to_vec_f32", "f32")),
         }
     }
 
     /// The values as f64 (f32 values are widened).
     pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
-        match self.storage().cpu() {
-            CpuData::F32(v) => Ok(v.iter().map(|&x| x as f64).collect()),
-            CpuData::F64(v) => Ok(v.clone()),
-            CpuData::U32(_) => Err(self.dtype_error("to_vec_f64", "f64")),
+        match self.dtype() {
+            DType::F64 => Ok(bytemuck::pod_collect_to_vec(&self.host_bytes()?)),
+            DType::F32 => Ok(self.to_vec_f32()?.into_iter().map(f64::from).collect()),
+            DType::U32 => Err(self.dtype_error("to_vec_f64", "f64")),
         }
     }
 
     /// The indices of a u32 tensor.
     pub fn to_vec_u32(&self) -> Result<Vec<u32>> {
-        match self.storage().cpu() {
-            CpuData::U32(v) => Ok(v.clone()),
+        match self.dtype() {
+            DType::U32 => Ok(bytemuck::pod_collect_to_vec(&self.host_bytes()?)),
             _ => Err(self.dtype_error("to_vec_u32", "u32")),
         }
     }

@@ -7,6 +7,8 @@
 
 pub mod cpu;
 mod memory;
+pub mod wgpu;
+pub mod wgpu_shader;
 
 use std::fmt;
 use std::str::FromStr;
@@ -31,7 +33,8 @@ impl Device {
     pub fn memory(self) -> Result<&'static MemoryTracker> {
         match self {
             Device::Cpu => Ok(cpu::memory()),
-            Device::Wgpu(_) | Device::Cuda(_) => Err(Error::BackendUnavailable {
+            Device::Wgpu(i) => Ok(self::wgpu::context(i)?.memory()),
+            Device::Cuda(_) => Err(Error::BackendUnavailable {
                 backend: self.to_string(),
                 reason: "this build of espalier has no such backend yet".into(),
             }),
@@ -72,8 +75,19 @@ impl fmt::Display for Device {
 impl FromStr for Device {
     type Err = Error;
 
-    /// Parses `cpu`, `wgpu`, `wgpu:N`, `cuda` or `cuda:N`.
+    /// Parses `cpu`, `wgpu`, `wgpu:N`, `wgpu:NAME` (part of an adapter's name), `cuda` or
+    /// `cuda:N`. `wgpu` alone takes `ESPALIER_WGPU_ADAPTER` (index or name) if set, else 0.
     fn from_str(s: &str) -> Result<Device> {
+        if s == "wgpu" {
+            if let Ok(spec) = std::env::var("ESPALIER_WGPU_ADAPTER") {
+                return Ok(Device::Wgpu(self::wgpu::resolve_adapter(&spec)?));
+            }
+        }
+        if let Some(spec) = s.strip_prefix("wgpu:") {
+            if spec.parse::<u32>().is_err() && !spec.is_empty() {
+                return Ok(Device::Wgpu(self::wgpu::resolve_adapter(spec)?));
+            }
+        }
         let (name, index) = match s.split_once(':') {
             Some((n, i)) => {
                 let i = i.parse::<u32>().map_err(|_| {

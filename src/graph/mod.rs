@@ -13,3 +13,12 @@ pub use bucket::{degree_histogram, Bucket, Buckets};
 pub use csr::Csr;
 pub use dataset::{Dataset, LoadOptions, Split};
 pub use sample::{full_blocks, sample_blocks, Sampler};
+
+/// Loads a dataset from a spec: `synthetic:PRESET[,scale=X][,seed=N]` generates one in
+/// memory; anything else is a path to an OGB raw-layout folder or an edge-list file.
+pub fn load(spec: &str, opts: &LoadOptions) -> crate::error::Result<Dataset> {
+    match spec.strip_prefix("synthetic:") {
+        Some(s) => synth::SynthSpec::parse(s)?.generate(),
+        None => Dataset::load(spec, opts),
+    }
+}

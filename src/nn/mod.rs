@@ -1,11 +1,16 @@
 //! Neural-network layers and models built from ops.
 
+pub mod gcn;
 pub mod init;
 pub mod linear;
 pub mod mlp;
+pub mod model;
 pub mod module;
+pub mod sage;
 
 pub use init::Init;
 pub use linear::Linear;
 pub use mlp::Mlp;
+pub use model::{Forward, Gnn, ModelConfig, ModelKind};
 pub use module::{Activation, Module};
+pub use sage::Aggregator;

@@ -54,6 +54,7 @@ pub fn adam_update(
                 }
             }
         }
+        _ => return Err(crate::ops::no_kernel(file!())),
     }
     Ok(())
 }

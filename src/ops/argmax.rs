@@ -26,6 +26,7 @@ pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
     }
     let buf = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_argmax(v, r, c)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     Ok(Tensor::from_storage(
         Storage::Cpu(buf),

@@ -12,18 +12,31 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::{cpu_output, neg, reshape, sum_all, sum_dim};
+use crate::ops::{cpu_output, neg, reshape, sum_all, sum_dim, wgpu_output};
+
+const SHADER: &str = include_str!("../../shaders/binary.wgsl");
+const KERNEL: Kernel = Kernel {
+    stem: "binary",
+    source: SHADER,
+    entry: "binary_f32",
+};
+const ADD_ASSIGN: Kernel = Kernel {
+    stem: "binary",
+    source: SHADER,
+    entry: "add_assign_f32",
+};
 use crate::tensor::{Storage, Tensor};
 
 /// Which binary op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
+    Add = 0,
+    Sub = 1,
+    Mul = 2,
+    Div = 3,
 }
 
 impl BinaryOp {
@@ -51,13 +64,13 @@ impl BinaryOp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Broadcast {
     /// Same shape.
-    None,
+    None = 0,
     /// `b` is one row, repeated down the rows.
-    Row,
+    Row = 1,
     /// `b` is one column, repeated across the columns.
-    Col,
+    Col = 2,
     /// `b` is one value.
-    Scalar,
+    Scalar = 3,
 }
 
 impl Broadcast {
@@ -100,12 +113,31 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     a.expect_float(name)?;
     let bc = Broadcast::of(name, a.shape(), b.shape())?;
     let cols = a.shape().last().copied().unwrap_or(1).max(1);
-    let buf = match (&*a.storage(), &*b.storage()) {
+    let out = match (&*a.storage(), &*b.storage()) {
         (Storage::Cpu(x), Storage::Cpu(y)) => {
-            float_cpu2!(name, &x.data, &y.data, (x, y) => cpu_binary(op, x, y, bc, cols)?)
+            let buf =
+                float_cpu2!(name, &x.data, &y.data, (x, y) => cpu_binary(op, x, y, bc, cols)?);
+            cpu_output(buf, a.shape().to_vec(), a)
+        }
+        (Storage::Wgpu(x), Storage::Wgpu(y)) => {
+            let out = WgpuBuffer::new(x.ctx(), x.len)?;
+            let params = [a.numel() as u32, cols as u32, op as u32, bc as u32];
+            x.ctx().launch(
+                &KERNEL,
+                &params,
+                &[(1, x), (2, y), (3, &out)],
+                a.numel() as u64,
+            )?;
+            wgpu_output(out, a.shape().to_vec(), a)
+        }
+        _ => {
+            return Err(Error::DeviceMismatch {
+                op: name,
+                lhs: a.device(),
+                rhs: b.device(),
+            })
         }
     };
-    let out = cpu_output(buf, a.shape().to_vec(), a);
     let (sa, sb) = (a.clone(), b.clone());
     Ok(record(name, out, &[a, b], move |g| {
         let ga = match op {
@@ -197,6 +229,22 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
                 (CpuData::F64(d), CpuData::F64(s)) => go(d, s),
                 _ => return Err(dst.dtype_error("add_assign", "f32")),
             }
+        }
+        (Storage::Wgpu(d), Storage::Wgpu(s)) => {
+            let n = dst.numel();
+            d.ctx().launch(
+                &ADD_ASSIGN,
+                &[n as u32, 0, 0, 0],
+                &[(4, s), (5, d)],
+                n as u64,
+            )?;
+        }
+        _ => {
+            return Err(Error::DeviceMismatch {
+                op: "add_assign",
+                lhs: dst.device(),
+                rhs: src.device(),
+            })
         }
     }
     Ok(())

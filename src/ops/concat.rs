@@ -61,7 +61,7 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
     };
     let buf = {
         let guards: Vec<_> = xs.iter().map(|t| t.storage()).collect();
-        let datas: Vec<&CpuData> = guards.iter().map(|g| g.cpu()).collect();
+        let datas: Vec<&CpuData> = guards.iter().map(|g| g.cpu(OP)).collect::<Result<_>>()?;
         match datas[0] {
             CpuData::F32(_) => cpu_concat::<f32>(&datas, &parts, dim, &out_shape)?,
             CpuData::F64(_) => cpu_concat::<f64>(&datas, &parts, dim, &out_shape)?,

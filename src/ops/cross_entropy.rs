@@ -53,7 +53,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
     }
     let (loss_buf, lse_buf) = {
         let lg = labels.storage();
-        let ys = u32_data(OP, labels, lg.cpu())?;
+        let ys = u32_data(OP, labels, lg.cpu(OP)?)?;
         if let Some(i) = ys.iter().position(|&y| y as usize >= c) {
             return Err(Error::invalid(format!(
                 "{OP}: label {} at row {i} is out of range for {c} classes",
@@ -61,9 +61,10 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
             )));
         }
         let wg = weights.map(|w| w.storage());
-        let wd = wg.as_ref().map(|g| g.cpu());
+        let wd = wg.as_ref().map(|g| g.cpu(OP)).transpose()?;
         match &*logits.storage() {
             Storage::Cpu(b) => float_cpu!(OP, &b.data, x => cpu_forward(x, ys, wd, c)?),
+            _ => return Err(crate::ops::no_kernel(file!())),
         }
     };
     let out = cpu_output(loss_buf, vec![], logits);
@@ -136,10 +137,10 @@ impl Saved {
             let lg = self.lse.storage();
             let yg = self.labels.storage();
             let wg = self.weights.as_ref().map(|w| w.storage());
-            let ys = u32_data(OP, &self.labels, yg.cpu())?;
-            let wd = wg.as_ref().map(|g| g.cpu());
+            let ys = u32_data(OP, &self.labels, yg.cpu(OP)?)?;
+            let wd = wg.as_ref().map(|g| g.cpu(OP)).transpose()?;
             let (lx, gl) = (self.logits_grad, self.weights_grad);
-            float_cpu2!(OP, xg.cpu(), lg.cpu(), (x, lse) => {
+            float_cpu2!(OP, xg.cpu(OP)?, lg.cpu(OP)?, (x, lse) => {
                 cpu_backward(x, lse, ys, wd, c, scale, lx, gl)?
             })
         };

@@ -71,11 +71,12 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
     let (r, c) = dims2(OP, "x", x)?;
     let ids_guard = row_ids.map(|t| t.storage());
     let ids = match (row_ids, &ids_guard) {
-        (Some(t), Some(g)) => Some(u32_data(OP, t, g.cpu())?),
+        (Some(t), Some(g)) => Some(u32_data(OP, t, g.cpu(OP)?)?),
         _ => None,
     };
     let buf = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_mask(v, r, c, p, key, ids)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     Ok(cpu_output(buf, vec![r, c], x))
 }

@@ -42,7 +42,7 @@ pub fn index_select(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
     };
     let buf = {
         let ig = idx.storage();
-        let iv = u32_data(OP, idx, ig.cpu())?;
+        let iv = u32_data(OP, idx, ig.cpu(OP)?)?;
         check_indices(OP, iv, n)?;
         match &*x.storage() {
             Storage::Cpu(b) => match &b.data {
@@ -50,6 +50,7 @@ pub fn index_select(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
                 CpuData::F64(v) => gather(v, iv, f)?,
                 CpuData::U32(v) => gather(v, iv, f)?,
             },
+            _ => return Err(crate::ops::no_kernel(file!())),
         }
     };
     let out = cpu_output(buf, vec![m, f], x);
@@ -69,10 +70,11 @@ pub fn scatter_add(src: &Tensor, idx: &Tensor, n: usize) -> Result<Tensor> {
     expect_vector(OP, "idx", idx, m)?;
     let buf = {
         let ig = idx.storage();
-        let iv = u32_data(OP, idx, ig.cpu())?;
+        let iv = u32_data(OP, idx, ig.cpu(OP)?)?;
         let t = TransposedIndex::build(OP, iv, n)?;
         match &*src.storage() {
             Storage::Cpu(b) => float_cpu!(OP, &b.data, v => scatter(v, &t, f)?),
+            _ => return Err(crate::ops::no_kernel(file!())),
         }
     };
     let out = cpu_output(buf, vec![n, f], src);

@@ -48,6 +48,7 @@ pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
     let (r, c) = dims2(OP, "x", x)?;
     let buf = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_forward(v, r, c)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, vec![r, c], x);
     let y = out.detach();
@@ -71,6 +72,7 @@ fn log_softmax_backward(g: &Tensor, y: &Tensor) -> Result<Tensor> {
         (Storage::Cpu(gb), Storage::Cpu(yb)) => {
             float_cpu2!(OP, &gb.data, &yb.data, (g, y) => cpu_backward(g, y, r, c)?)
         }
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     Ok(cpu_output(buf, vec![r, c], g))
 }

@@ -38,6 +38,7 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     }
     let buf = match (&*a.storage(), &*b.storage()) {
         (Storage::Cpu(x), Storage::Cpu(y)) => cpu_matmul(&x.data, &y.data, m, k, n, ta, tb)?,
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, vec![m, n], a);
     let (sa, sb) = (a.clone(), b.clone());

@@ -37,6 +37,7 @@ macro_rules! float_cpu2 {
 
 mod adam;
 mod argmax;
+mod assign;
 mod binary;
 mod concat;
 mod cross_entropy;
@@ -46,15 +47,16 @@ mod log_softmax;
 mod matmul;
 mod reduce;
 mod reshape;
-mod sgd;
-mod unary;
-
-pub use adam::{adam_update, AdamStep};
 mod rows;
 mod segment_max;
 mod segment_sum;
+mod sgd;
 mod slice;
+mod unary;
+
+pub use adam::{adam_update, AdamStep};
 pub use argmax::argmax_rows;
+pub use assign::assign;
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
 pub use concat::concat;
 pub use cross_entropy::cross_entropy;
@@ -75,6 +77,15 @@ pub use unary::{
 use crate::device::cpu::CpuBuffer;
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
+
+/// Wraps an op's wgpu result as a tensor shaped `shape`, placed and typed like `like`.
+pub(crate) fn wgpu_output(
+    buf: crate::device::wgpu::WgpuBuffer,
+    shape: Vec<usize>,
+    like: &Tensor,
+) -> Tensor {
+    Tensor::from_storage(Storage::Wgpu(buf), shape, like.dtype(), like.device())
+}
 
 /// Wraps an op's CPU result as a tensor shaped `shape`, placed and typed like `like`.
 pub(crate) fn cpu_output(buf: CpuBuffer, shape: Vec<usize>, like: &Tensor) -> Tensor {
@@ -114,4 +125,12 @@ pub(crate) fn check_update(
         }
     }
     Ok(())
+}
+
+/// The error of an op that has no kernel for its operands' backend yet.
+pub(crate) fn no_kernel(file: &str) -> Error {
+    Error::Backend {
+        backend: "wgpu",
+        msg: format!("{file}: no wgpu kernel for this op yet"),
+    }
 }

@@ -43,6 +43,7 @@ pub fn sum_dim(x: &Tensor, dim: usize) -> Result<Tensor> {
     let (r, c) = dims(OP, x)?;
     let buf = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_sum_dim(v, r, c, dim)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out_shape = if dim == 0 { vec![c] } else { vec![r] };
     let out = cpu_output(buf, out_shape, x);
@@ -67,6 +68,7 @@ pub fn sum_all(x: &Tensor) -> Result<Tensor> {
     let flat = x.view(&[1, n])?;
     let buf = match &*flat.storage() {
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_sum_dim(v, 1, n, 1)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, vec![], x);
     let in_shape = x.shape().to_vec();
@@ -103,6 +105,7 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => {
             cpu::from_fn(r * c, |i| if dim == 0 { v[i % c] } else { v[i / c] })?
         }),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, vec![r, c], x);
     let in_shape = x.shape().to_vec();

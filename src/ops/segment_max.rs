@@ -35,6 +35,7 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let f = check_input(OP, x, block)?;
     let (buf, arg) = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, vec![block.num_dst, f], x);
     let arg = Tensor::from_storage(
@@ -47,9 +48,10 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     Ok(record(OP, out, &[x], move |g| {
         let buf = {
             let ag = arg.storage();
-            let a = u32_data(OP, &arg, ag.cpu())?;
+            let a = u32_data(OP, &arg, ag.cpu(OP)?)?;
             match &*g.storage() {
                 Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_backward(v, a, &block, f)?),
+                _ => return Err(crate::ops::no_kernel(file!())),
             }
         };
         Ok(vec![Some(cpu_output(buf, vec![block.num_src, f], g))])

@@ -40,12 +40,14 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     let f = check_input(op, x, block)?;
     let buf = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(op, &b.data, v => cpu_forward(v, block, f, mean)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, vec![block.num_dst, f], x);
     let block = block.clone();
     Ok(record(op, out, &[x], move |g| {
         let buf = match &*g.storage() {
             Storage::Cpu(b) => float_cpu!(op, &b.data, v => cpu_backward(v, &block, f, mean)?),
+            _ => return Err(crate::ops::no_kernel(file!())),
         };
         Ok(vec![Some(cpu_output(buf, vec![block.num_src, f], g))])
     }))

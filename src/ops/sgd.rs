@@ -32,9 +32,11 @@ pub fn sgd_update(
     let mut vel = velocity.map(|v| v.storage_mut());
     match (&mut *p, &*g) {
         (Storage::Cpu(p), Storage::Cpu(g)) => {
-            let v = vel.as_deref_mut().map(|s| match s {
-                Storage::Cpu(b) => &mut b.data,
-            });
+            let v = match vel.as_deref_mut() {
+                Some(Storage::Cpu(b)) => Some(&mut b.data),
+                Some(_) => return Err(crate::ops::no_kernel(file!())),
+                None => None,
+            };
             use crate::device::cpu::CpuData as D;
             match (&mut p.data, &g.data, v) {
                 (D::F32(p), D::F32(g), None) => cpu(p, g, None, h),
@@ -48,6 +50,7 @@ pub fn sgd_update(
                 }
             }
         }
+        _ => return Err(crate::ops::no_kernel(file!())),
     }
     Ok(())
 }

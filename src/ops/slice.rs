@@ -39,6 +39,7 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
             CpuData::F64(v) => cpu_slice(v, c, dim, start, &out_shape)?,
             CpuData::U32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
         },
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, out_shape, x);
     let in_shape = x.shape().to_vec();
@@ -79,6 +80,7 @@ fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> R
                 }
             })?
         }),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     Ok(cpu_output(buf, in_shape.to_vec(), g))
 }

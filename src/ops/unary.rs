@@ -156,6 +156,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     }
     let buf = match &*x.storage() {
         Storage::Cpu(b) => float_cpu!(name, &b.data, v => cpu_forward(op, v)?),
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     let out = cpu_output(buf, x.shape().to_vec(), x);
     let saved = if op.saves_input() {
@@ -178,6 +179,7 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
         (Storage::Cpu(gb), Storage::Cpu(sb)) => {
             float_cpu2!(op.name(), &gb.data, &sb.data, (g, s) => cpu_backward(op, g, s)?)
         }
+        _ => return Err(crate::ops::no_kernel(file!())),
     };
     Ok(cpu_output(buf, g.shape().to_vec(), g))
 }

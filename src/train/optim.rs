@@ -2,6 +2,8 @@
 //! place on their device. State (momentum, moments) lives on the parameter's device and is
 //! counted by its memory tracker; it is created on the first step.
 
+use std::collections::HashMap;
+
 use crate::autograd::NoGradGuard;
 use crate::error::{Error, Result};
 use crate::ops::{self, AdamStep, SgdStep};
@@ -17,6 +19,23 @@ pub trait Optimizer {
     fn lr(&self) -> f64;
     /// Bytes of optimizer state per parameter byte (for memory estimates).
     fn state_factor(&self) -> usize;
+    /// The state as named tensors (`m.3`: first moment of parameter 3) and the step count.
+    fn state_dict(&self) -> (Vec<(String, Tensor)>, u64);
+    /// Restores what [`Optimizer::state_dict`] gave.
+    fn load_state_dict(&mut self, state: &HashMap<String, Tensor>, step: u64) -> Result<()>;
+}
+
+/// Takes `name` from a state dict, checking its shape against parameter `p`.
+fn state_entry(state: &HashMap<String, Tensor>, name: &str, p: &Tensor) -> Result<Option<Tensor>> {
+    match state.get(name) {
+        None => Ok(None),
+        Some(t) if t.shape() == p.shape() => Ok(Some(t.clone().to_device(p.device())?)),
+        Some(t) => Err(Error::invalid(format!(
+            "optimizer state `{name}` has shape {:?} but its parameter has {:?}",
+            t.shape(),
+            p.shape()
+        ))),
+    }
 }
 
 fn check_lr(lr: f64, weight_decay: f64) -> Result<()> {
@@ -92,6 +111,22 @@ impl Optimizer for Sgd {
 
     fn state_factor(&self) -> usize {
         usize::from(self.momentum > 0.0)
+    }
+
+    fn state_dict(&self) -> (Vec<(String, Tensor)>, u64) {
+        let v = self.velocity.iter().enumerate();
+        (
+            v.filter_map(|(i, b)| b.clone().map(|b| (format!("velocity.{i}"), b)))
+                .collect(),
+            0,
+        )
+    }
+
+    fn load_state_dict(&mut self, state: &HashMap<String, Tensor>, _step: u64) -> Result<()> {
+        for (i, p) in self.params.iter().enumerate() {
+            self.velocity[i] = state_entry(state, &format!("velocity.{i}"), p)?;
+        }
+        Ok(())
     }
 }
 
@@ -173,5 +208,34 @@ impl Optimizer for Adam {
 
     fn state_factor(&self) -> usize {
         2
+    }
+
+    fn state_dict(&self) -> (Vec<(String, Tensor)>, u64) {
+        let mut out = Vec::new();
+        for (i, mv) in self.moments.iter().enumerate() {
+            if let Some((m, v)) = mv {
+                out.push((format!("m.{i}"), m.clone()));
+                out.push((format!("v.{i}"), v.clone()));
+            }
+        }
+        (out, self.step)
+    }
+
+    fn load_state_dict(&mut self, state: &HashMap<String, Tensor>, step: u64) -> Result<()> {
+        for (i, p) in self.params.iter().enumerate() {
+            let m = state_entry(state, &format!("m.{i}"), p)?;
+            let v = state_entry(state, &format!("v.{i}"), p)?;
+            self.moments[i] = match (m, v) {
+                (Some(m), Some(v)) => Some((m, v)),
+                (None, None) => None,
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "optimizer state of parameter {i} is incomplete"
+                    )))
+                }
+            };
+        }
+        self.step = step;
+        Ok(())
     }
 }

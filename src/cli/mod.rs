@@ -1,0 +1,49 @@
+//! Command-line interface: argument definitions and dispatch.
+
+mod devices;
+mod gen;
+mod train;
+
+use clap::{Parser, Subcommand};
+
+use espalier::error::{Error, Result};
+
+/// espalier: train graph neural networks in micro-batches.
+#[derive(Parser, Debug)]
+#[command(name = "espalier", version, about, long_about = None)]
+pub struct Cli {
+    /// Worker threads for CPU work (default: all cores).
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train a GNN (with no flags: GraphSAGE on an embedded synthetic Cora-sized graph).
+    Train(Box<train::TrainArgs>),
+    /// Write a synthetic graph in OGB's raw layout, so other tools read the same graph.
+    Gen(gen::GenArgs),
+    /// List the devices this build can use.
+    Devices,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    if let Some(n) = cli.threads {
+        if n == 0 {
+            return Err(Error::invalid("--threads must be at least 1"));
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(|e| Error::invalid(format!("--threads: {e}")))?;
+    }
+    match cli.command {
+        None => train::run(&train::TrainArgs::default_args()),
+        Some(Command::Train(a)) => train::run(&a),
+        Some(Command::Gen(a)) => gen::run(&a),
+        Some(Command::Devices) => devices::run(),
+    }
+}

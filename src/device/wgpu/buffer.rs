@@ -1,0 +1,202 @@
+//! Device buffers from a caching pool, counted by the adapter's memory tracker.
+//!
+//! Sizes are rounded up to a size class (four classes per power of two, at least 256
+//! bytes), so a freed buffer serves any later request of its class; allocation on the hot
+//! path is slow on every GPU API. A buffer's class bytes count as live while a tensor holds
+//! it; pooled free buffers do not (as DESIGN.md asks).
+
+use std::sync::Arc;
+
+use crate::device::wgpu::Context;
+use crate::device::Allocation;
+use crate::error::{Error, Result};
+
+/// A pooled storage buffer of at least `len` bytes.
+pub struct WgpuBuffer {
+    buffer: Option<wgpu::Buffer>,
+    /// Bytes the tensor uses (the buffer may be larger: its size class).
+    pub len: u64,
+    class: u64,
+    ctx: Arc<Context>,
+    _alloc: Allocation,
+}
+
+impl std::fmt::Debug for WgpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WgpuBuffer({} bytes of {} on {:?})",
+            self.len, self.class, self.ctx
+        )
+    }
+}
+
+/// The size class of a request: at least 256 bytes, four classes per power of two.
+pub fn size_class(bytes: u64) -> u64 {
+    let b = bytes.max(256);
+    let p = 63 - b.leading_zeros() as u64; // 2^p <= b < 2^(p+1)
+    let step = 1u64 << (p - 2);
+    b.div_ceil(step) * step
+}
+
+impl WgpuBuffer {
+    /// A buffer of `len` bytes (contents undefined) from the pool or newly created.
+    pub fn new(ctx: &Arc<Context>, len: u64) -> Result<WgpuBuffer> {
+        let class = size_class(len);
+        if class > ctx.limits.max_buffer_size {
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!(
+                    "a buffer of {len} bytes passes the adapter's limit of {} bytes",
+                    ctx.limits.max_buffer_size
+                ),
+            });
+        }
+        let alloc = ctx.memory().alloc(class)?;
+        let pooled = ctx
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&class)
+            .and_then(Vec::pop);
+        let buffer = match pooled {
+            Some(b) => b,
+            None => ctx.checked("create_buffer", || {
+                ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: class,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?,
+        };
+        Ok(WgpuBuffer {
+            buffer: Some(buffer),
+            len,
+            class,
+            ctx: ctx.clone(),
+            _alloc: alloc,
+        })
+    }
+
+    /// A buffer holding `bytes`.
+    pub fn from_bytes(ctx: &Arc<Context>, bytes: &[u8]) -> Result<WgpuBuffer> {
+        let b = Self::new(ctx, bytes.len() as u64)?;
+        if !bytes.is_empty() {
+            // write_buffer needs a multiple of 4 bytes; every dtype here is 4 bytes wide.
+            ctx.checked("upload", || ctx.queue.write_buffer(b.raw(), 0, bytes))?;
+        }
+        Ok(b)
+    }
+
+    /// A zero-filled buffer of `len` bytes.
+    pub fn zeros(ctx: &Arc<Context>, len: u64) -> Result<WgpuBuffer> {
+        let b = Self::new(ctx, len)?;
+        ctx.checked("clear_buffer", || {
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            enc.clear_buffer(b.raw(), 0, None);
+            ctx.queue.submit([enc.finish()]);
+        })?;
+        Ok(b)
+    }
+
+    /// The wgpu buffer.
+    pub fn raw(&self) -> &wgpu::Buffer {
+        // Only `drop` takes the buffer out.
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+
+    /// The context it belongs to.
+    pub fn ctx(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Copies the first `len` bytes back to the host (waits for queued work).
+    pub fn read(&self) -> Result<Vec<u8>> {
+        let ctx = &self.ctx;
+        if self.len == 0 {
+            return Ok(Vec::new());
+        }
+        let size = self.len.div_ceil(4) * 4;
+        let staging = ctx.checked("readback", || {
+            let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(self.raw(), 0, &staging, 0, size);
+            ctx.queue.submit([enc.finish()]);
+            staging
+        })?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        ctx.sync()?;
+        rx.recv()
+            .map_err(|_| Error::Backend {
+                backend: "wgpu",
+                msg: "readback: map callback never ran".into(),
+            })?
+            .map_err(|e| Error::Backend {
+                backend: "wgpu",
+                msg: format!("readback: {e}"),
+            })?;
+        let data = staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::Backend {
+                backend: "wgpu",
+                msg: format!("readback: {e}"),
+            })?
+            .to_vec();
+        staging.unmap();
+        Ok(data[..self.len as usize].to_vec())
+    }
+}
+
+impl Drop for WgpuBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            self.ctx
+                .pool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(self.class)
+                .or_default()
+                .push(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn size_classes_cover_requests_with_bounded_waste() {
+        for b in [
+            0u64,
+            1,
+            255,
+            256,
+            257,
+            1000,
+            4096,
+            4097,
+            1 << 20,
+            (1 << 20) + 1,
+            3_000_000_000,
+        ] {
+            let c = size_class(b);
+            assert!(c >= b.max(256), "{b} -> {c}");
+            assert!(c as f64 <= b.max(256) as f64 * 1.25 + 1.0, "{b} -> {c}");
+            assert_eq!(c % 4, 0);
+        }
+        assert_eq!(size_class(256), 256);
+        assert_eq!(size_class(257), 320);
+    }
+}

@@ -1,0 +1,244 @@
+//! Adapter discovery and the per-adapter context.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::device::{Device, MemoryTracker};
+use crate::error::{Error, Result};
+
+/// What `espalier devices` shows of an adapter.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AdapterSummary {
+    pub index: u32,
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_compute_workgroup_storage_size: u32,
+    pub timestamp_queries: bool,
+    pub shader_f16: bool,
+}
+
+fn instance() -> &'static wgpu::Instance {
+    static INSTANCE: OnceLock<wgpu::Instance> = OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+    })
+}
+
+fn raw_adapters() -> &'static Vec<wgpu::Adapter> {
+    static ADAPTERS: OnceLock<Vec<wgpu::Adapter>> = OnceLock::new();
+    ADAPTERS.get_or_init(|| {
+        let mut v = pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()));
+        // Compute needs a real compute-capable backend; GL adapters lack storage buffers in
+        // compute on many drivers, so Vulkan/Metal/DX12 come first, in a stable order.
+        v.sort_by_key(|a| {
+            let i = a.get_info();
+            (
+                i.backend == wgpu::Backend::Gl,
+                i.device_type == wgpu::DeviceType::Cpu,
+                i.name.clone(),
+            )
+        });
+        v
+    })
+}
+
+/// Every adapter wgpu sees, in the order `wgpu:N` indexes them.
+pub fn adapters() -> Vec<AdapterSummary> {
+    raw_adapters()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let info = a.get_info();
+            let l = a.limits();
+            let f = a.features();
+            AdapterSummary {
+                index: i as u32,
+                name: info.name,
+                backend: format!("{:?}", info.backend),
+                device_type: format!("{:?}", info.device_type),
+                driver: format!("{} {}", info.driver, info.driver_info)
+                    .trim()
+                    .to_string(),
+                max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+                max_buffer_size: l.max_buffer_size,
+                max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+                max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+                timestamp_queries: f.contains(wgpu::Features::TIMESTAMP_QUERY),
+                shader_f16: f.contains(wgpu::Features::SHADER_F16),
+            }
+        })
+        .collect()
+}
+
+/// Resolves an adapter by index (`"1"`) or by a case-insensitive part of its name
+/// (`"lavapipe"`, `"nvidia"`).
+pub fn resolve_adapter(spec: &str) -> Result<u32> {
+    let list = adapters();
+    if let Ok(i) = spec.parse::<u32>() {
+        return Ok(i);
+    }
+    let needle = spec.to_lowercase();
+    list.iter()
+        .find(|a| a.name.to_lowercase().contains(&needle))
+        .map(|a| a.index)
+        .ok_or_else(|| Error::BackendUnavailable {
+            backend: format!("wgpu:{spec}"),
+            reason: format!(
+                "no adapter name contains `{spec}`; adapters: [{}]",
+                list.iter()
+                    .map(|a| a.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}
+
+/// One adapter's device, queue, caches and memory accounting.
+pub struct Context {
+    pub index: u32,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub limits: wgpu::Limits,
+    pub features: wgpu::Features,
+    pub info: wgpu::AdapterInfo,
+    pub(crate) memory: &'static MemoryTracker,
+    pub(crate) pool: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
+    pub(crate) pipelines: Mutex<HashMap<(&'static str, &'static str), Arc<wgpu::ComputePipeline>>>,
+    /// Errors wgpu reported outside any error scope, taken by the next check.
+    pub(crate) uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "wgpu:{} ({}, {:?})",
+            self.index, self.info.name, self.info.backend
+        )
+    }
+}
+
+/// The context of adapter `index`, created on first use.
+pub fn context(index: u32) -> Result<Arc<Context>> {
+    static CONTEXTS: OnceLock<Mutex<HashMap<u32, Arc<Context>>>> = OnceLock::new();
+    let map = CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = map.get(&index) {
+        return Ok(c.clone());
+    }
+    let ctx = Arc::new(create(index)?);
+    map.insert(index, ctx.clone());
+    Ok(ctx)
+}
+
+fn unavailable(index: u32, reason: impl Into<String>) -> Error {
+    Error::BackendUnavailable {
+        backend: format!("wgpu:{index}"),
+        reason: reason.into(),
+    }
+}
+
+fn create(index: u32) -> Result<Context> {
+    let list = raw_adapters();
+    if list.is_empty() {
+        return Err(unavailable(
+            index,
+            "no adapter found (no Vulkan, Metal or DX12 driver; on Linux install mesa-vulkan-drivers for lavapipe)",
+        ));
+    }
+    let adapter = list.get(index as usize).ok_or_else(|| {
+        unavailable(
+            index,
+            format!("only {} adapter(s); see `espalier devices`", list.len()),
+        )
+    })?;
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16;
+    let features = adapter.features() & wanted;
+    let desc = wgpu::DeviceDescriptor {
+        label: Some("espalier"),
+        required_features: features,
+        required_limits: limits.clone(),
+        ..Default::default()
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+        .map_err(|e| unavailable(index, format!("{}: request_device failed: {e}", info.name)))?;
+    let uncaptured = Arc::new(Mutex::new(Vec::new()));
+    let sink = uncaptured.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        sink.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.to_string());
+    }));
+    let memory: &'static MemoryTracker =
+        Box::leak(Box::new(MemoryTracker::new(Device::Wgpu(index))));
+    Ok(Context {
+        index,
+        device,
+        queue,
+        limits,
+        features,
+        info,
+        memory,
+        pool: Mutex::new(HashMap::new()),
+        pipelines: Mutex::new(HashMap::new()),
+        uncaptured,
+    })
+}
+
+impl Context {
+    /// The memory tracker of this adapter.
+    pub fn memory(&self) -> &'static MemoryTracker {
+        self.memory
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes; any error wgpu reports
+    /// (in the scopes or uncaptured) becomes [`Error::Backend`] naming `what`.
+    pub fn checked<R>(&self, what: &str, f: impl FnOnce() -> R) -> Result<R> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let r = f();
+        let v = pollster::block_on(validation.pop());
+        let o = pollster::block_on(oom.pop());
+        if let Some(e) = v.or(o) {
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!("{what}: {e}"),
+            });
+        }
+        let mut late = self.uncaptured.lock().unwrap_or_else(|p| p.into_inner());
+        if !late.is_empty() {
+            let msg = late.drain(..).collect::<Vec<_>>().join("; ");
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!("{what}: {msg}"),
+            });
+        }
+        Ok(r)
+    }
+
+    /// Waits for all submitted work.
+    pub fn sync(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: None,
+            })
+            .map(|_| ())
+            .map_err(|e| Error::Backend {
+                backend: "wgpu",
+                msg: format!("poll: {e}"),
+            })
+    }
+
+    /// Frees every pooled buffer that no tensor holds.
+    pub fn trim_pool(&self) {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}

@@ -1,0 +1,16 @@
+//! The wgpu backend: WGSL compute shaders on any adapter wgpu reaches (Vulkan, Metal, DX12;
+//! Mesa's lavapipe in CI).
+//!
+//! One [`Context`] per adapter per process holds the device and queue, a pipeline cache
+//! keyed by shader and entry point, a caching buffer pool by size class, and the adapter's
+//! memory tracker. wgpu's validation errors are captured with error scopes and an
+//! uncaptured-error handler and returned as [`Error::Backend`]; wgpu's default handler,
+//! which panics, is never left installed.
+
+mod buffer;
+mod context;
+mod launch;
+
+pub use buffer::WgpuBuffer;
+pub use context::{adapters, context, resolve_adapter, AdapterSummary, Context};
+pub use launch::{Kernel, WG};

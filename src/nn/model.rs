@@ -1,0 +1,207 @@
+//! Multi-layer GNN models over a list of blocks (input layer first).
+//!
+//! Between layers: ReLU, then dropout (not on the input, not after the last layer), as in
+//! the PyG peer. Dropout masks are keyed by (seed, epoch, layer) and by each row's global
+//! node id, so splitting a batch into micro-batches does not change them.
+
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::graph::Block;
+use crate::nn::gcn::{gcn_norm, GcnLayer};
+use crate::nn::module::{join, Module};
+use crate::nn::sage::{Aggregator, SageLayer};
+use crate::ops;
+use crate::rng::Rng;
+use crate::tensor::Tensor;
+
+/// Which GNN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Sage,
+    Gcn,
+}
+
+impl std::str::FromStr for ModelKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "sage" | "graphsage" => Ok(ModelKind::Sage),
+            "gcn" => Ok(ModelKind::Gcn),
+            _ => Err(Error::invalid(format!(
+                "unknown model `{s}`: expected sage or gcn"
+            ))),
+        }
+    }
+}
+
+/// Shape of a model.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ModelConfig {
+    pub kind: ModelKind,
+    pub aggr: Aggregator,
+    pub in_dim: usize,
+    pub hidden: usize,
+    pub out_dim: usize,
+    pub layers: usize,
+    pub dropout: f64,
+}
+
+impl ModelConfig {
+    /// Checks the values a user can get wrong.
+    pub fn validate(&self) -> Result<()> {
+        if self.layers == 0 {
+            return Err(Error::invalid("a model needs at least one layer"));
+        }
+        if self.in_dim == 0 || self.hidden == 0 || self.out_dim == 0 {
+            return Err(Error::invalid(format!(
+                "model widths must be positive (input {}, hidden {}, classes {})",
+                self.in_dim, self.hidden, self.out_dim
+            )));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(Error::invalid(format!(
+                "dropout {} must be in [0, 1)",
+                self.dropout
+            )));
+        }
+        Ok(())
+    }
+
+    /// Input and output width of layer `l`.
+    pub fn widths(&self, l: usize) -> (usize, usize) {
+        let i = if l == 0 { self.in_dim } else { self.hidden };
+        let o = if l + 1 == self.layers {
+            self.out_dim
+        } else {
+            self.hidden
+        };
+        (i, o)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Layer {
+    Sage(SageLayer),
+    Gcn(GcnLayer),
+}
+
+/// Per-call state of a forward pass.
+#[derive(Clone, Debug, Default)]
+pub struct Forward {
+    /// Dropout on.
+    pub training: bool,
+    /// Seed of the dropout masks.
+    pub seed: u64,
+    /// Epoch (dropout masks change every epoch).
+    pub epoch: u64,
+}
+
+/// A stack of GNN layers.
+#[derive(Clone, Debug)]
+pub struct Gnn {
+    pub config: ModelConfig,
+    layers: Vec<Layer>,
+    /// GCN only: `1/√(d+1)` per graph node.
+    norm: Option<Arc<Vec<f32>>>,
+}
+
+impl Gnn {
+    /// A model with seeded initial weights. GCN needs the graph's in-degrees.
+    pub fn new(
+        config: ModelConfig,
+        in_degrees: Option<&[u32]>,
+        seed: u64,
+        device: Device,
+    ) -> Result<Gnn> {
+        config.validate()?;
+        let mut rng = Rng::new(seed);
+        let layers = (0..config.layers)
+            .map(|l| {
+                let (i, o) = config.widths(l);
+                Ok(match config.kind {
+                    ModelKind::Sage => {
+                        Layer::Sage(SageLayer::new(i, o, config.aggr, &mut rng, device)?)
+                    }
+                    ModelKind::Gcn => Layer::Gcn(GcnLayer::new(i, o, &mut rng, device)?),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let norm = match config.kind {
+            ModelKind::Gcn => {
+                let d =
+                    in_degrees.ok_or_else(|| Error::invalid("gcn needs the graph's in-degrees"))?;
+                Some(Arc::new(gcn_norm(d)))
+            }
+            _ => None,
+        };
+        Ok(Gnn {
+            config,
+            layers,
+            norm,
+        })
+    }
+
+    /// Logits of the last block's dst nodes from the input features of the first block's
+    /// src nodes.
+    pub fn forward(&self, blocks: &[Arc<Block>], x: &Tensor, f: &Forward) -> Result<Tensor> {
+        if blocks.len() != self.layers.len() {
+            return Err(Error::invalid(format!(
+                "model has {} layers but the sample has {} blocks (one fanout per layer)",
+                self.layers.len(),
+                blocks.len()
+            )));
+        }
+        let mut h = x.clone();
+        for (l, (layer, block)) in self.layers.iter().zip(blocks).enumerate() {
+            if h.shape().first() != Some(&block.num_src) {
+                return Err(Error::shape(
+                    "gnn",
+                    format!(
+                        "layer {l} input has shape {:?} but its block has {} sources",
+                        h.shape(),
+                        block.num_src
+                    ),
+                ));
+            }
+            h = match layer {
+                Layer::Sage(s) => s.forward(block, &h)?,
+                Layer::Gcn(g) => {
+                    let norm = self
+                        .norm
+                        .as_ref()
+                        .ok_or_else(|| Error::invalid("gcn without degree norms"))?;
+                    g.forward(block, &h, norm)?
+                }
+            };
+            if l + 1 < self.layers.len() {
+                h = ops::relu(&h)?;
+                if f.training && self.config.dropout > 0.0 {
+                    let key = ops::dropout_key(f.seed, f.epoch, l as u64);
+                    let ids =
+                        Tensor::from_u32(block.dst_nodes().to_vec(), &[block.num_dst], h.device())?;
+                    h = ops::dropout(&h, self.config.dropout, key, Some(&ids))?;
+                }
+            }
+        }
+        Ok(h)
+    }
+}
+
+impl Module for Gnn {
+    fn named_parameters(&self, prefix: &str) -> Vec<(String, Tensor)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| {
+                let p = join(prefix, &format!("layers.{i}"));
+                match l {
+                    Layer::Sage(s) => s.named_parameters(&p),
+                    Layer::Gcn(g) => g.named_parameters(&p),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,22 @@
+//! In-place copy: `dst ← src` (same shape and dtype), for restoring parameters from a
+//! checkpoint. Not recorded by autograd.
+
+use crate::device::cpu::CpuData;
+use crate::error::{Error, Result};
+use crate::tensor::{Storage, Tensor};
+
+/// Overwrites `dst`'s values with `src`'s.
+pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
+    super::check_update("assign", dst, &[Some(src)])?;
+    let s = src.storage();
+    let mut d = dst.storage_mut();
+    match (&mut *d, &*s) {
+        (Storage::Cpu(d), Storage::Cpu(s)) => match (&mut d.data, &s.data) {
+            (CpuData::F32(d), CpuData::F32(s)) => d.copy_from_slice(s),
+            (CpuData::F64(d), CpuData::F64(s)) => d.copy_from_slice(s),
+            _ => return Err(Error::invalid("assign: dtypes differ")),
+        },
+        _ => return Err(crate::ops::no_kernel(file!())),
+    }
+    Ok(())
+}

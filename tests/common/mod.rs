@@ -1,0 +1,129 @@
+//! Shared test helpers: random tensors and the GPU devices to compare with the CPU.
+#![allow(dead_code)]
+
+use espalier::rng::Rng;
+use espalier::{ops, DType, Device, Result, Tensor};
+
+/// Uniform values in [-1, 1) as an f32 CPU tensor.
+pub fn rand_f32(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    Tensor::from_f32(
+        (0..n).map(|_| (rng.uniform() * 2.0 - 1.0) as f32).collect(),
+        shape,
+        Device::Cpu,
+    )
+    .unwrap()
+}
+
+/// Values in ±[0.5, 1.5): bounded away from zero (divisors, logs of |x|, kinks).
+pub fn rand_away_f32(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    let v = (0..n)
+        .map(|_| {
+            let x = (0.5 + rng.uniform()) as f32;
+            if rng.uniform() < 0.5 {
+                -x
+            } else {
+                x
+            }
+        })
+        .collect();
+    Tensor::from_f32(v, shape, Device::Cpu).unwrap()
+}
+
+/// Random u32 indices below `n`.
+pub fn rand_idx(len: usize, n: u32, seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    Tensor::from_u32(
+        (0..len).map(|_| rng.below(n as u64) as u32).collect(),
+        &[len],
+        Device::Cpu,
+    )
+    .unwrap()
+}
+
+/// The non-CPU devices present; prints why each absent backend is skipped.
+pub fn gpu_devices() -> Vec<Device> {
+    let mut out = Vec::new();
+    match Device::Wgpu(0).memory() {
+        Ok(_) => out.push(Device::Wgpu(0)),
+        Err(e) => println!("skipping wgpu parity: {e}"),
+    }
+    match Device::Cuda(0).memory() {
+        Ok(_) => out.push(Device::Cuda(0)),
+        Err(e) => println!("skipping cuda parity: {e}"),
+    }
+    out
+}
+
+/// Asserts |a - b| <= atol + rtol·|a| elementwise, naming the first differing index.
+pub fn assert_close(what: &str, expected: &[f32], got: &[f32], rtol: f32, atol: f32) {
+    assert_eq!(expected.len(), got.len(), "{what}: lengths differ");
+    for (i, (&e, &g)) in expected.iter().zip(got).enumerate() {
+        let ok = (e - g).abs() <= atol + rtol * e.abs() || (e.is_nan() && g.is_nan());
+        assert!(
+            ok,
+            "{what}: first difference at index {i}: cpu {e} vs device {g} (of {} values)",
+            expected.len()
+        );
+    }
+}
+
+pub const RTOL: f32 = 1e-4;
+pub const ATOL: f32 = 1e-5;
+
+pub type Op = dyn Fn(&[Tensor]) -> Result<Tensor>;
+
+/// Runs `f` on `inputs` moved to `device`; returns the output and each float input's gradient.
+pub fn run(f: &Op, inputs: &[Tensor], device: Device) -> (Vec<f32>, Vec<Option<Vec<f32>>>) {
+    let leaves: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| {
+            let t = t.clone().to_device(device).unwrap();
+            if t.dtype() == DType::F32 {
+                t.requires_grad_leaf()
+            } else {
+                t
+            }
+        })
+        .collect();
+    let out = f(&leaves).unwrap();
+    let mut rng = Rng::new(99);
+    let w = Tensor::from_f32(
+        (0..out.numel()).map(|_| rng.uniform() as f32).collect(),
+        out.shape(),
+        device,
+    )
+    .unwrap();
+    if out.requires_grad() {
+        ops::sum_all(&ops::mul(&out, &w).unwrap())
+            .unwrap()
+            .backward()
+            .unwrap();
+    }
+    let grads = leaves
+        .iter()
+        .map(|l| l.grad().map(|g| g.to_vec_f32().unwrap()))
+        .collect();
+    (out.to_vec_f32().unwrap(), grads)
+}
+
+/// Compares `f` on every GPU backend with the CPU.
+pub fn parity(name: &str, f: &Op, inputs: &[Tensor]) {
+    let (out, grads) = run(f, inputs, Device::Cpu);
+    for dev in gpu_devices() {
+        let (o, g) = run(f, inputs, dev);
+        assert_close(&format!("{name} forward on {dev}"), &out, &o, RTOL, ATOL);
+        for (i, (a, b)) in grads.iter().zip(&g).enumerate() {
+            match (a, b) {
+                (Some(a), Some(b)) => {
+                    assert_close(&format!("{name} grad {i} on {dev}"), a, b, RTOL, ATOL)
+                }
+                (None, None) => {}
+                _ => panic!("{name}: gradient {i} present on one backend only ({dev})"),
+            }
+        }
+    }
+}
