@@ -138,9 +138,20 @@ fn epoch_line(e: &EpochStats, total: usize) -> String {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
+    // Check every flag before the (possibly long) dataset load.
     let device: Device = a.device.parse()?;
     device.memory()?;
     let fanouts = a.fanouts()?;
+    let kind = a.model.parse::<ModelKind>()?;
+    let aggr = a.aggr.parse::<Aggregator>()?;
+    let batch_size = a.batch_size.parse::<BatchSize>()?;
+    let optimizer = a.optimizer.parse::<OptimizerKind>()?;
+    if !(0.0..1.0).contains(&a.dropout) {
+        return Err(Error::invalid(format!(
+            "--dropout {} must be in [0, 1)",
+            a.dropout
+        )));
+    }
     let opts = LoadOptions {
         split: a.split.clone(),
         feat_dim: a.feat_dim,
@@ -172,8 +183,8 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         t.elapsed().as_secs_f64()
     );
     let model = ModelConfig {
-        kind: a.model.parse::<ModelKind>()?,
-        aggr: a.aggr.parse::<Aggregator>()?,
+        kind,
+        aggr,
         in_dim: data.feat_dim,
         hidden: a.hidden,
         out_dim: data.num_classes,
@@ -183,9 +194,9 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     let config = TrainConfig {
         model,
         fanouts,
-        batch_size: a.batch_size.parse::<BatchSize>()?,
+        batch_size,
         epochs: a.epochs,
-        optimizer: a.optimizer.parse::<OptimizerKind>()?,
+        optimizer,
         lr: a.lr,
         weight_decay: a.weight_decay,
         seed: a.seed,

@@ -25,7 +25,11 @@ pub struct AdapterSummary {
 fn instance() -> &'static wgpu::Instance {
     static INSTANCE: OnceLock<wgpu::Instance> = OnceLock::new();
     INSTANCE.get_or_init(|| {
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+        // Compute runs on the primary APIs (Vulkan, Metal, DX12); GL's compute support is
+        // partial. WGPU_BACKEND overrides.
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+        wgpu::Instance::new(desc)
     })
 }
 
