@@ -312,6 +312,14 @@ fn edge_lists() {
     assert_parse(Dataset::load(&p, &no_cache()), "g.txt", 2, "negative");
     std::fs::write(&p, "0 1\n1 99999999999\n").unwrap();
     assert_parse(Dataset::load(&p, &no_cache()), "g.txt", 2, "out of range");
+    let split = LoadOptions {
+        split: Some("x".into()),
+        ..no_cache()
+    };
+    assert!(matches!(
+        Dataset::load(&pz, &split),
+        Err(Error::InvalidArgument(_))
+    ));
     std::fs::write(&p, "# nothing\n").unwrap();
     assert!(matches!(
         Dataset::load(&p, &no_cache()),

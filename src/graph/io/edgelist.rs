@@ -36,6 +36,12 @@ impl LineParser for Parser {
 
 /// Loads an edge-list file (no cache).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    if let Some(split) = &opts.split {
+        return Err(Error::invalid(format!(
+            "split {split:?} asked for, but edge list {} has no split folders",
+            path.display()
+        )));
+    }
     let (mut src, mut dst) = (Vec::new(), Vec::new());
     text::parse_lines(
         path,
