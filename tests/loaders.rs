@@ -728,3 +728,23 @@ fn write_then_load_round_trips() {
     assert_eq!(back.graph.indptr, sym.graph.indptr);
     assert_eq!(back.graph.indices, sym.graph.indices);
 }
+
+#[test]
+fn impossible_sizes_are_errors_not_aborts() {
+    // Only meaningful where the kernel refuses allocations beyond the machine
+    // (overcommit mode 0 or 2); with mode 1 the reservation would succeed.
+    let mode = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
+    if mode.trim() != "0" && mode.trim() != "2" {
+        println!("skipped: overcommit mode {mode:?} cannot refuse a huge reservation");
+        return;
+    }
+    // About 2 TB of features.
+    let spec = SynthSpec::parse("papers-like,scale=35").unwrap();
+    match synth::generate(&spec) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("cannot allocate"), "{m}"),
+        other => panic!(
+            "expected an allocation error, got {:?}",
+            other.map(|d| d.num_nodes())
+        ),
+    }
+}

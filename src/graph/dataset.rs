@@ -184,6 +184,26 @@ impl Dataset {
     }
 }
 
+/// Fails with an error instead of aborting the process when `bytes` cannot be allocated at
+/// all (a malformed file claiming billions of nodes, a generator scale beyond the machine).
+/// Memory is reserved and released at once; the check cannot promise the later allocation.
+pub(crate) fn ensure_allocatable(bytes: u128, what: &str) -> Result<()> {
+    let fail = || {
+        Error::invalid(format!(
+            "{what}: cannot allocate {:.1} GiB",
+            bytes as f64 / (1u64 << 30) as f64
+        ))
+    };
+    let b = usize::try_from(bytes).map_err(|_| fail())?;
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(b).map_err(|_| fail())
+}
+
+/// Bytes of an in-edge CSR with edge ids.
+pub(crate) fn csr_bytes(nodes: usize, edges: usize) -> u128 {
+    (nodes as u128 + 1) * 8 + edges as u128 * 12
+}
+
 /// Independent seeds for the things synthesized from one user seed.
 pub(crate) mod stream {
     pub const FEATURES: u64 = 1;
@@ -315,6 +335,10 @@ pub(crate) fn complete(p: Parts, opts: &LoadOptions) -> Result<Dataset> {
     let (features, feat_dim) = match p.features {
         Some(f) => f,
         None => {
+            ensure_allocatable(
+                n as u128 * opts.feat_dim as u128 * 4,
+                "synthesized features",
+            )?;
             notes.push(format!(
                 "{}: {} random N(0,1) features (seed {})",
                 p.missing[0], opts.feat_dim, opts.seed

@@ -40,7 +40,9 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{normal_pair, random_split, round4, split_note, sub_seed, Dataset};
+use crate::graph::dataset::{
+    csr_bytes, ensure_allocatable, normal_pair, random_split, round4, split_note, sub_seed, Dataset,
+};
 use crate::rng::Rng;
 
 /// Degree-distribution exponent.
@@ -225,6 +227,9 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
     if m as f64 > (n as f64) * (n as f64 - 1.0) / 4.0 {
         return Err(too_small("too dense for a sparse power-law graph"));
     }
+    // Features, the edge list and the CSR are alive together at the peak.
+    let peak = n as u128 * p.feat_dim as u128 * 4 + m as u128 * 8 + csr_bytes(n, m);
+    ensure_allocatable(peak, &format!("synthetic {}", spec.name()))?;
     let seed = spec.seed;
     let classes = random_classes(n, p.classes, sub_seed(seed, stream::CLASSES));
     let weights = power_law_weights(n, m, sub_seed(seed, stream::RANKS));
