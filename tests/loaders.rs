@@ -571,16 +571,15 @@ fn synthetic_presets_have_their_counts() {
                 p.name
             );
         }
-        // Homophily as planted, over the sources whose class is large enough to take all
-        // their out-edges (at these tiny scales hubs outnumber their class).
-        let out = d.graph.transpose();
+        // Homophily as planted, over the nodes whose class is large enough to supply all
+        // their in-edges (at these tiny scales hubs outnumber their class).
         let mut size = vec![0usize; p.classes];
         d.labels.iter().for_each(|&l| size[l as usize] += 1);
         let (mut same, mut total) = (0usize, 0usize);
-        for u in 0..n as u32 {
-            let (row, l) = (out.neighbors(u), d.labels[u as usize]);
+        for v in 0..n as u32 {
+            let (row, l) = (d.graph.neighbors(v), d.labels[v as usize]);
             if row.len() < size[l as usize] {
-                same += row.iter().filter(|&&v| d.labels[v as usize] == l).count();
+                same += row.iter().filter(|&&u| d.labels[u as usize] == l).count();
                 total += row.len();
             }
         }

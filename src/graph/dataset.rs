@@ -216,23 +216,28 @@ pub(crate) fn sub_seed(seed: u64, id: u64) -> u64 {
     Rng::fork(seed, id).next_u64()
 }
 
-/// Two independent standard normals (both outputs of Box-Muller).
+/// Two independent standard normals (Marsaglia's polar method: no sin/cos).
 #[inline]
 pub(crate) fn normal_pair(rng: &mut Rng) -> (f64, f64) {
-    let u1 = rng.uniform().max(f64::MIN_POSITIVE);
-    let u2 = rng.uniform();
-    let r = (-2.0 * u1.ln()).sqrt();
-    let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
-    (r * c, r * s)
+    loop {
+        let u = 2.0 * rng.uniform() - 1.0;
+        let v = 2.0 * rng.uniform() - 1.0;
+        let s = u * u + v * v;
+        if s < 1.0 && s > 0.0 {
+            let f = (-2.0 * s.ln() / s).sqrt();
+            return (u * f, v * f);
+        }
+    }
 }
 
-/// `x` rounded to 4 decimals, as the f32 nearest to that decimal (so `{}` prints it back
-/// in at most 4 decimals and it parses to the same bits).
+/// `x` rounded to 4 decimals (half away from zero), as the f32 nearest to that decimal (so
+/// `{}` prints it back in at most 4 decimals and it parses to the same bits).
 #[inline]
 pub(crate) fn round4(x: f64) -> f32 {
-    let k = (x * 1e4).round();
+    let k = x * 1e4;
     if k.abs() < 16_777_216.0 {
-        k as f32 / 1e4f32
+        // Truncating `k ± 0.5` rounds without a libm call.
+        (k + 0.5f64.copysign(k)) as i32 as f32 / 1e4f32
     } else {
         x as f32
     }
