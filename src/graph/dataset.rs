@@ -184,6 +184,26 @@ impl Dataset {
     }
 }
 
+/// Fails with an error instead of aborting the process when `bytes` cannot be allocated at
+/// all (a malformed file claiming billions of nodes, a generator scale beyond the machine).
+/// Memory is reserved and released at once; the check cannot promise the later allocation.
+pub(crate) fn ensure_allocatable(bytes: u128, what: &str) -> Result<()> {
+    let fail = || {
+        Error::invalid(format!(
+            "{what}: cannot allocate {:.1} GiB",
+            bytes as f64 / (1u64 << 30) as f64
+        ))
+    };
+    let b = usize::try_from(bytes).map_err(|_| fail())?;
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(b).map_err(|_| fail())
+}
+
+/// Bytes of an in-edge CSR with edge ids.
+pub(crate) fn csr_bytes(nodes: usize, edges: usize) -> u128 {
+    (nodes as u128 + 1) * 8 + edges as u128 * 12
+}
+
 /// Independent seeds for the things synthesized from one user seed.
 pub(crate) mod stream {
     pub const FEATURES: u64 = 1;
@@ -196,23 +216,28 @@ pub(crate) fn sub_seed(seed: u64, id: u64) -> u64 {
     Rng::fork(seed, id).next_u64()
 }
 
-/// Two independent standard normals (both outputs of Box-Muller).
+/// Two independent standard normals (Marsaglia's polar method: no sin/cos).
 #[inline]
 pub(crate) fn normal_pair(rng: &mut Rng) -> (f64, f64) {
-    let u1 = rng.uniform().max(f64::MIN_POSITIVE);
-    let u2 = rng.uniform();
-    let r = (-2.0 * u1.ln()).sqrt();
-    let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
-    (r * c, r * s)
+    loop {
+        let u = 2.0 * rng.uniform() - 1.0;
+        let v = 2.0 * rng.uniform() - 1.0;
+        let s = u * u + v * v;
+        if s < 1.0 && s > 0.0 {
+            let f = (-2.0 * s.ln() / s).sqrt();
+            return (u * f, v * f);
+        }
+    }
 }
 
-/// `x` rounded to 4 decimals, as the f32 nearest to that decimal (so `{}` prints it back
-/// in at most 4 decimals and it parses to the same bits).
+/// `x` rounded to 4 decimals (half away from zero), as the f32 nearest to that decimal (so
+/// `{}` prints it back in at most 4 decimals and it parses to the same bits).
 #[inline]
 pub(crate) fn round4(x: f64) -> f32 {
-    let k = (x * 1e4).round();
+    let k = x * 1e4;
     if k.abs() < 16_777_216.0 {
-        k as f32 / 1e4f32
+        // Truncating `k ± 0.5` rounds without a libm call.
+        (k + 0.5f64.copysign(k)) as i32 as f32 / 1e4f32
     } else {
         x as f32
     }
@@ -315,6 +340,10 @@ pub(crate) fn complete(p: Parts, opts: &LoadOptions) -> Result<Dataset> {
     let (features, feat_dim) = match p.features {
         Some(f) => f,
         None => {
+            ensure_allocatable(
+                n as u128 * opts.feat_dim as u128 * 4,
+                "synthesized features",
+            )?;
             notes.push(format!(
                 "{}: {} random N(0,1) features (seed {})",
                 p.missing[0], opts.feat_dim, opts.seed

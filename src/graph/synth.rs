@@ -17,12 +17,14 @@
 //! - **Degrees** (directed Chung-Lu, as the peer's `--synthetic`): node weights
 //!   `w = (rank + i0)^(-1/(gamma-1))` with `gamma = 2.1` over a random permutation of ranks,
 //!   `i0` set so that the largest expected degree is `sqrt(edges)`. Node `v` gets
-//!   `round(edges * W(v) / W)` out-edges (systematic rounding of the cumulative weight `W(v)`,
-//!   so there are exactly `edges` edges and each degree is within 1 of its expectation).
-//! - **Edges**: each out-edge of `v` goes, with probability `h`, to a node of `v`'s class and
-//!   otherwise to any node, in both cases drawn with probability proportional to `w` (alias
-//!   tables). No self-loops, no duplicate edges; each source's targets are sorted. About
-//!   `h + (1 - h) / classes` of the edges join nodes of one class.
+//!   `round(edges * W(v) / W)` in-edges (systematic rounding of the cumulative weight `W(v)`,
+//!   so there are exactly `edges` edges and each in-degree is within 1 of its expectation);
+//!   out-degrees follow `w` in expectation.
+//! - **Edges**: each in-edge of `v` comes, with probability `h`, from a node of `v`'s class
+//!   and otherwise from any node, in both cases drawn with probability proportional to `w`
+//!   (alias tables). No self-loops, no duplicate edges. About `h + (1 - h) / classes` of the
+//!   edges join nodes of one class. The CSR is built directly, row by row in parallel, and
+//!   its order is the edge order (a written copy lists edges grouped by destination).
 //! - **Features**: `(centroid[class] + sigma * N(0, I)) / sqrt(1 + sigma^2)`, centroid entries
 //!   N(0,1), rounded to 4 decimals. `sigma = sqrt(features / 2) / margin` makes a single
 //!   node's nearest centroid a `margin`-sigma decision per competing class, which leaves an
@@ -40,7 +42,9 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{normal_pair, random_split, round4, split_note, sub_seed, Dataset};
+use crate::graph::dataset::{
+    csr_bytes, ensure_allocatable, normal_pair, random_split, round4, split_note, sub_seed, Dataset,
+};
 use crate::rng::Rng;
 
 /// Degree-distribution exponent.
@@ -225,14 +229,17 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
     if m as f64 > (n as f64) * (n as f64 - 1.0) / 4.0 {
         return Err(too_small("too dense for a sparse power-law graph"));
     }
+    // Features and the CSR are alive together at the peak.
+    let peak = n as u128 * p.feat_dim as u128 * 4 + csr_bytes(n, m);
+    ensure_allocatable(peak, &format!("synthetic {}", spec.name()))?;
     let seed = spec.seed;
     let classes = random_classes(n, p.classes, sub_seed(seed, stream::CLASSES));
     let weights = power_law_weights(n, m, sub_seed(seed, stream::RANKS));
-    let degrees = out_degrees(&weights, m, sub_seed(seed, stream::DEGREES));
+    let degrees = degrees(&weights, m, sub_seed(seed, stream::DEGREES));
     if degrees.iter().any(|&d| d as usize >= n) {
         return Err(too_small("a node's degree would exceed the node count"));
     }
-    let (src, dst) = edges(
+    let graph = in_edges(
         &classes,
         &weights,
         &degrees,
@@ -241,8 +248,6 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
         sub_seed(seed, stream::EDGES),
     );
     drop((weights, degrees));
-    let graph = Csr::from_edges(n, &src, &dst)?;
-    drop((src, dst));
     let features = class_features(&classes, p, seed);
     let split = random_split(n, SPLIT, sub_seed(seed, stream::SPLIT));
     let note = format!(
@@ -321,9 +326,9 @@ fn weight_offset(n: usize, m: f64, alpha: f64, max_deg: f64) -> f64 {
     (lo * hi).sqrt()
 }
 
-/// Exactly `m` out-degrees proportional to `w`: systematic rounding of the cumulative
+/// Exactly `m` degrees proportional to `w`: systematic rounding of the cumulative
 /// expected degree with one random offset.
-fn out_degrees(w: &[f64], m: usize, seed: u64) -> Vec<u32> {
+fn degrees(w: &[f64], m: usize, seed: u64) -> Vec<u32> {
     // Offset in [0, 0.5): `m + u` must not round up to `m + 1` in f64.
     let u = Rng::new(seed).uniform() * 0.5;
     let total: f64 = w.iter().sum();
@@ -393,15 +398,17 @@ fn draw(table: &[Alias], rng: &mut Rng) -> usize {
     }
 }
 
-/// The out-edges of every node, grouped by source (ascending), targets sorted per source.
-fn edges(
+/// The in-edge CSR: row `v` holds `degrees[v]` distinct sources, sorted, none equal to `v`.
+/// The CSR order is the input order (`edge_ids` = identity), so a written copy reads back
+/// to the same graph.
+fn in_edges(
     classes: &[u32],
     w: &[f64],
     degrees: &[u32],
     num_classes: usize,
     h: f64,
     seed: u64,
-) -> (Vec<u32>, Vec<u32>) {
+) -> Csr {
     let n = w.len();
     // Global table.
     let mut global = vec![Alias::default(); n];
@@ -438,23 +445,26 @@ fn edges(
         });
     }
 
-    let m: usize = degrees.iter().map(|&d| d as usize).sum();
-    let mut src = vec![0u32; m];
-    let mut dst = vec![0u32; m];
+    let mut indptr = Vec::with_capacity(n + 1);
+    indptr.push(0u64);
+    let mut total = 0u64;
+    for &d in degrees {
+        total += d as u64;
+        indptr.push(total);
+    }
+    let mut indices = vec![0u32; total as usize];
     // Split the output by node chunk.
     let mut jobs = Vec::with_capacity(n.div_ceil(NODE_CHUNK));
     {
-        let (mut s_rest, mut d_rest) = (src.as_mut_slice(), dst.as_mut_slice());
+        let mut rest = indices.as_mut_slice();
         for (ci, degs) in degrees.chunks(NODE_CHUNK).enumerate() {
             let len: usize = degs.iter().map(|&d| d as usize).sum();
-            let (s, st) = s_rest.split_at_mut(len);
-            let (d, dt) = d_rest.split_at_mut(len);
-            jobs.push((ci, s, d));
-            s_rest = st;
-            d_rest = dt;
+            let (chunk, tail) = rest.split_at_mut(len);
+            jobs.push((ci, chunk));
+            rest = tail;
         }
     }
-    jobs.into_par_iter().for_each(|(ci, s_out, d_out)| {
+    jobs.into_par_iter().for_each(|(ci, out)| {
         let mut rng = Rng::fork(seed, ci as u64);
         let mut buf: Vec<u32> = Vec::new();
         let mut pos = 0;
@@ -486,12 +496,17 @@ fn edges(
             });
             let any_draw = |r: &mut Rng| draw(&global, r) as u32;
             fill_distinct(&mut buf, deg, exclude, r, any_draw, n, |i| i as u32);
-            s_out[pos..pos + deg].fill(v as u32);
-            d_out[pos..pos + deg].copy_from_slice(&buf);
+            out[pos..pos + deg].copy_from_slice(&buf);
             pos += deg;
         }
     });
-    (src, dst)
+    let edge_ids = Some((0..total).into_par_iter().collect());
+    Csr {
+        num_nodes: n,
+        indptr,
+        indices,
+        edge_ids,
+    }
 }
 
 /// Grows the sorted, duplicate-free `buf` to `len` ids, none equal to `exclude`, drawing
@@ -624,7 +639,7 @@ mod tests {
     #[test]
     fn degrees_sum_exactly() {
         let w = power_law_weights(10_000, 50_000, 1);
-        let d = out_degrees(&w, 50_000, 2);
+        let d = degrees(&w, 50_000, 2);
         assert_eq!(d.iter().map(|&x| x as usize).sum::<usize>(), 50_000);
         let max = *d.iter().max().unwrap() as f64;
         assert!(

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{complete, Dataset, LoadOptions, Parts};
+use crate::graph::dataset::{complete, csr_bytes, ensure_allocatable, Dataset, LoadOptions, Parts};
 use crate::graph::io::text::{self, parse_node_id, LineParser};
 
 /// Largest id accepted, so that the node count (id + 1) fits a u32.
@@ -36,6 +36,12 @@ impl LineParser for Parser {
 
 /// Loads an edge-list file (no cache).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    if let Some(split) = &opts.split {
+        return Err(Error::invalid(format!(
+            "split {split:?} asked for, but edge list {} has no split folders",
+            path.display()
+        )));
+    }
     let (mut src, mut dst) = (Vec::new(), Vec::new());
     text::parse_lines(
         path,
@@ -50,6 +56,10 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
         .chain(dst.par_iter())
         .max()
         .map_or(0, |&m| m as usize + 1);
+    ensure_allocatable(
+        csr_bytes(n, src.len()),
+        "graph (node count = largest id + 1)",
+    )?;
     let graph = Csr::from_edges(n, &src, &dst)?;
     drop((src, dst));
     let mut name = path

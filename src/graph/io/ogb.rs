@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{complete, Dataset, LoadOptions, Parts, Split, UNLABELED};
+use crate::graph::dataset::{
+    complete, csr_bytes, ensure_allocatable, Dataset, LoadOptions, Parts, Split, UNLABELED,
+};
 use crate::graph::io::text::{self, parse_f32, parse_node_id, parse_u64, short, LineParser};
 
 /// The files one load reads; `None` for an optional file that is absent.
@@ -207,6 +209,7 @@ pub fn load_files(dir: &Path, files: &OgbFiles, opts: &LoadOptions) -> Result<Da
         }
         None => None,
     };
+    ensure_allocatable(csr_bytes(n as usize, src.len()), "graph")?;
     let graph = Csr::from_edges(n as usize, &src, &dst)?;
     drop((src, dst));
     let name = dir

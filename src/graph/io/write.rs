@@ -35,6 +35,11 @@ const MEMBER_BYTES: usize = 4 << 20;
 pub fn write_ogb(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
     let dir = dir.as_ref();
     dataset.validate()?;
+    if dataset.feat_dim == 0 && dataset.num_nodes() > 0 {
+        return Err(Error::invalid(
+            "write_ogb: node-feat.csv.gz cannot hold rows of 0 features",
+        ));
+    }
     let d = dataset;
     let raw = dir.join("raw");
     let split = dir.join("split").join(SPLIT_NAME);
