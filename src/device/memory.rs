@@ -119,3 +119,12 @@ impl Drop for Allocation {
         self.tracker.release(self.bytes);
     }
 }
+
+/// The size class of a GPU allocation: at least 256 bytes, four classes per power of two
+/// (at most 25% rounding). Pools on every GPU backend reuse buffers by class.
+pub fn size_class(bytes: u64) -> u64 {
+    let b = bytes.max(256);
+    let p = 63 - b.leading_zeros() as u64; // 2^p <= b < 2^(p+1)
+    let step = 1u64 << (p - 2);
+    b.div_ceil(step) * step
+}

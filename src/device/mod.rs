@@ -6,6 +6,7 @@
 //! bytes are exact and an optional budget makes any device behave like a smaller GPU.
 
 pub mod cpu;
+pub mod cuda;
 mod memory;
 pub mod wgpu;
 pub mod wgpu_shader;
@@ -13,7 +14,7 @@ pub mod wgpu_shader;
 use std::fmt;
 use std::str::FromStr;
 
-pub use memory::{Allocation, MemoryStats, MemoryTracker};
+pub use memory::{size_class, Allocation, MemoryStats, MemoryTracker};
 
 use crate::error::{Error, Result};
 
@@ -34,10 +35,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(cpu::memory()),
             Device::Wgpu(i) => Ok(self::wgpu::context(i)?.memory()),
-            Device::Cuda(_) => Err(Error::BackendUnavailable {
-                backend: self.to_string(),
-                reason: "this build of espalier has no such backend yet".into(),
-            }),
+            Device::Cuda(i) => Ok(self::cuda::context(i)?.memory()),
         }
     }
 

@@ -1,0 +1,165 @@
+//! Probing and the per-device context.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+
+use crate::device::{Device, MemoryTracker};
+use crate::error::{Error, Result};
+
+/// What `espalier devices` shows of a CUDA device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CudaDeviceSummary {
+    pub index: u32,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub total_bytes: u64,
+}
+
+fn unavailable(index: u32, reason: impl Into<String>) -> Error {
+    Error::BackendUnavailable {
+        backend: format!("cuda:{index}"),
+        reason: reason.into(),
+    }
+}
+
+/// Checks, without letting cudarc panic, that the driver, a device, NVRTC and cuBLAS are
+/// there; returns the number of devices.
+pub fn probe() -> std::result::Result<usize, String> {
+    static PROBE: OnceLock<std::result::Result<usize, String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            // SAFETY: these only try to dlopen the library names cudarc would use.
+            if !unsafe { cudarc::driver::sys::is_culib_present() } {
+                return Err("no CUDA driver library (libcuda.so) found".into());
+            }
+            let n = CudaContext::device_count().map_err(|e| format!("CUDA driver: {e}"))?;
+            if n <= 0 {
+                return Err("the CUDA driver reports no device".into());
+            }
+            if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+                return Err("no NVRTC library (libnvrtc.so.13 or .12) found".into());
+            }
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err("no cuBLAS library (libcublas.so.13 or .12) found".into());
+            }
+            Ok(n as usize)
+        })
+        .clone()
+}
+
+/// Every CUDA device, or the reason there is none.
+pub fn devices() -> std::result::Result<Vec<CudaDeviceSummary>, String> {
+    let n = probe()?;
+    (0..n)
+        .map(|i| {
+            let c = context(i as u32).map_err(|e| e.to_string())?;
+            Ok(CudaDeviceSummary {
+                index: i as u32,
+                name: c.name.clone(),
+                compute_capability: c.compute_capability,
+                total_bytes: c.total_bytes,
+            })
+        })
+        .collect()
+}
+
+/// One device's context, stream, caches and memory accounting.
+pub struct Context {
+    pub index: u32,
+    pub cuda: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub total_bytes: u64,
+    pub(crate) memory: &'static MemoryTracker,
+    pub(crate) pool: Mutex<HashMap<u64, Vec<cudarc::driver::CudaSlice<u32>>>>,
+    pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    pub(crate) functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
+    pub(crate) blas: OnceLock<std::result::Result<Arc<cudarc::cublas::CudaBlas>, String>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cuda:{} ({}, sm_{}{})",
+            self.index, self.name, self.compute_capability.0, self.compute_capability.1
+        )
+    }
+}
+
+/// The context of device `index`, created on first use.
+pub fn context(index: u32) -> Result<Arc<Context>> {
+    static CONTEXTS: OnceLock<Mutex<HashMap<u32, Arc<Context>>>> = OnceLock::new();
+    let count = probe().map_err(|r| unavailable(index, r))?;
+    if index as usize >= count {
+        return Err(unavailable(index, format!("only {count} CUDA device(s)")));
+    }
+    let map = CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = map.get(&index) {
+        return Ok(c.clone());
+    }
+    let drv = |e: cudarc::driver::DriverError| unavailable(index, format!("CUDA driver: {e}"));
+    let cuda = CudaContext::new(index as usize).map_err(drv)?;
+    let stream = cuda.default_stream();
+    let ctx = Arc::new(Context {
+        index,
+        name: cuda.name().map_err(drv)?,
+        compute_capability: cuda.compute_capability().map_err(drv)?,
+        total_bytes: cuda.total_mem().map_err(drv)? as u64,
+        cuda,
+        stream,
+        memory: Box::leak(Box::new(MemoryTracker::new(Device::Cuda(index)))),
+        pool: Mutex::new(HashMap::new()),
+        modules: Mutex::new(HashMap::new()),
+        functions: Mutex::new(HashMap::new()),
+        blas: OnceLock::new(),
+    });
+    map.insert(index, ctx.clone());
+    Ok(ctx)
+}
+
+/// Wraps a CUDA driver error.
+pub(crate) fn driver_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Backend {
+        backend: "cuda",
+        msg: format!("{what}: {e}"),
+    }
+}
+
+impl Context {
+    /// The memory tracker of this device.
+    pub fn memory(&self) -> &'static MemoryTracker {
+        self.memory
+    }
+
+    /// The cuBLAS handle on this device's stream.
+    pub fn blas(&self) -> Result<Arc<cudarc::cublas::CudaBlas>> {
+        self.blas
+            .get_or_init(|| {
+                cudarc::cublas::CudaBlas::new(self.stream.clone())
+                    .map(Arc::new)
+                    .map_err(|e| format!("cuBLAS: {e}"))
+            })
+            .clone()
+            .map_err(|m| Error::Backend {
+                backend: "cuda",
+                msg: m,
+            })
+    }
+
+    /// Waits for all queued work.
+    pub fn sync(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| driver_err("synchronize", e))
+    }
+
+    /// Frees every pooled buffer no tensor holds.
+    pub fn trim_pool(&self) {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}

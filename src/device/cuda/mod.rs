@@ -1,0 +1,16 @@
+//! The CUDA backend: CUDA C kernels from `kernels/` compiled at run time by NVRTC for the
+//! device's compute capability, cuBLAS for GEMM, one stream per device.
+//!
+//! cudarc loads `libcuda`, `libnvrtc` and `libcublas` dynamically, so the crate builds and
+//! runs without CUDA. cudarc panics when a library is missing at the first call, so
+//! [`probe`] checks each library and the device count first and reports the backend
+//! unavailable, with the reason, instead. The `cuda-13000` bindings look for the CUDA 13
+//! libraries and fall back to CUDA 12's names.
+
+mod buffer;
+mod context;
+mod launch;
+
+pub use buffer::CudaBuffer;
+pub use context::{context, devices, probe, Context, CudaDeviceSummary};
+pub use launch::{Kernel, BLOCK};
