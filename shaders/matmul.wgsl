@@ -10,6 +10,8 @@
 // thread loading 4 values of each along the stored operand's contiguous dimension.
 // op(A)[i, l] = a[i * k + l], or a[l * m + i] when ta; op(B)[l, j] = b[l * n + j], or
 // b[j * k + l] when tb. Out-of-range values load as 0, out-of-range outputs are skipped.
+// When p.accumulate is 1 the tile is added to C (the host splits a long k into chunks
+// bound one after another and accumulates them in order).
 
 struct Params {
     m: u32,
@@ -17,6 +19,7 @@ struct Params {
     k: u32,
     ta: u32,
     tb: u32,
+    accumulate: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -120,7 +123,12 @@ fn matmul_f32(
         for (var s = 0u; s < 4u; s++) {
             let gj = col0 + tx + 16u * s;
             if gj < n {
-                c[gi * n + gj] = acc[s];
+                let idx = gi * n + gj;
+                if p.accumulate != 0u {
+                    c[idx] += acc[s];
+                } else {
+                    c[idx] = acc[s];
+                }
             }
         }
     }

@@ -680,6 +680,52 @@ fn chunked_launches_match_unchunked() {
         let f = Tensor::full(&[r, c], -3.0, DType::F32, *dev).unwrap();
         assert!(f.to_vec_f32().unwrap().iter().all(|&v| v == -3.0));
     }
+    // matmul splits rows of A and C (A = X) or k (A = Xᵀ, the weight gradient), which
+    // its backward also runs. Small integers keep every sum exact whatever the order, so
+    // the split results must equal the CPU's exactly (a random k = 4615 sum differs by
+    // more than the parity tolerance through rounding alone).
+    let ints = |shape: &[usize], seed| {
+        let v = rand_f32(shape, seed).to_vec_f32().unwrap();
+        Tensor::from_f32(
+            v.iter().map(|x| (x * 2.4).round()).collect(),
+            shape,
+            Device::Cpu,
+        )
+        .unwrap()
+    };
+    let xi = ints(&[r, c], 205);
+    let cases = [
+        ("rows", false, false, ints(&[c, 20], 206)),
+        ("rows, tb", false, true, ints(&[20, c], 207)),
+        ("k", true, false, ints(&[r, 20], 208)),
+    ];
+    for (what, ta, tb, b) in &cases {
+        let want = ops::matmul(&xi, b, *ta, *tb).unwrap().to_vec_f32().unwrap();
+        for dev in &devs {
+            let (xd, bd) = (
+                xi.clone().to_device(*dev).unwrap(),
+                b.clone().to_device(*dev).unwrap(),
+            );
+            let got = ops::matmul(&xd, &bd, *ta, *tb)
+                .unwrap()
+                .to_vec_f32()
+                .unwrap();
+            assert_bits(&format!("chunked matmul ({what}) on {dev}"), &want, &got);
+        }
+    }
+    let g = rand_f32(&[r, 20], 209);
+    for dev in &devs {
+        // Both operands transposed and past the cap: no split exists, and it says so.
+        let (xd, gd) = (
+            x.clone().to_device(*dev).unwrap(),
+            g.clone().to_device(*dev).unwrap(),
+        );
+        let gt = ops::reshape(&gd, &[20, r]).unwrap();
+        assert!(matches!(
+            ops::matmul(&xd, &gt, true, true),
+            Err(Error::Shape { .. })
+        ));
+    }
     let want = optimize(Device::Cpu, r * c, 2, "adam");
     for dev in &devs {
         let got = optimize(*dev, r * c, 2, "adam");

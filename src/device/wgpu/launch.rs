@@ -166,18 +166,47 @@ impl Context {
     /// below 2³² so that global indices fit a u32.
     fn chunk_elems(&self) -> u64 {
         let align = (self.limits.min_storage_buffer_offset_alignment as u64).max(4) / 4;
-        let mut bytes = self.limits.max_storage_buffer_binding_size;
-        let cap = self.chunk_cap.load(std::sync::atomic::Ordering::Relaxed);
-        if cap > 0 {
-            bytes = bytes.min(cap);
-        }
-        let elems = (bytes / 4).min(u32::MAX as u64 / 2);
+        let elems = (self.chunk_bytes() / 4).min(u32::MAX as u64 / 2);
         (elems / align * align).max(align)
     }
 
-    /// Caps the bytes each chunked binding of [`Context::launch_chunked`] covers below the
-    /// adapter's limit (`None` lifts the cap). Results do not change: tests use it to run
-    /// the chunked path on small tensors.
+    /// The bytes an op that splits its work may bind at once: the adapter's
+    /// `max_storage_buffer_binding_size`, or the test cap of [`Context::set_chunk_cap`] when
+    /// lower.
+    pub fn chunk_bytes(&self) -> u64 {
+        let limit = self.limits.max_storage_buffer_binding_size;
+        match self.chunk_cap.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => limit,
+            cap => limit.min(cap),
+        }
+    }
+
+    /// Runs `k` on an explicit grid with storage bindings given as byte ranges
+    /// `(binding, buffer, offset, size)`; offsets must be multiples of the adapter's
+    /// `min_storage_buffer_offset_alignment`. For ops that split large operands themselves.
+    pub fn launch_ranges(
+        &self,
+        k: &Kernel,
+        params: &[u32],
+        ranges: &[(u32, &WgpuBuffer, u64, u64)],
+        grid: (u32, u32, u32),
+    ) -> Result<()> {
+        let binds: Vec<Binding> = ranges
+            .iter()
+            .map(|&(slot, buffer, offset, size)| Binding {
+                slot,
+                buffer,
+                offset,
+                size,
+            })
+            .collect();
+        self.dispatch(k, params, &binds, grid)
+    }
+
+    /// Caps the bytes each chunked binding of [`Context::launch_chunked`] (and of ops that
+    /// split by [`Context::chunk_bytes`], like matmul) covers below the adapter's limit
+    /// (`None` lifts the cap). Results do not change: tests use it to run the chunked paths
+    /// on small tensors.
     pub fn set_chunk_cap(&self, bytes: Option<u64>) {
         self.chunk_cap
             .store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
