@@ -733,3 +733,41 @@ fn chunked_launches_match_unchunked() {
     }
     ctx.set_chunk_cap(None);
 }
+
+/// Three Adam steps of a small MLP classifier on `dev`: the losses, then every parameter.
+fn train_mlp(dev: Device) -> Vec<f32> {
+    use espalier::nn::module::{Activation, Module};
+    use espalier::train::Optimizer;
+    let mut rng = espalier::rng::Rng::new(3);
+    let mlp = espalier::nn::Mlp::new(&[16, 32, 5], Activation::Relu, &mut rng, dev).unwrap();
+    let mut opt = espalier::train::Adam::new(mlp.parameters(), 0.01, 0.0).unwrap();
+    let x = rand_f32(&[257, 16], 210).to_device(dev).unwrap();
+    let y = rand_idx(257, 5, 211).to_device(dev).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        opt.zero_grad();
+        let h = ops::dropout(&mlp.forward(&x).unwrap(), 0.2, 9, None).unwrap();
+        let loss = ops::cross_entropy(&h, &y, None).unwrap();
+        loss.backward().unwrap();
+        opt.step().unwrap();
+        out.push(loss.item().unwrap() as f32);
+    }
+    for p in mlp.parameters() {
+        out.extend(p.to_vec_f32().unwrap());
+    }
+    out
+}
+
+#[test]
+fn mlp_training_steps_match_the_cpu() {
+    let want = train_mlp(Device::Cpu);
+    for dev in gpu_devices() {
+        assert_close(
+            &format!("mlp training on {dev}"),
+            &want,
+            &train_mlp(dev),
+            RTOL,
+            ATOL,
+        );
+    }
+}
