@@ -12,7 +12,10 @@
 //! A storage binding may not exceed the adapter's `max_storage_buffer_binding_size` (128 MiB
 //! on many adapters): every dispatch checks this and fails with a message naming the
 //! binding. Elementwise kernels go through [`Context::launch_chunked`], which binds
-//! aligned sub-ranges and launches once per chunk, so they have no such limit.
+//! aligned sub-ranges and launches once per chunk, so they have no such limit; ops that
+//! split large operands their own way (matmul) bind byte ranges with
+//! [`Context::launch_ranges`], sized by [`Context::chunk_bytes`]. The uniform block is
+//! zero-padded to at least 16 words, so an entry may leave a shader's trailing words unset.
 
 use std::sync::Arc;
 
