@@ -3,10 +3,13 @@
 // binary_f32:     0 params, 1 a (read), 2 b (read), 3 out (write); one invocation per
 //                 element of out; b is indexed through the broadcast mode.
 // add_assign_f32: 0 params, 4 src (read), 5 dst (read_write); dst[i] += src[i].
-// Linear index over the 2-D grid: i = gid.x + gid.y * nwg.x * 256.
+// Chunked (Context::launch_chunked): local index i = gid.x + gid.y * nwg.x * 256 < p.n
+// into the chunk's a, out, src, dst (and b when shapes are equal, b being bound whole
+// otherwise); the broadcast index of b comes from the global index gi = base + i.
 
 struct Params {
-    n: u32,      // elements of a / out
+    n: u32,      // elements in this chunk
+    base: u32,   // global index of the chunk's first element
     cols: u32,   // columns of a
     op: u32,     // 0 add, 1 sub, 2 mul, 3 div
     bcast: u32,  // 0 none, 1 row, 2 column, 3 scalar
@@ -31,8 +34,8 @@ fn binary_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     }
     var j = i;
     switch p.bcast {
-        case 1u: { j = i % p.cols; }
-        case 2u: { j = i / p.cols; }
+        case 1u: { j = (p.base + i) % p.cols; }
+        case 2u: { j = (p.base + i) / p.cols; }
         case 3u: { j = 0u; }
         default: {}
     }

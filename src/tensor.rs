@@ -198,7 +198,27 @@ impl Tensor {
                     device,
                 ))
             }
-            other => Err(other
+            Device::Wgpu(i) => {
+                let word = match dtype {
+                    DType::F32 => (value as f32).to_bits(),
+                    DType::U32 => value as u32,
+                    DType::F64 => {
+                        return Err(Error::DType {
+                            op: "full",
+                            expected: "f32",
+                            got: "f64",
+                        })
+                    }
+                };
+                let buf = crate::ops::fill(&wgpu_dev::context(i)?, n, word)?;
+                Ok(Self::from_storage(
+                    Storage::Wgpu(buf),
+                    shape.to_vec(),
+                    dtype,
+                    device,
+                ))
+            }
+            Device::Cuda(_) => Err(device
                 .memory()
                 .err()
                 .unwrap_or_else(|| Error::invalid("unknown device"))),

@@ -7,9 +7,16 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::CpuElem;
+use crate::device::wgpu::Kernel;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
 use crate::tensor::{Storage, Tensor};
+
+const KERNEL: Kernel = Kernel {
+    stem: "adam",
+    source: include_str!("../../shaders/adam.wgsl"),
+    entry: "adam_f32",
+};
 
 /// Hyper-parameters of one Adam step.
 #[derive(Clone, Copy, Debug)]
@@ -54,7 +61,34 @@ pub fn adam_update(
                 }
             }
         }
-        _ => return Err(crate::ops::no_kernel(file!())),
+        (Storage::Wgpu(p), Storage::Wgpu(g), Storage::Wgpu(m), Storage::Wgpu(v)) => {
+            // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.
+            let t = h.step as i32;
+            let bits = |x: f64| (x as f32).to_bits();
+            let words = [
+                bits(h.lr),
+                bits(h.beta1),
+                bits(h.beta2),
+                bits(h.eps),
+                bits(h.weight_decay),
+                bits(1.0 - h.beta1.powi(t)),
+                bits(1.0 - h.beta2.powi(t)),
+                bits(1.0 - h.lr * h.weight_decay),
+                h.decoupled as u32,
+            ];
+            let n = param.numel() as u64;
+            p.ctx()
+                .launch_chunked(&KERNEL, &words, &[(1, p), (2, g), (3, m), (4, v)], &[], n)?;
+        }
+        _ => {
+            // check_update put every operand on one device, so this is unreachable in
+            // practice; report it as the mismatch it would be.
+            return Err(Error::DeviceMismatch {
+                op: "adam_update",
+                lhs: param.device(),
+                rhs: grad.device(),
+            });
+        }
     }
     Ok(())
 }

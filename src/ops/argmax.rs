@@ -5,10 +5,17 @@
 //! The output is u32 indices and has no gradient.
 
 use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::rows::{dims2, rows_from_fn};
 use crate::tensor::{DType, Storage, Tensor};
+
+const KERNEL: Kernel = Kernel {
+    stem: "argmax",
+    source: include_str!("../../shaders/argmax.wgsl"),
+    entry: "argmax_rows_f32",
+};
 
 /// The column of each row's largest value, as `u32 [rows]`.
 pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
@@ -24,12 +31,21 @@ pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
     if c > u32::MAX as usize {
         return Err(Error::shape(OP, format!("{c} columns do not fit u32")));
     }
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_argmax(v, r, c)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let storage = match &*x.storage() {
+        Storage::Cpu(b) => Storage::Cpu(float_cpu!(OP, &b.data, v => cpu_argmax(v, r, c)?)),
+        Storage::Wgpu(b) => {
+            let ctx = b.ctx();
+            let out = WgpuBuffer::new(ctx, (r * 4) as u64)?;
+            if r > 0 {
+                // One workgroup per row.
+                let grid = ctx.grid(r as u64 * WG as u64)?;
+                ctx.launch_grid(&KERNEL, &[r as u32, c as u32], &[(1, b), (2, &out)], grid)?;
+            }
+            Storage::Wgpu(out)
+        }
     };
     Ok(Tensor::from_storage(
-        Storage::Cpu(buf),
+        storage,
         vec![r],
         DType::U32,
         x.device(),

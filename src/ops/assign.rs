@@ -1,9 +1,19 @@
 //! In-place copy: `dst ← src` (same shape and dtype), for restoring parameters from a
 //! checkpoint. Not recorded by autograd.
+//!
+//! On wgpu the copy is a buffer-to-buffer copy on the queue; `shaders/assign.wgsl` holds
+//! the fill kernel [`fill`] that `Tensor::full` uses for non-zero values.
 
 use crate::device::cpu::CpuData;
+use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
+
+const FILL: Kernel = Kernel {
+    stem: "assign",
+    source: include_str!("../../shaders/assign.wgsl"),
+    entry: "fill_u32",
+};
 
 /// Overwrites `dst`'s values with `src`'s.
 pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
@@ -16,7 +26,27 @@ pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
             (CpuData::F64(d), CpuData::F64(s)) => d.copy_from_slice(s),
             _ => return Err(Error::invalid("assign: dtypes differ")),
         },
-        _ => return Err(crate::ops::no_kernel(file!())),
+        (Storage::Wgpu(d), Storage::Wgpu(s)) => {
+            d.ctx().copy(s, 0, d, 0, (dst.numel() * 4) as u64)?;
+        }
+        _ => {
+            return Err(Error::DeviceMismatch {
+                op: "assign",
+                lhs: dst.device(),
+                rhs: src.device(),
+            })
+        }
     }
     Ok(())
+}
+
+/// A buffer of `n` 4-byte values, each the 32-bit `word` (zeros are cleared, not filled).
+pub(crate) fn fill(ctx: &std::sync::Arc<Context>, n: usize, word: u32) -> Result<WgpuBuffer> {
+    let bytes = (n * 4) as u64;
+    if word == 0 {
+        return WgpuBuffer::zeros(ctx, bytes);
+    }
+    let out = WgpuBuffer::new(ctx, bytes)?;
+    ctx.launch_chunked(&FILL, &[word], &[(1, &out)], &[], n as u64)?;
+    Ok(out)
 }

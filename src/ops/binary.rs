@@ -121,13 +121,17 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         }
         (Storage::Wgpu(x), Storage::Wgpu(y)) => {
             let out = WgpuBuffer::new(x.ctx(), x.len)?;
-            let params = [a.numel() as u32, cols as u32, op as u32, bc as u32];
-            x.ctx().launch(
-                &KERNEL,
-                &params,
-                &[(1, x), (2, y), (3, &out)],
-                a.numel() as u64,
-            )?;
+            let words = [cols as u32, op as u32, bc as u32];
+            let n = a.numel() as u64;
+            // b is chunked with a when it has a's shape, else bound whole (it is smaller).
+            if bc == Broadcast::None {
+                let chunked = [(1, x), (2, y), (3, &out)];
+                x.ctx().launch_chunked(&KERNEL, &words, &chunked, &[], n)?;
+            } else {
+                let chunked = [(1, x), (3, &out)];
+                x.ctx()
+                    .launch_chunked(&KERNEL, &words, &chunked, &[(2, y)], n)?;
+            }
             wgpu_output(out, a.shape().to_vec(), a)
         }
         _ => {
@@ -232,12 +236,8 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
         }
         (Storage::Wgpu(d), Storage::Wgpu(s)) => {
             let n = dst.numel();
-            d.ctx().launch(
-                &ADD_ASSIGN,
-                &[n as u32, 0, 0, 0],
-                &[(4, s), (5, d)],
-                n as u64,
-            )?;
+            d.ctx()
+                .launch_chunked(&ADD_ASSIGN, &[], &[(4, s), (5, d)], &[], n as u64)?;
         }
         _ => {
             return Err(Error::DeviceMismatch {

@@ -9,10 +9,17 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::ops::rows::{dims2, rows_from_fn};
-use crate::ops::{cpu_output, slice};
-use crate::tensor::Tensor;
+use crate::ops::{cpu_output, slice, wgpu_output};
+use crate::tensor::{Storage, Tensor};
+
+const COLS: Kernel = Kernel {
+    stem: "concat",
+    source: include_str!("../../shaders/concat.wgsl"),
+    entry: "concat_cols_u32",
+};
 
 /// The 2-D tensors `xs` joined along `dim` (0: stacked rows, 1: side-by-side columns).
 /// All must share the dtype, the device and the other dimension.
@@ -59,16 +66,33 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
     } else {
         vec![shapes[0].0, total]
     };
-    let buf = {
+    let out = {
         let guards: Vec<_> = xs.iter().map(|t| t.storage()).collect();
-        let datas: Vec<&CpuData> = guards.iter().map(|g| g.cpu(OP)).collect::<Result<_>>()?;
-        match datas[0] {
-            CpuData::F32(_) => cpu_concat::<f32>(&datas, &parts, dim, &out_shape)?,
-            CpuData::F64(_) => cpu_concat::<f64>(&datas, &parts, dim, &out_shape)?,
-            CpuData::U32(_) => cpu_concat::<u32>(&datas, &parts, dim, &out_shape)?,
+        if let Storage::Wgpu(_) = &*guards[0] {
+            let bufs: Vec<&WgpuBuffer> = guards
+                .iter()
+                .zip(xs)
+                .map(|(g, t)| match &**g {
+                    Storage::Wgpu(b) => Ok(b),
+                    Storage::Cpu(_) => Err(Error::DeviceMismatch {
+                        op: OP,
+                        lhs: first.device(),
+                        rhs: t.device(),
+                    }),
+                })
+                .collect::<Result<_>>()?;
+            let buf = wgpu_concat(&bufs, &shapes, &parts, dim, &out_shape)?;
+            wgpu_output(buf, out_shape, first)
+        } else {
+            let datas: Vec<&CpuData> = guards.iter().map(|g| g.cpu(OP)).collect::<Result<_>>()?;
+            let buf = match datas[0] {
+                CpuData::F32(_) => cpu_concat::<f32>(&datas, &parts, dim, &out_shape)?,
+                CpuData::F64(_) => cpu_concat::<f64>(&datas, &parts, dim, &out_shape)?,
+                CpuData::U32(_) => cpu_concat::<u32>(&datas, &parts, dim, &out_shape)?,
+            };
+            cpu_output(buf, out_shape, first)
         }
     };
-    let out = cpu_output(buf, out_shape, first);
     let wanted: Vec<bool> = xs.iter().map(|t| t.requires_grad()).collect();
     Ok(record(OP, out, xs, move |g| {
         parts
@@ -77,6 +101,29 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
             .map(|(&(start, size), &w)| w.then(|| slice(g, dim, start, size)).transpose())
             .collect()
     }))
+}
+
+/// Rows: one buffer copy per input; columns: one strided-copy kernel per input. Values move
+/// as 32-bit words, so f32 and u32 alike.
+fn wgpu_concat(
+    bufs: &[&WgpuBuffer],
+    shapes: &[(usize, usize)],
+    parts: &[(usize, usize)],
+    dim: usize,
+    out_shape: &[usize],
+) -> Result<WgpuBuffer> {
+    let ctx = bufs[0].ctx();
+    let (rows, cols) = (out_shape[0], out_shape[1]);
+    let out = WgpuBuffer::new(ctx, (rows * cols * 4) as u64)?;
+    for ((b, &(r, c)), &(start, _)) in bufs.iter().zip(shapes).zip(parts) {
+        if dim == 0 {
+            ctx.copy(b, 0, &out, (start * cols * 4) as u64, (r * c * 4) as u64)?;
+        } else if r * c > 0 {
+            let words = [(r * c) as u32, c as u32, cols as u32, start as u32];
+            ctx.launch(&COLS, &words, &[(1, b), (2, &out)], (r * c) as u64)?;
+        }
+    }
+    Ok(out)
 }
 
 fn cpu_concat<T: CpuElem + Default>(

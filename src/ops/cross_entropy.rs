@@ -18,17 +18,45 @@
 //! Saved: the logits (detached, sharing storage, so nothing is copied) and the per-row
 //! `lse` (`n` values); the softmax is recomputed in the backward kernel rather than stored.
 //! The row losses are summed in row order in f64, so the value does not depend on threads.
+//!
+//! wgpu (`shaders/cross_entropy.wgsl`): one workgroup per row computes `lse` and the row
+//! loss, one workgroup sums the row losses in a fixed order (f32) and finds the first label
+//! that is out of range; that status (8 bytes) is read back, so a bad label is an error
+//! there too (this waits for the queue once per forward). The backward kernels read the
+//! loss gradient from the device, without a readback.
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::cpu_output;
 use crate::ops::log_softmax::max_and_log_sum;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
-use crate::tensor::{Storage, Tensor};
+use crate::ops::{cpu_output, wgpu_output};
+use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "cross_entropy";
+
+const SHADER: &str = include_str!("../../shaders/cross_entropy.wgsl");
+const fn kernel(entry: &'static str) -> Kernel {
+    Kernel {
+        stem: "cross_entropy",
+        source: SHADER,
+        entry,
+    }
+}
+const ROWS: Kernel = kernel("ce_rows_f32");
+const MEAN: Kernel = kernel("ce_mean_f32");
+const MEAN_WEIGHTED: Kernel = kernel("ce_mean_weighted_f32");
+const BACKWARD: Kernel = kernel("ce_backward_f32");
+const BACKWARD_WEIGHTED: Kernel = kernel("ce_backward_weighted_f32");
+const WEIGHT_GRAD: Kernel = kernel("ce_weight_grad_f32");
+
+fn bad_label(row: usize, label: u32, c: usize) -> Error {
+    Error::invalid(format!(
+        "{OP}: label {label} at row {row} is out of range for {c} classes"
+    ))
+}
 
 /// Mean over rows of `wᵢ · (-log softmax(logits)[i, labels[i]])`, as a scalar (shape `[]`).
 /// `logits` is `[n, c]` (n ≥ 1), `labels` is `u32 [n]` with values below `c`, `weights`
@@ -51,24 +79,36 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
             return Err(w.dtype_error(OP, logits.dtype().name()));
         }
     }
-    let (loss_buf, lse_buf) = {
-        let lg = labels.storage();
-        let ys = u32_data(OP, labels, lg.cpu(OP)?)?;
-        if let Some(i) = ys.iter().position(|&y| y as usize >= c) {
-            return Err(Error::invalid(format!(
-                "{OP}: label {} at row {i} is out of range for {c} classes",
-                ys[i]
-            )));
+    if labels.dtype() != DType::U32 {
+        return Err(labels.dtype_error(OP, "u32"));
+    }
+    let (out, lse) = match &*logits.storage() {
+        Storage::Cpu(b) => {
+            let lg = labels.storage();
+            let ys = u32_data(OP, labels, lg.cpu(OP)?)?;
+            if let Some(i) = ys.iter().position(|&y| y as usize >= c) {
+                return Err(bad_label(i, ys[i], c));
+            }
+            let wg = weights.map(|w| w.storage());
+            let wd = wg.as_ref().map(|g| g.cpu(OP)).transpose()?;
+            let (loss, lse) = float_cpu!(OP, &b.data, x => cpu_forward(x, ys, wd, c)?);
+            (
+                cpu_output(loss, vec![], logits),
+                cpu_output(lse, vec![n], logits),
+            )
         }
-        let wg = weights.map(|w| w.storage());
-        let wd = wg.as_ref().map(|g| g.cpu(OP)).transpose()?;
-        match &*logits.storage() {
-            Storage::Cpu(b) => float_cpu!(OP, &b.data, x => cpu_forward(x, ys, wd, c)?),
-            _ => return Err(crate::ops::no_kernel(file!())),
+        Storage::Wgpu(b) => {
+            let lg = labels.storage();
+            let wg = weights.map(|w| w.storage());
+            let ys = wgpu_of(&lg)?;
+            let w = wg.as_deref().map(wgpu_of).transpose()?;
+            let (loss, lse) = wgpu_forward(b, ys, w, n, c)?;
+            (
+                wgpu_output(loss, vec![], logits),
+                wgpu_output(lse, vec![n], logits),
+            )
         }
     };
-    let out = cpu_output(loss_buf, vec![], logits);
-    let lse = cpu_output(lse_buf, vec![n], logits);
     let saved = Saved {
         logits: logits.detach(),
         lse,
@@ -79,6 +119,62 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
     };
     let inputs: Vec<&Tensor> = std::iter::once(logits).chain(weights).collect();
     Ok(record(OP, out, &inputs, move |g| saved.backward(g)))
+}
+
+/// The wgpu buffer of an operand that `same_device` already placed on the logits' adapter.
+fn wgpu_of(s: &Storage) -> Result<&WgpuBuffer> {
+    match s {
+        Storage::Wgpu(b) => Ok(b),
+        Storage::Cpu(_) => Err(Error::Backend {
+            backend: "wgpu",
+            msg: format!("{OP}: expected wgpu storage"),
+        }),
+    }
+}
+
+/// The loss (one value) and per-row `lse` on the device; a bad label is an error.
+fn wgpu_forward(
+    x: &WgpuBuffer,
+    ys: &WgpuBuffer,
+    w: Option<&WgpuBuffer>,
+    n: usize,
+    c: usize,
+) -> Result<(WgpuBuffer, WgpuBuffer)> {
+    let ctx = x.ctx();
+    if c == 0 {
+        // No class exists, so the first label is out of range whatever it is.
+        let bytes = ys.read()?;
+        let first = bytes
+            .get(..4)
+            .map_or(0, bytemuck::pod_read_unaligned::<u32>);
+        return Err(bad_label(0, first, c));
+    }
+    let words = [n as u32, c as u32, (1.0 / n as f64 as f32).to_bits()];
+    let lse = WgpuBuffer::new(ctx, (n * 4) as u64)?;
+    let rows = WgpuBuffer::new(ctx, (n * 4) as u64)?;
+    let grid = ctx.grid(n as u64 * WG as u64)?;
+    ctx.launch_grid(
+        &ROWS,
+        &words,
+        &[(1, x), (2, ys), (3, &lse), (4, &rows)],
+        grid,
+    )?;
+    let loss = WgpuBuffer::new(ctx, 4)?;
+    let status = WgpuBuffer::new(ctx, 8)?;
+    let mut binds = vec![(2, ys), (5, &rows), (7, &loss), (8, &status)];
+    let k = match w {
+        Some(w) => {
+            binds.push((6, w));
+            &MEAN_WEIGHTED
+        }
+        None => &MEAN,
+    };
+    ctx.launch_grid(k, &words, &binds, (1, 1, 1))?;
+    let st: Vec<u32> = bytemuck::pod_collect_to_vec(&status.read()?);
+    if st[0] != u32::MAX {
+        return Err(bad_label(st[0] as usize, st[1], c));
+    }
+    Ok((loss, lse))
 }
 
 /// The weights' values as `T`, if there are weights.
@@ -129,9 +225,20 @@ struct Saved {
 
 impl Saved {
     fn backward(self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let gbar = g.item()?;
         let (n, c) = dims2(OP, "logits", &self.logits)?;
-        let scale = gbar / n as f64;
+        let (gx, gw) = if let Storage::Wgpu(_) = &*self.logits.storage() {
+            self.wgpu_backward(g, n, c)?
+        } else {
+            self.cpu_backward(g, n, c)?
+        };
+        Ok(match self.weights {
+            None => vec![gx],
+            Some(_) => vec![gx, gw],
+        })
+    }
+
+    fn cpu_backward(&self, g: &Tensor, n: usize, c: usize) -> Result<(Grad, Grad)> {
+        let scale = g.item()? / n as f64;
         let (gx, gw) = {
             let xg = self.logits.storage();
             let lg = self.lse.storage();
@@ -146,12 +253,51 @@ impl Saved {
         };
         let gx = gx.map(|b| cpu_output(b, vec![n, c], &self.logits));
         let gw = gw.map(|b| cpu_output(b, vec![n], &self.logits));
-        Ok(match self.weights {
-            None => vec![gx],
-            Some(_) => vec![gx, gw],
-        })
+        Ok((gx, gw))
+    }
+
+    fn wgpu_backward(&self, g: &Tensor, n: usize, c: usize) -> Result<(Grad, Grad)> {
+        self.logits.same_device(g, OP)?;
+        let (xg, lg, yg, gg) = (
+            self.logits.storage(),
+            self.lse.storage(),
+            self.labels.storage(),
+            g.storage(),
+        );
+        let wg = self.weights.as_ref().map(|w| w.storage());
+        let (x, lse, ys, gl) = (wgpu_of(&xg)?, wgpu_of(&lg)?, wgpu_of(&yg)?, wgpu_of(&gg)?);
+        let w = wg.as_deref().map(wgpu_of).transpose()?;
+        let ctx = x.ctx();
+        let words = [n as u32, c as u32, (1.0 / n as f64 as f32).to_bits()];
+        let gx = if self.logits_grad {
+            let out = WgpuBuffer::new(ctx, (n * c * 4) as u64)?;
+            let mut binds = vec![(1, x), (2, ys), (9, lse), (10, gl), (11, &out)];
+            let k = match w {
+                Some(w) => {
+                    binds.push((6, w));
+                    &BACKWARD_WEIGHTED
+                }
+                None => &BACKWARD,
+            };
+            ctx.launch(k, &words, &binds, (n * c) as u64)?;
+            Some(wgpu_output(out, vec![n, c], &self.logits))
+        } else {
+            None
+        };
+        let gw = if self.weights_grad {
+            let out = WgpuBuffer::new(ctx, (n * 4) as u64)?;
+            let binds = [(1, x), (2, ys), (9, lse), (10, gl), (12, &out)];
+            ctx.launch(&WEIGHT_GRAD, &words, &binds, n as u64)?;
+            Some(wgpu_output(out, vec![n], &self.logits))
+        } else {
+            None
+        };
+        Ok((gx, gw))
     }
 }
+
+/// An optional gradient.
+type Grad = Option<Tensor>;
 
 #[allow(clippy::too_many_arguments)]
 fn cpu_backward<T: Float + CpuElem>(

@@ -15,14 +15,27 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::cpu_output;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
+use crate::ops::{cpu_output, wgpu_output};
 use crate::rng::{mix64, uniform3};
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "dropout";
+
+const SHADER: &str = include_str!("../../shaders/dropout.wgsl");
+const BY_ROW: Kernel = Kernel {
+    stem: "dropout",
+    source: SHADER,
+    entry: "dropout_f32",
+};
+const BY_ID: Kernel = Kernel {
+    stem: "dropout",
+    source: SHADER,
+    entry: "dropout_ids_f32",
+};
 
 /// Zeroes each element of the 2-D `x` with probability `p` (0 ≤ p < 1) and scales the rest
 /// by `1/(1 - p)`. `row_ids` (u32, one per row) names the rows for the mask; without it row
@@ -70,15 +83,48 @@ pub fn dropout_key(seed: u64, epoch: u64, layer: u64) -> u32 {
 fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<Tensor> {
     let (r, c) = dims2(OP, "x", x)?;
     let ids_guard = row_ids.map(|t| t.storage());
-    let ids = match (row_ids, &ids_guard) {
-        (Some(t), Some(g)) => Some(u32_data(OP, t, g.cpu(OP)?)?),
-        _ => None,
-    };
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_mask(v, r, c, p, key, ids)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
-    };
-    Ok(cpu_output(buf, vec![r, c], x))
+    match &*x.storage() {
+        Storage::Cpu(b) => {
+            let ids = match (row_ids, &ids_guard) {
+                (Some(t), Some(g)) => Some(u32_data(OP, t, g.cpu(OP)?)?),
+                _ => None,
+            };
+            let buf = float_cpu!(OP, &b.data, v => cpu_mask(v, r, c, p, key, ids)?);
+            Ok(cpu_output(buf, vec![r, c], x))
+        }
+        Storage::Wgpu(b) => {
+            let ids = match (row_ids, ids_guard.as_deref()) {
+                (Some(t), _) if t.dtype() != DType::U32 => return Err(t.dtype_error(OP, "u32")),
+                (_, Some(Storage::Wgpu(ids))) => Some(ids),
+                (Some(t), Some(_)) => {
+                    return Err(Error::DeviceMismatch {
+                        op: OP,
+                        lhs: x.device(),
+                        rhs: t.device(),
+                    })
+                }
+                _ => None,
+            };
+            let out = WgpuBuffer::new(b.ctx(), b.len)?;
+            let words = [
+                c as u32,
+                key,
+                (p as f32).to_bits(),
+                ((1.0 / (1.0 - p)) as f32).to_bits(),
+            ];
+            let n = (r * c) as u64;
+            match ids {
+                Some(ids) => {
+                    b.ctx()
+                        .launch_chunked(&BY_ID, &words, &[(1, b), (2, &out)], &[(3, ids)], n)?
+                }
+                None => b
+                    .ctx()
+                    .launch_chunked(&BY_ROW, &words, &[(1, b), (2, &out)], &[], n)?,
+            }
+            Ok(wgpu_output(out, vec![r, c], x))
+        }
+    }
 }
 
 fn cpu_mask<T: Float + CpuElem>(

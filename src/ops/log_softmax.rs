@@ -9,11 +9,34 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
-use crate::error::Result;
+use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
+use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::cpu_output;
 use crate::ops::rows::{dims2, rows_from_fn};
+use crate::ops::{cpu_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = include_str!("../../shaders/log_softmax.wgsl");
+const FORWARD: Kernel = Kernel {
+    stem: "log_softmax",
+    source: SHADER,
+    entry: "log_softmax_f32",
+};
+const BACKWARD: Kernel = Kernel {
+    stem: "log_softmax",
+    source: SHADER,
+    entry: "log_softmax_backward_f32",
+};
+
+/// Launches a row kernel (one workgroup per row) over `[r, c]` with the given buffers.
+fn launch_rows(k: &Kernel, r: usize, c: usize, buffers: &[(u32, &WgpuBuffer)]) -> Result<()> {
+    let ctx = buffers[0].1.ctx();
+    if r == 0 || c == 0 {
+        return Ok(());
+    }
+    let grid = ctx.grid(r as u64 * WG as u64)?;
+    ctx.launch_grid(k, &[r as u32, c as u32], buffers, grid)
+}
 
 /// `(m, ln Σ exp(row - m))` with `m` the row maximum, so that `lse = m + ln Σ exp(row - m)`.
 /// Callers that need `x - lse` compute `(x - m) - ln Σ…`: the difference `x - m` is exact for
@@ -46,11 +69,17 @@ pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
     const OP: &str = "log_softmax";
     x.expect_float(OP)?;
     let (r, c) = dims2(OP, "x", x)?;
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_forward(v, r, c)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let out = match &*x.storage() {
+        Storage::Cpu(b) => {
+            let buf = float_cpu!(OP, &b.data, v => cpu_forward(v, r, c)?);
+            cpu_output(buf, vec![r, c], x)
+        }
+        Storage::Wgpu(b) => {
+            let out = WgpuBuffer::new(b.ctx(), b.len)?;
+            launch_rows(&FORWARD, r, c, &[(1, b), (2, &out)])?;
+            wgpu_output(out, vec![r, c], x)
+        }
     };
-    let out = cpu_output(buf, vec![r, c], x);
     let y = out.detach();
     Ok(record(OP, out, &[x], move |g| {
         Ok(vec![Some(log_softmax_backward(g, &y)?)])
@@ -68,13 +97,22 @@ fn cpu_forward<T: Float + CpuElem>(x: &[T], r: usize, c: usize) -> Result<CpuBuf
 fn log_softmax_backward(g: &Tensor, y: &Tensor) -> Result<Tensor> {
     const OP: &str = "log_softmax_backward";
     let (r, c) = dims2(OP, "gradient", g)?;
-    let buf = match (&*g.storage(), &*y.storage()) {
+    match (&*g.storage(), &*y.storage()) {
         (Storage::Cpu(gb), Storage::Cpu(yb)) => {
-            float_cpu2!(OP, &gb.data, &yb.data, (g, y) => cpu_backward(g, y, r, c)?)
+            let buf = float_cpu2!(OP, &gb.data, &yb.data, (g, y) => cpu_backward(g, y, r, c)?);
+            Ok(cpu_output(buf, vec![r, c], g))
         }
-        _ => return Err(crate::ops::no_kernel(file!())),
-    };
-    Ok(cpu_output(buf, vec![r, c], g))
+        (Storage::Wgpu(gb), Storage::Wgpu(yb)) => {
+            let out = WgpuBuffer::new(gb.ctx(), gb.len)?;
+            launch_rows(&BACKWARD, r, c, &[(3, gb), (4, yb), (5, &out)])?;
+            Ok(wgpu_output(out, vec![r, c], g))
+        }
+        _ => Err(Error::DeviceMismatch {
+            op: OP,
+            lhs: g.device(),
+            rhs: y.device(),
+        }),
+    }
 }
 
 fn cpu_backward<T: Float + CpuElem>(g: &[T], y: &[T], r: usize, c: usize) -> Result<CpuBuffer> {

@@ -10,12 +10,30 @@
 //! with SIMD micro-kernels for f32 and f64 (the f64 path serves gradient checks), runs
 //! multithreaded, and takes arbitrary row and column strides, which is what lets the
 //! transpose flags cost nothing.
+//!
+//! wgpu kernel (`shaders/matmul.wgsl`): 64x64 output tiles per workgroup of 16x16 threads,
+//! 4x4 register blocking, k in steps of 16 staged in workgroup memory (8 KiB, within the
+//! 16 KiB every adapter guarantees); the flags choose how tiles are loaded, so transposed
+//! operands cost no copy either. Each output is one dot product in k order: deterministic.
+//! Operands past the adapter's storage-binding limit are split where their rows are
+//! contiguous: `op(A) = A` splits C's rows (each chunk a launch over a row range of A and
+//! C); `op(A) = Aᵀ` with `op(B) = B` (the weight gradient `Xᵀ·G`) splits k, adding the
+//! chunks' products into C in order. Other layouts past the limit are an error.
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
-use crate::ops::cpu_output;
+use crate::ops::{cpu_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
+
+const KERNEL: Kernel = Kernel {
+    stem: "matmul",
+    source: include_str!("../../shaders/matmul.wgsl"),
+    entry: "matmul_f32",
+};
+/// Rows and columns of C per workgroup.
+const TILE: usize = 64;
 
 /// `op(a) · op(b)` for 2-D `a`, `b`; `ta`/`tb` transpose the stored operand.
 pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
@@ -36,11 +54,22 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
             ),
         ));
     }
-    let buf = match (&*a.storage(), &*b.storage()) {
-        (Storage::Cpu(x), Storage::Cpu(y)) => cpu_matmul(&x.data, &y.data, m, k, n, ta, tb)?,
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let out = match (&*a.storage(), &*b.storage()) {
+        (Storage::Cpu(x), Storage::Cpu(y)) => {
+            let buf = cpu_matmul(&x.data, &y.data, m, k, n, ta, tb)?;
+            cpu_output(buf, vec![m, n], a)
+        }
+        (Storage::Wgpu(x), Storage::Wgpu(y)) => {
+            wgpu_output(wgpu_matmul(x, y, m, k, n, ta, tb)?, vec![m, n], a)
+        }
+        _ => {
+            return Err(Error::DeviceMismatch {
+                op: OP,
+                lhs: a.device(),
+                rhs: b.device(),
+            })
+        }
     };
-    let out = cpu_output(buf, vec![m, n], a);
     let (sa, sb) = (a.clone(), b.clone());
     Ok(record(OP, out, &[a, b], move |g| {
         let ga = if !sa.requires_grad() {
@@ -69,6 +98,99 @@ fn dims(t: &Tensor) -> Result<(usize, usize)> {
             format!("expected a 2-D operand, got shape {s:?}"),
         )),
     }
+}
+
+fn wgpu_matmul(
+    a: &WgpuBuffer,
+    b: &WgpuBuffer,
+    m: usize,
+    k: usize,
+    n: usize,
+    ta: bool,
+    tb: bool,
+) -> Result<WgpuBuffer> {
+    let ctx = a.ctx();
+    let bytes = (m * n * 4) as u64;
+    if m == 0 || n == 0 || k == 0 {
+        return WgpuBuffer::zeros(ctx, bytes);
+    }
+    let max = ctx.limits.max_compute_workgroups_per_dimension as usize;
+    let (cols, rows) = (n.div_ceil(TILE), m.div_ceil(TILE));
+    // Row blocks past the per-dimension limit fold into z; the shader recombines them.
+    if cols > max || rows.div_ceil(max) > max || [m, n, k].iter().any(|&d| d > u32::MAX as usize) {
+        return Err(Error::shape(
+            "matmul",
+            format!("{m}x{k} by {k}x{n} exceeds the dispatch grid of this adapter"),
+        ));
+    }
+    let out = WgpuBuffer::new(ctx, bytes)?;
+    let run = |rows: (usize, usize), ks: (usize, usize), accumulate: bool| -> Result<()> {
+        // Byte ranges of A, B and C that rows i0..i1 and k range l0..l1 touch.
+        let ((i0, i1), (l0, l1)) = (rows, ks);
+        let (mm, kk) = (i1 - i0, l1 - l0);
+        let a_range = if ta {
+            (l0 * m, kk * m)
+        } else {
+            (i0 * k, mm * k)
+        };
+        let b_range = if tb { (0, n * k) } else { (l0 * n, kk * n) };
+        let c_range = (i0 * n, mm * n);
+        let words = [
+            mm as u32,
+            n as u32,
+            kk as u32,
+            ta as u32,
+            tb as u32,
+            accumulate as u32,
+        ];
+        let four = |(o, l): (usize, usize)| ((o * 4) as u64, (l * 4) as u64);
+        let (ao, al) = four(a_range);
+        let (bo, bl) = four(b_range);
+        let (co, cl) = four(c_range);
+        let y = mm.div_ceil(TILE).min(max);
+        let z = mm.div_ceil(TILE).div_ceil(y);
+        ctx.launch_ranges(
+            &KERNEL,
+            &words,
+            &[(1, a, ao, al), (2, b, bo, bl), (3, &out, co, cl)],
+            (cols as u32, y as u32, z as u32),
+        )
+    };
+    let limit = ctx.chunk_bytes() as usize / 4;
+    let fits = |elems: usize| elems <= limit;
+    if fits(m * k) && fits(k * n) && fits(m * n) {
+        run((0, m), (0, k), false)?;
+    } else if !ta && fits(k * n) {
+        // Row blocks of A and C; a multiple of TILE rows keeps the offsets aligned.
+        let step = (limit / k.max(n)) / TILE * TILE;
+        if step == 0 {
+            return Err(too_large(m, k, n, ta, tb));
+        }
+        for i0 in (0..m).step_by(step) {
+            run((i0, (i0 + step).min(m)), (0, k), false)?;
+        }
+    } else if ta && !tb && fits(m * n) {
+        let step = (limit / m.max(n)) / TILE * TILE;
+        if step == 0 {
+            return Err(too_large(m, k, n, ta, tb));
+        }
+        for l0 in (0..k).step_by(step) {
+            run((0, m), (l0, (l0 + step).min(k)), l0 > 0)?;
+        }
+    } else {
+        return Err(too_large(m, k, n, ta, tb));
+    }
+    Ok(out)
+}
+
+fn too_large(m: usize, k: usize, n: usize, ta: bool, tb: bool) -> Error {
+    Error::shape(
+        "matmul",
+        format!(
+            "{m}x{k} by {k}x{n} (ta: {ta}, tb: {tb}) has an operand past the adapter's \
+             storage-binding limit in a layout that cannot be split"
+        ),
+    )
 }
 
 fn cpu_matmul(

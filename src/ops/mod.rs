@@ -57,6 +57,7 @@ mod unary;
 pub use adam::{adam_update, AdamStep};
 pub use argmax::argmax_rows;
 pub use assign::assign;
+pub(crate) use assign::fill;
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
 pub use concat::concat;
 pub use cross_entropy::cross_entropy;

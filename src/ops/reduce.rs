@@ -6,18 +6,41 @@
 //! the backward of `expand_dim` is the sum. Means are sums scaled by `1/n`.
 //!
 //! Summation order is fixed (rows in blocks of `BLOCK`, blocks added in order), so results
-//! do not depend on the thread count.
+//! do not depend on the thread count. The wgpu kernels (`shaders/reduce.wgsl`) fix their
+//! order too: a row is summed by one workgroup per 1024 columns (a tree over 256 threads),
+//! then the block sums again, until one value is left; a column sum adds blocks of
+//! `COL_BLOCK` rows in order, then the block sums again.
 
 use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::{cpu_output, mul_scalar, reshape};
+use crate::ops::{cpu_output, mul_scalar, reshape, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const BLOCK: usize = 256;
+
+const SHADER: &str = include_str!("../../shaders/reduce.wgsl");
+const fn kernel(entry: &'static str) -> Kernel {
+    Kernel {
+        stem: "reduce",
+        source: SHADER,
+        entry,
+    }
+}
+const SUM_ROWS: Kernel = kernel("sum_rows_f32");
+const SUM_ROWS_SMALL: Kernel = kernel("sum_rows_small_f32");
+const SUM_COLS: Kernel = kernel("sum_cols_f32");
+const EXPAND: Kernel = kernel("expand_f32");
+/// Columns one workgroup of `sum_rows_f32` sums (4 per thread).
+const ROW_BLOCK: usize = 1024;
+/// Rows at or below this length are summed by one invocation each.
+const SMALL_ROW: usize = 32;
+/// Rows one invocation of `sum_cols_f32` adds.
+const COL_BLOCK: usize = 64;
 
 fn dims(op: &'static str, x: &Tensor) -> Result<(usize, usize)> {
     match x.shape() {
@@ -41,12 +64,14 @@ pub fn sum_dim(x: &Tensor, dim: usize) -> Result<Tensor> {
     const OP: &str = "sum_dim";
     check_dim(OP, dim)?;
     let (r, c) = dims(OP, x)?;
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_sum_dim(v, r, c, dim)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
-    };
     let out_shape = if dim == 0 { vec![c] } else { vec![r] };
-    let out = cpu_output(buf, out_shape, x);
+    let out = match &*x.storage() {
+        Storage::Cpu(b) => {
+            let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, r, c, dim)?);
+            cpu_output(buf, out_shape, x)
+        }
+        Storage::Wgpu(b) => wgpu_output(wgpu_sum_dim(b, r, c, dim)?, out_shape, x),
+    };
     let n = if dim == 0 { r } else { c };
     Ok(record(OP, out, &[x], move |g| {
         Ok(vec![Some(expand_dim(g, dim, n)?)])
@@ -66,11 +91,13 @@ pub fn sum_all(x: &Tensor) -> Result<Tensor> {
     const OP: &str = "sum_all";
     let n = x.numel();
     let flat = x.view(&[1, n])?;
-    let buf = match &*flat.storage() {
-        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_sum_dim(v, 1, n, 1)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let out = match &*flat.storage() {
+        Storage::Cpu(b) => {
+            let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, 1, n, 1)?);
+            cpu_output(buf, vec![], x)
+        }
+        Storage::Wgpu(b) => wgpu_output(wgpu_sum_dim(b, 1, n, 1)?, vec![], x),
     };
-    let out = cpu_output(buf, vec![], x);
     let in_shape = x.shape().to_vec();
     Ok(record(OP, out, &[x], move |g| {
         let row = expand_dim(&reshape(g, &[1])?, 1, n)?;
@@ -101,17 +128,70 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
         }
     };
     let (r, c) = if dim == 0 { (n, len) } else { (len, n) };
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => {
-            cpu::from_fn(r * c, |i| if dim == 0 { v[i % c] } else { v[i / c] })?
-        }),
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let out = match &*x.storage() {
+        Storage::Cpu(b) => {
+            let buf = float_cpu!(OP, &b.data, v => {
+                cpu::from_fn(r * c, |i| if dim == 0 { v[i % c] } else { v[i / c] })?
+            });
+            cpu_output(buf, vec![r, c], x)
+        }
+        Storage::Wgpu(b) => {
+            let out = WgpuBuffer::new(b.ctx(), (r * c * 4) as u64)?;
+            let words = [c as u32, dim as u32];
+            b.ctx()
+                .launch_chunked(&EXPAND, &words, &[(4, &out)], &[(3, b)], (r * c) as u64)?;
+            wgpu_output(out, vec![r, c], x)
+        }
     };
-    let out = cpu_output(buf, vec![r, c], x);
     let in_shape = x.shape().to_vec();
     Ok(record(OP, out, &[x], move |g| {
         Ok(vec![Some(reshape(&sum_dim(g, dim)?, &in_shape)?)])
     }))
+}
+
+/// Sum over `dim` of the `[r, c]` f32 matrix in `x`, on its adapter.
+fn wgpu_sum_dim(x: &WgpuBuffer, r: usize, c: usize, dim: usize) -> Result<WgpuBuffer> {
+    let ctx = x.ctx();
+    let (outer, inner) = if dim == 0 { (c, r) } else { (r, c) };
+    if outer == 0 || inner == 0 {
+        return WgpuBuffer::zeros(ctx, (outer * 4) as u64);
+    }
+    if dim == 1 && c <= SMALL_ROW {
+        let out = WgpuBuffer::new(ctx, (r * 4) as u64)?;
+        let words = [r as u32, c as u32];
+        ctx.launch(&SUM_ROWS_SMALL, &words, &[(1, x), (2, &out)], r as u64)?;
+        return Ok(out);
+    }
+    // Each pass leaves one partial sum per block; the partials are summed again in order.
+    let mut cur: Option<WgpuBuffer> = None;
+    let (mut rr, mut cc) = (r, c);
+    loop {
+        let src = cur.as_ref().unwrap_or(x);
+        let (next, blocks) = if dim == 1 {
+            let nb = cc.div_ceil(ROW_BLOCK);
+            let out = WgpuBuffer::new(ctx, (rr * nb * 4) as u64)?;
+            let words = [rr as u32, cc as u32, nb as u32];
+            let grid = ctx.grid((rr * nb) as u64 * WG as u64)?;
+            ctx.launch_grid(&SUM_ROWS, &words, &[(1, src), (2, &out)], grid)?;
+            (out, nb)
+        } else {
+            let nb = rr.div_ceil(COL_BLOCK);
+            let out = WgpuBuffer::new(ctx, (nb * cc * 4) as u64)?;
+            let words = [rr as u32, cc as u32, COL_BLOCK as u32];
+            ctx.launch(&SUM_COLS, &words, &[(1, src), (2, &out)], (nb * cc) as u64)?;
+            (out, nb)
+        };
+        cur = Some(next);
+        if blocks == 1 {
+            break;
+        }
+        if dim == 1 {
+            cc = blocks;
+        } else {
+            rr = blocks;
+        }
+    }
+    cur.ok_or_else(|| Error::invalid("sum_dim: no pass ran"))
 }
 
 fn cpu_sum_dim<T: Float + CpuElem>(x: &[T], r: usize, c: usize, dim: usize) -> Result<CpuBuffer> {

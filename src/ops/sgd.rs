@@ -5,9 +5,22 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::CpuElem;
+use crate::device::wgpu::Kernel;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
 use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = include_str!("../../shaders/sgd.wgsl");
+const PLAIN: Kernel = Kernel {
+    stem: "sgd",
+    source: SHADER,
+    entry: "sgd_f32",
+};
+const MOMENTUM: Kernel = Kernel {
+    stem: "sgd",
+    source: SHADER,
+    entry: "sgd_momentum_f32",
+};
 
 /// Hyper-parameters of one SGD step.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +47,7 @@ pub fn sgd_update(
         (Storage::Cpu(p), Storage::Cpu(g)) => {
             let v = match vel.as_deref_mut() {
                 Some(Storage::Cpu(b)) => Some(&mut b.data),
-                Some(_) => return Err(crate::ops::no_kernel(file!())),
+                Some(_) => return Err(mismatch(param, velocity)),
                 None => None,
             };
             use crate::device::cpu::CpuData as D;
@@ -50,9 +63,37 @@ pub fn sgd_update(
                 }
             }
         }
-        _ => return Err(crate::ops::no_kernel(file!())),
+        (Storage::Wgpu(p), Storage::Wgpu(g)) => {
+            let bits = |x: f64| (x as f32).to_bits();
+            let words = [
+                bits(h.lr),
+                bits(h.momentum),
+                bits(h.weight_decay),
+                h.first as u32,
+            ];
+            let n = param.numel() as u64;
+            match vel.as_deref_mut() {
+                Some(Storage::Wgpu(v)) => {
+                    p.ctx()
+                        .launch_chunked(&MOMENTUM, &words, &[(1, p), (2, g), (3, v)], &[], n)?
+                }
+                Some(_) => return Err(mismatch(param, velocity)),
+                None => p
+                    .ctx()
+                    .launch_chunked(&PLAIN, &words, &[(1, p), (2, g)], &[], n)?,
+            }
+        }
+        _ => return Err(mismatch(param, Some(grad))),
     }
     Ok(())
+}
+
+fn mismatch(param: &Tensor, other: Option<&Tensor>) -> Error {
+    Error::DeviceMismatch {
+        op: "sgd_update",
+        lhs: param.device(),
+        rhs: other.map_or(param.device(), Tensor::device),
+    }
 }
 
 fn cpu<T: Float + CpuElem>(p: &mut [T], g: &[T], v: Option<&mut [T]>, h: SgdStep) {

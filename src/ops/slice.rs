@@ -9,10 +9,23 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
-use crate::ops::cpu_output;
 use crate::ops::rows::{dims2, rows_from_fn};
+use crate::ops::{cpu_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = include_str!("../../shaders/slice.wgsl");
+const COLS: Kernel = Kernel {
+    stem: "slice",
+    source: SHADER,
+    entry: "slice_cols_u32",
+};
+const PAD: Kernel = Kernel {
+    stem: "slice",
+    source: SHADER,
+    entry: "slice_pad_f32",
+};
 
 /// `len` rows (`dim` 0) or columns (`dim` 1) of the 2-D `x`, starting at `start`.
 pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor> {
@@ -33,15 +46,29 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
         ));
     }
     let out_shape = if dim == 0 { vec![len, c] } else { vec![r, len] };
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => match &b.data {
-            CpuData::F32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
-            CpuData::F64(v) => cpu_slice(v, c, dim, start, &out_shape)?,
-            CpuData::U32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
-        },
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let out = match &*x.storage() {
+        Storage::Cpu(b) => {
+            let buf = match &b.data {
+                CpuData::F32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
+                CpuData::F64(v) => cpu_slice(v, c, dim, start, &out_shape)?,
+                CpuData::U32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
+            };
+            cpu_output(buf, out_shape, x)
+        }
+        Storage::Wgpu(b) => {
+            let ctx = b.ctx();
+            let n = out_shape[0] * out_shape[1];
+            let out = WgpuBuffer::new(ctx, (n * 4) as u64)?;
+            if dim == 0 {
+                // Rows are contiguous: one copy.
+                ctx.copy(b, (start * c * 4) as u64, &out, 0, (n * 4) as u64)?;
+            } else {
+                let words = [c as u32, start as u32, len as u32, 1];
+                ctx.launch_chunked(&COLS, &words, &[(2, &out)], &[(1, b)], n as u64)?;
+            }
+            wgpu_output(out, out_shape, x)
+        }
     };
-    let out = cpu_output(buf, out_shape, x);
     let in_shape = x.shape().to_vec();
     Ok(record(OP, out, &[x], move |g| {
         Ok(vec![Some(slice_backward(g, dim, start, &in_shape)?)])
@@ -69,6 +96,14 @@ fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> R
     let (gr, gc) = dims2(OP, "gradient", g)?;
     let (r, c) = (in_shape[0], in_shape[1]);
     let buf = match &*g.storage() {
+        Storage::Wgpu(b) => {
+            let out = WgpuBuffer::new(b.ctx(), (r * c * 4) as u64)?;
+            let glen = if dim == 0 { gr } else { gc };
+            let words = [c as u32, start as u32, glen as u32, dim as u32];
+            b.ctx()
+                .launch_chunked(&PAD, &words, &[(4, &out)], &[(3, b)], (r * c) as u64)?;
+            return Ok(wgpu_output(out, in_shape.to_vec(), g));
+        }
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => {
             rows_from_fn(r, c, r * c + gr * gc, |i, row| {
                 if dim == 0 {
@@ -80,7 +115,6 @@ fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> R
                 }
             })?
         }),
-        _ => return Err(crate::ops::no_kernel(file!())),
     };
     Ok(cpu_output(buf, in_shape.to_vec(), g))
 }

@@ -18,10 +18,23 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::cpu_output;
+use crate::ops::{cpu_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = include_str!("../../shaders/unary.wgsl");
+const FORWARD: Kernel = Kernel {
+    stem: "unary",
+    source: SHADER,
+    entry: "unary_f32",
+};
+const BACKWARD: Kernel = Kernel {
+    stem: "unary",
+    source: SHADER,
+    entry: "unary_backward_f32",
+};
 
 /// Which unary op, with its parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -64,6 +77,27 @@ impl UnaryOp {
             | UnaryOp::MulScalar(p) => p,
             _ => 0.0,
         }
+    }
+
+    /// The op's number in `shaders/unary.wgsl`.
+    fn code(self) -> u32 {
+        match self {
+            UnaryOp::Neg => 0,
+            UnaryOp::Relu => 1,
+            UnaryOp::LeakyRelu(_) => 2,
+            UnaryOp::Elu(_) => 3,
+            UnaryOp::Sigmoid => 4,
+            UnaryOp::Tanh => 5,
+            UnaryOp::Exp => 6,
+            UnaryOp::Log => 7,
+            UnaryOp::AddScalar(_) => 8,
+            UnaryOp::MulScalar(_) => 9,
+        }
+    }
+
+    /// Parameter words of the shader after `[n, base]`: the op and its f32 parameter.
+    fn words(self) -> [u32; 2] {
+        [self.code(), (self.param() as f32).to_bits()]
     }
 
     /// True if the backward rule reads the input rather than the output.
@@ -154,11 +188,19 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
             )));
         }
     }
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(name, &b.data, v => cpu_forward(op, v)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let out = match &*x.storage() {
+        Storage::Cpu(b) => {
+            let buf = float_cpu!(name, &b.data, v => cpu_forward(op, v)?);
+            cpu_output(buf, x.shape().to_vec(), x)
+        }
+        Storage::Wgpu(b) => {
+            let out = WgpuBuffer::new(b.ctx(), b.len)?;
+            let n = x.numel() as u64;
+            b.ctx()
+                .launch_chunked(&FORWARD, &op.words(), &[(1, b), (2, &out)], &[], n)?;
+            wgpu_output(out, x.shape().to_vec(), x)
+        }
     };
-    let out = cpu_output(buf, x.shape().to_vec(), x);
     let saved = if op.saves_input() {
         x.detach()
     } else {
@@ -175,13 +217,30 @@ fn cpu_forward<T: Float + CpuElem>(op: UnaryOp, x: &[T]) -> Result<CpuBuffer> {
 
 /// `ḡ · f'(saved)`: the fused backward kernel of every unary op.
 fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
-    let buf = match (&*g.storage(), &*saved.storage()) {
+    g.same_device(saved, op.name())?;
+    match (&*g.storage(), &*saved.storage()) {
         (Storage::Cpu(gb), Storage::Cpu(sb)) => {
-            float_cpu2!(op.name(), &gb.data, &sb.data, (g, s) => cpu_backward(op, g, s)?)
+            let buf = float_cpu2!(op.name(), &gb.data, &sb.data, (g, s) => cpu_backward(op, g, s)?);
+            Ok(cpu_output(buf, g.shape().to_vec(), g))
         }
-        _ => return Err(crate::ops::no_kernel(file!())),
-    };
-    Ok(cpu_output(buf, g.shape().to_vec(), g))
+        (Storage::Wgpu(gb), Storage::Wgpu(sb)) => {
+            let out = WgpuBuffer::new(gb.ctx(), gb.len)?;
+            let n = g.numel() as u64;
+            gb.ctx().launch_chunked(
+                &BACKWARD,
+                &op.words(),
+                &[(3, gb), (4, sb), (5, &out)],
+                &[],
+                n,
+            )?;
+            Ok(wgpu_output(out, g.shape().to_vec(), g))
+        }
+        _ => Err(Error::DeviceMismatch {
+            op: op.name(),
+            lhs: g.device(),
+            rhs: saved.device(),
+        }),
+    }
 }
 
 fn cpu_backward<T: Float + CpuElem>(op: UnaryOp, g: &[T], s: &[T]) -> Result<CpuBuffer> {

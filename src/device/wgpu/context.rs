@@ -115,6 +115,8 @@ pub struct Context {
     pub(crate) pipelines: Mutex<HashMap<(&'static str, &'static str), Arc<wgpu::ComputePipeline>>>,
     /// Errors wgpu reported outside any error scope, taken by the next check.
     pub(crate) uncaptured: Arc<Mutex<Vec<String>>>,
+    /// Test cap on the bytes of one chunked binding (0: none); see `set_chunk_cap`.
+    pub(crate) chunk_cap: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Context {
@@ -193,6 +195,7 @@ fn create(index: u32) -> Result<Context> {
         pool: Mutex::new(HashMap::new()),
         pipelines: Mutex::new(HashMap::new()),
         uncaptured,
+        chunk_cap: std::sync::atomic::AtomicU64::new(0),
     })
 }
 

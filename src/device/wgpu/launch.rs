@@ -8,6 +8,14 @@
 //! different binding numbers. One-dimensional launches cover `n` invocations with workgroups of [`WG`]
 //! threads on a 2-D grid, so more than 65,535 workgroups is never a problem: a shader
 //! computes its linear index as `gid.x + gid.y * nwg.x * WG` and checks it against `n`.
+//!
+//! A storage binding may not exceed the adapter's `max_storage_buffer_binding_size` (128 MiB
+//! on many adapters): every dispatch checks this and fails with a message naming the
+//! binding. Elementwise kernels go through [`Context::launch_chunked`], which binds
+//! aligned sub-ranges and launches once per chunk, so they have no such limit; ops that
+//! split large operands their own way (matmul) bind byte ranges with
+//! [`Context::launch_ranges`], sized by [`Context::chunk_bytes`]. The uniform block is
+//! zero-padded to at least 16 words, so an entry may leave a shader's trailing words unset.
 
 use std::sync::Arc;
 
@@ -16,6 +24,9 @@ use crate::error::{Error, Result};
 
 /// Threads per workgroup of 1-D kernels.
 pub const WG: u32 = 256;
+
+/// Parameter words every uniform block holds at least (zero-padded).
+const MIN_PARAM_WORDS: usize = 16;
 
 /// A WGSL entry point: its file stem, its source and its function name.
 #[derive(Clone, Copy, Debug)]
@@ -102,9 +113,150 @@ impl Context {
         buffers: &[(u32, &WgpuBuffer)],
         grid: (u32, u32, u32),
     ) -> Result<()> {
+        let whole: Vec<Binding> = buffers.iter().map(|&(s, b)| Binding::whole(s, b)).collect();
+        self.dispatch(k, params, &whole, grid)
+    }
+
+    /// Runs the elementwise kernel `k` over `n` elements in chunks whose bindings fit the
+    /// adapter's `max_storage_buffer_binding_size`. Every buffer in `chunked` holds one
+    /// 4-byte value per element and is bound to the chunk's range (the offset a multiple of
+    /// `min_storage_buffer_offset_alignment`); those in `whole` are bound entirely. The
+    /// shader's parameter words are `[n_chunk, base, extra...]`: it indexes the chunked
+    /// buffers with its local index `i < n_chunk` and computes coordinates (row, column,
+    /// broadcast index) from the global index `base + i`.
+    pub fn launch_chunked(
+        &self,
+        k: &Kernel,
+        extra: &[u32],
+        chunked: &[(u32, &WgpuBuffer)],
+        whole: &[(u32, &WgpuBuffer)],
+        n: u64,
+    ) -> Result<()> {
+        if n > u32::MAX as u64 {
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!(
+                    "{}::{}: {n} elements do not fit u32 indices",
+                    k.stem, k.entry
+                ),
+            });
+        }
+        let step = self.chunk_elems();
+        let mut base = 0u64;
+        while base < n {
+            let len = step.min(n - base);
+            let mut words = vec![len as u32, base as u32];
+            words.extend_from_slice(extra);
+            let mut binds: Vec<Binding> = chunked
+                .iter()
+                .map(|&(slot, buffer)| Binding {
+                    slot,
+                    buffer,
+                    offset: base * 4,
+                    size: len * 4,
+                })
+                .collect();
+            binds.extend(whole.iter().map(|&(s, b)| Binding::whole(s, b)));
+            let grid = self.grid(len)?;
+            self.dispatch(k, &words, &binds, grid)?;
+            base += len;
+        }
+        Ok(())
+    }
+
+    /// Elements of 4 bytes per chunk of [`Context::launch_chunked`]: the largest multiple of
+    /// the offset alignment that fits the binding limit (or the test cap, when lower), and
+    /// below 2³² so that global indices fit a u32.
+    fn chunk_elems(&self) -> u64 {
+        let align = (self.limits.min_storage_buffer_offset_alignment as u64).max(4) / 4;
+        let elems = (self.chunk_bytes() / 4).min(u32::MAX as u64 / 2);
+        (elems / align * align).max(align)
+    }
+
+    /// The bytes an op that splits its work may bind at once: the adapter's
+    /// `max_storage_buffer_binding_size`, or the test cap of [`Context::set_chunk_cap`] when
+    /// lower.
+    pub fn chunk_bytes(&self) -> u64 {
+        let limit = self.limits.max_storage_buffer_binding_size;
+        match self.chunk_cap.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => limit,
+            cap => limit.min(cap),
+        }
+    }
+
+    /// Runs `k` on an explicit grid with storage bindings given as byte ranges
+    /// `(binding, buffer, offset, size)`; offsets must be multiples of the adapter's
+    /// `min_storage_buffer_offset_alignment`. For ops that split large operands themselves.
+    pub fn launch_ranges(
+        &self,
+        k: &Kernel,
+        params: &[u32],
+        ranges: &[(u32, &WgpuBuffer, u64, u64)],
+        grid: (u32, u32, u32),
+    ) -> Result<()> {
+        let binds: Vec<Binding> = ranges
+            .iter()
+            .map(|&(slot, buffer, offset, size)| Binding {
+                slot,
+                buffer,
+                offset,
+                size,
+            })
+            .collect();
+        self.dispatch(k, params, &binds, grid)
+    }
+
+    /// Caps the bytes each chunked binding of [`Context::launch_chunked`] (and of ops that
+    /// split by [`Context::chunk_bytes`], like matmul) covers below the adapter's limit
+    /// (`None` lifts the cap). Results do not change: tests use it to run the chunked paths
+    /// on small tensors.
+    pub fn set_chunk_cap(&self, bytes: Option<u64>) {
+        self.chunk_cap
+            .store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Copies `size` bytes between buffers on the queue (offsets and size multiples of 4).
+    pub fn copy(
+        &self,
+        src: &WgpuBuffer,
+        src_offset: u64,
+        dst: &WgpuBuffer,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        self.checked("copy_buffer_to_buffer", || {
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(src.raw(), src_offset, dst.raw(), dst_offset, size);
+            self.queue.submit([enc.finish()]);
+        })
+    }
+
+    /// Records one dispatch of `k` with `binds` and submits it.
+    fn dispatch(
+        &self,
+        k: &Kernel,
+        params: &[u32],
+        binds: &[Binding],
+        grid: (u32, u32, u32),
+    ) -> Result<()> {
+        let limit = self.limits.max_storage_buffer_binding_size;
+        if let Some(b) = binds.iter().find(|b| b.size > limit) {
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!(
+                    "{}::{}: binding {} covers {} bytes, past the adapter's max_storage_buffer_binding_size of {limit} bytes",
+                    k.stem, k.entry, b.slot, b.size
+                ),
+            });
+        }
         let pipeline = self.pipeline(k)?;
+        // Padded to at least MIN_PARAM_WORDS: a shader's Params struct may declare words
+        // that one of its entries leaves unset (they read as 0).
         let mut words = params.to_vec();
-        words.resize(params.len().div_ceil(4).max(1) * 4, 0);
+        words.resize(params.len().div_ceil(4).max(MIN_PARAM_WORDS / 4) * 4, 0);
         self.checked(&format!("dispatch {}::{}", k.stem, k.entry), || {
             use wgpu::util::DeviceExt;
             let uniform = self
@@ -118,14 +270,14 @@ impl Context {
                 binding: 0,
                 resource: uniform.as_entire_binding(),
             }];
-            for &(binding, b) in buffers {
-                let size = wgpu::BufferSize::new(b.len.div_ceil(4).max(1) * 4);
+            for b in binds {
                 entries.push(wgpu::BindGroupEntry {
-                    binding,
+                    binding: b.slot,
                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: b.raw(),
-                        offset: 0,
-                        size,
+                        buffer: b.buffer.raw(),
+                        offset: b.offset,
+                        // An empty tensor still binds one word: bindings cannot be empty.
+                        size: wgpu::BufferSize::new(b.size.max(4)),
                     }),
                 });
             }
@@ -143,5 +295,25 @@ impl Context {
             }
             self.queue.submit([enc.finish()]);
         })
+    }
+}
+
+/// A storage binding of one dispatch: a byte range of a buffer.
+struct Binding<'a> {
+    slot: u32,
+    buffer: &'a WgpuBuffer,
+    offset: u64,
+    size: u64,
+}
+
+impl<'a> Binding<'a> {
+    /// The whole of `buffer`'s used bytes (rounded up to a word).
+    fn whole(slot: u32, buffer: &'a WgpuBuffer) -> Self {
+        Binding {
+            slot,
+            buffer,
+            offset: 0,
+            size: buffer.len.div_ceil(4) * 4,
+        }
     }
 }

@@ -1,0 +1,164 @@
+//! wgpu kernel throughput on adapter `wgpu:0`: matmul in FLOP/s (criterion's "elem/s" =
+//! FLOP/s here, 2·m·n·k per product) and relu/add in bytes/s (each value read or written
+//! once). Skipped with a printed reason when no adapter exists.
+//!
+//! Time is device time from timestamp queries when the adapter has `TIMESTAMP_QUERY`: an
+//! empty compute pass writes a timestamp before the batch of ops and another after it, on
+//! the same queue. Otherwise (lavapipe has no timestamps) it is wall time around the
+//! submissions plus a wait for the queue. Either way it includes each op's output
+//! allocation from the pool and its per-dispatch overhead, as training sees them.
+//!
+//! `cargo bench --bench wgpu_ops -- --warm-up-time 1 --measurement-time 2` for a quick run.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use espalier::device::wgpu::{context, Context};
+use espalier::ops;
+use espalier::rng::Rng;
+use espalier::{Device, Result, Tensor};
+
+fn randn(shape: &[usize], seed: u64, dev: Device) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    Tensor::from_f32((0..n).map(|_| rng.normal() as f32).collect(), shape, dev).unwrap()
+}
+
+/// The adapter's context, or `None` after printing why the benches are skipped.
+fn adapter() -> Option<Arc<Context>> {
+    match context(0) {
+        Ok(ctx) => {
+            let timing = if has_timestamps(&ctx) {
+                "device time from timestamp queries"
+            } else {
+                "wall time around submit + sync (no TIMESTAMP_QUERY)"
+            };
+            println!(
+                "wgpu:0 = {} ({:?}): {timing}",
+                ctx.info.name, ctx.info.backend
+            );
+            Some(ctx)
+        }
+        Err(e) => {
+            println!("skipping wgpu benches: {e}");
+            None
+        }
+    }
+}
+
+fn has_timestamps(ctx: &Context) -> bool {
+    ctx.features.contains(wgpu::Features::TIMESTAMP_QUERY)
+}
+
+/// A compute pass with no dispatch that writes timestamp `index` of `set`.
+fn stamp(ctx: &Context, set: &wgpu::QuerySet, index: u32) {
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    {
+        let _pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("timestamp"),
+            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                query_set: set,
+                beginning_of_pass_write_index: Some(index),
+                end_of_pass_write_index: None,
+            }),
+        });
+    }
+    ctx.queue.submit([enc.finish()]);
+}
+
+/// Nanoseconds between timestamps 0 and 1 of `set`.
+fn elapsed_ns(ctx: &Context, set: &wgpu::QuerySet) -> f64 {
+    let size = 2 * wgpu::QUERY_SIZE as u64;
+    let resolve = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("timestamps"),
+        size,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("timestamps readback"),
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    enc.resolve_query_set(set, 0..2, &resolve, 0);
+    enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, size);
+    ctx.queue.submit([enc.finish()]);
+    staging.map_async(wgpu::MapMode::Read, .., |r| r.expect("map timestamps"));
+    ctx.sync().unwrap();
+    let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&staging.get_mapped_range(..).unwrap());
+    ticks[1].saturating_sub(ticks[0]) as f64 * ctx.queue.get_timestamp_period() as f64
+}
+
+/// Time of `iters` runs of `op`: device time when timestamps exist, else wall time.
+fn time(ctx: &Context, iters: u64, op: &dyn Fn() -> Result<Tensor>) -> Duration {
+    ctx.sync().unwrap();
+    if has_timestamps(ctx) {
+        let set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("bench"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        });
+        stamp(ctx, &set, 0);
+        for _ in 0..iters {
+            black_box(op().unwrap());
+        }
+        stamp(ctx, &set, 1);
+        Duration::from_nanos(elapsed_ns(ctx, &set) as u64)
+    } else {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(op().unwrap());
+        }
+        ctx.sync().unwrap();
+        start.elapsed()
+    }
+}
+
+fn matmul(c: &mut Criterion) {
+    let Some(ctx) = adapter() else { return };
+    let dev = Device::Wgpu(ctx.index);
+    let mut g = c.benchmark_group("wgpu/matmul_flop");
+    for (m, k, n) in [(256, 256, 256), (512, 512, 512), (4096, 256, 64)] {
+        let a = randn(&[m, k], 1, dev);
+        let b = randn(&[k, n], 2, dev);
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        for (ta, tb) in [(false, false), (true, false)] {
+            let a = if ta {
+                randn(&[k, m], 3, dev)
+            } else {
+                a.clone()
+            };
+            let id = format!("{m}x{k}x{n}{}", if ta { "_ta" } else { "" });
+            g.bench_function(BenchmarkId::from_parameter(id), |bench| {
+                bench.iter_custom(|iters| time(&ctx, iters, &|| ops::matmul(&a, &b, ta, tb)))
+            });
+        }
+    }
+    g.finish();
+}
+
+fn elementwise(c: &mut Criterion) {
+    let Some(ctx) = adapter() else { return };
+    let dev = Device::Wgpu(ctx.index);
+    let mut g = c.benchmark_group("wgpu/elementwise");
+    let (r, f) = (16_384, 64); // 1 Mi values, 4 MiB per f32 tensor
+    let x = randn(&[r, f], 3, dev);
+    let y = randn(&[r, f], 4, dev);
+    let bytes = (r * f * 4) as u64;
+    g.throughput(Throughput::Bytes(2 * bytes));
+    g.bench_function(BenchmarkId::new("relu", format!("{r}x{f}")), |bench| {
+        bench.iter_custom(|iters| time(&ctx, iters, &|| ops::relu(&x)))
+    });
+    g.throughput(Throughput::Bytes(3 * bytes));
+    g.bench_function(BenchmarkId::new("add", format!("{r}x{f}")), |bench| {
+        bench.iter_custom(|iters| time(&ctx, iters, &|| ops::add(&x, &y)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, matmul, elementwise);
+criterion_main!(benches);

@@ -1,0 +1,204 @@
+// Fused, stable softmax cross-entropy (src/ops/cross_entropy.rs).
+//
+// ce_rows_f32:          0 params, 1 x (read), 2 labels (read, u32), 3 lse (read_write),
+//                       4 row_loss (read_write). One workgroup of 64 threads per row
+//                       (row = wid.x + wid.y * nwg.x): m = row max (a NaN wins),
+//                       l = ln Σ exp(x - m) (0 when m is ±inf or NaN); lse = m + l,
+//                       row_loss = l - (x[y] - m), y clamped into the row (ce_mean flags it).
+// ce_mean_f32,
+// ce_mean_weighted_f32: 0 params, 2 labels, 5 rows (read, the row losses), 6 w (read,
+//                       weighted only), 7 loss (read_write, 1 value), 8 status (read_write,
+//                       2 u32). One workgroup of 256: thread t adds rows t, t + 256, ... in
+//                       order, then a tree; loss = Σ wᵢ·row_lossᵢ / n. status = [first row
+//                       whose label is >= c, its label], or [0xffffffff, 0] if none.
+// ce_backward_f32,
+// ce_backward_weighted_f32: 0 params, 1 x, 2 labels, 9 lse_in (read), 10 gl (read, the
+//                       loss gradient, 1 value), 6 w (weighted only), 11 gx (read_write).
+//                       One invocation per logit (1-D, i = gid.x + gid.y * nwg.x * 256):
+//                       s = gl · wᵢ / n, gx = s·exp(x - lse) - (s if j == y).
+// ce_weight_grad_f32:   0 params, 1 x, 2 labels, 9 lse_in, 10 gl, 12 gw (read_write); one
+//                       invocation per row: gw = gl / n · (lse - x[y]).
+
+struct Params {
+    r: u32,      // rows n
+    c: u32,      // classes
+    inv_n: u32,  // 1/n as f32 bits
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> labels: array<u32>;
+@group(0) @binding(3) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(4) var<storage, read_write> row_loss: array<f32>;
+@group(0) @binding(5) var<storage, read> rows: array<f32>;
+@group(0) @binding(6) var<storage, read> w: array<f32>;
+@group(0) @binding(7) var<storage, read_write> loss: array<f32>;
+@group(0) @binding(8) var<storage, read_write> status: array<u32>;
+@group(0) @binding(9) var<storage, read> lse_in: array<f32>;
+@group(0) @binding(10) var<storage, read> gl: array<f32>;
+@group(0) @binding(11) var<storage, read_write> gx: array<f32>;
+@group(0) @binding(12) var<storage, read_write> gw: array<f32>;
+
+var<workgroup> part: array<f32, 256>;
+var<workgroup> bad: array<u32, 256>;
+
+fn nan_max(a: f32, b: f32) -> f32 {
+    if is_nan(a) {
+        return a;
+    }
+    if b > a || is_nan(b) {
+        return b;
+    }
+    return a;
+}
+
+// Bit tests: `v != v` may be folded away by drivers that assume no NaN.
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn finite(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u;
+}
+
+fn label_col(row: u32) -> u32 {
+    return min(labels[row], p.c - 1u);
+}
+
+@compute @workgroup_size(64)
+fn ce_rows_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    let c = p.c;
+    let live = row < p.r;
+    let base = row * c;
+    var m = 0.0;
+    if live {
+        m = x[base + min(t, c - 1u)];
+        for (var j = t + 64u; j < c; j += 64u) {
+            m = nan_max(m, x[base + j]);
+        }
+    }
+    part[t] = m;
+    workgroupBarrier();
+    for (var half = 32u; half > 0u; half >>= 1u) {
+        if t < half {
+            part[t] = nan_max(part[t], part[t + half]);
+        }
+        workgroupBarrier();
+    }
+    let mx = part[0];
+    workgroupBarrier();
+    var s = 0.0;
+    if live {
+        for (var j = t; j < c; j += 64u) {
+            s += exp(x[base + j] - mx);
+        }
+    }
+    part[t] = s;
+    workgroupBarrier();
+    for (var half = 32u; half > 0u; half >>= 1u) {
+        if t < half {
+            part[t] += part[t + half];
+        }
+        workgroupBarrier();
+    }
+    if t == 0u && live {
+        var l = 0.0;
+        if finite(mx) {
+            l = log(part[0]);
+        }
+        lse[row] = mx + l;
+        row_loss[row] = l - (x[base + label_col(row)] - mx);
+    }
+}
+
+// The first row (from t in steps of 256) whose label is out of range, or 0xffffffff.
+fn first_bad(t: u32) -> u32 {
+    for (var i = t; i < p.r; i += 256u) {
+        if labels[i] >= p.c {
+            return i;
+        }
+    }
+    return 0xffffffffu;
+}
+
+// Tree over the workgroup's partial sums and first bad rows; thread 0 writes the results.
+// Kept free of `w`, so that the unweighted entry does not bind it.
+fn finish_mean(t: u32, acc: f32, first: u32) {
+    part[t] = acc;
+    bad[t] = first;
+    workgroupBarrier();
+    for (var half = 128u; half > 0u; half >>= 1u) {
+        if t < half {
+            part[t] += part[t + half];
+            bad[t] = min(bad[t], bad[t + half]);
+        }
+        workgroupBarrier();
+    }
+    if t == 0u {
+        loss[0] = part[0] * bitcast<f32>(p.inv_n);
+        let b = bad[0];
+        status[0] = b;
+        status[1] = select(labels[min(b, p.r - 1u)], 0u, b == 0xffffffffu);
+    }
+}
+
+@compute @workgroup_size(256)
+fn ce_mean_f32(@builtin(local_invocation_index) t: u32) {
+    var acc = 0.0;
+    for (var i = t; i < p.r; i += 256u) {
+        acc += rows[i];
+    }
+    finish_mean(t, acc, first_bad(t));
+}
+
+@compute @workgroup_size(256)
+fn ce_mean_weighted_f32(@builtin(local_invocation_index) t: u32) {
+    var acc = 0.0;
+    for (var i = t; i < p.r; i += 256u) {
+        acc += w[i] * rows[i];
+    }
+    finish_mean(t, acc, first_bad(t));
+}
+
+fn backward_at(i: u32, scale: f32) {
+    let row = i / p.c;
+    let j = i % p.c;
+    let s = gl[0] * bitcast<f32>(p.inv_n) * scale;
+    var v = s * exp(x[i] - lse_in[row]);
+    if j == labels[row] {
+        v -= s;
+    }
+    gx[i] = v;
+}
+
+@compute @workgroup_size(256)
+fn ce_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if i >= p.r * p.c {
+        return;
+    }
+    backward_at(i, 1.0);
+}
+
+@compute @workgroup_size(256)
+fn ce_backward_weighted_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if i >= p.r * p.c {
+        return;
+    }
+    backward_at(i, w[i / p.c]);
+}
+
+@compute @workgroup_size(256)
+fn ce_weight_grad_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = gid.x + gid.y * nwg.x * 256u;
+    if row >= p.r {
+        return;
+    }
+    gw[row] = gl[0] * bitcast<f32>(p.inv_n) * (lse_in[row] - x[row * p.c + label_col(row)]);
+}

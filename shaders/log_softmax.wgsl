@@ -1,0 +1,128 @@
+// Row-wise log-softmax and its backward (src/ops/log_softmax.rs).
+//
+// log_softmax_f32:          0 params, 1 x (read), 2 out (read_write).
+//                           m = row max (a NaN wins), l = ln Σ exp(x - m) (0 when m is
+//                           ±inf or NaN), out = (x - m) - l.
+// log_softmax_backward_f32: 0 params, 3 g (read), 4 y (read), 5 gx (read_write);
+//                           gx = g - exp(y) · Σ_row g.
+// One workgroup of 64 threads per row: row = wid.x + wid.y * nwg.x; thread t visits columns
+// t, t + 64, ... in order, then a tree over the workgroup (fixed order: deterministic).
+
+struct Params {
+    r: u32,
+    c: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read> g: array<f32>;
+@group(0) @binding(4) var<storage, read> y: array<f32>;
+@group(0) @binding(5) var<storage, read_write> gx: array<f32>;
+
+var<workgroup> part: array<f32, 64>;
+
+// The larger of two values, a NaN winning so that it propagates.
+fn nan_max(a: f32, b: f32) -> f32 {
+    if is_nan(a) {
+        return a;
+    }
+    if b > a || is_nan(b) {
+        return b;
+    }
+    return a;
+}
+
+// Bit tests: `v != v` may be folded away by drivers that assume no NaN.
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn finite(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u;
+}
+
+@compute @workgroup_size(64)
+fn log_softmax_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    let c = p.c;
+    let live = row < p.r;
+    let base = row * c;
+    // Start from a real element of the row, so no identity value is needed.
+    var m = 0.0;
+    if live {
+        m = x[base + min(t, c - 1u)];
+        for (var j = t + 64u; j < c; j += 64u) {
+            m = nan_max(m, x[base + j]);
+        }
+    }
+    part[t] = m;
+    workgroupBarrier();
+    for (var half = 32u; half > 0u; half >>= 1u) {
+        if t < half {
+            part[t] = nan_max(part[t], part[t + half]);
+        }
+        workgroupBarrier();
+    }
+    let mx = part[0];
+    workgroupBarrier();
+    var s = 0.0;
+    if live {
+        for (var j = t; j < c; j += 64u) {
+            s += exp(x[base + j] - mx);
+        }
+    }
+    part[t] = s;
+    workgroupBarrier();
+    for (var half = 32u; half > 0u; half >>= 1u) {
+        if t < half {
+            part[t] += part[t + half];
+        }
+        workgroupBarrier();
+    }
+    var l = 0.0;
+    if finite(mx) {
+        l = log(part[0]);
+    }
+    if live {
+        for (var j = t; j < c; j += 64u) {
+            out[base + j] = (x[base + j] - mx) - l;
+        }
+    }
+}
+
+@compute @workgroup_size(64)
+fn log_softmax_backward_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    let c = p.c;
+    let live = row < p.r;
+    let base = row * c;
+    var s = 0.0;
+    if live {
+        for (var j = t; j < c; j += 64u) {
+            s += g[base + j];
+        }
+    }
+    part[t] = s;
+    workgroupBarrier();
+    for (var half = 32u; half > 0u; half >>= 1u) {
+        if t < half {
+            part[t] += part[t + half];
+        }
+        workgroupBarrier();
+    }
+    let total = part[0];
+    if live {
+        for (var j = t; j < c; j += 64u) {
+            gx[base + j] = g[base + j] - exp(y[base + j]) * total;
+        }
+    }
+}
