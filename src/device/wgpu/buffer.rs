@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::device::wgpu::Context;
-use crate::device::Allocation;
+use crate::device::{size_class, Allocation};
 use crate::error::{Error, Result};
 
 /// A pooled storage buffer of at least `len` bytes.
@@ -29,14 +29,6 @@ impl std::fmt::Debug for WgpuBuffer {
             self.len, self.class, self.ctx
         )
     }
-}
-
-/// The size class of a request: at least 256 bytes, four classes per power of two.
-pub fn size_class(bytes: u64) -> u64 {
-    let b = bytes.max(256);
-    let p = 63 - b.leading_zeros() as u64; // 2^p <= b < 2^(p+1)
-    let step = 1u64 << (p - 2);
-    b.div_ceil(step) * step
 }
 
 impl WgpuBuffer {
@@ -174,7 +166,7 @@ impl Drop for WgpuBuffer {
 
 #[cfg(test)]
 mod tests {
-    use super::size_class;
+    use crate::device::size_class;
 
     #[test]
     fn size_classes_cover_requests_with_bounded_waste() {
