@@ -11,6 +11,6 @@ mod buffer;
 mod context;
 mod launch;
 
-pub use buffer::WgpuBuffer;
+pub use buffer::{size_class, WgpuBuffer};
 pub use context::{adapters, context, resolve_adapter, AdapterSummary, Context};
 pub use launch::{Kernel, WG};
