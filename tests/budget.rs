@@ -5,8 +5,9 @@
 //!
 //! The CPU tracker is process-wide, so these tests take a lock against each other.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
+mod common;
 
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, ModelConfig, ModelKind, Module};
@@ -132,14 +133,9 @@ fn products_like_stays_within_budget() {
 #[test]
 fn email_enron_stays_within_budget() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let p = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/email-enron"
-    ));
-    if !p.exists() {
-        println!("skipped: {} not found", p.display());
+    let Some(p) = common::shared_data("email-enron") else {
         return;
-    }
+    };
     let opts = LoadOptions {
         cache: false,
         ..LoadOptions::default()

@@ -57,7 +57,7 @@ fn epoch_line(e: &EpochStats, total: usize) -> String {
         .map_or("   -  ".to_string(), |v| format!("{v:.4}"));
     let p = &e.phases;
     format!(
-        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s (sample {:.3} part {:.3} slice {:.3} gather {:.3} fwd {:.3} bwd {:.3} opt {:.3}) {} micro-batches",
+        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s (sample {:.3} part {:.3} slice {:.3} gather {:.3} fwd {:.3} bwd {:.3} opt {:.3})  micro-batches {}",
         e.epoch + 1,
         e.loss,
         e.train_acc,

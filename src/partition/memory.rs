@@ -80,7 +80,7 @@
 //!
 //! # Adding a layer
 //!
-//! A new layer kind is one replay function with the signature of [`sage_mean_sum`]
+//! A new layer kind is one replay function with the signature of `sage_mean_sum`
 //! mirroring its forward code with the `Replay` ops (add a `Replay` op for a new
 //! primitive: its forward allocations, what its closure keeps, what its rule allocates),
 //! plus one arm in `MemoryEstimator::layer`. An LSTM aggregator reads the per-degree

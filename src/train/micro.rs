@@ -1,8 +1,8 @@
 //! Micro-batch training of one batch with exact gradient accumulation.
 //!
-//! The batch is sampled once. A [`Partitioner`] splits its seeds into K micro-batches
+//! The batch is sampled once. A [`Partitioner`](crate::partition::Partitioner) splits its seeds into K micro-batches
 //! (with a memory budget, the smallest K whose largest estimated micro-batch fits, see
-//! [`Trainer::plan`]); each micro-batch's blocks are sliced from the full batch's, so its
+//! `Trainer::plan`); each micro-batch's blocks are sliced from the full batch's, so its
 //! logits equal the full batch's rows for its seeds. Per micro-batch: upload its features
 //! and labels, forward, cross-entropy scaled by `|seeds_k| / |seeds|`, backward. Only
 //! parameter gradients survive a micro-batch; after all K, one optimizer step, so the step
@@ -61,7 +61,7 @@ impl Default for MicroConfig {
     }
 }
 
-/// What [`Trainer::run_batch`] does with each micro-batch.
+/// What `Trainer::run_batch` does with each micro-batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
     /// Forward, backward, then one optimizer step for the batch.
