@@ -1,4 +1,4 @@
-//! The `espalier` command line: `train`, `gen`, `devices`. Run `espalier help <command>`
+//! The `espalier` command line: `train`, `partition`, `gen`, `devices`. Run `espalier help <command>`
 //! for every flag.
 
 mod cli;

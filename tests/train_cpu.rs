@@ -43,6 +43,7 @@ fn config(kind: ModelKind, data: &Dataset, epochs: usize, seed: u64) -> TrainCon
         device: Device::Cpu,
         eval_every: 0,
         eval_batch_size: 4096,
+        micro: Default::default(),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Command-line interface: argument definitions and dispatch.
 
+mod common;
 mod devices;
 mod gen;
+mod partition;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Train a GNN (with no flags: GraphSAGE on an embedded synthetic Cora-sized graph).
     Train(Box<train::TrainArgs>),
+    /// Sample and partition batches into micro-batches; report redundancy, estimated and
+    /// measured peak memory per micro-batch, without training.
+    Partition(Box<partition::PartitionArgs>),
     /// Write a synthetic graph in OGB's raw layout, so other tools read the same graph.
     Gen(gen::GenArgs),
     /// List the devices this build can use.
@@ -43,6 +48,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         None => train::run(&train::TrainArgs::default_args()),
         Some(Command::Train(a)) => train::run(&a),
+        Some(Command::Partition(a)) => partition::run(&a),
         Some(Command::Gen(a)) => gen::run(&a),
         Some(Command::Devices) => devices::run(),
     }

@@ -7,72 +7,26 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use espalier::error::{Error, Result};
-use espalier::graph::{self, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind};
-use espalier::train::{BatchSize, EpochStats, OptimizerKind, TrainConfig, Trainer};
-use espalier::Device;
+use espalier::partition::format_bytes;
+use espalier::train::{EpochStats, Trainer};
+
+use crate::cli::common::{write_json, CommonArgs, TrainOnly};
 
 /// Flags of `espalier train`. Defaults follow the PyG peer (`shared/bench/pyg_peer.py`).
 #[derive(Parser, Debug, Clone)]
 #[command(name = "train")]
 pub struct TrainArgs {
-    /// A folder in OGB's raw layout, an edge-list file, or `synthetic:PRESET[,scale=X][,seed=N]`
-    /// with PRESET one of cora-like, arxiv-like, products-like, papers-like.
-    #[arg(long, default_value = "synthetic:cora-like")]
-    pub dataset: String,
-    /// Split folder name under DATASET/split/ (default: the only or first one).
-    #[arg(long)]
-    pub split: Option<String>,
-    /// Add reverse edges (then drop duplicates) before sampling.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub symmetrize: bool,
-    /// Width of the random features given to a graph that has none.
-    #[arg(long, default_value_t = 100)]
-    pub feat_dim: usize,
-    /// Number of classes: random labels for a graph without labels get this many (default
-    /// 10); for a labelled graph a label at or above it is an error.
-    #[arg(long)]
-    pub classes: Option<usize>,
-    /// Model: sage or gcn.
-    #[arg(long, default_value = "sage")]
-    pub model: String,
-    /// SAGE aggregator: mean, sum or pool.
-    #[arg(long, default_value = "mean")]
-    pub aggr: String,
-    /// Number of layers (default: one per fanout).
-    #[arg(long)]
-    pub layers: Option<usize>,
-    /// Hidden width.
-    #[arg(long, default_value_t = 256)]
-    pub hidden: usize,
-    /// Neighbours sampled per layer, input layer first (DGL order); -1 = all.
-    /// Default 25,10; with --layers N alone, 10 per layer.
-    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
-    pub fanouts: Option<Vec<i64>>,
-    /// Seeds per batch, or `full` for all training seeds in one batch.
-    #[arg(long, default_value = "full")]
-    pub batch_size: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Training epochs.
     #[arg(long, default_value_t = 50)]
     pub epochs: usize,
-    /// Optimizer: adam (L2 weight decay, as torch.optim.Adam), adamw or sgd (momentum 0.9).
-    #[arg(long, default_value = "adam")]
-    pub optimizer: String,
     /// Learning rate.
     #[arg(long, default_value_t = 0.01)]
     pub lr: f64,
     /// Weight decay (added to the gradient for adam and sgd; decoupled for adamw).
     #[arg(long, default_value_t = 5e-4)]
     pub weight_decay: f64,
-    /// Dropout between layers.
-    #[arg(long, default_value_t = 0.5)]
-    pub dropout: f64,
-    /// Seed of initialisation, sampling, dropout and synthesized data.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Device: cpu, wgpu[:N] or cuda[:N].
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
     /// Write a checkpoint (safetensors) here after every epoch.
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
@@ -88,33 +42,12 @@ pub struct TrainArgs {
     /// Seeds per evaluation batch.
     #[arg(long, default_value_t = 4096)]
     pub eval_batch_size: usize,
-    /// Do not write the binary cache of a loaded dataset.
-    #[arg(long)]
-    pub no_cache: bool,
 }
 
 impl TrainArgs {
     /// The defaults: what `espalier` or `espalier train` with no flags runs.
     pub fn default_args() -> TrainArgs {
         TrainArgs::parse_from(["train"])
-    }
-
-    fn fanouts(&self) -> Result<Vec<i64>> {
-        let f = match (&self.fanouts, self.layers) {
-            (Some(f), Some(l)) if f.len() != l => {
-                return Err(Error::invalid(format!(
-                    "--layers {l} but {} fanouts: give one fanout per layer",
-                    f.len()
-                )))
-            }
-            (Some(f), _) => f.clone(),
-            (None, Some(l)) => vec![10; l],
-            (None, None) => vec![25, 10],
-        };
-        if f.is_empty() {
-            return Err(Error::invalid("--fanouts needs at least one layer"));
-        }
-        Ok(f)
     }
 }
 
@@ -124,86 +57,36 @@ fn epoch_line(e: &EpochStats, total: usize) -> String {
         .map_or("   -  ".to_string(), |v| format!("{v:.4}"));
     let p = &e.phases;
     format!(
-        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s (sample {:.3} gather {:.3} fwd {:.3} bwd {:.3} opt {:.3})",
+        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s (sample {:.3} part {:.3} slice {:.3} gather {:.3} fwd {:.3} bwd {:.3} opt {:.3})  micro-batches {}",
         e.epoch + 1,
         e.loss,
         e.train_acc,
         e.seconds,
         p.sample,
+        p.partition,
+        p.slice,
         p.gather,
         p.forward,
         p.backward,
-        p.optimizer
+        p.optimizer,
+        e.micro_batches
     )
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
-    // Check every flag before the (possibly long) dataset load.
-    let device: Device = a.device.parse()?;
-    device.memory()?;
-    let fanouts = a.fanouts()?;
-    let kind = a.model.parse::<ModelKind>()?;
-    let aggr = a.aggr.parse::<Aggregator>()?;
-    let batch_size = a.batch_size.parse::<BatchSize>()?;
-    let optimizer = a.optimizer.parse::<OptimizerKind>()?;
-    if !(0.0..1.0).contains(&a.dropout) {
-        return Err(Error::invalid(format!(
-            "--dropout {} must be in [0, 1)",
-            a.dropout
-        )));
-    }
-    let opts = LoadOptions {
-        split: a.split.clone(),
-        feat_dim: a.feat_dim,
-        classes: a.classes,
-        seed: a.seed,
-        cache: !a.no_cache,
-    };
-    let t = std::time::Instant::now();
-    let data = graph::load(&a.dataset, &opts)?;
-    for note in &data.notes {
-        eprintln!("note: {note}");
-    }
-    let graph = if a.symmetrize {
-        data.graph.symmetrize()
-    } else {
-        data.graph.clone()
-    };
-    eprintln!(
-        "dataset {}: {} nodes, {} edges{}, {} features, {} classes, split {}/{}/{} ({:.2}s)",
-        data.name,
-        data.num_nodes(),
-        graph.num_edges(),
-        if a.symmetrize { " (symmetrized)" } else { "" },
-        data.feat_dim,
-        data.num_classes,
-        data.split.train.len(),
-        data.split.valid.len(),
-        data.split.test.len(),
-        t.elapsed().as_secs_f64()
-    );
-    let model = ModelConfig {
-        kind,
-        aggr,
-        in_dim: data.feat_dim,
-        hidden: a.hidden,
-        out_dim: data.num_classes,
-        layers: fanouts.len(),
-        dropout: a.dropout,
-    };
-    let config = TrainConfig {
-        model,
-        fanouts,
-        batch_size,
-        epochs: a.epochs,
-        optimizer,
-        lr: a.lr,
-        weight_decay: a.weight_decay,
-        seed: a.seed,
-        device,
-        eval_every: a.eval_every,
-        eval_batch_size: a.eval_batch_size,
-    };
+    let c = &a.common;
+    let (data, graph) = c.load()?;
+    let config = c.config(
+        &data,
+        TrainOnly {
+            epochs: a.epochs,
+            lr: a.lr,
+            weight_decay: a.weight_decay,
+            eval_every: a.eval_every,
+            eval_batch_size: a.eval_batch_size,
+        },
+    )?;
+    let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     if let Some(path) = &a.resume {
         trainer.resume(path)?;
@@ -213,15 +96,21 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             trainer.start_epoch
         );
     }
+    let micro = &trainer.config.micro;
     eprintln!(
-        "model {:?}/{:?}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}",
+        "model {:?}/{:?}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}, micro-batches {} ({}){}",
         trainer.config.model.kind,
         trainer.config.model.aggr,
         trainer.config.model.layers,
-        a.hidden,
+        c.hidden,
         espalier::nn::Module::num_parameters(&trainer.model),
         trainer.config.fanouts,
-        a.batch_size
+        c.batch_size,
+        micro.micro_batches,
+        micro.partitioner,
+        micro
+            .memory_budget
+            .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)))
     );
 
     let total = a.epochs;
@@ -253,13 +142,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         summary.train_seconds
     );
     if let Some(path) = &a.json {
-        let text =
-            serde_json::to_string_pretty(&summary).map_err(|e| Error::invalid(e.to_string()))?;
-        if path == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))?;
-        }
+        write_json(path, &summary)?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod csr;
 pub mod dataset;
 pub mod io;
 pub mod sample;
+pub mod slice;
 pub mod synth;
 
 pub use block::Block;
@@ -13,6 +14,7 @@ pub use bucket::{degree_histogram, Bucket, Buckets};
 pub use csr::Csr;
 pub use dataset::{Dataset, LoadOptions, Split};
 pub use sample::{full_blocks, sample_blocks, Sampler};
+pub use slice::{BlockSizes, Slicer};
 
 /// Loads a dataset from a spec: `synthetic:PRESET[,scale=X][,seed=N]` generates one in
 /// memory; anything else is a path to an OGB raw-layout folder or an edge-list file.

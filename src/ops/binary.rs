@@ -142,21 +142,42 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             })
         }
     };
-    let (sa, sb) = (a.clone(), b.clone());
+    // Save only what the rule reads: add and sub read no values; mul reads the other
+    // operand; div reads b for ā and both for b̄. A gradient nobody needs is not computed.
+    let (need_a, need_b) = (a.requires_grad(), b.requires_grad());
+    let reads_values = matches!(op, BinaryOp::Mul | BinaryOp::Div);
+    let sa = (reads_values && need_b).then(|| a.detach());
+    let sb = (reads_values && (need_a || op == BinaryOp::Div)).then(|| b.detach());
+    let b_shape = b.shape().to_vec();
     Ok(record(name, out, &[a, b], move |g| {
-        let ga = match op {
-            BinaryOp::Add | BinaryOp::Sub => g.clone(),
-            BinaryOp::Mul => mul(g, &sb)?,
-            BinaryOp::Div => div(g, &sb)?,
+        let saved = |t: &Option<Tensor>| {
+            t.clone()
+                .ok_or_else(|| Error::Autograd(format!("{name}: operand not saved")))
         };
-        let gb_full = match op {
-            BinaryOp::Add => g.clone(),
-            BinaryOp::Sub => neg(g)?,
-            BinaryOp::Mul => mul(g, &sa)?,
-            BinaryOp::Div => neg(&div(&mul(g, &sa)?, &mul(&sb, &sb)?)?)?,
+        let ga = if !need_a {
+            None
+        } else {
+            Some(match op {
+                BinaryOp::Add | BinaryOp::Sub => g.clone(),
+                BinaryOp::Mul => mul(g, &saved(&sb)?)?,
+                BinaryOp::Div => div(g, &saved(&sb)?)?,
+            })
         };
-        let gb = reduce_to(&gb_full, bc, sb.shape())?;
-        Ok(vec![Some(ga), Some(gb)])
+        let gb = if !need_b {
+            None
+        } else {
+            let full = match op {
+                BinaryOp::Add => g.clone(),
+                BinaryOp::Sub => neg(g)?,
+                BinaryOp::Mul => mul(g, &saved(&sa)?)?,
+                BinaryOp::Div => {
+                    let (sa, sb) = (saved(&sa)?, saved(&sb)?);
+                    neg(&div(&mul(g, &sa)?, &mul(&sb, &sb)?)?)?
+                }
+            };
+            Some(reduce_to(&full, bc, &b_shape)?)
+        };
+        Ok(vec![ga, gb])
     }))
 }
 

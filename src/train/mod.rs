@@ -1,8 +1,13 @@
 //! Training: optimizers, and (with the graph machinery) the trainer.
 
 pub mod checkpoint;
+pub mod micro;
 pub mod optim;
 pub mod trainer;
 
+pub use micro::{MicroConfig, SAFETY_MARGIN};
 pub use optim::{Adam, Optimizer, Sgd};
-pub use trainer::{BatchSize, EpochStats, OptimizerKind, Summary, TrainConfig, Trainer};
+pub use trainer::{
+    gather_host, gather_rows, BatchSize, EpochStats, OptimizerKind, Phases, Summary, TrainConfig,
+    Trainer,
+};

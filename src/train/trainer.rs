@@ -1,7 +1,10 @@
 //! The training loop: epochs over the training seeds, in mini-batches of a given size or
-//! as one full batch; per batch, sample blocks, gather features, forward, loss, backward,
-//! optimizer step; evaluation on validation and test nodes; per-phase timing.
+//! as one full batch; per batch, sample blocks once, split them into micro-batches
+//! ([`crate::train::micro`]: K = 1 is plain training), forward, loss, backward per
+//! micro-batch, one optimizer step; evaluation on validation and test nodes; per-phase
+//! timing; memory budget and per-micro-batch memory statistics.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,9 +18,13 @@ use crate::error::{Error, Result};
 use crate::graph::{sample_blocks, Block, Csr, Dataset};
 use crate::nn::{Forward, Gnn, ModelConfig, Module};
 use crate::ops;
+use crate::partition::{
+    self, format_bytes, MemoryEstimator, PartitionStats, Partitioner, Resident,
+};
 use crate::rng::{mix64, Rng};
 use crate::tensor::Tensor;
 use crate::train::checkpoint;
+use crate::train::micro::{MicroConfig, Pass, SAFETY_MARGIN};
 use crate::train::optim::{Adam, Optimizer, Sgd};
 
 /// How many seeds one batch holds.
@@ -83,8 +90,10 @@ pub struct TrainConfig {
     pub device: Device,
     /// Evaluate on the validation nodes every this many epochs (0: only at the end).
     pub eval_every: usize,
-    /// Seeds per evaluation batch.
+    /// Seeds per evaluation batch (halved while an evaluation batch runs out of memory).
     pub eval_batch_size: usize,
+    /// Micro-batches per batch, partitioner, memory budget.
+    pub micro: MicroConfig,
 }
 
 fn serialize_display<S: serde::Serializer>(
@@ -94,14 +103,34 @@ fn serialize_display<S: serde::Serializer>(
     s.collect_str(d)
 }
 
-/// Seconds per phase of an epoch, summed over its batches.
+/// Seconds per phase of an epoch, summed over its batches and micro-batches. `slice` and
+/// `gather` (host work) run on a helper thread while the previous micro-batch computes,
+/// so the phases can add up to more than the epoch.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Phases {
     pub sample: f64,
+    /// Choosing K and partitioning the seeds.
+    pub partition: f64,
+    /// Slicing micro-batch blocks out of the full batch.
+    pub slice: f64,
+    /// Host feature gather.
     pub gather: f64,
+    /// Upload, forward and loss.
     pub forward: f64,
     pub backward: f64,
     pub optimizer: f64,
+}
+
+impl Phases {
+    fn add(&mut self, o: &Phases) {
+        self.sample += o.sample;
+        self.partition += o.partition;
+        self.slice += o.slice;
+        self.gather += o.gather;
+        self.forward += o.forward;
+        self.backward += o.backward;
+        self.optimizer += o.optimizer;
+    }
 }
 
 /// One epoch's figures.
@@ -116,6 +145,8 @@ pub struct EpochStats {
     pub seconds: f64,
     pub phases: Phases,
     pub batches: usize,
+    /// Micro-batches run over the epoch's batches.
+    pub micro_batches: usize,
 }
 
 /// The result of a run (`--json`).
@@ -131,6 +162,9 @@ pub struct Summary {
     /// Highest bytes live on the training device during the run.
     pub peak_bytes: u64,
     pub train_seconds: f64,
+    /// One entry per batch (per epoch in full-batch training): K, partitioner, redundancy,
+    /// times, and per micro-batch seeds, input nodes, estimated and measured peaks.
+    pub micro_batches: Vec<PartitionStats>,
 }
 
 /// A model, its optimizer and the data it trains on.
@@ -142,6 +176,31 @@ pub struct Trainer<'a> {
     pub config: TrainConfig,
     /// Epochs already completed (after a resume).
     pub start_epoch: usize,
+    /// Splits batches into micro-batches.
+    pub partitioner: Box<dyn Partitioner>,
+    /// Predicts micro-batch peaks (budget planning, statistics).
+    pub estimator: MemoryEstimator,
+    /// K chosen for the previous batch under a budget (the next search starts there).
+    pub(crate) last_k: usize,
+    /// Highest tracker peak seen before the last peak reset.
+    peak_seen: Cell<u64>,
+    /// Partition statistics of the batches run so far.
+    micro_log: Vec<PartitionStats>,
+    /// Restores the device's previous budget when the trainer goes.
+    _budget: Option<BudgetGuard>,
+}
+
+/// Puts a device's previous memory budget back when dropped.
+struct BudgetGuard {
+    device: crate::device::Device,
+    previous: Option<u64>,
+}
+
+impl Drop for BudgetGuard {
+    fn drop(&mut self) {
+        // The device was usable when the guard was made; nothing to report if it is not.
+        let _ = self.device.set_memory_budget(self.previous);
+    }
 }
 
 impl<'a> Trainer<'a> {
@@ -173,6 +232,13 @@ impl<'a> Trainer<'a> {
         {
             return Err(Error::invalid(format!("training node {v} has no label")));
         }
+        let micro = &config.micro;
+        let partitioner = partition::by_name(&micro.partitioner)?;
+        let batch_seeds = match config.batch_size {
+            BatchSize::Full => data.split.train.len(),
+            BatchSize::Seeds(n) => n.min(data.split.train.len()),
+        };
+        partition::check_k(micro.micro_batches, batch_seeds)?;
         let degrees = graph.in_degrees();
         let model = Gnn::new(
             config.model.clone(),
@@ -186,13 +252,44 @@ impl<'a> Trainer<'a> {
             OptimizerKind::AdamW => Box::new(Adam::adamw(params, config.lr, config.weight_decay)?),
             OptimizerKind::Sgd => Box::new(Sgd::new(params, config.lr, 0.9, config.weight_decay)?),
         };
+        let estimator =
+            MemoryEstimator::new(config.model.clone(), config.device, optim.state_factor());
+        let budget = match config.micro.memory_budget {
+            None => None,
+            Some(b) => {
+                let resident = estimator.resident_bytes(Resident::STEADY);
+                if resident as f64 * (1.0 + SAFETY_MARGIN) > b as f64 {
+                    return Err(Error::invalid(format!(
+                        "memory budget {} is too small: parameters, their gradients and the \
+                         optimizer state alone take {} (with the {:.0}% safety margin, {}), \
+                         before any activation",
+                        format_bytes(b),
+                        format_bytes(resident),
+                        SAFETY_MARGIN * 100.0,
+                        format_bytes((resident as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
+                    )));
+                }
+                let previous = config.device.memory()?.stats().budget;
+                config.device.set_memory_budget(Some(b))?;
+                Some(BudgetGuard {
+                    device: config.device,
+                    previous,
+                })
+            }
+        };
         Ok(Trainer {
             data,
             graph,
             model,
             optim,
-            config,
             start_epoch: 0,
+            partitioner,
+            estimator,
+            last_k: config.micro.micro_batches,
+            peak_seen: Cell::new(0),
+            micro_log: Vec::new(),
+            _budget: budget,
+            config,
         })
     }
 
@@ -256,45 +353,16 @@ impl<'a> Trainer<'a> {
     pub fn train_epoch(&mut self, epoch: usize) -> Result<EpochStats> {
         let t0 = Instant::now();
         let mut ph = Phases::default();
-        let (mut loss_sum, mut correct, mut seen) = (0.0, 0usize, 0usize);
+        let (mut loss_sum, mut correct, mut seen, mut micro) = (0.0, 0usize, 0usize, 0usize);
         let batches = self.batches(epoch);
         for (b, seeds) in batches.iter().enumerate() {
-            let t = Instant::now();
-            let blocks = self.sample(seeds, ((epoch as u64) << 32) | b as u64)?;
-            ph.sample += t.elapsed().as_secs_f64();
-
-            let t = Instant::now();
-            let x = self.gather_features(&blocks[0].src_nodes)?;
-            let y = self.gather_labels(seeds)?;
-            ph.gather += t.elapsed().as_secs_f64();
-
-            let t = Instant::now();
-            let fwd = Forward {
-                training: true,
-                seed: self.config.seed,
-                epoch: epoch as u64,
-            };
-            let logits = self.model.forward(&blocks, &x, &fwd)?;
-            let loss = ops::cross_entropy(&logits, &y, None)?;
-            let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
-            ph.forward += t.elapsed().as_secs_f64();
-
-            let t = Instant::now();
-            loss.backward()?;
-            ph.backward += t.elapsed().as_secs_f64();
-
-            let t = Instant::now();
-            self.optim.step()?;
-            self.optim.zero_grad();
-            ph.optimizer += t.elapsed().as_secs_f64();
-
-            loss_sum += loss.item()? * seeds.len() as f64;
-            correct += pred
-                .iter()
-                .zip(seeds)
-                .filter(|(&p, &s)| p == self.data.labels[s as usize])
-                .count();
-            seen += seeds.len();
+            let out = self.run_batch(epoch, b, seeds, Pass::Train)?;
+            ph.add(&out.phases);
+            loss_sum += out.loss_sum;
+            correct += out.correct;
+            seen += out.seeds;
+            micro += out.stats.batches.len();
+            self.micro_log.push(out.stats);
         }
         let valid_acc = if self.config.eval_every > 0 && (epoch + 1) % self.config.eval_every == 0 {
             Some(self.evaluate(&self.data.split.valid)?)
@@ -309,7 +377,28 @@ impl<'a> Trainer<'a> {
             seconds: t0.elapsed().as_secs_f64(),
             phases: ph,
             batches: batches.len(),
+            micro_batches: micro,
         })
+    }
+
+    /// Samples and partitions the batches of `epoch` without training: with `run`, every
+    /// micro-batch also runs forward and backward (no optimizer step; gradients dropped)
+    /// to measure its peak. Returns one entry per batch.
+    pub fn partition_epoch(&mut self, epoch: usize, run: bool) -> Result<Vec<PartitionStats>> {
+        let pass = if run { Pass::Measure } else { Pass::Plan };
+        let batches = self.batches(epoch);
+        let mut out = Vec::with_capacity(batches.len());
+        for (b, seeds) in batches.iter().enumerate() {
+            out.push(self.run_batch(epoch, b, seeds, pass)?.stats);
+        }
+        Ok(out)
+    }
+
+    /// Folds the tracker's peak into the run's before a reset.
+    pub(crate) fn fold_peak(&self) {
+        if let Ok(mem) = self.config.device.memory() {
+            self.peak_seen.set(self.peak_seen.get().max(mem.peak()));
+        }
     }
 
     /// Accuracy on `nodes` (labelled ones only), sampling with the training fanouts.
@@ -323,21 +412,38 @@ impl<'a> Trainer<'a> {
             return Ok(f64::NAN);
         }
         let mut correct = 0usize;
+        let mut size = self.config.eval_batch_size;
+        let (mut at, mut i) = (0usize, 0u64);
         no_grad(|| -> Result<()> {
-            for (i, seeds) in labelled.chunks(self.config.eval_batch_size).enumerate() {
-                let blocks = self.sample(seeds, u64::MAX - i as u64)?;
-                let x = self.gather_features(&blocks[0].src_nodes)?;
-                let logits = self.model.forward(&blocks, &x, &Forward::default())?;
-                let pred = ops::argmax_rows(&logits)?.to_vec_u32()?;
-                correct += pred
-                    .iter()
-                    .zip(seeds)
-                    .filter(|(&p, &s)| p == self.data.labels[s as usize])
-                    .count();
+            while at < labelled.len() {
+                let seeds = &labelled[at..(at + size).min(labelled.len())];
+                match self.eval_batch(seeds, u64::MAX - i) {
+                    Ok(c) => {
+                        correct += c;
+                        at += seeds.len();
+                        i += 1;
+                    }
+                    // Under a budget an evaluation batch may not fit: halve and retry.
+                    Err(Error::OutOfMemory { .. }) if size > 1 => size = size.div_ceil(2),
+                    Err(e) => return Err(e),
+                }
             }
             Ok(())
         })?;
         Ok(correct as f64 / labelled.len() as f64)
+    }
+
+    /// Correct predictions among `seeds` (forward only).
+    fn eval_batch(&self, seeds: &[u32], key: u64) -> Result<usize> {
+        let blocks = self.sample(seeds, key)?;
+        let x = self.gather_features(&blocks[0].src_nodes)?;
+        let logits = self.model.forward(&blocks, &x, &Forward::default())?;
+        let pred = ops::argmax_rows(&logits)?.to_vec_u32()?;
+        Ok(pred
+            .iter()
+            .zip(seeds)
+            .filter(|(&p, &s)| p == self.data.labels[s as usize])
+            .count())
     }
 
     /// Trains for the configured epochs (from `start_epoch`), calling `on_epoch` after
@@ -349,6 +455,7 @@ impl<'a> Trainer<'a> {
     ) -> Result<Summary> {
         let mem = self.config.device.memory()?;
         mem.reset_peak();
+        self.peak_seen.set(0);
         let t0 = Instant::now();
         let mut epochs = Vec::new();
         for epoch in self.start_epoch..self.config.epochs {
@@ -362,6 +469,7 @@ impl<'a> Trainer<'a> {
         let train_seconds = t0.elapsed().as_secs_f64();
         let valid_acc = self.evaluate(&self.data.split.valid)?;
         let test_acc = self.evaluate(&self.data.split.test)?;
+        self.fold_peak();
         Ok(Summary {
             dataset: self.data.name.clone(),
             config: self.config.clone(),
@@ -370,14 +478,21 @@ impl<'a> Trainer<'a> {
             valid_acc,
             final_loss: epochs.last().map_or(f64::NAN, |e| e.loss),
             epochs,
-            peak_bytes: mem.peak(),
+            peak_bytes: self.peak_seen.get(),
             train_seconds,
+            micro_batches: std::mem::take(&mut self.micro_log),
         })
     }
 }
 
 /// Rows `ids` of a row-major `[n, dim]` host matrix, as a tensor on `device`.
 pub fn gather_rows(features: &[f32], dim: usize, ids: &[u32], device: Device) -> Result<Tensor> {
+    let out = gather_host(features, dim, ids)?;
+    Tensor::from_f32(out, &[ids.len(), dim], device)
+}
+
+/// Rows `ids` of a row-major `[n, dim]` host matrix, on the host (parallel copy).
+pub fn gather_host(features: &[f32], dim: usize, ids: &[u32]) -> Result<Vec<f32>> {
     let n = features.len() / dim.max(1);
     if let Some(&bad) = ids.iter().find(|&&i| i as usize >= n) {
         return Err(Error::invalid(format!(
@@ -391,5 +506,5 @@ pub fn gather_rows(features: &[f32], dim: usize, ids: &[u32], device: Device) ->
             let i = i as usize;
             row.copy_from_slice(&features[i * dim..(i + 1) * dim]);
         });
-    Tensor::from_f32(out, &[ids.len(), dim], device)
+    Ok(out)
 }

@@ -127,3 +127,15 @@ pub fn parity(name: &str, f: &Op, inputs: &[Tensor]) {
         }
     }
 }
+
+/// `../shared/data/NAME` beside the project, or `None` after printing why the caller skips.
+pub fn shared_data(name: &str) -> Option<std::path::PathBuf> {
+    let p =
+        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")).join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        println!("skipped: {} not found", p.display());
+        None
+    }
+}

@@ -1,0 +1,862 @@
+//! Peak device memory of one micro-batch, predicted before it runs.
+//!
+//! # What is predicted
+//!
+//! The highest value the device's [`MemoryTracker`](crate::device::MemoryTracker) reaches
+//! between the start of a micro-batch (features uploaded) and the end of its backward pass:
+//!
+//! `peak = R + A`, where `R` is what stays **resident** across micro-batches and `A` the
+//! highest **activation** bytes the micro-batch adds on top.
+//!
+//! - `R = P · (1 + s·[optimizer has state] + [gradients accumulated])`, with `P` the
+//!   parameter bytes (each tensor rounded to the device's allocation unit), `s` the
+//!   optimizer's state factor (2 for Adam's moments, 1 for SGD with momentum), and the
+//!   accumulated gradients of earlier micro-batches of the batch, which the trainer keeps
+//!   apart from the in-flight micro-batch's (so a micro-batch that runs out of memory can be
+//!   retried without double counting).
+//! - `A` comes from replaying the engine's allocation pattern symbolically (below). It is
+//!   derived from the code of the layers, ops and autograd, not fitted: on the CPU, whose
+//!   tracker counts exact bytes, it reproduces the measured peak up to what the model leaves
+//!   out (nothing, for the layers below; see `tests/budget.rs`).
+//!
+//! # The engine's allocation pattern
+//!
+//! Every tensor is f32 or u32 (4 bytes a value). A buffer is freed when its last holder
+//! drops it; holders are the caller's variables and the backward closures, which keep
+//! exactly what their rule reads. With `[r, c]` the output's shape:
+//!
+//! | op | forward allocates | backward rule keeps | backward allocates |
+//! |---|---|---|---|
+//! | `slice` rows | `[n, c]` | nothing | `[rows of x, c]` (zeros + ḡ) |
+//! | `matmul(a, W)` | `[r, c]` | `a` and `W` | `ā` `[r, k]` if `a` needs it, then `W̄` |
+//! | `add(a, b)` | `[r, c]` | nothing | `ā = ḡ` shared; `b̄ = ḡ`, or `[c]` for a bias row |
+//! | `mul(a, col)` | `[r, c]` | `col` (and `a` if `col` needs a gradient) | `ā` `[r, c]` |
+//! | `segment_mean/sum` | `[num_dst, c]` | the block (host) | `[num_src, c]` |
+//! | `segment_max` | `[num_dst, c]` + argmax u32 `[num_dst, c]` | argmax | `[num_src, c]` |
+//! | `relu`, `mul_scalar` | `[r, c]` | their output | `[r, c]` |
+//! | `dropout` | `[r, c]` | the u32 row ids `[r]` | `[r, c]` (mask recomputed) |
+//! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
+//!
+//! Autograd's backward allocates the scalar seed, then visits nodes in the topological
+//! order of [`crate::autograd`] (depth-first from the loss, first input first, reversed
+//! post-order). After a node's rule it frees the node's saved tensors and its incoming
+//! gradient; a gradient flowing into a tensor that already has one is merged with `add`
+//! (a new buffer, then both parts freed); a parameter's first gradient is kept.
+//!
+//! The layers ([`crate::nn`]) put these ops together as follows, `i`/`o` the layer's
+//! input/output widths, `ns`/`nd` the block's src/dst counts:
+//!
+//! - **SAGE mean/sum**: `h_dst = slice(h)` `[nd, i]`, kept by `matmul(h_dst, W_self)`.
+//!   Neighbours, projecting first when `i > o`: `segment(matmul(h, W_neigh))` (keeps `h`,
+//!   a transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
+//!   `[nd, i]`). Then `(self + neigh) + bias`: three `[nd, o]` outputs, the first two
+//!   transient.
+//! - **SAGE pool**: `relu(matmul(h, W_pool) + b_pool)` `[ns, i]` (kept by relu),
+//!   `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then as above.
+//! - **GCN**: norms `[ns, 1]`, `[nd, 1]`; `x = matmul(h, W)` when `i > o` (projection
+//!   first), `xs = x ⊙ norm_src`, `agg = segment_sum(xs) + xs[..nd]`, `agg ⊙ norm_dst`,
+//!   then `matmul(·, W)` when not projected, `+ bias`.
+//! - **Between layers**: `relu` (keeps its `[nd, o]` output), then dropout with the dst
+//!   nodes' global ids as a u32 `[nd]` tensor (keeps the ids). The layer's input `h` is
+//!   dropped when the next layer's output replaces it, so a dropout output survives only
+//!   if the next layer saved it.
+//! - **Trainer** ([`crate::train::micro`]): features `[ns₀, in]` and labels `[n]` are
+//!   uploaded, the model runs, `cross_entropy`, `argmax` (a transient u32 `[n]`), the loss
+//!   is scaled by `|seeds_k|/|seeds|` when that is not 1, the logits are dropped and the
+//!   backward runs; the features live until the end.
+//!
+//! [`MemoryEstimator`] replays exactly this sequence on symbolic buffers (sizes and
+//! reference counts, no data) and returns the highest live total. With `L` layers the
+//! replay costs `O(L)`, so a budget search can estimate thousands of candidate
+//! micro-batches.
+//!
+//! Where the peak falls: for wide inputs it is usually the first backward steps (all saved
+//! activations plus the logits' gradient) or, for pool, the `[ns, i]` transients of the
+//! first layer; the replay finds it either way.
+//!
+//! On wgpu every buffer is rounded up to its pool size class
+//! ([`size_class`](crate::device::size_class)); the replay rounds each buffer the
+//! same way. CUDA is counted in exact bytes until its allocator exists.
+//!
+//! # Adding a layer
+//!
+//! A new layer kind is one replay function with the signature of `sage_mean_sum`
+//! mirroring its forward code with the `Replay` ops (add a `Replay` op for a new
+//! primitive: its forward allocations, what its closure keeps, what its rule allocates),
+//! plus one arm in `MemoryEstimator::layer`. An LSTM aggregator reads the per-degree
+//! histogram of [`BlockSizes`] (one dense `[nodes, degree, ·]` batch per bucket, saved
+//! values per (node, step, unit)); GAT reads `num_edges` (per-edge scores per head).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::graph::BlockSizes;
+use crate::nn::{Aggregator, ModelConfig, ModelKind};
+
+/// Bytes of one value (f32 and u32 alike).
+const WORD: u64 = 4;
+
+/// What stays on the device between micro-batches besides the parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resident {
+    /// Gradients accumulated by earlier micro-batches of the batch are held.
+    pub grads: bool,
+    /// The optimizer's state (e.g. Adam's moments) exists (after its first step).
+    pub optimizer_state: bool,
+}
+
+impl Resident {
+    /// The most that can be resident: what a budget must plan for.
+    pub const STEADY: Resident = Resident {
+        grads: true,
+        optimizer_state: true,
+    };
+}
+
+/// Predicts a micro-batch's peak device bytes from its block sizes and the model.
+#[derive(Clone, Debug)]
+pub struct MemoryEstimator {
+    pub model: ModelConfig,
+    pub device: Device,
+    /// Optimizer state bytes per parameter byte ([`crate::train::Optimizer::state_factor`]).
+    pub state_factor: usize,
+}
+
+impl MemoryEstimator {
+    /// An estimator for `model` trained on `device` with an optimizer of `state_factor`.
+    pub fn new(model: ModelConfig, device: Device, state_factor: usize) -> Self {
+        MemoryEstimator {
+            model,
+            device,
+            state_factor,
+        }
+    }
+
+    fn round(&self) -> fn(u64) -> u64 {
+        match self.device {
+            Device::Wgpu(_) | Device::Cuda(_) => crate::device::size_class,
+            _ => |b| b,
+        }
+    }
+
+    /// Bytes of the parameters on the device (each tensor rounded to the allocation unit).
+    pub fn param_bytes(&self) -> u64 {
+        // The layer replays declare the parameters; one-node blocks are enough to see them.
+        let one = BlockSizes {
+            num_src: 1,
+            num_dst: 1,
+            num_edges: 1,
+            degree_hist: vec![0, 1],
+        };
+        let sizes = vec![one; self.model.layers];
+        let mut r = Replay::new(self.round());
+        let x = r.input(1, self.model.in_dim);
+        let _ = self.forward(&mut r, &sizes, x);
+        r.params.iter().sum()
+    }
+
+    /// Number of parameter values the replay declares (checked against the model).
+    pub fn num_parameters(&self) -> usize {
+        let one = BlockSizes {
+            num_src: 1,
+            num_dst: 1,
+            num_edges: 1,
+            degree_hist: vec![0, 1],
+        };
+        let sizes = vec![one; self.model.layers];
+        let mut r = Replay::new(|b| b);
+        let x = r.input(1, self.model.in_dim);
+        let _ = self.forward(&mut r, &sizes, x);
+        r.params.iter().map(|&b| (b / WORD) as usize).sum()
+    }
+
+    /// `R`: parameters, plus held gradients and optimizer state as `state` says.
+    pub fn resident_bytes(&self, state: Resident) -> u64 {
+        let p = self.param_bytes();
+        let factor =
+            1 + if state.optimizer_state {
+                self.state_factor as u64
+            } else {
+                0
+            } + u64::from(state.grads);
+        p * factor
+    }
+
+    /// `A`: the highest bytes a training micro-batch adds on top of the resident ones.
+    /// `sizes` are its blocks' (input layer first); `total_seeds` the batch's seeds (the
+    /// loss is scaled unless the micro-batch holds them all).
+    pub fn activation_bytes(&self, sizes: &[BlockSizes], total_seeds: usize) -> Result<u64> {
+        if sizes.len() != self.model.layers {
+            return Err(Error::invalid(format!(
+                "memory estimate: {} blocks for a {}-layer model",
+                sizes.len(),
+                self.model.layers
+            )));
+        }
+        for w in sizes.windows(2) {
+            if w[0].num_dst != w[1].num_src {
+                return Err(Error::invalid(
+                    "memory estimate: block sizes do not chain (dst of one = src of the next)",
+                ));
+            }
+        }
+        let n = sizes[sizes.len() - 1].num_dst;
+        let mut r = Replay::new(self.round());
+        // Trainer: features, labels, forward, loss, prediction, scaling, backward.
+        let x = r.input(sizes[0].num_src, self.model.in_dim);
+        let y = r.input(n, 1);
+        let h = x.clone_in(&mut r);
+        let logits = self.forward(&mut r, sizes, h);
+        let ce = r.cross_entropy(&logits, &y);
+        let pred = r.alloc(n, 1);
+        r.release(pred);
+        let loss = if n != total_seeds {
+            r.mul_scalar(&ce)
+        } else {
+            ce.clone_in(&mut r)
+        };
+        r.release(logits.buf);
+        r.backward(&loss);
+        for v in [loss, ce, y, x] {
+            r.release(v.buf);
+        }
+        Ok(r.peak)
+    }
+
+    /// `R + A`: the predicted peak of a training micro-batch.
+    pub fn peak_bytes(
+        &self,
+        sizes: &[BlockSizes],
+        total_seeds: usize,
+        state: Resident,
+    ) -> Result<u64> {
+        Ok(self.resident_bytes(state) + self.activation_bytes(sizes, total_seeds)?)
+    }
+
+    /// Mirror of [`crate::nn::Gnn::forward`] in training mode.
+    fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Val {
+        let m = &self.model;
+        let mut h = x;
+        for (l, s) in sizes.iter().enumerate() {
+            let (i, o) = m.widths(l);
+            let shape = LayerShape {
+                num_src: s.num_src,
+                num_dst: s.num_dst,
+                in_dim: i,
+                out_dim: o,
+            };
+            let next = self.layer(r, &h, &shape, s);
+            r.release(h.buf);
+            h = next;
+            if l + 1 < m.layers {
+                let a = r.relu(&h);
+                r.release(h.buf);
+                h = a;
+                if m.dropout > 0.0 {
+                    let ids = r.input(s.num_dst, 1);
+                    let d = r.dropout(&h, &ids);
+                    r.release(h.buf);
+                    r.release(ids.buf);
+                    h = d;
+                }
+            }
+        }
+        h
+    }
+
+    /// One layer: the only place that knows which layer kinds exist.
+    fn layer(&self, r: &mut Replay, h: &Val, shape: &LayerShape, _sizes: &BlockSizes) -> Val {
+        match (self.model.kind, self.model.aggr) {
+            (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => sage_mean_sum(r, h, shape),
+            (ModelKind::Sage, Aggregator::Pool) => sage_pool(r, h, shape),
+            (ModelKind::Gcn, _) => gcn(r, h, shape),
+        }
+    }
+}
+
+/// Sizes one layer's replay reads (the full [`BlockSizes`] are there for layers that need
+/// degree histograms or edge counts).
+#[derive(Clone, Copy, Debug)]
+pub struct LayerShape {
+    pub num_src: usize,
+    pub num_dst: usize,
+    pub in_dim: usize,
+    pub out_dim: usize,
+}
+
+/// Mirror of [`crate::nn::sage::SageLayer::forward`] with `mean` or `sum`.
+fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
+    let (i, o) = (s.in_dim, s.out_dim);
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let bias = r.param(1, o);
+    let h_dst = r.slice_rows(h, s.num_dst);
+    let neigh = if i > o {
+        let t = r.matmul(h, &w_neigh);
+        let n = r.segment(&t, s.num_dst, false);
+        r.release(t.buf);
+        n
+    } else {
+        let t = r.segment(h, s.num_dst, false);
+        let n = r.matmul(&t, &w_neigh);
+        r.release(t.buf);
+        n
+    };
+    finish_sage(r, h_dst, neigh, &w_self, &bias)
+}
+
+/// Mirror of the `pool` arm of [`crate::nn::sage::SageLayer::forward`].
+fn sage_pool(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
+    let (i, o) = (s.in_dim, s.out_dim);
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let w_pool = r.param(i, i);
+    let b_pool = r.param(1, i);
+    let bias = r.param(1, o);
+    let h_dst = r.slice_rows(h, s.num_dst);
+    let m = r.matmul(h, &w_pool);
+    let z1 = r.add(&m, &b_pool);
+    r.release(m.buf);
+    let z = r.relu(&z1);
+    r.release(z1.buf);
+    let mx = r.segment(&z, s.num_dst, true);
+    let neigh = r.matmul(&mx, &w_neigh);
+    r.release(mx.buf);
+    r.release(z.buf);
+    finish_sage(r, h_dst, neigh, &w_self, &bias)
+}
+
+/// `(fc_self(h_dst) + neigh) + bias`, then the layer's locals go.
+fn finish_sage(r: &mut Replay, h_dst: Val, neigh: Val, w_self: &Val, bias: &Val) -> Val {
+    let s = r.matmul(&h_dst, w_self);
+    let a1 = r.add(&s, &neigh);
+    let out = r.add(&a1, bias);
+    r.release(s.buf);
+    r.release(a1.buf);
+    r.release(neigh.buf);
+    r.release(h_dst.buf);
+    out
+}
+
+/// Mirror of [`crate::nn::gcn::GcnLayer::forward`].
+fn gcn(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
+    let (i, o) = (s.in_dim, s.out_dim);
+    let w = r.param(i, o);
+    let bias = r.param(1, o);
+    let n_src = r.input(s.num_src, 1);
+    let n_dst = r.input(s.num_dst, 1);
+    let project_first = i > o;
+    let x = if project_first {
+        r.matmul(h, &w)
+    } else {
+        h.clone_in(r)
+    };
+    let xs = r.mul(&x, &n_src);
+    let seg = r.segment(&xs, s.num_dst, false);
+    let sl = r.slice_rows(&xs, s.num_dst);
+    let agg = r.add(&seg, &sl);
+    r.release(seg.buf);
+    r.release(sl.buf);
+    let agg2 = r.mul(&agg, &n_dst);
+    let out = if project_first {
+        agg2.clone_in(r)
+    } else {
+        r.matmul(&agg2, &w)
+    };
+    let res = r.add(&out, &bias);
+    for v in [out, agg2, agg, xs, x, n_dst, n_src] {
+        r.release(v.buf);
+    }
+    res
+}
+
+/// A symbolic tensor: a buffer, its shape, and its autograd link.
+#[derive(Clone, Copy, Debug)]
+struct Val {
+    buf: usize,
+    rows: usize,
+    cols: usize,
+    grad: bool,
+    node: Option<usize>,
+    leaf: Option<usize>,
+}
+
+impl Val {
+    /// A second holder of the same buffer (a `Tensor::clone`).
+    fn clone_in(&self, r: &mut Replay) -> Val {
+        r.share(self.buf);
+        *self
+    }
+}
+
+/// Where a node's input gradient goes.
+enum Par {
+    None,
+    Node(usize),
+    Leaf(usize),
+}
+
+type Rule = Box<dyn FnOnce(&mut Replay, usize) -> Vec<Option<usize>>>;
+
+struct SymNode {
+    parents: Vec<Par>,
+    saved: Vec<usize>,
+    rule: Option<Rule>,
+}
+
+/// Symbolic buffers with reference counts, and a symbolic autograd graph.
+struct Replay {
+    round: fn(u64) -> u64,
+    /// Rounded bytes and holders of each buffer.
+    bytes: Vec<u64>,
+    refs: Vec<u32>,
+    live: u64,
+    peak: u64,
+    nodes: Vec<SymNode>,
+    /// Rounded bytes of each parameter (resident: not in `live`).
+    params: Vec<u64>,
+    /// The gradient buffer each parameter received in this backward.
+    leaf_grads: Vec<Option<usize>>,
+}
+
+impl Replay {
+    fn new(round: fn(u64) -> u64) -> Self {
+        Replay {
+            round,
+            bytes: Vec::new(),
+            refs: Vec::new(),
+            live: 0,
+            peak: 0,
+            nodes: Vec::new(),
+            params: Vec::new(),
+            leaf_grads: Vec::new(),
+        }
+    }
+
+    fn alloc(&mut self, rows: usize, cols: usize) -> usize {
+        let b = (self.round)(rows as u64 * cols as u64 * WORD);
+        self.bytes.push(b);
+        self.refs.push(1);
+        self.live += b;
+        self.peak = self.peak.max(self.live);
+        self.bytes.len() - 1
+    }
+
+    fn share(&mut self, buf: usize) -> usize {
+        self.refs[buf] += 1;
+        buf
+    }
+
+    fn release(&mut self, buf: usize) {
+        self.refs[buf] -= 1;
+        if self.refs[buf] == 0 {
+            self.live -= self.bytes[buf];
+        }
+    }
+
+    /// A tensor that needs no gradient (features, labels, ids, norms).
+    fn input(&mut self, rows: usize, cols: usize) -> Val {
+        Val {
+            buf: self.alloc(rows, cols),
+            rows,
+            cols,
+            grad: false,
+            node: None,
+            leaf: None,
+        }
+    }
+
+    /// A parameter: resident, so its buffer adds nothing to `live`.
+    fn param(&mut self, rows: usize, cols: usize) -> Val {
+        self.params
+            .push((self.round)(rows as u64 * cols as u64 * WORD));
+        self.leaf_grads.push(None);
+        self.bytes.push(0);
+        self.refs.push(1);
+        Val {
+            buf: self.bytes.len() - 1,
+            rows,
+            cols,
+            grad: true,
+            node: None,
+            leaf: Some(self.params.len() - 1),
+        }
+    }
+
+    /// `autograd::record`: a node if an input needs a gradient; otherwise the saved
+    /// buffers go at once.
+    fn record(
+        &mut self,
+        buf: usize,
+        shape: (usize, usize),
+        inputs: &[&Val],
+        saved: Vec<usize>,
+        rule: Rule,
+    ) -> Val {
+        let mut out = Val {
+            buf,
+            rows: shape.0,
+            cols: shape.1,
+            grad: false,
+            node: None,
+            leaf: None,
+        };
+        if !inputs.iter().any(|v| v.grad) {
+            for b in saved {
+                self.release(b);
+            }
+            return out;
+        }
+        let parents = inputs
+            .iter()
+            .map(|v| match (v.grad, v.node, v.leaf) {
+                (false, _, _) => Par::None,
+                (true, Some(n), _) => Par::Node(n),
+                (true, None, Some(p)) => Par::Leaf(p),
+                (true, None, None) => Par::None,
+            })
+            .collect();
+        self.nodes.push(SymNode {
+            parents,
+            saved,
+            rule: Some(rule),
+        });
+        out.grad = true;
+        out.node = Some(self.nodes.len() - 1);
+        out
+    }
+
+    fn slice_rows(&mut self, x: &Val, n: usize) -> Val {
+        let out = self.alloc(n, x.cols);
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (n, cols),
+            &[x],
+            vec![],
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    fn matmul(&mut self, a: &Val, b: &Val) -> Val {
+        let out = self.alloc(a.rows, b.cols);
+        let saved = vec![self.share(a.buf), self.share(b.buf)];
+        let (a2, b2) = (*a, *b);
+        self.record(
+            out,
+            (a.rows, b.cols),
+            &[a, b],
+            saved,
+            Box::new(move |r, _| {
+                let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
+                let gb = b2.grad.then(|| r.alloc(b2.rows, b2.cols));
+                vec![ga, gb]
+            }),
+        )
+    }
+
+    fn add(&mut self, a: &Val, b: &Val) -> Val {
+        let out = self.alloc(a.rows, a.cols);
+        let (a2, b2) = (*a, *b);
+        self.record(
+            out,
+            (a.rows, a.cols),
+            &[a, b],
+            vec![],
+            Box::new(move |r, g| {
+                let ga = a2.grad.then(|| r.share(g));
+                let same = (a2.rows, a2.cols) == (b2.rows, b2.cols);
+                let gb = b2.grad.then(|| {
+                    if same {
+                        r.share(g)
+                    } else {
+                        r.alloc(b2.rows, b2.cols)
+                    }
+                });
+                vec![ga, gb]
+            }),
+        )
+    }
+
+    /// `a ⊙ b`, `b` the same shape or a column.
+    fn mul(&mut self, a: &Val, b: &Val) -> Val {
+        let out = self.alloc(a.rows, a.cols);
+        let mut saved = Vec::new();
+        if b.grad {
+            saved.push(self.share(a.buf));
+        }
+        if a.grad {
+            saved.push(self.share(b.buf));
+        }
+        let (a2, b2) = (*a, *b);
+        self.record(
+            out,
+            (a.rows, a.cols),
+            &[a, b],
+            saved,
+            Box::new(move |r, _| {
+                let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
+                let gb = b2.grad.then(|| {
+                    let full = r.alloc(a2.rows, a2.cols);
+                    if (a2.rows, a2.cols) == (b2.rows, b2.cols) {
+                        full
+                    } else {
+                        let red = r.alloc(b2.rows, b2.cols);
+                        r.release(full);
+                        red
+                    }
+                });
+                vec![ga, gb]
+            }),
+        )
+    }
+
+    /// `segment_mean`/`segment_sum`, or `segment_max` (with its saved argmax).
+    fn segment(&mut self, x: &Val, num_dst: usize, max: bool) -> Val {
+        let out = self.alloc(num_dst, x.cols);
+        let saved = if max {
+            vec![self.alloc(num_dst, x.cols)]
+        } else {
+            vec![]
+        };
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (num_dst, cols),
+            &[x],
+            saved,
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    /// A unary op whose rule reads its output (`relu`, `mul_scalar`).
+    fn unary_saving_output(&mut self, x: &Val) -> Val {
+        let out = self.alloc(x.rows, x.cols);
+        let saved = vec![self.share(out)];
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (rows, cols),
+            &[x],
+            saved,
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    fn relu(&mut self, x: &Val) -> Val {
+        self.unary_saving_output(x)
+    }
+
+    fn mul_scalar(&mut self, x: &Val) -> Val {
+        self.unary_saving_output(x)
+    }
+
+    fn dropout(&mut self, x: &Val, ids: &Val) -> Val {
+        let out = self.alloc(x.rows, x.cols);
+        let saved = vec![self.share(ids.buf)];
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (rows, cols),
+            &[x],
+            saved,
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    fn cross_entropy(&mut self, logits: &Val, labels: &Val) -> Val {
+        let n = logits.rows;
+        let scratch = self.alloc(n, 2);
+        let lse = self.alloc(n, 1);
+        let loss = self.alloc(1, 1);
+        self.release(scratch);
+        let saved = vec![self.share(logits.buf), lse, self.share(labels.buf)];
+        let (rows, cols) = (logits.rows, logits.cols);
+        self.record(
+            loss,
+            (1, 1),
+            &[logits],
+            saved,
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    /// Mirror of [`crate::autograd::backward`] from the scalar `root`.
+    fn backward(&mut self, root: &Val) {
+        let seed = self.alloc(1, 1);
+        let Some(root_node) = root.node else {
+            self.release(seed);
+            return;
+        };
+        let order = self.topological_order(root_node);
+        let mut grads: HashMap<usize, usize> = HashMap::new();
+        grads.insert(root_node, seed);
+        for id in order {
+            let Some(g) = grads.remove(&id) else { continue };
+            let Some(rule) = self.nodes[id].rule.take() else {
+                continue;
+            };
+            let outs = rule(self, g);
+            for b in std::mem::take(&mut self.nodes[id].saved) {
+                self.release(b);
+            }
+            self.release(g);
+            let parents = std::mem::take(&mut self.nodes[id].parents);
+            for (p, o) in parents.iter().zip(outs) {
+                let Some(o) = o else { continue };
+                match *p {
+                    Par::None => self.release(o),
+                    Par::Leaf(l) => match self.leaf_grads[l] {
+                        None => self.leaf_grads[l] = Some(o),
+                        // Accumulated in place.
+                        Some(_) => self.release(o),
+                    },
+                    Par::Node(n) => {
+                        let merged = match grads.remove(&n) {
+                            Some(prev) => {
+                                let m = self.alloc_like(prev);
+                                self.release(prev);
+                                self.release(o);
+                                m
+                            }
+                            None => o,
+                        };
+                        grads.insert(n, merged);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new buffer of `buf`'s size.
+    fn alloc_like(&mut self, buf: usize) -> usize {
+        let b = self.bytes[buf];
+        self.bytes.push(b);
+        self.refs.push(1);
+        self.live += b;
+        self.peak = self.peak.max(self.live);
+        self.bytes.len() - 1
+    }
+
+    /// The order of [`crate::autograd`]: iterative depth-first search over inputs in
+    /// order, reversed post-order.
+    fn topological_order(&self, root: usize) -> Vec<usize> {
+        let mut seen = HashSet::from([root]);
+        let mut post = Vec::new();
+        let mut stack = vec![(root, 0usize)];
+        while let Some((n, next)) = stack.pop() {
+            if let Some(p) = self.nodes[n].parents.get(next) {
+                stack.push((n, next + 1));
+                if let Par::Node(pn) = *p {
+                    if seen.insert(pn) {
+                        stack.push((pn, 0));
+                    }
+                }
+            } else {
+                post.push(n);
+            }
+        }
+        post.reverse();
+        post
+    }
+}
+
+/// Parses a byte size: a number with an optional unit `B`, `KB`/`KiB`, `MB`/`MiB`,
+/// `GB`/`GiB` or `TB`/`TiB` (decimal and binary multiples; case-insensitive, spaces
+/// allowed), e.g. `24GiB`, `1.5 GB`, `4096`.
+pub fn parse_bytes(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || {
+        Error::invalid(format!(
+            "byte size `{s}`: expected a number and a unit among B, KB, KiB, MB, MiB, GB, GiB, TB, TiB (e.g. 24GiB)"
+        ))
+    };
+    let value: f64 = num.parse().map_err(|_| bad())?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "kib" => 1 << 10,
+        "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    let bytes = value * mult as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// A byte count for people: `512 B`, `1.50 KiB`, `24.00 GiB`.
+pub fn format_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.2} {}", UNITS[u])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_parse() {
+        assert_eq!(parse_bytes("24GiB").unwrap(), 24 << 30);
+        assert_eq!(parse_bytes("1.5 GB").unwrap(), 1_500_000_000);
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("7b").unwrap(), 7);
+        assert_eq!(parse_bytes("2kib").unwrap(), 2048);
+        assert_eq!(parse_bytes("3MB").unwrap(), 3_000_000);
+        assert_eq!(parse_bytes("1TiB").unwrap(), 1 << 40);
+        for bad in ["", "GiB", "12 parsecs", "-1GB", "1e3"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(24 << 30), "24.00 GiB");
+    }
+
+    #[test]
+    fn parameter_count_matches_the_model() {
+        use crate::nn::{Gnn, Module};
+        for (kind, aggr) in [
+            (ModelKind::Sage, Aggregator::Mean),
+            (ModelKind::Sage, Aggregator::Pool),
+            (ModelKind::Gcn, Aggregator::Mean),
+        ] {
+            let config = ModelConfig {
+                kind,
+                aggr,
+                in_dim: 7,
+                hidden: 5,
+                out_dim: 3,
+                layers: 3,
+                dropout: 0.5,
+            };
+            let model = Gnn::new(config.clone(), Some(&[1, 2, 3]), 0, Device::Cpu).unwrap();
+            let e = MemoryEstimator::new(config, Device::Cpu, 2);
+            assert_eq!(
+                e.num_parameters(),
+                model.num_parameters(),
+                "{kind:?}/{aggr:?}"
+            );
+            assert_eq!(e.param_bytes(), 4 * model.num_parameters() as u64);
+        }
+    }
+}

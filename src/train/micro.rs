@@ -1,0 +1,473 @@
+//! Micro-batch training of one batch with exact gradient accumulation.
+//!
+//! The batch is sampled once. A [`Partitioner`](crate::partition::Partitioner) splits its seeds into K micro-batches
+//! (with a memory budget, the smallest K whose largest estimated micro-batch fits, see
+//! `Trainer::plan`); each micro-batch's blocks are sliced from the full batch's, so its
+//! logits equal the full batch's rows for its seeds. Per micro-batch: upload its features
+//! and labels, forward, cross-entropy scaled by `|seeds_k| / |seeds|`, backward. Only
+//! parameter gradients survive a micro-batch; after all K, one optimizer step, so the step
+//! sees the full batch's gradient (up to float summation order).
+//!
+//! A helper thread prepares the next micro-batch (slicing and the host feature gather)
+//! while the current one computes; a rendezvous channel keeps it exactly one ahead. It
+//! produces host vectors only, so the device's memory tracker sees nothing of it.
+//!
+//! Gradients of earlier micro-batches are taken out of the parameters before a micro-batch
+//! runs and added back after its backward succeeds. A micro-batch that runs out of memory
+//! (`Error::OutOfMemory`) therefore leaves no partial gradient behind: it is split in two
+//! halves, which run in its place. With K = 1 and no budget the steps are exactly those of
+//! plain full-batch training (the same blocks, the same ops in the same order, the loss
+//! unscaled), so the losses agree bit for bit.
+
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::graph::{Block, BlockSizes, Dataset, Slicer};
+use crate::nn::{Forward, Module};
+use crate::ops;
+use crate::partition::{self, format_bytes, Batch, MicroBatchStats, PartitionStats, Resident};
+use crate::tensor::Tensor;
+use crate::train::trainer::{gather_host, Phases, Trainer};
+
+/// A budget plan must leave this fraction of the budget free: the estimator is validated to
+/// be within 10% of the measured peak (`tests/budget.rs`), so a micro-batch estimated at
+/// `budget / 1.1` or less fits unless the estimate is off by more than that. A micro-batch
+/// that still runs out of memory is split at run time.
+pub const SAFETY_MARGIN: f64 = 0.10;
+
+/// How a batch is split into micro-batches.
+#[derive(Clone, Debug, Serialize)]
+pub struct MicroConfig {
+    /// Micro-batches per batch; with a budget, the least K the search starts from.
+    pub micro_batches: usize,
+    /// A name from [`partition::NAMES`].
+    pub partitioner: String,
+    /// Device memory budget in bytes: K is chosen so that every micro-batch fits.
+    pub memory_budget: Option<u64>,
+}
+
+impl Default for MicroConfig {
+    fn default() -> Self {
+        MicroConfig {
+            micro_batches: 1,
+            partitioner: "random".into(),
+            memory_budget: None,
+        }
+    }
+}
+
+/// What `Trainer::run_batch` does with each micro-batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// Forward, backward, then one optimizer step for the batch.
+    Train,
+    /// Forward and backward (measured peaks), no step; gradients are dropped.
+    Measure,
+    /// Partition and estimate only.
+    Plan,
+}
+
+/// One micro-batch ready to upload.
+struct Prepared {
+    seeds: Vec<u32>,
+    blocks: Vec<Arc<Block>>,
+    features: Vec<f32>,
+    labels: Vec<u32>,
+    slice_s: f64,
+    gather_s: f64,
+}
+
+/// The result of one batch.
+pub(crate) struct BatchOutcome {
+    /// Σ over micro-batches of mean cross-entropy × seeds.
+    pub loss_sum: f64,
+    pub correct: usize,
+    pub seeds: usize,
+    pub phases: Phases,
+    pub stats: PartitionStats,
+}
+
+/// Host-side preparation: slice (unless the micro-batch is the whole batch), gather.
+fn prepare(slicer: &Slicer, data: &Dataset, seeds: Vec<u32>, whole: bool) -> Result<Prepared> {
+    let t = Instant::now();
+    let blocks = if whole {
+        slicer.blocks().to_vec()
+    } else {
+        slicer.slice(&seeds)?.into_iter().map(Arc::new).collect()
+    };
+    let slice_s = if whole {
+        0.0
+    } else {
+        t.elapsed().as_secs_f64()
+    };
+    let t = Instant::now();
+    let features = gather_host(&data.features, data.feat_dim, &blocks[0].src_nodes)?;
+    let labels = seeds.iter().map(|&s| data.labels[s as usize]).collect();
+    Ok(Prepared {
+        seeds,
+        blocks,
+        features,
+        labels,
+        slice_s,
+        gather_s: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// One micro-batch's forward and backward, as run.
+struct Computed {
+    ce: f64,
+    pred: Vec<u32>,
+    forward_s: f64,
+    backward_s: f64,
+}
+
+/// State of one batch's run shared by its micro-batches.
+struct Run<'s> {
+    slicer: &'s Slicer,
+    total: usize,
+    epoch: usize,
+    out: BatchOutcome,
+}
+
+impl Trainer<'_> {
+    /// Samples batch `b` of `epoch` (`seeds`), partitions it and runs its micro-batches.
+    pub(crate) fn run_batch(
+        &mut self,
+        epoch: usize,
+        b: usize,
+        seeds: &[u32],
+        pass: Pass,
+    ) -> Result<BatchOutcome> {
+        let mut phases = Phases::default();
+        let t = Instant::now();
+        let blocks = self.sample(seeds, ((epoch as u64) << 32) | b as u64)?;
+        phases.sample = t.elapsed().as_secs_f64();
+        let slicer = Slicer::new(&blocks)?;
+
+        let t = Instant::now();
+        let parts = self.plan(&slicer, seeds, epoch)?;
+        phases.partition = t.elapsed().as_secs_f64();
+        let mut stats = PartitionStats {
+            epoch,
+            batch: b,
+            k: parts.len(),
+            partitioner: self.partitioner.name().to_string(),
+            partition_s: phases.partition,
+            ..Default::default()
+        };
+        let full_inputs = blocks[0].num_src;
+        let mut run = Run {
+            slicer: &slicer,
+            total: seeds.len(),
+            epoch,
+            out: BatchOutcome {
+                loss_sum: 0.0,
+                correct: 0,
+                seeds: 0,
+                phases,
+                stats: PartitionStats::default(),
+            },
+        };
+
+        if pass == Pass::Plan {
+            let state = self.resident_now();
+            for part in &parts {
+                let t = Instant::now();
+                let sizes = slicer.sizes(part)?;
+                stats.slice_s += t.elapsed().as_secs_f64();
+                stats.batches.push(MicroBatchStats {
+                    seeds: part.len(),
+                    input_nodes: sizes[0].num_src,
+                    est_peak_bytes: self.estimator.peak_bytes(&sizes, seeds.len(), state)?,
+                    peak_bytes: None,
+                    compute_s: 0.0,
+                });
+            }
+        } else {
+            let whole = parts.len() == 1;
+            let data = self.data;
+            let this = &*self;
+            let slicer_ref = &slicer;
+            std::thread::scope(|scope| -> Result<()> {
+                let (tx, rx) = sync_channel::<Result<Prepared>>(0);
+                scope.spawn(move || {
+                    for part in parts {
+                        let p = prepare(slicer_ref, data, part, whole);
+                        let failed = p.is_err();
+                        if tx.send(p).is_err() || failed {
+                            break;
+                        }
+                    }
+                });
+                for p in rx {
+                    this.run_micro(p?, &mut run, &mut stats)?;
+                }
+                Ok(())
+            })?;
+            stats.k = stats.batches.len();
+        }
+        stats.set_redundancy(full_inputs);
+        run.out.phases.slice = stats.slice_s;
+        if pass == Pass::Train {
+            let t = Instant::now();
+            self.optim.step()?;
+            self.optim.zero_grad();
+            run.out.phases.optimizer = t.elapsed().as_secs_f64();
+        } else {
+            self.optim.zero_grad();
+        }
+        run.out.stats = stats;
+        Ok(run.out)
+    }
+
+    /// Runs one prepared micro-batch; one that runs out of memory is split in halves,
+    /// which run in its place (recursively).
+    fn run_micro(
+        &self,
+        first: Prepared,
+        run: &mut Run<'_>,
+        stats: &mut PartitionStats,
+    ) -> Result<()> {
+        let mut todo = vec![first];
+        while let Some(p) = todo.pop() {
+            run.out.phases.gather += p.gather_s;
+            stats.slice_s += p.slice_s;
+            let seeds = p.seeds.clone();
+            let sizes: Vec<BlockSizes> = p.blocks.iter().map(|b| BlockSizes::of(b)).collect();
+            let state = self.resident_now();
+            let est = self.estimator.peak_bytes(&sizes, run.total, state)?;
+            let mem = self.config.device.memory()?;
+            self.fold_peak();
+            mem.reset_peak();
+            let t = Instant::now();
+            match self.compute(p, run) {
+                Ok(c) => {
+                    let compute_s = t.elapsed().as_secs_f64();
+                    run.out.phases.forward += c.forward_s;
+                    run.out.phases.backward += c.backward_s;
+                    run.out.loss_sum += c.ce * seeds.len() as f64;
+                    run.out.correct += c
+                        .pred
+                        .iter()
+                        .zip(&seeds)
+                        .filter(|(&p, &s)| p == self.data.labels[s as usize])
+                        .count();
+                    run.out.seeds += seeds.len();
+                    stats.batches.push(MicroBatchStats {
+                        seeds: seeds.len(),
+                        input_nodes: sizes[0].num_src,
+                        est_peak_bytes: est,
+                        peak_bytes: Some(mem.peak()),
+                        compute_s,
+                    });
+                }
+                Err(Error::OutOfMemory { .. }) if seeds.len() > 1 => {
+                    stats.oom_splits += 1;
+                    let half = seeds.len().div_ceil(2);
+                    let (a, b) = seeds.split_at(half);
+                    // The second half runs after the first: push it first.
+                    todo.push(prepare(run.slicer, self.data, b.to_vec(), false)?);
+                    todo.push(prepare(run.slicer, self.data, a.to_vec(), false)?);
+                }
+                Err(Error::OutOfMemory {
+                    requested,
+                    live,
+                    budget,
+                    ..
+                }) => {
+                    return Err(Error::invalid(format!(
+                        "memory budget {} is too small: a micro-batch of the single seed {} \
+                         ran out of memory ({} live, {} requested); the estimator puts its \
+                         peak at {}",
+                        format_bytes(budget),
+                        seeds[0],
+                        format_bytes(live),
+                        format_bytes(requested),
+                        format_bytes(est)
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Forward and backward of one micro-batch, keeping the gradients of earlier
+    /// micro-batches apart until it has succeeded.
+    fn compute(&self, p: Prepared, run: &Run<'_>) -> Result<Computed> {
+        let params = self.model.parameters();
+        let held: Vec<Option<Tensor>> = params
+            .iter()
+            .map(|p| {
+                let g = p.grad();
+                p.set_grad(None);
+                g
+            })
+            .collect();
+        match self.forward_backward(p, run) {
+            Ok(c) => {
+                for (p, held) in params.iter().zip(held) {
+                    if let Some(acc) = held {
+                        if let Some(fresh) = p.grad() {
+                            ops::add_assign(&acc, &fresh)?;
+                        }
+                        p.set_grad(Some(acc));
+                    }
+                }
+                Ok(c)
+            }
+            Err(e) => {
+                for (p, held) in params.iter().zip(held) {
+                    p.set_grad(held);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn forward_backward(&self, p: Prepared, run: &Run<'_>) -> Result<Computed> {
+        let device = self.config.device;
+        let n = p.seeds.len();
+        let t = Instant::now();
+        let x = Tensor::from_f32(
+            p.features,
+            &[p.blocks[0].num_src, self.data.feat_dim],
+            device,
+        )?;
+        let y = Tensor::from_u32(p.labels, &[n], device)?;
+        let fwd = Forward {
+            training: true,
+            seed: self.config.seed,
+            epoch: run.epoch as u64,
+        };
+        let logits = self.model.forward(&p.blocks, &x, &fwd)?;
+        let ce = ops::cross_entropy(&logits, &y, None)?;
+        let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
+        let loss = if n != run.total {
+            ops::mul_scalar(&ce, n as f64 / run.total as f64)?
+        } else {
+            ce.clone()
+        };
+        drop(logits);
+        let forward_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        loss.backward()?;
+        let backward_s = t.elapsed().as_secs_f64();
+        Ok(Computed {
+            ce: ce.item()?,
+            pred,
+            forward_s,
+            backward_s,
+        })
+    }
+
+    /// What is resident on the device now (for the next micro-batch's estimate).
+    fn resident_now(&self) -> Resident {
+        Resident {
+            grads: self.model.parameters().iter().any(|p| p.grad().is_some()),
+            optimizer_state: !self.optim.state_dict().0.is_empty(),
+        }
+    }
+
+    /// The micro-batches of one batch. Without a budget: `micro_batches` of them (fewer
+    /// for a trailing batch with fewer seeds). With one: the smallest K at or above both
+    /// `micro_batches` and the K of the previous batch such that every micro-batch's
+    /// estimated peak, with the resident state of a steady run (parameters, held
+    /// gradients, optimizer state), plus the [`SAFETY_MARGIN`], fits the budget. K grows
+    /// by doubling until a partition fits, then a bisection finds the smallest fitting K
+    /// in between (assuming the largest micro-batch shrinks as K grows).
+    pub(crate) fn plan(
+        &mut self,
+        slicer: &Slicer,
+        seeds: &[u32],
+        epoch: usize,
+    ) -> Result<Vec<Vec<u32>>> {
+        let n = seeds.len();
+        let k_min = self.config.micro.micro_batches.min(n);
+        let batch = Batch {
+            seeds,
+            slicer,
+            graph: &self.graph,
+            seed: self.config.seed,
+            epoch: epoch as u64,
+            estimator: Some(&self.estimator),
+        };
+        let part = &mut *self.partitioner;
+        let Some(budget) = self.config.micro.memory_budget else {
+            return partition::partition(part, &batch, k_min);
+        };
+        let estimator = &self.estimator;
+        let largest = |parts: &[Vec<u32>]| -> Result<u64> {
+            parts
+                .par_iter()
+                .map(|p| estimator.peak_bytes(&slicer.sizes(p)?, n, Resident::STEADY))
+                .try_reduce(|| 0, |a, b| Ok(a.max(b)))
+        };
+        let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
+
+        let mut k = k_min.max(self.last_k.min(n));
+        let mut parts = partition::partition(part, &batch, k)?;
+        if !fits(largest(&parts)?) {
+            let mut lo = k;
+            loop {
+                if k == n {
+                    return Err(too_small(estimator, slicer, seeds, budget));
+                }
+                k = (2 * k).min(n);
+                parts = partition::partition(part, &batch, k)?;
+                if fits(largest(&parts)?) {
+                    break;
+                }
+                lo = k;
+            }
+            while k - lo > 1 {
+                let mid = lo + (k - lo) / 2;
+                let p = partition::partition(part, &batch, mid)?;
+                if fits(largest(&p)?) {
+                    k = mid;
+                    parts = p;
+                } else {
+                    lo = mid;
+                }
+            }
+        }
+        self.last_k = k;
+        Ok(parts)
+    }
+}
+
+/// The error for a budget that not even single-seed micro-batches fit.
+fn too_small(
+    estimator: &crate::partition::MemoryEstimator,
+    slicer: &Slicer,
+    seeds: &[u32],
+    budget: u64,
+) -> Error {
+    let n = seeds.len();
+    let worst = seeds
+        .par_iter()
+        .map(|&s| {
+            let sizes = slicer.sizes(&[s])?;
+            Ok((estimator.peak_bytes(&sizes, n, Resident::STEADY)?, s))
+        })
+        .try_reduce(|| (0, 0), |a, b| Ok(a.max(b)));
+    let resident = estimator.resident_bytes(Resident::STEADY);
+    match worst {
+        Ok((need, seed)) => Error::invalid(format!(
+            "memory budget {} is too small: a micro-batch of one seed needs up to {} \
+             (seed {seed}), {} of it resident (parameters, gradients, optimizer state); \
+             with the {:.0}% safety margin give at least {}",
+            format_bytes(budget),
+            format_bytes(need),
+            format_bytes(resident),
+            SAFETY_MARGIN * 100.0,
+            format_bytes((need as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
+        )),
+        Err(e) => e,
+    }
+}
