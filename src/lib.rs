@@ -13,6 +13,7 @@ pub mod gradcheck;
 pub mod graph;
 pub mod nn;
 pub mod ops;
+pub mod partition;
 pub mod rng;
 pub mod tensor;
 pub mod train;
