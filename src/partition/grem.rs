@@ -363,8 +363,8 @@ pub fn grem_seeds(
     parts::check_batch("grem", seeds, blocks, k)?;
     let sub = seed_induced(graph, seeds)?;
     let opts = GremOptions { seed, ..*opts };
-    let labels = grem_partition(&sub, k, &opts)?;
-    Ok(parts::groups(seeds, &labels, k))
+    let mut labels = grem_partition(&sub, k, &opts)?;
+    Ok(parts::groups_filled(seeds, &mut labels, k))
 }
 
 #[cfg(test)]
