@@ -1,8 +1,8 @@
 //! GREM, Armada's streaming min-edge-cut partitioner (our reading of it).
 //!
-//! The graph is read as a stream of edges in chunks (rows of the in-edge CSR, about
-//! `chunk_edges` edges per chunk), and never held as a whole: the working state is a few
-//! bytes per node plus one chunk. K parts come from recursive bisection, one level at a
+//! The graph is only read as a stream of edges in chunks (rows of the in-edge CSR, about
+//! `chunk_edges` edges per chunk), front to back, so it could come from disk; GREM's own
+//! state is 17 bytes per node plus one chunk's touched list ([`grem_working_bytes`]). K parts come from recursive bisection, one level at a
 //! time: at every level all groups still to split are bisected in the same streaming
 //! passes (a group of `k` parts splits into `ceil(k/2)` and `floor(k/2)` parts, with sizes
 //! proportional), so a level costs `passes` scans of the edges and there are
@@ -11,15 +11,17 @@
 //! Within a pass, each edge `u -> v` (both ends in the same group) is seen once:
 //!
 //! - **Place.** When row `v` streams, `v`'s counters gain the sides of its placed
-//!   in-neighbours; an unplaced `v` goes to the side maximising the LDG score
-//!   `count[side] * (1 - size[side] / cap[side])`, where `cap = target * (1 + imbalance)`
-//!   (a full side is never chosen; with no placed neighbour, the side with room relative to
-//!   its target wins). Each in-neighbour's counters then gain `v`'s side, so out-edges are
-//!   seen too, and the input need not be symmetric.
-//! - **Refine.** At the end of a chunk, every node the chunk touched is re-evaluated: an
-//!   unplaced one is placed, a placed one moves when more of its observed neighbours sit on
-//!   the other side and that side has room. Later passes (counters reset) re-stream the
-//!   edges with every node placed, so each node is re-decided as it reappears.
+//!   in-neighbours, and `v` (taken off its side first if it has one: re-streaming) goes to
+//!   the side maximising the LDG score `count[side] * (1 - size[side] / cap[side])`, where
+//!   `cap = target * (1 + imbalance)` (a full side is never chosen; with no placed
+//!   neighbour, the side with most room relative to its target wins). Each in-neighbour's
+//!   counters then gain `v`'s side, so out-edges are seen too, and the input need not be
+//!   symmetric.
+//! - **Refine.** At the end of a chunk, every node the chunk touched as a source is
+//!   re-evaluated: an unplaced one is placed, a placed one moves when more of its observed
+//!   neighbours sit on the other side and that side has room. Later passes (counters
+//!   reset) re-stream the edges with every node placed, so each node is re-decided as it
+//!   reappears.
 //!
 //! After a level, a side with fewer nodes than the parts it must still produce takes nodes
 //! from the other side, so every one of the K parts is non-empty when the graph has at
