@@ -14,8 +14,15 @@
 //! [`Batch::estimator`], and may keep state between calls (`&mut self`), e.g. to partition
 //! once and reuse the result every epoch.
 
+pub mod betty;
+pub mod buffalo;
+pub mod cherry;
+pub mod footprint;
+pub mod grem;
+pub mod kway;
 pub mod memory;
 pub mod metis;
+pub mod parts;
 pub mod random;
 pub mod range;
 pub mod stats;
@@ -27,7 +34,9 @@ pub use memory::{format_bytes, parse_bytes, MemoryEstimator, Resident};
 pub use stats::{MicroBatchStats, PartitionStats};
 
 /// Names accepted by [`by_name`].
-pub const NAMES: &[&str] = &["random", "range", "metis"];
+pub const NAMES: &[&str] = &[
+    "random", "range", "metis", "betty", "cherry", "buffalo", "grem",
+];
 
 /// Everything a partitioner may read about one batch.
 pub struct Batch<'a> {
@@ -50,6 +59,22 @@ impl Batch<'_> {
     pub fn blocks(&self) -> &[std::sync::Arc<Block>] {
         self.slicer.blocks()
     }
+
+    /// Estimated peak activation bytes of the micro-batch of `seeds`: the memory estimator's
+    /// replay when the trainer supplies one, else the input-node and edge counts of its
+    /// sliced blocks (proportional to memory for a fixed model). `u64::MAX` if the seeds
+    /// are not part of the batch.
+    pub fn estimate(&self, seeds: &[u32]) -> u64 {
+        let Ok(sizes) = self.slicer.sizes(seeds) else {
+            return u64::MAX;
+        };
+        match self.estimator {
+            Some(e) => e
+                .activation_bytes(&sizes, self.seeds.len())
+                .unwrap_or(u64::MAX),
+            None => sizes.iter().map(|s| (s.num_src + s.num_edges) as u64).sum(),
+        }
+    }
 }
 
 /// Splits a batch's seeds into micro-batches.
@@ -68,6 +93,10 @@ pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
         "random" => Ok(Box::new(random::RandomPartitioner)),
         "range" => Ok(Box::new(range::RangePartitioner)),
         "metis" => Ok(Box::new(metis::MetisPartitioner::default())),
+        "betty" => Ok(Box::new(betty::BettyPartitioner::default())),
+        "cherry" => Ok(Box::new(cherry::CherryPartitioner::default())),
+        "buffalo" => Ok(Box::new(buffalo::BuffaloPartitioner::default())),
+        "grem" => Ok(Box::new(grem::GremPartitioner::default())),
         _ => Err(Error::invalid(format!(
             "unknown partitioner `{name}`: expected one of {}",
             NAMES.join(", ")
