@@ -25,8 +25,9 @@ pub enum Command {
     Train(Box<train::TrainArgs>),
     /// Write a synthetic graph in OGB's raw layout, so other tools read the same graph.
     Gen(gen::GenArgs),
-    /// List the devices this build can use.
-    Devices,
+    /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
+    #[command(after_help = devices::HELP)]
+    Devices(devices::DevicesArgs),
 }
 
 /// Runs a parsed command line.
@@ -44,6 +45,6 @@ pub fn run(cli: Cli) -> Result<()> {
         None => train::run(&train::TrainArgs::default_args()),
         Some(Command::Train(a)) => train::run(&a),
         Some(Command::Gen(a)) => gen::run(&a),
-        Some(Command::Devices) => devices::run(),
+        Some(Command::Devices(a)) => devices::run(&a),
     }
 }
