@@ -258,6 +258,13 @@ impl<'a> Trainer<'a> {
         let mut ph = Phases::default();
         let (mut loss_sum, mut correct, mut seen) = (0.0, 0usize, 0usize);
         let batches = self.batches(epoch);
+        // Each phase ends with a device sync: GPU ops return once queued, so without it a
+        // phase's time would land in whichever later phase first waits for the device.
+        let device = self.config.device;
+        let lap = |t: Instant| -> Result<f64> {
+            device.sync()?;
+            Ok(t.elapsed().as_secs_f64())
+        };
         for (b, seeds) in batches.iter().enumerate() {
             let t = Instant::now();
             let blocks = self.sample(seeds, ((epoch as u64) << 32) | b as u64)?;
@@ -266,7 +273,7 @@ impl<'a> Trainer<'a> {
             let t = Instant::now();
             let x = self.gather_features(&blocks[0].src_nodes)?;
             let y = self.gather_labels(seeds)?;
-            ph.gather += t.elapsed().as_secs_f64();
+            ph.gather += lap(t)?;
 
             let t = Instant::now();
             let fwd = Forward {
@@ -277,16 +284,16 @@ impl<'a> Trainer<'a> {
             let logits = self.model.forward(&blocks, &x, &fwd)?;
             let loss = ops::cross_entropy(&logits, &y, None)?;
             let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
-            ph.forward += t.elapsed().as_secs_f64();
+            ph.forward += lap(t)?;
 
             let t = Instant::now();
             loss.backward()?;
-            ph.backward += t.elapsed().as_secs_f64();
+            ph.backward += lap(t)?;
 
             let t = Instant::now();
             self.optim.step()?;
             self.optim.zero_grad();
-            ph.optimizer += t.elapsed().as_secs_f64();
+            ph.optimizer += lap(t)?;
 
             loss_sum += loss.item()? * seeds.len() as f64;
             correct += pred
