@@ -1,7 +1,8 @@
 //! CPU helpers shared by row-structured ops (gathers, segment reductions, row-wise
 //! softmax): row-parallel output, where one task owns one output row, so no two tasks write
-//! the same value and results do not depend on the thread count (GPU kernels use the same
-//! mapping, one workgroup per output row); and u32 index operands.
+//! the same value and results do not depend on the thread count (GPU kernels keep that
+//! ownership, down to one invocation per output value for gathers and segment reductions);
+//! u32 index operands; and the u32 value counts GPU kernels index with.
 
 use rayon::prelude::*;
 
