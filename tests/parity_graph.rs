@@ -233,3 +233,43 @@ fn bad_indices_are_errors_on_devices() {
         ));
     }
 }
+
+#[test]
+fn dispatches_past_65535_workgroups() {
+    // 65,600 rows of 256 values: more than 65,535 workgroups of 256, so the grid goes 2-D.
+    let (rows, f) = (65_600, 256);
+    let adj: Vec<[u32; 2]> = (0..rows as u32)
+        .map(|d| [d, (d + 1) % rows as u32])
+        .collect();
+    let adj: Vec<&[u32]> = adj.iter().map(|a| &a[..]).collect();
+    let b = block(rows, &adj);
+    let x = rand_f32(&[rows, f], 12);
+    let idx = rand_idx(rows, 1000, 13);
+    let table = rand_f32(&[1000, f], 14);
+    let sum = ops::segment_sum(&x, &b).unwrap().to_vec_f32().unwrap();
+    let gathered = ops::index_select(&table, &idx)
+        .unwrap()
+        .to_vec_f32()
+        .unwrap();
+    for dev in gpu_devices() {
+        let xd = x.clone().to_device(dev).unwrap();
+        let got = ops::segment_sum(&xd, &b).unwrap().to_vec_f32().unwrap();
+        assert_close(
+            &format!("segment_sum 2-D grid on {dev}"),
+            &sum,
+            &got,
+            0.0,
+            0.0,
+        );
+        let t = table.clone().to_device(dev).unwrap();
+        let i = idx.clone().to_device(dev).unwrap();
+        let got = ops::index_select(&t, &i).unwrap().to_vec_f32().unwrap();
+        assert_close(
+            &format!("index_select 2-D grid on {dev}"),
+            &gathered,
+            &got,
+            0.0,
+            0.0,
+        );
+    }
+}
