@@ -54,8 +54,9 @@ fn zoo() -> Vec<(String, Arc<Block>)> {
         .unwrap()
         .generate()
         .unwrap()
-        .graph;
-    let seeds: Vec<u32> = (0..graph.num_nodes as u32).step_by(7).collect();
+        .graph
+        .symmetrize();
+    let seeds: Vec<u32> = (0..graph.num_nodes as u32).step_by(2).collect();
     for (what, fanouts) in [("full", vec![-1i64]), ("fanout-10", vec![10, 10])] {
         let blocks = sample_blocks(&graph, &seeds, &fanouts, 11).unwrap();
         let b = blocks.into_iter().next().unwrap();
