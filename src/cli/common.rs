@@ -70,7 +70,8 @@ pub struct CommonArgs {
     /// Seed of initialisation, sampling, dropout, partitioning and synthesized data.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Device: cpu, wgpu[:N] or cuda[:N].
+    /// Device: cpu, wgpu (ESPALIER_WGPU_ADAPTER or adapter 0), wgpu:N, wgpu:NAME (part of
+    /// an adapter's name) or cuda[:N]; `espalier devices` lists them.
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// Do not write the binary cache of a loaded dataset.

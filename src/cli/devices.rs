@@ -1,18 +1,146 @@
-//! `espalier devices`: what this build can run on.
+//! `espalier devices`: what this build can run on: the CPU, every wgpu adapter with the
+//! limits that decide what its kernels can do, and CUDA.
 
-use espalier::error::Result;
+use clap::Args;
+use serde_json::json;
+
+use espalier::device::wgpu::{adapters, resolve_adapter, AdapterSummary};
+use espalier::error::{Error, Result};
 use espalier::Device;
 
-pub fn run() -> Result<()> {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    println!("cpu      available   {cores} threads (rayon), reference backend");
-    for d in [Device::Wgpu(0), Device::Cuda(0)] {
-        match d.memory() {
-            Ok(_) => println!("{d:<8} available"),
-            Err(e) => println!("{:<8} unavailable  {e}", d.backend()),
+/// How `--device wgpu` picks an adapter (shown by `espalier devices --help`).
+pub const HELP: &str = "\
+Choosing an adapter:
+  --device wgpu:N       the adapter listed with index N
+  --device wgpu:NAME    the first adapter whose name contains NAME (any case), e.g. wgpu:nvidia
+  --device wgpu         ESPALIER_WGPU_ADAPTER if set (an index or a part of a name), else 0
+
+Environment:
+  ESPALIER_WGPU_ADAPTER  the adapter `--device wgpu` means, by index or name substring
+  WGPU_BACKEND           wgpu's own filter on the APIs it tries (vulkan, metal, dx12, gl)";
+
+/// Flags of `espalier devices`.
+#[derive(Args, Debug, Clone)]
+pub struct DevicesArgs {
+    /// Print the list as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: &DevicesArgs) -> Result<()> {
+    let threads = rayon::current_num_threads();
+    let list = adapters();
+    // Why there is no adapter, in the words the backend uses when asked for one.
+    let none_reason = match list.is_empty() {
+        true => Device::Wgpu(0).memory().err().map(|e| e.to_string()),
+        false => None,
+    };
+    let default = default_adapter();
+    let cuda = espalier::device::cuda::devices();
+    if a.json {
+        let v = json!({
+            "cpu": { "available": true, "threads": threads },
+            "wgpu": {
+                "adapters": list,
+                "default": default.as_ref().ok(),
+                "default_error": default.as_ref().err().map(|e| e.to_string()),
+                "unavailable": none_reason,
+            },
+            "cuda": match &cuda {
+                Ok(list) => json!({ "available": true, "devices": list }),
+                Err(reason) => json!({ "available": false, "reason": reason }),
+            },
+        });
+        let text = serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(e.to_string()))?;
+        println!("{text}");
+        return Ok(());
+    }
+    println!("cpu      available  {threads} threads (rayon), the reference backend");
+    match none_reason {
+        Some(reason) => println!("wgpu     unavailable: {reason}"),
+        None => {
+            let default = match &default {
+                Ok(i) => format!("`--device wgpu` is wgpu:{i}"),
+                Err(e) => format!("`--device wgpu` fails: {e}"),
+            };
+            println!("wgpu     {} adapter(s); {default}", list.len());
+            for s in &list {
+                print!("{}", describe(s));
+            }
         }
     }
+    match &cuda {
+        Ok(list) => {
+            println!("cuda     {} device(s)", list.len());
+            for d in list {
+                let (major, minor) = d.compute_capability;
+                println!(
+                    "  cuda:{}  {}  sm_{major}{minor}  {:.1} GiB",
+                    d.index,
+                    d.name,
+                    d.total_bytes as f64 / (1u64 << 30) as f64
+                );
+            }
+        }
+        Err(reason) => println!("cuda     unavailable: {reason}"),
+    }
     Ok(())
+}
+
+/// The adapter `--device wgpu` opens.
+fn default_adapter() -> Result<u32> {
+    match std::env::var("ESPALIER_WGPU_ADAPTER") {
+        Ok(spec) => resolve_adapter(&spec),
+        Err(_) => Ok(0),
+    }
+}
+
+/// Three lines per adapter: name; backend, type and driver; limits and features.
+fn describe(s: &AdapterSummary) -> String {
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    format!(
+        "  wgpu:{}  {}\n          backend {}, type {}, driver {}\n          \
+         max storage binding {}, max buffer {}, {} workgroups per dimension, \
+         workgroup storage {}, timestamp queries {}, shader-f16 {}\n",
+        s.index,
+        s.name,
+        s.backend,
+        s.device_type,
+        if s.driver.is_empty() { "?" } else { &s.driver },
+        bytes(s.max_storage_buffer_binding_size),
+        bytes(s.max_buffer_size),
+        s.max_compute_workgroups_per_dimension,
+        bytes(s.max_compute_workgroup_storage_size as u64),
+        yes(s.timestamp_queries),
+        yes(s.shader_f16),
+    )
+}
+
+/// Bytes in the largest binary unit that keeps the number at least 1.
+fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes;
+
+    #[test]
+    fn byte_units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(32 << 10), "32.0 KiB");
+        assert_eq!(bytes(128 << 20), "128.0 MiB");
+        assert_eq!(bytes((1 << 32) - 4), "4.0 GiB");
+    }
 }

@@ -30,8 +30,9 @@ pub enum Command {
     Partition(Box<partition::PartitionArgs>),
     /// Write a synthetic graph in OGB's raw layout, so other tools read the same graph.
     Gen(gen::GenArgs),
-    /// List the devices this build can use.
-    Devices,
+    /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
+    #[command(after_help = devices::HELP)]
+    Devices(devices::DevicesArgs),
 }
 
 /// Runs a parsed command line.
@@ -50,6 +51,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Train(a)) => train::run(&a),
         Some(Command::Partition(a)) => partition::run(&a),
         Some(Command::Gen(a)) => gen::run(&a),
-        Some(Command::Devices) => devices::run(),
+        Some(Command::Devices(a)) => devices::run(&a),
     }
 }

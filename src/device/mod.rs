@@ -50,6 +50,17 @@ impl Device {
         Ok(self.memory()?.stats())
     }
 
+    /// Waits until every kernel and copy queued on this device has finished (a no-op on
+    /// the CPU, whose ops return when done). GPU ops return once their work is queued, so
+    /// timing a phase of GPU work means synchronising at its end.
+    pub fn sync(self) -> Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Wgpu(i) => self::wgpu::context(i)?.sync(),
+            Device::Cuda(_) => self.memory().map(|_| ()),
+        }
+    }
+
     /// Short name of the backend: `cpu`, `wgpu` or `cuda`.
     pub fn backend(self) -> &'static str {
         match self {

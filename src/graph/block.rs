@@ -9,7 +9,17 @@
 //! runs over it (deterministic, no float atomics).
 //!
 //! Offsets are u32: one block holds fewer than 2³² edges (GPU kernels index with u32).
+//!
+//! A block also keeps the copies of its index arrays that GPU backends make on first use
+//! ([`Block::device_copy`]): one upload per block and device, however many layers and
+//! backward passes read it, freed when the block is dropped. A block is treated as
+//! immutable once it has run on a device; a clone starts without device copies.
 
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::device::Device;
 use crate::error::{Error, Result};
 
 /// One layer's message-flow graph.
@@ -31,6 +41,43 @@ pub struct Block {
     pub t_dst: Vec<u32>,
     /// Position in `indices` of each out-edge.
     pub t_edges: Vec<u32>,
+    /// Uploads of the index arrays, per device (not part of the block's value).
+    device_copies: DeviceCopies,
+}
+
+/// A backend's copy of a block's index arrays, keyed by device. Equality, cloning and
+/// defaults ignore it: it is a cache of the block's value, not part of it.
+#[derive(Default)]
+struct DeviceCopies(Mutex<HashMap<Device, DeviceCopy>>);
+
+/// One device's copy and the stamp of the arrays it was made from.
+struct DeviceCopy {
+    stamp: [usize; 12],
+    data: Arc<dyn Any + Send + Sync>,
+}
+
+impl Clone for DeviceCopies {
+    /// Empty: a clone may be changed before it runs, so it makes its own uploads.
+    fn clone(&self) -> Self {
+        DeviceCopies::default()
+    }
+}
+
+impl PartialEq for DeviceCopies {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for DeviceCopies {}
+
+impl std::fmt::Debug for DeviceCopies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut devices: Vec<&Device> = map.keys().collect();
+        devices.sort();
+        write!(f, "DeviceCopies({devices:?})")
+    }
 }
 
 impl Block {
@@ -92,7 +139,62 @@ impl Block {
             t_indptr,
             t_dst,
             t_edges,
+            device_copies: DeviceCopies::default(),
         })
+    }
+
+    /// The copy of this block's index arrays on `device`, made by `upload` on first use and
+    /// shared by every later call (the segment ops' kernels read it forward and backward).
+    ///
+    /// A copy is remade if a field was replaced or resized since it was made (the stamp
+    /// holds every array's address and length); changing values in place after a block
+    /// has run on a device is not detected: clone the block instead.
+    pub fn device_copy<T: Any + Send + Sync>(
+        &self,
+        device: Device,
+        upload: impl FnOnce(&Block) -> Result<T>,
+    ) -> Result<Arc<T>> {
+        let stamp = self.stamp();
+        // Held during the upload, so two threads never upload the same block twice.
+        let mut map = self
+            .device_copies
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = map.get(&device).filter(|c| c.stamp == stamp) {
+            if let Ok(data) = c.data.clone().downcast::<T>() {
+                return Ok(data);
+            }
+        }
+        // Drop a stale copy before making its replacement: device memory is what is short.
+        map.remove(&device);
+        let data = Arc::new(upload(self)?);
+        map.insert(
+            device,
+            DeviceCopy {
+                stamp,
+                data: data.clone(),
+            },
+        );
+        Ok(data)
+    }
+
+    /// Addresses and lengths of the index arrays, plus the node counts.
+    fn stamp(&self) -> [usize; 12] {
+        [
+            self.num_src,
+            self.num_dst,
+            self.indptr.as_ptr() as usize,
+            self.indptr.len(),
+            self.indices.as_ptr() as usize,
+            self.indices.len(),
+            self.t_indptr.as_ptr() as usize,
+            self.t_indptr.len(),
+            self.t_dst.as_ptr() as usize,
+            self.t_dst.len(),
+            self.t_edges.as_ptr() as usize,
+            self.t_edges.len(),
+        ]
     }
 
     /// Number of edges.
@@ -128,6 +230,30 @@ mod tests {
         assert_eq!(b.t_dst, vec![0, 0, 1]);
         assert_eq!(b.t_edges, vec![0, 1, 2]);
         assert_eq!(b.dst_nodes(), &[10, 11]);
+    }
+
+    #[test]
+    fn device_copies_are_made_once_and_not_cloned() {
+        let b = Block::new(3, vec![0, 2, 3], vec![0, 2, 2], vec![10, 11, 12]).unwrap();
+        let mut uploads = 0;
+        let mut get = |b: &Block| {
+            b.device_copy(Device::Wgpu(7), |b| {
+                uploads += 1;
+                Ok(b.indices.clone())
+            })
+            .unwrap()
+        };
+        let first = get(&b);
+        assert!(Arc::ptr_eq(&first, &get(&b)));
+        let c = b.clone();
+        assert_eq!(b, c);
+        assert!(!Arc::ptr_eq(&first, &get(&c)));
+        let mut d = c.clone();
+        get(&d);
+        d.indices = vec![1, 1, 1];
+        assert_eq!(*get(&d), vec![1, 1, 1]);
+        assert_eq!(uploads, 4);
+        assert!(format!("{b:?}").contains("Wgpu(7)"));
     }
 
     #[test]

@@ -11,23 +11,58 @@
 //! The scatter needs no float atomics: the index is transposed on the CPU by a counting
 //! sort (for each target row, the positions `i` that hit it, in increasing order) and each
 //! target row sums its contributions in that order. One task owns one output row, so the
-//! result is deterministic and independent of the thread count; GPU backends upload the
-//! same transposed index and run one workgroup per target row.
+//! result is deterministic and independent of the thread count. GPU backends read the
+//! index back, upload the same transposed index and run one invocation per (target row,
+//! feature), each summing its positions in order; the gather runs one invocation per
+//! output value. The backward rule reuses the indices the forward pass read back.
 //!
 //! Indices are checked: one out of range is an [`Error::InvalidArgument`] naming its
 //! position and value.
 
+use std::sync::Arc;
+
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::cpu_output;
-use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
-use crate::tensor::{Storage, Tensor};
+use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
+use crate::ops::{cpu_output, wgpu_output};
+use crate::tensor::{DType, Storage, Tensor};
+
+const SHADER: &str = include_str!("../../shaders/index_select.wgsl");
+const GATHER: Kernel = Kernel {
+    stem: "index_select",
+    source: SHADER,
+    entry: "gather_u32",
+};
+const SCATTER: Kernel = Kernel {
+    stem: "index_select",
+    source: SHADER,
+    entry: "scatter_add_f32",
+};
+
+/// The indices of a GPU index tensor, read back once and shared by the op and its
+/// backward rule (both need them on the host: to check them, and to transpose them).
+type HostIndices = Option<Arc<Vec<u32>>>;
 
 /// Rows `idx` of `x`: `[n, f]` gathered by `u32 [m]` gives `[m, f]`. Indices may repeat.
 /// Works on u32 tensors too (without gradient), e.g. to gather labels by node id.
+///
+/// On a GPU the indices are read back to be checked (a synchronisation point).
 pub fn index_select(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+    gather_rows(x, idx, None)
+}
+
+/// Sums the rows of `src` (`[m, f]`) into `n` rows: row `idx[i]` of the result receives
+/// `src[i, :]`; rows no index names are zero. Deterministic (see the module docs).
+///
+/// On a GPU the indices are read back to be transposed on the host.
+pub fn scatter_add(src: &Tensor, idx: &Tensor, n: usize) -> Result<Tensor> {
+    scatter_rows(src, idx, n, None)
+}
+
+fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
     const OP: &str = "index_select";
     x.same_device(idx, OP)?;
     let (n, f) = dims2(OP, "x", x)?;
@@ -40,48 +75,101 @@ pub fn index_select(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
             ))
         }
     };
-    let buf = {
-        let ig = idx.storage();
-        let iv = u32_data(OP, idx, ig.cpu(OP)?)?;
-        check_indices(OP, iv, n)?;
-        match &*x.storage() {
-            Storage::Cpu(b) => match &b.data {
+    let (out, host) = match (&*x.storage(), &*idx.storage()) {
+        (Storage::Cpu(b), Storage::Cpu(ib)) => {
+            let iv = u32_data(OP, idx, &ib.data)?;
+            check_indices(OP, iv, n)?;
+            let buf = match &b.data {
                 CpuData::F32(v) => gather(v, iv, f)?,
                 CpuData::F64(v) => gather(v, iv, f)?,
                 CpuData::U32(v) => gather(v, iv, f)?,
-            },
-            _ => return Err(crate::ops::no_kernel(file!())),
+            };
+            (cpu_output(buf, vec![m, f], x), None)
         }
+        (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
+            let host = host_indices(OP, idx, ib, host)?;
+            check_indices(OP, &host, n)?;
+            let total = u32_count(OP, "the output", m * f)?;
+            // With f > 0, n * f fitting u32 bounds n too; with f = 0 nothing runs.
+            u32_count(OP, "x", n * f)?;
+            let params = [total, f as u32, n as u32, 0];
+            let out = WgpuBuffer::new(b.ctx(), total as u64 * 4)?;
+            b.ctx().launch(
+                &GATHER,
+                &params,
+                &[(1, ib), (2, b), (3, &out)],
+                total as u64,
+            )?;
+            (wgpu_output(out, vec![m, f], x), Some(host))
+        }
+        _ => return Err(mismatch(OP, x, idx)),
     };
-    let out = cpu_output(buf, vec![m, f], x);
     let idx = idx.clone();
     Ok(record(OP, out, &[x], move |g| {
-        Ok(vec![Some(scatter_add(g, &idx, n)?)])
+        Ok(vec![Some(scatter_rows(g, &idx, n, host)?)])
     }))
 }
 
-/// Sums the rows of `src` (`[m, f]`) into `n` rows: row `idx[i]` of the result receives
-/// `src[i, :]`; rows no index names are zero. Deterministic (see the module docs).
-pub fn scatter_add(src: &Tensor, idx: &Tensor, n: usize) -> Result<Tensor> {
+fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Result<Tensor> {
     const OP: &str = "scatter_add";
     src.same_device(idx, OP)?;
     src.expect_float(OP)?;
     let (m, f) = dims2(OP, "src", src)?;
     expect_vector(OP, "idx", idx, m)?;
-    let buf = {
-        let ig = idx.storage();
-        let iv = u32_data(OP, idx, ig.cpu(OP)?)?;
-        let t = TransposedIndex::build(OP, iv, n)?;
-        match &*src.storage() {
-            Storage::Cpu(b) => float_cpu!(OP, &b.data, v => scatter(v, &t, f)?),
-            _ => return Err(crate::ops::no_kernel(file!())),
+    let (out, host) = match (&*src.storage(), &*idx.storage()) {
+        (Storage::Cpu(b), Storage::Cpu(ib)) => {
+            let t = TransposedIndex::build(OP, u32_data(OP, idx, &ib.data)?, n)?;
+            let buf = float_cpu!(OP, &b.data, v => scatter(v, &t, f)?);
+            (cpu_output(buf, vec![n, f], src), None)
         }
+        (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
+            let host = host_indices(OP, idx, ib, host)?;
+            let t = TransposedIndex::build(OP, &host, n)?;
+            u32_count(OP, "src", m * f)?;
+            let total = u32_count(OP, "the output", n * f)?;
+            let ctx = b.ctx();
+            let t_indptr = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.indptr))?;
+            let t_pos = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.pos))?;
+            let out = WgpuBuffer::new(ctx, total as u64 * 4)?;
+            ctx.launch(
+                &SCATTER,
+                &[total, f as u32, 0, 0],
+                &[(4, &t_indptr), (5, &t_pos), (6, b), (7, &out)],
+                total as u64,
+            )?;
+            (wgpu_output(out, vec![n, f], src), Some(host))
+        }
+        _ => return Err(mismatch(OP, src, idx)),
     };
-    let out = cpu_output(buf, vec![n, f], src);
     let idx = idx.clone();
     Ok(record(OP, out, &[src], move |g| {
-        Ok(vec![Some(index_select(g, &idx)?)])
+        Ok(vec![Some(gather_rows(g, &idx, host)?)])
     }))
+}
+
+/// The values of `idx` (a u32 tensor held in `buf`), from `known` or read back.
+fn host_indices(
+    op: &'static str,
+    idx: &Tensor,
+    buf: &WgpuBuffer,
+    known: HostIndices,
+) -> Result<Arc<Vec<u32>>> {
+    if idx.dtype() != DType::U32 {
+        return Err(idx.dtype_error(op, "u32"));
+    }
+    match known {
+        Some(h) => Ok(h),
+        None => Ok(Arc::new(bytemuck::pod_collect_to_vec(&buf.read()?))),
+    }
+}
+
+/// Operands whose storages are on different backends.
+fn mismatch(op: &'static str, a: &Tensor, b: &Tensor) -> Error {
+    Error::DeviceMismatch {
+        op,
+        lhs: a.device(),
+        rhs: b.device(),
+    }
 }
 
 /// Errors on the first index `>= n`, naming its position and value.

@@ -127,11 +127,3 @@ pub(crate) fn check_update(
     }
     Ok(())
 }
-
-/// The error of an op that has no kernel for its operands' backend yet.
-pub(crate) fn no_kernel(file: &str) -> Error {
-    Error::Backend {
-        backend: "wgpu",
-        msg: format!("{file}: no wgpu kernel for this op yet"),
-    }
-}

@@ -1,7 +1,8 @@
 //! CPU helpers shared by row-structured ops (gathers, segment reductions, row-wise
 //! softmax): row-parallel output, where one task owns one output row, so no two tasks write
-//! the same value and results do not depend on the thread count (GPU kernels use the same
-//! mapping, one workgroup per output row); and u32 index operands.
+//! the same value and results do not depend on the thread count (GPU kernels keep that
+//! ownership, down to one invocation per output value for gathers and segment reductions);
+//! u32 index operands; and the u32 value counts GPU kernels index with.
 
 use rayon::prelude::*;
 
@@ -78,4 +79,15 @@ pub(crate) fn dims2(op: &'static str, what: &str, t: &Tensor) -> Result<(usize, 
             format!("{what} must be 2-D, got shape {s:?}"),
         )),
     }
+}
+
+/// `n` as the u32 a GPU kernel indexes values with; an error naming `op` and `what` if a
+/// tensor holds more values than that.
+pub(crate) fn u32_count(op: &'static str, what: &str, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| {
+        Error::shape(
+            op,
+            format!("{what} holds {n} values; GPU kernels index at most 2^32 - 1"),
+        )
+    })
 }

@@ -10,7 +10,10 @@
 //! positions rather than src ids is what makes duplicate edges and self-loops exact.
 //!
 //! Forward runs one task per dst row, backward one per src row: no atomics, deterministic.
-//! Saved: the argmax (`u32 [num_dst, f]`) and the block; not `x`.
+//! Saved: the argmax (`u32 [num_dst, f]`, on the op's device) and the block; not `x`.
+//!
+//! On wgpu (`shaders/segment_max.wgsl`) one invocation owns one (dst row, feature) forward
+//! and one (src row, feature) backward, with the same scan order and tie and NaN rules.
 
 use std::sync::Arc;
 
@@ -18,44 +21,105 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::error::Result;
+use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
+use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
-use crate::ops::cpu_output;
-use crate::ops::rows::{parallel, rows_from_fn, u32_data};
+use crate::ops::rows::{parallel, rows_from_fn, u32_count, u32_data};
 use crate::ops::segment_sum::check_input;
+use crate::ops::{cpu_output, wgpu_output};
 use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "segment_max";
+const SHADER: &str = include_str!("../../shaders/segment_max.wgsl");
+const FORWARD: Kernel = Kernel {
+    stem: "segment_max",
+    source: SHADER,
+    entry: "segment_max_f32",
+};
+const BACKWARD: Kernel = Kernel {
+    stem: "segment_max",
+    source: SHADER,
+    entry: "segment_max_backward_f32",
+};
 
 /// Per dst node and feature, the max over its in-neighbours' rows of `x`
 /// (`[num_src, f]` to `[num_dst, f]`); zero for a node without in-edges.
 pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     x.expect_float(OP)?;
     let f = check_input(OP, x, block)?;
-    let (buf, arg) = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let shape = vec![block.num_dst, f];
+    let (out, arg) = match &*x.storage() {
+        Storage::Cpu(b) => {
+            let (buf, arg) = float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?);
+            (cpu_output(buf, shape.clone(), x), Storage::Cpu(arg))
+        }
+        Storage::Wgpu(b) => {
+            let (buf, arg) = wgpu_forward(b, block, f)?;
+            (wgpu_output(buf, shape.clone(), x), Storage::Wgpu(arg))
+        }
     };
-    let out = cpu_output(buf, vec![block.num_dst, f], x);
-    let arg = Tensor::from_storage(
-        Storage::Cpu(arg),
-        vec![block.num_dst, f],
-        DType::U32,
-        x.device(),
-    );
+    let arg = Tensor::from_storage(arg, shape, DType::U32, x.device());
     let block = block.clone();
     Ok(record(OP, out, &[x], move |g| {
-        let buf = {
-            let ag = arg.storage();
-            let a = u32_data(OP, &arg, ag.cpu(OP)?)?;
-            match &*g.storage() {
-                Storage::Cpu(b) => float_cpu!(OP, &b.data, v => cpu_backward(v, a, &block, f)?),
-                _ => return Err(crate::ops::no_kernel(file!())),
+        let shape = vec![block.num_src, f];
+        let gx = match (&*g.storage(), &*arg.storage()) {
+            (Storage::Cpu(b), Storage::Cpu(ab)) => {
+                let a = u32_data(OP, &arg, &ab.data)?;
+                let buf = float_cpu!(OP, &b.data, v => cpu_backward(v, a, &block, f)?);
+                cpu_output(buf, shape, g)
+            }
+            (Storage::Wgpu(b), Storage::Wgpu(ab)) => {
+                wgpu_output(wgpu_backward(b, ab, &block, f)?, shape, g)
+            }
+            _ => {
+                return Err(Error::DeviceMismatch {
+                    op: OP,
+                    lhs: g.device(),
+                    rhs: arg.device(),
+                })
             }
         };
-        Ok(vec![Some(cpu_output(buf, vec![block.num_src, f], g))])
+        Ok(vec![Some(gx)])
     }))
+}
+
+/// The max values and argmax edge positions of `x` (`[num_src, f]`) on its adapter.
+fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, WgpuBuffer)> {
+    u32_count(OP, "x", b.num_src * f)?;
+    let n = u32_count(OP, "the output", b.num_dst * f)?;
+    let ctx = x.ctx();
+    let bb = BlockBuffers::of(ctx, b)?;
+    let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
+    let arg = WgpuBuffer::new(ctx, n as u64 * 4)?;
+    let buffers = [
+        (1, &bb.indptr),
+        (2, &bb.indices),
+        (3, x),
+        (4, &out),
+        (5, &arg),
+    ];
+    ctx.launch(&FORWARD, &[n, f as u32, 0, 0], &buffers, n as u64)?;
+    Ok((out, arg))
+}
+
+/// The gradient of `x` from the gradient `g` of the output and the argmax `arg`.
+fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Result<WgpuBuffer> {
+    u32_count(OP, "the gradient", b.num_dst * f)?;
+    let n = u32_count(OP, "x", b.num_src * f)?;
+    let ctx = g.ctx();
+    let bb = BlockBuffers::of(ctx, b)?;
+    let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
+    let buffers = [
+        (6, &bb.t_indptr),
+        (7, &bb.t_dst),
+        (8, &bb.t_edges),
+        (9, arg),
+        (10, g),
+        (11, &out),
+    ];
+    ctx.launch(&BACKWARD, &[n, f as u32, 0, 0], &buffers, n as u64)?;
+    Ok(out)
 }
 
 /// True if `v` replaces the running max `m`: larger, or the first NaN.

@@ -12,17 +12,34 @@
 //! neither needs float atomics, and each row is summed in edge order: deterministic and
 //! independent of thread count. Blocks are passed as `&Arc<Block>` so that the backward
 //! rule keeps the graph without copying it.
+//!
+//! On wgpu (`shaders/segment_sum.wgsl`) one invocation owns one output value, (dst row,
+//! feature) forward and (src row, feature) backward, and sums in the same edge order as
+//! the CPU; the block's index arrays are uploaded once per block ([`BlockBuffers`]).
 
 use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
-use crate::ops::cpu_output;
-use crate::ops::rows::{dims2, rows_from_fn};
+use crate::ops::rows::{dims2, rows_from_fn, u32_count};
+use crate::ops::{cpu_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
+
+const SHADER: &str = include_str!("../../shaders/segment_sum.wgsl");
+const FORWARD: Kernel = Kernel {
+    stem: "segment_sum",
+    source: SHADER,
+    entry: "segment_sum_f32",
+};
+const BACKWARD: Kernel = Kernel {
+    stem: "segment_sum",
+    source: SHADER,
+    entry: "segment_sum_backward_f32",
+};
 
 /// Per dst node, the sum of its in-neighbours' rows of `x` (`[num_src, f]` to `[num_dst, f]`).
 pub fn segment_sum(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
@@ -38,19 +55,63 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     let op = if mean { "segment_mean" } else { "segment_sum" };
     x.expect_float(op)?;
     let f = check_input(op, x, block)?;
-    let buf = match &*x.storage() {
-        Storage::Cpu(b) => float_cpu!(op, &b.data, v => cpu_forward(v, block, f, mean)?),
-        _ => return Err(crate::ops::no_kernel(file!())),
+    let shape = vec![block.num_dst, f];
+    let out = match &*x.storage() {
+        Storage::Cpu(b) => {
+            let buf = float_cpu!(op, &b.data, v => cpu_forward(v, block, f, mean)?);
+            cpu_output(buf, shape, x)
+        }
+        Storage::Wgpu(b) => wgpu_output(launch(op, true, b, block, f, mean)?, shape, x),
     };
-    let out = cpu_output(buf, vec![block.num_dst, f], x);
     let block = block.clone();
     Ok(record(op, out, &[x], move |g| {
-        let buf = match &*g.storage() {
-            Storage::Cpu(b) => float_cpu!(op, &b.data, v => cpu_backward(v, &block, f, mean)?),
-            _ => return Err(crate::ops::no_kernel(file!())),
+        let shape = vec![block.num_src, f];
+        let gx = match &*g.storage() {
+            Storage::Cpu(b) => {
+                let buf = float_cpu!(op, &b.data, v => cpu_backward(v, &block, f, mean)?);
+                cpu_output(buf, shape, g)
+            }
+            Storage::Wgpu(b) => wgpu_output(launch(op, false, b, &block, f, mean)?, shape, g),
         };
-        Ok(vec![Some(cpu_output(buf, vec![block.num_src, f], g))])
+        Ok(vec![Some(gx)])
     }))
+}
+
+/// Runs the forward (`[num_src, f]` in, `[num_dst, f]` out) or backward (the reverse)
+/// kernel on `input`.
+fn launch(
+    op: &'static str,
+    forward: bool,
+    input: &WgpuBuffer,
+    block: &Block,
+    f: usize,
+    mean: bool,
+) -> Result<WgpuBuffer> {
+    let (rows_in, rows_out) = if forward {
+        (block.num_src, block.num_dst)
+    } else {
+        (block.num_dst, block.num_src)
+    };
+    u32_count(op, "the input", rows_in * f)?;
+    let n = u32_count(op, "the output", rows_out * f)?;
+    let ctx = input.ctx();
+    let bb = BlockBuffers::of(ctx, block)?;
+    let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
+    let params = [n, f as u32, mean as u32, 0];
+    if forward {
+        let buffers = [(1, &bb.indptr), (2, &bb.indices), (3, input), (4, &out)];
+        ctx.launch(&FORWARD, &params, &buffers, n as u64)?;
+    } else {
+        let buffers = [
+            (1, &bb.indptr),
+            (5, &bb.t_indptr),
+            (6, &bb.t_dst),
+            (7, input),
+            (8, &out),
+        ];
+        ctx.launch(&BACKWARD, &params, &buffers, n as u64)?;
+    }
+    Ok(out)
 }
 
 /// Checks that `x` is `[num_src, f]` and that `block` is well formed; returns `f`.

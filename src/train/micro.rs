@@ -217,6 +217,7 @@ impl Trainer<'_> {
             let t = Instant::now();
             self.optim.step()?;
             self.optim.zero_grad();
+            self.config.device.sync()?;
             run.out.phases.optimizer = t.elapsed().as_secs_f64();
         } else {
             self.optim.zero_grad();
@@ -354,9 +355,12 @@ impl Trainer<'_> {
             ce.clone()
         };
         drop(logits);
+        // GPU ops return once queued: sync so each phase is charged its own device time.
+        device.sync()?;
         let forward_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
         loss.backward()?;
+        device.sync()?;
         let backward_s = t.elapsed().as_secs_f64();
         Ok(Computed {
             ce: ce.item()?,

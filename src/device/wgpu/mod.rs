@@ -7,10 +7,12 @@
 //! uncaptured-error handler and returned as [`Error::Backend`]; wgpu's default handler,
 //! which panics, is never left installed.
 
+mod block;
 mod buffer;
 mod context;
 mod launch;
 
+pub use block::BlockBuffers;
 pub use buffer::WgpuBuffer;
 pub use context::{adapters, context, resolve_adapter, AdapterSummary, Context};
 pub use launch::{Kernel, WG};

@@ -1,0 +1,134 @@
+//! Graph kernels on wgpu:0 (bytes/s, each value read or written counted once, indices
+//! included): segment sum, mean and max forward, index_select and scatter_add, on a
+//! power-law block (every in-edge of 8,192 seeds of a scaled arxiv-like graph). The CPU
+//! runs the same inputs for reference. Every iteration waits for the device, so a figure
+//! is the kernel's time, not its submission's. Skipped, with the reason printed, without an
+//! adapter.
+//!
+//! `cargo bench --bench wgpu_graph` (a few seconds per benchmark).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use espalier::graph::synth::SynthSpec;
+use espalier::graph::{sample_blocks, Block};
+use espalier::ops;
+use espalier::rng::Rng;
+use espalier::{Device, Tensor};
+
+const F: usize = 64;
+
+fn adapter() -> Option<Device> {
+    let dev = Device::Wgpu(0);
+    match dev.memory() {
+        Ok(_) => Some(dev),
+        Err(e) => {
+            println!("skipping the wgpu graph benchmarks: {e}");
+            None
+        }
+    }
+}
+
+/// The input-layer block of 8,192 seeds with all their in-edges: in-degrees follow the
+/// graph's power law (a few dst nodes with hundreds of edges, most with a handful).
+fn power_law_block() -> Arc<Block> {
+    let data = SynthSpec::parse("arxiv-like,scale=0.25")
+        .unwrap()
+        .generate()
+        .unwrap();
+    let seeds: Vec<u32> = (0..data.graph.num_nodes as u32)
+        .step_by(5)
+        .take(8192)
+        .collect();
+    let b = sample_blocks(&data.graph, &seeds, &[-1], 3)
+        .unwrap()
+        .remove(0);
+    let max_in = (0..b.num_dst).map(|d| b.degree(d)).max().unwrap_or(0);
+    println!(
+        "block: {} src, {} dst, {} edges, max in-degree {max_in}, f = {F}",
+        b.num_src,
+        b.num_dst,
+        b.num_edges()
+    );
+    Arc::new(b)
+}
+
+fn randn(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = Rng::new(seed);
+    let n = shape.iter().product();
+    Tensor::from_f32(
+        (0..n).map(|_| rng.normal() as f32).collect(),
+        shape,
+        Device::Cpu,
+    )
+    .unwrap()
+}
+
+fn graph(c: &mut Criterion) {
+    let Some(gpu) = adapter() else { return };
+    let b = power_law_block();
+    let (e, n_src, n_dst) = (b.num_edges(), b.num_src, b.num_dst);
+    let x_cpu = randn(&[n_src, F], 1);
+    let mut rng = Rng::new(2);
+    let m = e;
+    let idx_cpu = Tensor::from_u32(
+        (0..m).map(|_| rng.below(n_src as u64) as u32).collect(),
+        &[m],
+        Device::Cpu,
+    )
+    .unwrap();
+    let src_cpu = randn(&[m, F], 3);
+
+    let mut g = c.benchmark_group("wgpu_graph");
+    // Gathered rows read, output rows written, indptr and indices read.
+    let seg = (e * F * 4 + n_dst * F * 4 + (n_dst + 1) * 4 + e * 4) as u64;
+    for dev in [gpu, Device::Cpu] {
+        let x = x_cpu.clone().to_device(dev).unwrap();
+        let idx = idx_cpu.clone().to_device(dev).unwrap();
+        let src = src_cpu.clone().to_device(dev).unwrap();
+        let size = format!("{dev}/E={e},f={F}");
+        let run = |f: &dyn Fn() -> Tensor| {
+            drop(black_box(f()));
+            dev.sync().unwrap();
+        };
+        g.throughput(Throughput::Bytes(seg));
+        g.bench_function(BenchmarkId::new("segment_sum", &size), |bench| {
+            bench.iter(|| run(&|| ops::segment_sum(&x, &b).unwrap()))
+        });
+        g.bench_function(BenchmarkId::new("segment_mean", &size), |bench| {
+            bench.iter(|| run(&|| ops::segment_mean(&x, &b).unwrap()))
+        });
+        // Plus the argmax written.
+        g.throughput(Throughput::Bytes(seg + (n_dst * F * 4) as u64));
+        g.bench_function(BenchmarkId::new("segment_max", &size), |bench| {
+            bench.iter(|| run(&|| ops::segment_max(&x, &b).unwrap()))
+        });
+        // Rows read and written, indices read.
+        g.throughput(Throughput::Bytes((2 * m * F * 4 + m * 4) as u64));
+        let size = format!("{dev}/m={m},f={F}");
+        g.bench_function(BenchmarkId::new("index_select", &size), |bench| {
+            bench.iter(|| run(&|| ops::index_select(&x, &idx).unwrap()))
+        });
+        // Same bytes plus the output rows; on a GPU this includes reading the indices back
+        // and transposing them on the host, which is part of the op's cost.
+        g.throughput(Throughput::Bytes(
+            (m * F * 4 + m * 4 + n_src * F * 4) as u64,
+        ));
+        g.bench_function(BenchmarkId::new("scatter_add", &size), |bench| {
+            bench.iter(|| run(&|| ops::scatter_add(&src, &idx, n_src).unwrap()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = graph
+}
+criterion_main!(benches);

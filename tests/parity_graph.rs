@@ -1,0 +1,276 @@
+//! Parity of the graph ops: segment sum, mean and max over a zoo of blocks, and the row
+//! gather and scatter-add, forward and backward on every available GPU backend against the
+//! CPU backend. A missing backend is skipped with a printed reason.
+//!
+//! The zoo covers what breaks segment kernels: no edges at all, dst nodes without
+//! in-edges, self-loops, duplicate edges (the max must credit only the first copy), a star
+//! (one dst with 5,000 in-edges), a hub (one src feeding 5,000 dst nodes: one long row of
+//! the transposed CSR), and power-law blocks sampled from a Cora-sized synthetic graph.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_close, gpu_devices, parity, rand_f32, rand_idx};
+use espalier::graph::synth::SynthSpec;
+use espalier::graph::{sample_blocks, Block};
+use espalier::rng::Rng;
+use espalier::{ops, Device, Error, Tensor};
+
+/// Feature widths: one value, one short of a warp-ish 64, and just past 256 (a workgroup).
+const WIDTHS: [usize; 3] = [1, 63, 257];
+
+fn block(num_src: usize, adj: &[&[u32]]) -> Arc<Block> {
+    let mut indptr = vec![0u32];
+    let mut indices = Vec::new();
+    for nbrs in adj {
+        indices.extend_from_slice(nbrs);
+        indptr.push(indices.len() as u32);
+    }
+    Arc::new(Block::new(num_src, indptr, indices, (0..num_src as u32).collect()).unwrap())
+}
+
+fn zoo() -> Vec<(String, Arc<Block>)> {
+    let mut z = vec![
+        ("empty".to_string(), block(5, &[&[], &[], &[]])),
+        (
+            "zero-in-degree".to_string(),
+            block(6, &[&[3, 4], &[], &[0], &[], &[5, 1, 2]]),
+        ),
+        (
+            "self-loops".to_string(),
+            block(5, &[&[0], &[1, 4], &[2, 2, 0], &[3, 1]]),
+        ),
+        (
+            "duplicates".to_string(),
+            block(4, &[&[2, 2, 2, 1], &[0, 3, 0, 3], &[1, 1]]),
+        ),
+    ];
+    let star: Vec<u32> = (1..=5000).collect();
+    z.push(("star".to_string(), block(5001, &[&star])));
+    let hub: Vec<&[u32]> = vec![&[5000]; 5000];
+    z.push(("hub".to_string(), block(5001, &hub)));
+    let graph = SynthSpec::parse("cora-like")
+        .unwrap()
+        .generate()
+        .unwrap()
+        .graph
+        .symmetrize();
+    let seeds: Vec<u32> = (0..graph.num_nodes as u32).step_by(2).collect();
+    for (what, fanouts) in [("full", vec![-1i64]), ("fanout-10", vec![10, 10])] {
+        let blocks = sample_blocks(&graph, &seeds, &fanouts, 11).unwrap();
+        let b = blocks.into_iter().next().unwrap();
+        let max_in = (0..b.num_dst).map(|d| b.degree(d)).max().unwrap_or(0);
+        let max_out = b
+            .t_indptr
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0);
+        println!(
+            "power-law/{what}: {} src, {} dst, {} edges, max in-degree {max_in}, max out-degree {max_out}",
+            b.num_src,
+            b.num_dst,
+            b.num_edges()
+        );
+        z.push((format!("power-law/{what}"), Arc::new(b)));
+    }
+    z
+}
+
+type SegmentOp = fn(&Tensor, &Arc<Block>) -> espalier::Result<Tensor>;
+
+const SEGMENT_OPS: [(&str, SegmentOp); 3] = [
+    ("segment_sum", ops::segment_sum),
+    ("segment_mean", ops::segment_mean),
+    ("segment_max", ops::segment_max),
+];
+
+#[test]
+fn segment_ops_over_the_zoo() {
+    for (name, b) in zoo() {
+        for &f in &WIDTHS {
+            let x = rand_f32(&[b.num_src, f], (b.num_edges() * 31 + f) as u64);
+            for (op, run) in SEGMENT_OPS {
+                let b = b.clone();
+                parity(
+                    &format!("{op}/{name}/f={f}"),
+                    &move |x| run(&x[0], &b),
+                    std::slice::from_ref(&x),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn segment_max_ties_go_to_the_first_edge() {
+    // Values in {-1, 0, 1}: most comparisons are ties, so the argmax (hence the gradient)
+    // shows whether the device scans edges in the CPU's order.
+    for (name, b) in zoo() {
+        let f = 63;
+        let mut rng = Rng::new(b.num_src as u64);
+        let v = (0..b.num_src * f)
+            .map(|_| rng.below(3) as f32 - 1.0)
+            .collect();
+        let x = Tensor::from_f32(v, &[b.num_src, f], Device::Cpu).unwrap();
+        parity(
+            &format!("segment_max/ties/{name}"),
+            &move |x| ops::segment_max(&x[0], &b),
+            &[x],
+        );
+    }
+}
+
+#[test]
+fn segment_max_propagates_nan() {
+    // dst 0 <- {0, 1, 2}: a NaN in the middle must win and stay.
+    let b = block(3, &[&[0, 1, 2], &[2, 1]]);
+    let x = vec![1.0, f32::NAN, 5.0];
+    let expected = ops::segment_max(
+        &Tensor::from_f32(x.clone(), &[3, 1], Device::Cpu).unwrap(),
+        &b,
+    )
+    .unwrap()
+    .to_vec_f32()
+    .unwrap();
+    assert!(expected[0].is_nan() && expected[1].is_nan());
+    for dev in gpu_devices() {
+        let x = Tensor::from_f32(x.clone(), &[3, 1], dev).unwrap();
+        let got = ops::segment_max(&x, &b).unwrap().to_vec_f32().unwrap();
+        assert_close(
+            &format!("segment_max NaN on {dev}"),
+            &expected,
+            &got,
+            0.0,
+            0.0,
+        );
+    }
+}
+
+#[test]
+fn index_select_and_scatter_add_with_repeated_indices() {
+    for &f in &WIDTHS {
+        // 4097 output rows gathered from 1000 with repeats.
+        let x = rand_f32(&[1000, f], f as u64);
+        let idx = rand_idx(4097, 1000, 1 + f as u64);
+        parity(
+            &format!("index_select/4097-of-1000/f={f}"),
+            &|t| ops::index_select(&t[0], &t[1]),
+            &[x, idx],
+        );
+        // From a table of 4097 rows, every row hit several times.
+        let x = rand_f32(&[4097, f], 2 + f as u64);
+        let idx = rand_idx(3 * 4097, 4097, 3 + f as u64);
+        parity(
+            &format!("index_select/of-4097/f={f}"),
+            &|t| ops::index_select(&t[0], &t[1]),
+            &[x, idx],
+        );
+        // 4097 rows summed into 300, some of which nothing hits.
+        let src = rand_f32(&[4097, f], 4 + f as u64);
+        let idx = rand_idx(4097, 250, 5 + f as u64);
+        parity(
+            &format!("scatter_add/4097-into-300/f={f}"),
+            &|t| ops::scatter_add(&t[0], &t[1], 300),
+            &[src, idx],
+        );
+    }
+    // Empty index and empty table.
+    parity(
+        "index_select/empty",
+        &|t| ops::index_select(&t[0], &t[1]),
+        &[rand_f32(&[3, 5], 6), rand_idx(0, 3, 7)],
+    );
+    parity(
+        "scatter_add/empty",
+        &|t| ops::scatter_add(&t[0], &t[1], 4),
+        &[rand_f32(&[0, 5], 8), rand_idx(0, 4, 9)],
+    );
+}
+
+#[test]
+fn index_select_gathers_u32_labels() {
+    let labels: Vec<u32> = (0..4097).map(|i| i * 7 % 13).collect();
+    let idx = rand_idx(5000, 4097, 10);
+    let cpu = Tensor::from_u32(labels.clone(), &[4097, 1], Device::Cpu).unwrap();
+    let expected = ops::index_select(&cpu, &idx).unwrap().to_vec_u32().unwrap();
+    for dev in gpu_devices() {
+        let t = Tensor::from_u32(labels.clone(), &[4097, 1], dev).unwrap();
+        let i = idx.clone().to_device(dev).unwrap();
+        let got = ops::index_select(&t, &i).unwrap().to_vec_u32().unwrap();
+        assert_eq!(expected, got, "u32 gather on {dev}");
+    }
+}
+
+#[test]
+fn bad_indices_are_errors_on_devices() {
+    for dev in gpu_devices() {
+        let x = rand_f32(&[3, 2], 1).to_device(dev).unwrap();
+        let idx = Tensor::from_u32(vec![0, 3], &[2], dev).unwrap();
+        match ops::index_select(&x, &idx) {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(
+                    msg.contains("position 1") && msg.contains("index 3"),
+                    "{msg}"
+                )
+            }
+            other => panic!("expected InvalidArgument on {dev}, got {other:?}"),
+        }
+        let src = rand_f32(&[2, 2], 2).to_device(dev).unwrap();
+        assert!(matches!(
+            ops::scatter_add(&src, &idx, 3),
+            Err(Error::InvalidArgument(_))
+        ));
+        let fidx = rand_f32(&[2], 3).to_device(dev).unwrap();
+        assert!(matches!(
+            ops::index_select(&x, &fidx),
+            Err(Error::DType { .. })
+        ));
+        let cpu_idx = Tensor::from_u32(vec![0, 1], &[2], Device::Cpu).unwrap();
+        assert!(matches!(
+            ops::index_select(&x, &cpu_idx),
+            Err(Error::DeviceMismatch { .. })
+        ));
+    }
+}
+
+#[test]
+fn dispatches_past_65535_workgroups() {
+    // 65,600 rows of 256 values: more than 65,535 workgroups of 256, so the grid goes 2-D.
+    let (rows, f) = (65_600, 256);
+    let adj: Vec<[u32; 2]> = (0..rows as u32)
+        .map(|d| [d, (d + 1) % rows as u32])
+        .collect();
+    let adj: Vec<&[u32]> = adj.iter().map(|a| &a[..]).collect();
+    let b = block(rows, &adj);
+    let x = rand_f32(&[rows, f], 12);
+    let idx = rand_idx(rows, 1000, 13);
+    let table = rand_f32(&[1000, f], 14);
+    let sum = ops::segment_sum(&x, &b).unwrap().to_vec_f32().unwrap();
+    let gathered = ops::index_select(&table, &idx)
+        .unwrap()
+        .to_vec_f32()
+        .unwrap();
+    for dev in gpu_devices() {
+        let xd = x.clone().to_device(dev).unwrap();
+        let got = ops::segment_sum(&xd, &b).unwrap().to_vec_f32().unwrap();
+        assert_close(
+            &format!("segment_sum 2-D grid on {dev}"),
+            &sum,
+            &got,
+            0.0,
+            0.0,
+        );
+        let t = table.clone().to_device(dev).unwrap();
+        let i = idx.clone().to_device(dev).unwrap();
+        let got = ops::index_select(&t, &i).unwrap().to_vec_f32().unwrap();
+        assert_close(
+            &format!("index_select 2-D grid on {dev}"),
+            &gathered,
+            &got,
+            0.0,
+            0.0,
+        );
+    }
+}
