@@ -68,6 +68,7 @@ fn config(data: &Dataset, device: Device) -> TrainConfig {
         device,
         eval_every: 0,
         eval_batch_size: 4096,
+        micro: Default::default(),
     }
 }
 
