@@ -33,12 +33,25 @@ pub struct TrainArgs {
     /// 10); for a labelled graph a label at or above it is an error.
     #[arg(long)]
     pub classes: Option<usize>,
-    /// Model: sage or gcn.
+    /// Model: sage, gcn or gat.
     #[arg(long, default_value = "sage")]
     pub model: String,
-    /// SAGE aggregator: mean, sum or pool.
+    /// SAGE aggregator: mean, sum, pool or lstm (DGL semantics, run per degree bucket).
     #[arg(long, default_value = "mean")]
     pub aggr: String,
+    /// GAT: attention heads of the hidden layers (concatenated; the output layer has one),
+    /// as the PyG peer's --heads. --hidden is the width per head.
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    /// GAT: dropout on attention weights (the peer has none).
+    #[arg(long, default_value_t = 0.0)]
+    pub attn_dropout: f64,
+    /// GAT: add a self-loop to every dst node without one (PyG's default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub self_loops: bool,
+    /// SAGE-LSTM: split the explosion bucket into pieces of at most this many dst nodes.
+    #[arg(long)]
+    pub lstm_split: Option<usize>,
     /// Number of layers (default: one per fanout).
     #[arg(long)]
     pub layers: Option<usize>,
@@ -179,6 +192,9 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         out_dim: data.num_classes,
         layers: fanouts.len(),
         dropout: a.dropout,
+        heads: a.heads,
+        attn_dropout: a.attn_dropout,
+        self_loops: a.self_loops,
     };
     let config = TrainConfig {
         model,
@@ -194,6 +210,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         eval_batch_size: a.eval_batch_size,
     };
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
+    trainer.model.set_lstm_split(a.lstm_split)?;
     if let Some(path) = &a.resume {
         trainer.resume(path)?;
         eprintln!(

@@ -138,20 +138,32 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             })
         }
     };
-    let (sa, sb) = (a.clone(), b.clone());
+    // Save only what the rule reads: add and sub read neither operand, so they must not
+    // keep them alive (an LSTM or GAT layer adds large activations).
+    let reads_operands = matches!(op, BinaryOp::Mul | BinaryOp::Div);
+    let saved = reads_operands.then(|| (a.clone(), b.clone()));
+    let b_shape = b.shape().to_vec();
     Ok(record(name, out, &[a, b], move |g| {
+        let operands = || {
+            saved
+                .as_ref()
+                .ok_or_else(|| Error::Autograd(format!("{name}: operands were not saved")))
+        };
         let ga = match op {
             BinaryOp::Add | BinaryOp::Sub => g.clone(),
-            BinaryOp::Mul => mul(g, &sb)?,
-            BinaryOp::Div => div(g, &sb)?,
+            BinaryOp::Mul => mul(g, &operands()?.1)?,
+            BinaryOp::Div => div(g, &operands()?.1)?,
         };
         let gb_full = match op {
             BinaryOp::Add => g.clone(),
             BinaryOp::Sub => neg(g)?,
-            BinaryOp::Mul => mul(g, &sa)?,
-            BinaryOp::Div => neg(&div(&mul(g, &sa)?, &mul(&sb, &sb)?)?)?,
+            BinaryOp::Mul => mul(g, &operands()?.0)?,
+            BinaryOp::Div => {
+                let (sa, sb) = operands()?;
+                neg(&div(&mul(g, sa)?, &mul(sb, sb)?)?)?
+            }
         };
-        let gb = reduce_to(&gb_full, bc, sb.shape())?;
+        let gb = reduce_to(&gb_full, bc, &b_shape)?;
         Ok(vec![Some(ga), Some(gb)])
     }))
 }
