@@ -168,8 +168,16 @@ fn segment_weighted_sum_kernels() {
                 );
                 let (dx2, da2) =
                     ops::segment_weighted_sum_backward(&xd, &ad, &gd, &b, true, true).unwrap();
-                close(&what("x gradient"), dx.as_ref().unwrap(), dx2.as_ref().unwrap());
-                close(&what("a gradient"), da.as_ref().unwrap(), da2.as_ref().unwrap());
+                close(
+                    &what("x gradient"),
+                    dx.as_ref().unwrap(),
+                    dx2.as_ref().unwrap(),
+                );
+                close(
+                    &what("a gradient"),
+                    da.as_ref().unwrap(),
+                    da2.as_ref().unwrap(),
+                );
             }
         }
     }
@@ -187,7 +195,11 @@ fn lstm_aggregate_forward_without_recurrence() {
     let want = ops::lstm_aggregate(&xg, &w, &plan).unwrap();
     for dev in gpu_devices() {
         let got = ops::lstm_aggregate(&on(&xg, dev), &on(&w, dev), &plan).unwrap();
-        close(&format!("lstm_aggregate one-step forward on {dev}"), &want, &got);
+        close(
+            &format!("lstm_aggregate one-step forward on {dev}"),
+            &want,
+            &got,
+        );
     }
 }
 

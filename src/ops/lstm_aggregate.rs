@@ -625,7 +625,8 @@ fn wgpu_backward(
         let hp = WgpuBuffer::new(&ctx, (rows * h * 4) as u64)?;
         ctx.launch(
             &HPREV,
-            &[rows as u32, h as u32],
+            // The shader's parameter block has five words for every entry point.
+            &[rows as u32, h as u32, 0, 0, 0],
             &[(8, acts), (9, cs), (15, &idx.steps), (16, &hp)],
             (rows * h) as u64,
         )?;
