@@ -338,3 +338,162 @@ fn caller_mistakes_are_errors_of_the_right_variant() {
         Err(Error::Shape { .. })
     ));
 }
+
+/// The LSTM cell composed from simple ops: the reference the fused op must match.
+fn composed_cell(z: &Tensor, c_prev: &Tensor) -> Result<Tensor> {
+    let h = c_prev.shape()[1];
+    let gate = |k: usize| ops::slice(z, 1, k * h, h);
+    let i = ops::sigmoid(&gate(0)?)?;
+    let f = ops::sigmoid(&gate(1)?)?;
+    let g = ops::tanh(&gate(2)?)?;
+    let o = ops::sigmoid(&gate(3)?)?;
+    let c = ops::add(&ops::mul(&f, c_prev)?, &ops::mul(&i, &g)?)?;
+    let hn = ops::mul(&o, &ops::tanh(&c)?)?;
+    ops::concat(&[&hn, &c], 1)
+}
+
+#[test]
+fn lstm_cell_matches_the_composed_cell_and_its_gradients() {
+    let z = ops::mul_scalar(&rand(&[7, 12], 130), 3.0).unwrap();
+    let c = rand(&[7, 3], 131);
+    let fused = ops::lstm_cell(&z, &c).unwrap().to_vec_f64().unwrap();
+    let composed = composed_cell(&z, &c).unwrap().to_vec_f64().unwrap();
+    for (a, b) in fused.iter().zip(&composed) {
+        assert!((a - b).abs() < 1e-14, "{a} vs {b}");
+    }
+    // Same gradients for the same upstream weights, through both halves of the output.
+    let w = rand(&[7, 6], 132);
+    let grads = |f: &dyn Fn(&Tensor, &Tensor) -> Result<Tensor>| {
+        let (zl, cl) = (z.requires_grad_leaf(), c.requires_grad_leaf());
+        ops::sum_all(&ops::mul(&f(&zl, &cl).unwrap(), &w).unwrap())
+            .unwrap()
+            .backward()
+            .unwrap();
+        let mut v = zl.grad().unwrap().to_vec_f64().unwrap();
+        v.extend(cl.grad().unwrap().to_vec_f64().unwrap());
+        v
+    };
+    let (gf, gc) = (grads(&|a, b| ops::lstm_cell(a, b)), grads(&composed_cell));
+    for (a, b) in gf.iter().zip(&gc) {
+        assert!((a - b).abs() < 1e-13, "{a} vs {b}");
+    }
+    ok(|x| ops::lstm_cell(&x[0], &x[1]), &[z.clone(), c.clone()]);
+}
+
+#[test]
+fn lstm_cell_in_a_two_step_recurrence() {
+    // h and c of step 1 both feed step 2: gradients flow through both halves of the packed
+    // output, and through a matmul on h.
+    let step = |x: &[Tensor]| -> Result<Tensor> {
+        let hdim = 2;
+        let s1 = ops::lstm_cell(&x[0], &x[1])?;
+        let h1 = ops::slice(&s1, 1, 0, hdim)?;
+        let c1 = ops::slice(&s1, 1, hdim, hdim)?;
+        let z2 = ops::add(&x[2], &ops::matmul(&h1, &x[3], false, false)?)?;
+        ops::lstm_cell(&z2, &c1)
+    };
+    ok(
+        step,
+        &[
+            rand(&[4, 8], 140),
+            rand(&[4, 2], 141),
+            rand(&[4, 8], 142),
+            rand(&[2, 8], 143),
+        ],
+    );
+}
+
+#[test]
+fn segment_softmax_on_an_awkward_block() {
+    let b = awkward_block();
+    ok(|x| ops::segment_softmax(&x[0], &b), &[rand(&[8, 3], 150)]);
+    // Large scores: the max subtraction keeps it finite and exact.
+    ok(
+        |x| ops::segment_softmax(&ops::mul_scalar(&x[0], 30.0)?, &b),
+        &[rand(&[8, 1], 151)],
+    );
+}
+
+#[test]
+fn segment_weighted_sum_both_inputs() {
+    let b = awkward_block();
+    // Two heads of width 3: x [6, 6], a [8, 2].
+    ok(
+        |x| ops::segment_weighted_sum(&x[0], &x[1], &b),
+        &[rand(&[6, 6], 160), rand(&[8, 2], 161)],
+    );
+    // One head, weights from a softmax (the GAT composition).
+    ok(
+        |x| ops::segment_weighted_sum(&x[0], &ops::segment_softmax(&x[1], &b)?, &b),
+        &[rand(&[6, 4], 162), rand(&[8, 1], 163)],
+    );
+}
+
+#[test]
+fn lstm_aggregator_over_buckets_and_split_pieces() {
+    use espalier::nn::LstmParams;
+    let b = awkward_block();
+    for split in [None, Some(1)] {
+        let agg = |x: &[Tensor]| -> Result<Tensor> {
+            let p = LstmParams {
+                weight_ih: x[1].clone(),
+                weight_hh: x[2].clone(),
+                bias: x[3].clone(),
+            };
+            p.aggregate(&b, &x[0], split)
+        };
+        ok(
+            agg,
+            &[
+                rand(&[6, 3], 170),
+                rand(&[3, 12], 171),
+                rand(&[3, 12], 172),
+                rand(&[12], 173),
+            ],
+        );
+    }
+}
+
+#[test]
+fn gat_layer_with_heads_self_loops_and_attention_dropout() {
+    use espalier::nn::gat::{AttnDropout, GatLayer};
+    use espalier::nn::Linear;
+    let b = awkward_block();
+    for (self_loops, dropout) in [
+        (true, None),
+        (false, None),
+        (
+            true,
+            Some(AttnDropout {
+                p: 0.3,
+                key: ops::dropout_key(1, 2, 3),
+            }),
+        ),
+    ] {
+        let layer = |x: &[Tensor]| -> Result<Tensor> {
+            let g = GatLayer {
+                fc: Linear {
+                    weight: x[1].clone(),
+                    bias: None,
+                },
+                attn_src: x[2].clone(),
+                attn_dst: x[3].clone(),
+                bias: x[4].clone(),
+                heads: 2,
+                self_loops,
+            };
+            g.forward(&b, &x[0], dropout)
+        };
+        // 2 heads of width 2 from 3 input features.
+        ok(
+            layer,
+            &[
+                rand(&[6, 3], 180),
+                rand(&[3, 4], 181),
+                rand(&[4], 182),
+                rand(&[4], 183),
+                rand(&[4], 184),
+            ],
+        );
+    }
+}

@@ -42,6 +42,9 @@ fn model_config(data: &Dataset, kind: ModelKind, aggr: Aggregator) -> ModelConfi
         out_dim: data.num_classes,
         layers: FANOUTS.len(),
         dropout: 0.5,
+        heads: 1,
+        attn_dropout: 0.0,
+        self_loops: true,
     }
 }
 

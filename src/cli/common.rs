@@ -30,12 +30,25 @@ pub struct CommonArgs {
     /// 10); for a labelled graph a label at or above it is an error.
     #[arg(long)]
     pub classes: Option<usize>,
-    /// Model: sage or gcn.
+    /// Model: sage, gcn or gat.
     #[arg(long, default_value = "sage")]
     pub model: String,
-    /// SAGE aggregator: mean, sum or pool.
+    /// SAGE aggregator: mean, sum, pool or lstm (DGL semantics, run per degree bucket).
     #[arg(long, default_value = "mean")]
     pub aggr: String,
+    /// GAT: attention heads of the hidden layers (concatenated; the output layer has one),
+    /// as the PyG peer's --heads. --hidden is the width per head.
+    #[arg(long, default_value_t = 4)]
+    pub heads: usize,
+    /// GAT: dropout on attention weights (the peer has none).
+    #[arg(long, default_value_t = 0.0)]
+    pub attn_dropout: f64,
+    /// GAT: add a self-loop to every dst node without one (PyG's default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub self_loops: bool,
+    /// SAGE-LSTM: split the explosion bucket into pieces of at most this many dst nodes.
+    #[arg(long)]
+    pub lstm_split: Option<usize>,
     /// Number of layers (default: one per fanout).
     #[arg(long)]
     pub layers: Option<usize>,
@@ -174,6 +187,9 @@ impl CommonArgs {
             out_dim: data.num_classes,
             layers: fanouts.len(),
             dropout: self.dropout,
+            heads: self.heads,
+            attn_dropout: self.attn_dropout,
+            self_loops: self.self_loops,
         };
         Ok(TrainConfig {
             model,

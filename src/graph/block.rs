@@ -216,6 +216,26 @@ impl Block {
     pub fn dst_nodes(&self) -> &[u32] {
         &self.src_nodes[..self.num_dst]
     }
+
+    /// The block with a self-loop `d → d` appended to the in-edges of every dst node that
+    /// has none (GAT's `add_self_loops`); existing edges keep their order, and the dst
+    /// nodes stay a prefix of the sources (local dst `d` is local src `d`).
+    pub fn with_self_loops(&self) -> Result<Block> {
+        let mut indptr = Vec::with_capacity(self.num_dst + 1);
+        let mut indices = Vec::with_capacity(self.num_edges() + self.num_dst);
+        indptr.push(0u32);
+        for d in 0..self.num_dst {
+            let nbrs = self.neighbors(d);
+            indices.extend_from_slice(nbrs);
+            if !nbrs.contains(&(d as u32)) {
+                indices.push(d as u32);
+            }
+            let end = u32::try_from(indices.len())
+                .map_err(|_| Error::invalid("block: self-loops overflow u32 edge offsets"))?;
+            indptr.push(end);
+        }
+        Block::new(self.num_src, indptr, indices, self.src_nodes.clone())
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +274,17 @@ mod tests {
         assert_eq!(*get(&d), vec![1, 1, 1]);
         assert_eq!(uploads, 4);
         assert!(format!("{b:?}").contains("Wgpu(7)"));
+    }
+
+    #[test]
+    fn self_loops_only_where_missing() {
+        // dst 0 <- {0, 2} has one; dst 1 <- {2} and dst 2 <- {} get one.
+        let b = Block::new(4, vec![0, 2, 3, 3], vec![0, 2, 2], vec![10, 11, 12, 13]).unwrap();
+        let s = b.with_self_loops().unwrap();
+        assert_eq!(s.indptr, vec![0, 2, 4, 5]);
+        assert_eq!(s.indices, vec![0, 2, 2, 1, 2]);
+        assert_eq!(s.src_nodes, b.src_nodes);
+        assert_eq!(s.with_self_loops().unwrap(), s);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Neural-network layers and models built from ops.
 
+pub mod gat;
 pub mod gcn;
 pub mod init;
 pub mod linear;
@@ -8,9 +9,10 @@ pub mod model;
 pub mod module;
 pub mod sage;
 
+pub use gat::GatLayer;
 pub use init::Init;
 pub use linear::Linear;
 pub use mlp::Mlp;
 pub use model::{Forward, Gnn, ModelConfig, ModelKind};
 pub use module::{Activation, Module};
-pub use sage::Aggregator;
+pub use sage::{Aggregator, LstmParams, SageLayer};

@@ -3,12 +3,18 @@
 //! Between layers: ReLU, then dropout (not on the input, not after the last layer), as in
 //! the PyG peer. Dropout masks are keyed by (seed, epoch, layer) and by each row's global
 //! node id, so splitting a batch into micro-batches does not change them.
+//!
+//! GAT (as the PyG peer): hidden layers have `heads` heads of `hidden` features each,
+//! concatenated (`heads · hidden` wide); the output layer has one head of `out_dim`.
+//! Attention dropout (`attn_dropout`) masks are keyed by (seed, epoch, layer) and by global
+//! edge ids (see [`crate::nn::gat`]).
 
 use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::Block;
+use crate::nn::gat::{AttnDropout, GatLayer};
 use crate::nn::gcn::{gcn_norm, GcnLayer};
 use crate::nn::module::{join, Module};
 use crate::nn::sage::{Aggregator, SageLayer};
@@ -22,6 +28,7 @@ use crate::tensor::Tensor;
 pub enum ModelKind {
     Sage,
     Gcn,
+    Gat,
 }
 
 impl std::str::FromStr for ModelKind {
@@ -30,8 +37,9 @@ impl std::str::FromStr for ModelKind {
         match s {
             "sage" | "graphsage" => Ok(ModelKind::Sage),
             "gcn" => Ok(ModelKind::Gcn),
+            "gat" => Ok(ModelKind::Gat),
             _ => Err(Error::invalid(format!(
-                "unknown model `{s}`: expected sage or gcn"
+                "unknown model `{s}`: expected sage, gcn or gat"
             ))),
         }
     }
@@ -47,6 +55,12 @@ pub struct ModelConfig {
     pub out_dim: usize,
     pub layers: usize,
     pub dropout: f64,
+    /// GAT: attention heads of the hidden layers (the output layer has one).
+    pub heads: usize,
+    /// GAT: dropout on the attention weights (0 in the PyG peer).
+    pub attn_dropout: f64,
+    /// GAT: add a self-loop to every dst node without one (PyG's default).
+    pub self_loops: bool,
 }
 
 impl ModelConfig {
@@ -67,16 +81,32 @@ impl ModelConfig {
                 self.dropout
             )));
         }
+        if self.kind == ModelKind::Gat {
+            if self.heads == 0 {
+                return Err(Error::invalid("gat needs at least one head"));
+            }
+            if !(0.0..1.0).contains(&self.attn_dropout) {
+                return Err(Error::invalid(format!(
+                    "attention dropout {} must be in [0, 1)",
+                    self.attn_dropout
+                )));
+            }
+        }
         Ok(())
     }
 
-    /// Input and output width of layer `l`.
+    /// Input and output width of layer `l` (for GAT, a hidden layer's output is
+    /// `heads · hidden`).
     pub fn widths(&self, l: usize) -> (usize, usize) {
-        let i = if l == 0 { self.in_dim } else { self.hidden };
+        let hidden_out = match self.kind {
+            ModelKind::Gat => self.heads * self.hidden,
+            _ => self.hidden,
+        };
+        let i = if l == 0 { self.in_dim } else { hidden_out };
         let o = if l + 1 == self.layers {
             self.out_dim
         } else {
-            self.hidden
+            hidden_out
         };
         (i, o)
     }
@@ -86,6 +116,7 @@ impl ModelConfig {
 enum Layer {
     Sage(SageLayer),
     Gcn(GcnLayer),
+    Gat(GatLayer),
 }
 
 /// Per-call state of a forward pass.
@@ -126,6 +157,16 @@ impl Gnn {
                         Layer::Sage(SageLayer::new(i, o, config.aggr, &mut rng, device)?)
                     }
                     ModelKind::Gcn => Layer::Gcn(GcnLayer::new(i, o, &mut rng, device)?),
+                    ModelKind::Gat => {
+                        let heads = if l + 1 == config.layers {
+                            1
+                        } else {
+                            config.heads
+                        };
+                        let mut g = GatLayer::new(i, o / heads, heads, &mut rng, device)?;
+                        g.self_loops = config.self_loops;
+                        Layer::Gat(g)
+                    }
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -142,6 +183,20 @@ impl Gnn {
             layers,
             norm,
         })
+    }
+
+    /// SAGE-LSTM: split each layer's explosion bucket into pieces of at most `max_nodes`
+    /// dst nodes (`None`: no split). Other models ignore it.
+    pub fn set_lstm_split(&mut self, max_nodes: Option<usize>) -> Result<()> {
+        if max_nodes == Some(0) {
+            return Err(Error::invalid("lstm split size must be at least 1"));
+        }
+        for l in &mut self.layers {
+            if let Layer::Sage(s) = l {
+                s.lstm_split = max_nodes;
+            }
+        }
+        Ok(())
     }
 
     /// Logits of the last block's dst nodes from the input features of the first block's
@@ -175,6 +230,14 @@ impl Gnn {
                         .ok_or_else(|| Error::invalid("gcn without degree norms"))?;
                     g.forward(block, &h, norm)?
                 }
+                Layer::Gat(g) => {
+                    let p = self.config.attn_dropout;
+                    let dropout = (f.training && p > 0.0).then(|| AttnDropout {
+                        p,
+                        key: ops::dropout_key(f.seed, f.epoch, (1 << 32) | l as u64),
+                    });
+                    g.forward(block, &h, dropout)?
+                }
             };
             if l + 1 < self.layers.len() {
                 h = ops::relu(&h)?;
@@ -200,6 +263,7 @@ impl Module for Gnn {
                 match l {
                     Layer::Sage(s) => s.named_parameters(&p),
                     Layer::Gcn(g) => g.named_parameters(&p),
+                    Layer::Gat(g) => g.named_parameters(&p),
                 }
             })
             .collect()

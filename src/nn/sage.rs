@@ -1,16 +1,27 @@
 //! GraphSAGE layer (Hamilton et al., 2017) with DGL's `SAGEConv` semantics:
 //! `h'_v = W_self·h_v + W_neigh·agg({h_u : u → v}) + b`, separate weights for self and
-//! neighbours. Aggregators: `mean`, `sum`, and `pool` = `max_u ReLU(W_pool·h_u + b_pool)`
-//! as in the paper.
+//! neighbours. Aggregators: `mean`, `sum`, `pool` = `max_u ReLU(W_pool·h_u + b_pool)` as in
+//! the paper, and `lstm`.
 //!
 //! For `mean` and `sum` the projection is linear, so `W_neigh·agg(h) = agg(h·W_neigh)`;
 //! the layer projects first when that shrinks the rows aggregated (in > out), as DGL does.
+//!
+//! `lstm` follows DGL's `nn.LSTM(in_feats, in_feats)` reducer: per dst node an LSTM (input
+//! and hidden width = the layer's input width) runs over its sampled neighbours in edge
+//! order for exactly `degree` steps from zero states; the last hidden state is the
+//! aggregate (zeros without neighbours), then `fc_neigh`. It runs per degree bucket as a
+//! dense batch ([`ops::lstm_aggregate`]): the input projection `x·W_ih + b` is computed
+//! once per src row, gathered per (node, step) with [`ops::index_select`] in the buckets'
+//! row order ([`crate::graph::Bucket::src_indices`]), and each step is one matmul
+//! (`h·W_hh`) plus the fused cell. Parameters: `lstm.weight_ih [F, 4F]`,
+//! `lstm.weight_hh [F, 4F]`, `lstm.bias [4F]` (gates i, f, g, o; one bias, the sum of
+//! PyTorch's two), initialised U(−1/√F, 1/√F) as in PyTorch.
 
 use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::Block;
+use crate::graph::{Block, Buckets};
 use crate::nn::init;
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
@@ -25,6 +36,7 @@ pub enum Aggregator {
     Mean,
     Sum,
     Pool,
+    Lstm,
 }
 
 impl std::str::FromStr for Aggregator {
@@ -34,8 +46,9 @@ impl std::str::FromStr for Aggregator {
             "mean" => Ok(Aggregator::Mean),
             "sum" => Ok(Aggregator::Sum),
             "pool" | "max" => Ok(Aggregator::Pool),
+            "lstm" => Ok(Aggregator::Lstm),
             _ => Err(Error::invalid(format!(
-                "unknown SAGE aggregator `{s}`: expected mean, sum or pool"
+                "unknown SAGE aggregator `{s}`: expected mean, sum, pool or lstm"
             ))),
         }
     }
@@ -49,7 +62,75 @@ pub struct SageLayer {
     pub fc_neigh: Linear,
     /// `pool` only: the per-neighbour transform before the max.
     pub fc_pool: Option<Linear>,
+    /// `lstm` only: the LSTM's weights.
+    pub lstm: Option<LstmParams>,
+    /// `lstm` only: split the bucket of the block's largest in-degree (after fanout
+    /// sampling, the explosion bucket) into pieces of at most this many dst nodes, to cap
+    /// one launch's buffers. `None` (the default): no split.
+    pub lstm_split: Option<usize>,
     pub bias: Tensor,
+}
+
+/// The weights of a SAGE layer's LSTM aggregator (gate order i, f, g, o).
+#[derive(Clone, Debug)]
+pub struct LstmParams {
+    /// `[F, 4F]`.
+    pub weight_ih: Tensor,
+    /// `[F, 4F]`.
+    pub weight_hh: Tensor,
+    /// `[4F]`.
+    pub bias: Tensor,
+}
+
+impl LstmParams {
+    /// PyTorch's initialisation: every value U(−1/√F, 1/√F).
+    pub fn new(f: usize, rng: &mut Rng, device: Device) -> Result<Self> {
+        let bound = 1.0 / (f.max(1) as f64).sqrt();
+        let mut draw = |shape: &[usize]| {
+            let n = shape.iter().product();
+            let v = (0..n)
+                .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
+                .collect();
+            Ok::<_, Error>(Tensor::from_f32(v, shape, device)?.requires_grad_leaf())
+        };
+        Ok(LstmParams {
+            weight_ih: draw(&[f, 4 * f])?,
+            weight_hh: draw(&[f, 4 * f])?,
+            bias: draw(&[4 * f])?,
+        })
+    }
+
+    /// The aggregate of every dst node of `block` from the src rows `h` (see the module
+    /// docs); `split` caps the explosion bucket's nodes per launch.
+    pub fn aggregate(
+        &self,
+        block: &Arc<Block>,
+        h: &Tensor,
+        split: Option<usize>,
+    ) -> Result<Tensor> {
+        let max_degree = (0..block.num_dst).map(|d| block.degree(d)).max();
+        let buckets = Buckets::new(block, max_degree);
+        let buckets = match split {
+            Some(n) => buckets.split_explosion(n)?,
+            None => buckets,
+        };
+        let plan = Arc::new(ops::LstmPlan::new(block, &buckets)?);
+        let xw = ops::add(&ops::matmul(h, &self.weight_ih, false, false)?, &self.bias)?;
+        let idx = Tensor::from_u32(plan.src.clone(), &[plan.rows()], h.device())?;
+        let xg = ops::index_select(&xw, &idx)?;
+        drop(xw);
+        ops::lstm_aggregate(&xg, &self.weight_hh, &plan)
+    }
+}
+
+impl Module for LstmParams {
+    fn named_parameters(&self, prefix: &str) -> Vec<(String, Tensor)> {
+        vec![
+            (join(prefix, "weight_ih"), self.weight_ih.clone()),
+            (join(prefix, "weight_hh"), self.weight_hh.clone()),
+            (join(prefix, "bias"), self.bias.clone()),
+        ]
+    }
 }
 
 impl SageLayer {
@@ -65,11 +146,17 @@ impl SageLayer {
             Aggregator::Pool => Some(Linear::new(in_dim, in_dim, true, rng, device)?),
             _ => None,
         };
+        let lstm = match aggr {
+            Aggregator::Lstm => Some(LstmParams::new(in_dim, rng, device)?),
+            _ => None,
+        };
         Ok(SageLayer {
             aggr,
             fc_self: Linear::new(in_dim, out_dim, false, rng, device)?,
             fc_neigh: Linear::new(in_dim, out_dim, false, rng, device)?,
             fc_pool,
+            lstm,
+            lstm_split: None,
             bias: init::zeros(&[out_dim], device)?,
         })
     }
@@ -97,6 +184,14 @@ impl SageLayer {
                 let z = ops::relu(&pool.forward(h)?)?;
                 self.fc_neigh.forward(&ops::segment_max(&z, block)?)?
             }
+            Aggregator::Lstm => {
+                let lstm = self
+                    .lstm
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("sage lstm layer without lstm weights"))?;
+                self.fc_neigh
+                    .forward(&lstm.aggregate(block, h, self.lstm_split)?)?
+            }
         };
         ops::add(
             &ops::add(&self.fc_self.forward(&h_dst)?, &neigh)?,
@@ -111,6 +206,9 @@ impl Module for SageLayer {
         v.extend(self.fc_neigh.named_parameters(&join(prefix, "fc_neigh")));
         if let Some(p) = &self.fc_pool {
             v.extend(p.named_parameters(&join(prefix, "fc_pool")));
+        }
+        if let Some(l) = &self.lstm {
+            v.extend(l.named_parameters(&join(prefix, "lstm")));
         }
         v.push((join(prefix, "bias"), self.bias.clone()));
         v

@@ -133,7 +133,7 @@ pub(crate) fn check_input(op: &'static str, x: &Tensor, block: &Block) -> Result
 
 /// Every invariant the kernels index by, so that a hand-assembled [`Block`] (its fields are
 /// public) gives an error instead of a panic. O(nodes + edges), small next to a kernel.
-fn check_block(op: &'static str, b: &Block) -> Result<()> {
+pub(crate) fn check_block(op: &'static str, b: &Block) -> Result<()> {
     let bad = |what: String| Err(Error::invalid(format!("{op}: malformed block: {what}")));
     let e = b.indices.len();
     if e >= u32::MAX as usize {

@@ -271,6 +271,9 @@ impl MemoryEstimator {
             (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => sage_mean_sum(r, h, shape),
             (ModelKind::Sage, Aggregator::Pool) => sage_pool(r, h, shape),
             (ModelKind::Gcn, _) => gcn(r, h, shape),
+            // Not modelled yet: LSTM and GAT replay as the mean layer (an underestimate;
+            // under a budget the run-time split still keeps training correct).
+            (ModelKind::Sage, Aggregator::Lstm) | (ModelKind::Gat, _) => sage_mean_sum(r, h, shape),
         }
     }
 }
@@ -848,6 +851,9 @@ mod tests {
                 out_dim: 3,
                 layers: 3,
                 dropout: 0.5,
+                heads: 1,
+                attn_dropout: 0.0,
+                self_loops: true,
             };
             let model = Gnn::new(config.clone(), Some(&[1, 2, 3]), 0, Device::Cpu).unwrap();
             let e = MemoryEstimator::new(config, Device::Cpu, 2);

@@ -1,0 +1,88 @@
+// Fused LSTM cell (src/ops/lstm_cell.rs). Gates in PyTorch's order (i, f, g, o).
+//
+// lstm_cell_forward_f32:  0 params, 1 gates [n, 4H] (read), 2 c_prev [n, H] (read),
+//                         3 out [n, 2H] = [h | c] (write), 4 acts [n, 4H] (write).
+// lstm_cell_backward_f32: 0 params, 5 acts (read), 2 c_prev (read), 6 grad [n, 2H] (read),
+//                         7 dgates [n, 4H] (write), 8 dc_prev [n, H] (write).
+// One invocation per (node r, hidden unit j): i = r * H + j over the 2-D grid,
+// i = gid.x + gid.y * nwg.x * 256.
+
+struct Params {
+    n: u32,  // nodes
+    h: u32,  // hidden units
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> gates: array<f32>;
+@group(0) @binding(2) var<storage, read> c_prev: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> acts_out: array<f32>;
+@group(0) @binding(5) var<storage, read> acts: array<f32>;
+@group(0) @binding(6) var<storage, read> grad: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dgates: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dc_prev: array<f32>;
+
+fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return gid.x + gid.y * nwg.x * 256u;
+}
+
+// tanh that stays finite for any |x| (some drivers build tanh from exp and overflow).
+fn tanh_s(x: f32) -> f32 {
+    let e = exp(-2.0 * abs(x));
+    return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
+// Never exponentiates a positive number.
+fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        return 1.0 / (1.0 + exp(-x));
+    }
+    let e = exp(x);
+    return e / (1.0 + e);
+}
+
+@compute @workgroup_size(256)
+fn lstm_cell_forward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = linear(gid, nwg);
+    if idx >= p.n * p.h {
+        return;
+    }
+    let r = idx / p.h;
+    let j = idx % p.h;
+    let z = r * 4u * p.h + j;
+    let i = sigmoid(gates[z]);
+    let f = sigmoid(gates[z + p.h]);
+    let g = tanh_s(gates[z + 2u * p.h]);
+    let o = sigmoid(gates[z + 3u * p.h]);
+    let c = f * c_prev[idx] + i * g;
+    acts_out[z] = i;
+    acts_out[z + p.h] = f;
+    acts_out[z + 2u * p.h] = g;
+    acts_out[z + 3u * p.h] = o;
+    out[r * 2u * p.h + j] = o * tanh_s(c);
+    out[r * 2u * p.h + p.h + j] = c;
+}
+
+@compute @workgroup_size(256)
+fn lstm_cell_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = linear(gid, nwg);
+    if idx >= p.n * p.h {
+        return;
+    }
+    let r = idx / p.h;
+    let j = idx % p.h;
+    let z = r * 4u * p.h + j;
+    let i = acts[z];
+    let f = acts[z + p.h];
+    let g = acts[z + 2u * p.h];
+    let o = acts[z + 3u * p.h];
+    let cp = c_prev[idx];
+    let tc = tanh_s(f * cp + i * g);
+    let dh = grad[r * 2u * p.h + j];
+    let dc = grad[r * 2u * p.h + p.h + j] + dh * o * (1.0 - tc * tc);
+    dgates[z] = dc * g * i * (1.0 - i);
+    dgates[z + p.h] = dc * cp * f * (1.0 - f);
+    dgates[z + 2u * p.h] = dc * i * (1.0 - g * g);
+    dgates[z + 3u * p.h] = dh * tc * o * (1.0 - o);
+    dc_prev[idx] = dc * f;
+}

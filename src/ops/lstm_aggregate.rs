@@ -1,0 +1,696 @@
+//! LSTM aggregation over degree buckets (DGL's `SAGEConv(aggregator_type="lstm")` reducer).
+//!
+//! For each dst node `d` with in-edges `e₀ … e_{k-1}` (edge order, `k = deg(d) ≥ 1`), an
+//! LSTM runs exactly `k` steps from `h = c = 0`, step `t` reading neighbour `src(e_t)`:
+//!
+//! ```text
+//! z_t = xg[row(d, t)] + h_{t-1}·W_hh           (xg = gathered x·W_ih + b, see below)
+//! (h_t, c_t) = cell(z_t, c_{t-1})               (ops::lstm_cell's maths)
+//! out[d] = h_{k-1}                               (zero for a node without in-edges)
+//! ```
+//!
+//! **Layout.** The dst nodes are grouped by in-degree ([`Buckets`]); each bucket of `m`
+//! nodes and degree `k` is one dense `[m, k, ·]` batch. An [`LstmPlan`] lays the buckets'
+//! rows one after another, node-major inside a bucket: `row(b, i, t) = offset_b + i·k + t`,
+//! which is the order of [`crate::graph::Bucket::src_indices`]. The caller gathers the
+//! input projections in that order (`xg = index_select(x·W_ih + b, plan.src)`), so the op
+//! itself needs no scatter, and `x̄g` comes back in the same layout.
+//!
+//! **Per bucket and step:** one matmul (`h_{t-1}·W_hh`, skipped at `t = 0` where `h = 0`)
+//! and one fused cell kernel that adds the gathered projection, applies the gates, saves
+//! what backward needs and, at the last step, writes the node's output row.
+//!
+//! **Backward** (per bucket, `t = k-1 … 0`): one fused kernel turns `(h̄_t, c̄_t)` into
+//! `z̄_t` (written to `x̄g` and to a bucket-local buffer) and `c̄_{t-1}`; one matmul
+//! `h̄_{t-1} = z̄_t·W_hhᵀ`. Then `W̄_hh = Σ h_{t-1}ᵀ·z̄_t` is one matmul over all rows,
+//! `W̄_hh = Hprevᵀ·x̄g`, where `Hprev[row] = o·tanh(c)` of the row before (0 at `t = 0`).
+//!
+//! **Saved for backward: 5 f32 values per (node, step, hidden unit)**: the activated gates
+//! (4) and the cell state `c` (1); `h_{t-1}` is recomputed as `o·tanh(c)`. Transients: in
+//! backward `x̄g` (4 per (node, step, unit)) and `Hprev` (1) live together with the saved
+//! 5; the forward input `xg` (4) is not saved. Buckets are processed one after another, so
+//! splitting the explosion bucket ([`Buckets::split_explosion`]) bounds the per-step
+//! buffers (`[m, 4H]`) of one launch.
+//!
+//! Deterministic: every output value is written by one task, and the matmuls are fixed-order.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::autograd::{no_grad, record};
+use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::graph::{Block, Buckets};
+use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
+use crate::ops::rows::{dims2, parallel};
+use crate::ops::{cpu_output, matmul, wgpu_output};
+use crate::tensor::{Storage, Tensor};
+
+const OP: &str = "lstm_aggregate";
+const SHADER: &str = include_str!("../../shaders/lstm_aggregate.wgsl");
+const STEP: Kernel = Kernel {
+    stem: "lstm_aggregate",
+    source: SHADER,
+    entry: "lstm_step_f32",
+};
+const STEP_BACKWARD: Kernel = Kernel {
+    stem: "lstm_aggregate",
+    source: SHADER,
+    entry: "lstm_step_backward_f32",
+};
+const HPREV: Kernel = Kernel {
+    stem: "lstm_aggregate",
+    source: SHADER,
+    entry: "lstm_hprev_f32",
+};
+
+/// One bucket of an [`LstmPlan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanBucket {
+    /// In-degree (steps) of every node of the bucket.
+    pub degree: usize,
+    /// First row of the bucket in the plan's layout.
+    pub offset: usize,
+    /// Local dst ids of the bucket's nodes, in row order.
+    pub dst: Vec<u32>,
+}
+
+/// Where every (dst node, step) of a block lives when its buckets run as dense batches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LstmPlan {
+    /// Dst nodes of the block (rows of the output).
+    pub num_dst: usize,
+    /// Buckets in execution order.
+    pub buckets: Vec<PlanBucket>,
+    /// Local src id of every row (`Σ m·k` = the block's edges): the gather index.
+    pub src: Vec<u32>,
+    /// Step `t` of every row.
+    pub steps: Vec<u32>,
+}
+
+impl LstmPlan {
+    /// The plan of `buckets`, which must cover every dst node of `block` with an in-edge
+    /// exactly once (zero-degree nodes are in no bucket; they aggregate to zeros).
+    pub fn new(block: &Block, buckets: &Buckets) -> Result<LstmPlan> {
+        let mut seen = vec![false; block.num_dst];
+        let mut src = Vec::with_capacity(block.num_edges());
+        let mut steps = Vec::with_capacity(block.num_edges());
+        let mut out = Vec::with_capacity(buckets.buckets.len());
+        for b in &buckets.buckets {
+            if b.degree == 0 {
+                return Err(Error::invalid(format!(
+                    "{OP}: a bucket of degree 0 ({} nodes); zero-degree nodes need no LSTM",
+                    b.dst.len()
+                )));
+            }
+            let offset = src.len();
+            src.extend(b.src_indices(block)?);
+            for &d in &b.dst {
+                if std::mem::replace(&mut seen[d as usize], true) {
+                    return Err(Error::invalid(format!("{OP}: dst {d} is in two buckets")));
+                }
+                steps.extend(0..b.degree as u32);
+            }
+            out.push(PlanBucket {
+                degree: b.degree,
+                offset,
+                dst: b.dst.clone(),
+            });
+        }
+        if let Some(d) = (0..block.num_dst).find(|&d| !seen[d] && block.degree(d) > 0) {
+            return Err(Error::invalid(format!(
+                "{OP}: dst {d} (in-degree {}) is in no bucket",
+                block.degree(d)
+            )));
+        }
+        if src.len() >= u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "{OP}: {} rows do not fit u32 offsets",
+                src.len()
+            )));
+        }
+        Ok(LstmPlan {
+            num_dst: block.num_dst,
+            buckets: out,
+            src,
+            steps,
+        })
+    }
+
+    /// Rows of the layout (the block's edges).
+    pub fn rows(&self) -> usize {
+        self.src.len()
+    }
+}
+
+/// LSTM aggregation (see the module docs): `xg [rows, 4H]` in the plan's row layout (the
+/// gathered `x·W_ih + b`), `w_hh [H, 4H]`; returns `[num_dst, H]`, the last hidden state of
+/// each dst node (zeros without in-edges). Gradients flow to `xg` and `w_hh`.
+pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Result<Tensor> {
+    xg.expect_float(OP)?;
+    xg.same_device(w_hh, OP)?;
+    let (rows, g4) = dims2(OP, "xg", xg)?;
+    let (h, w4) = dims2(OP, "w_hh", w_hh)?;
+    if rows != plan.rows() || g4 != 4 * h || w4 != 4 * h || xg.dtype() != w_hh.dtype() {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "xg must be [{}, 4H] and w_hh [H, 4H] of one dtype; got {:?} ({}) and {:?} ({})",
+                plan.rows(),
+                xg.shape(),
+                xg.dtype().name(),
+                w_hh.shape(),
+                w_hh.dtype().name()
+            ),
+        ));
+    }
+    let w = w_hh.detach();
+    let (out, saved) = no_grad(|| -> Result<(Tensor, Saved)> {
+        match &*xg.storage() {
+            Storage::Cpu(x) => {
+                let (o, a, c) = match &x.data {
+                    CpuData::F32(v) => cpu_forward(v, &w, plan, h, xg)?,
+                    CpuData::F64(v) => cpu_forward(v, &w, plan, h, xg)?,
+                    CpuData::U32(_) => return Err(xg.dtype_error(OP, "f32")),
+                };
+                Ok((
+                    cpu_output(o, vec![plan.num_dst, h], xg),
+                    Saved {
+                        acts: cpu_output(a, vec![rows, 4 * h], xg),
+                        cs: cpu_output(c, vec![rows, h], xg),
+                        gpu: None,
+                    },
+                ))
+            }
+            Storage::Wgpu(x) => wgpu_forward(x, &w, plan, h, xg),
+        }
+    })?;
+    let plan = plan.clone();
+    let w_grad = w_hh.requires_grad();
+    Ok(record(OP, out, &[xg, w_hh], move |g| {
+        let (dxg, dw) = backward(saved, &w, &plan, g, w_grad)?;
+        Ok(vec![Some(dxg), dw])
+    }))
+}
+
+/// What backward reads: activated gates `[rows, 4H]`, cell states `[rows, H]`, and on wgpu
+/// the uploaded per-bucket dst ids and row steps.
+struct Saved {
+    acts: Tensor,
+    cs: Tensor,
+    gpu: Option<GpuIndex>,
+}
+
+struct GpuIndex {
+    dst: Vec<WgpuBuffer>,
+    steps: WgpuBuffer,
+}
+
+fn backward(
+    saved: Saved,
+    w: &Tensor,
+    plan: &LstmPlan,
+    g: &Tensor,
+    w_grad: bool,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let h = w.shape()[0];
+    if g.shape() != [plan.num_dst, h] {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "gradient of shape {:?} for an output of [{}, {h}]",
+                g.shape(),
+                plan.num_dst
+            ),
+        ));
+    }
+    let rows = plan.rows();
+    let Saved { acts, cs, gpu } = saved;
+    let (dxg, hprev) = {
+        let guards = (acts.storage(), cs.storage(), g.storage());
+        match (&*guards.0, &*guards.1, &*guards.2, &gpu) {
+            (Storage::Cpu(a), Storage::Cpu(c), Storage::Cpu(gv), _) => {
+                let (dxg, hprev) = match (&a.data, &c.data, &gv.data) {
+                    (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
+                        cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                    }
+                    (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
+                        cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                    }
+                    _ => return Err(g.dtype_error(OP, acts.dtype().name())),
+                };
+                (
+                    cpu_output(dxg, vec![rows, 4 * h], g),
+                    hprev.map(|b| cpu_output(b, vec![rows, h], g)),
+                )
+            }
+            (Storage::Wgpu(a), Storage::Wgpu(c), Storage::Wgpu(gv), Some(idx)) => {
+                wgpu_backward(a, c, gv, idx, w, plan, h, w_grad, g)?
+            }
+            _ => {
+                return Err(Error::DeviceMismatch {
+                    op: OP,
+                    lhs: acts.device(),
+                    rhs: g.device(),
+                })
+            }
+        }
+    };
+    // The saved states are no longer read: free them before the weight-gradient matmul.
+    drop((acts, cs, gpu));
+    let dw = match hprev {
+        Some(hp) => Some(matmul(&hp, &dxg, true, false)?),
+        None => None,
+    };
+    Ok((dxg, dw))
+}
+
+/// One node's rows in a parallel step: (node, ((its k saved rows, its k states), its row
+/// of the bucket-local buffer)).
+type NodeRows<'a, T> = (usize, ((&'a mut [T], &'a mut [T]), &'a mut [T]));
+
+/// The `[n, cols]` CPU values of `t` as `T`.
+fn cpu_values<T: CpuElem>(t: &Tensor, f: impl FnOnce(&[T]) -> Result<()>) -> Result<()> {
+    let guard = t.storage();
+    let data = guard.cpu(OP)?;
+    let v = T::slice(data).ok_or_else(|| t.dtype_error(OP, "f32"))?;
+    f(v)
+}
+
+fn wrap<T: CpuElem>(
+    v: Vec<T>,
+    alloc: crate::device::Allocation,
+    shape: Vec<usize>,
+    like: &Tensor,
+) -> Tensor {
+    cpu_output(CpuBuffer::from_reserved(T::wrap(v), alloc), shape, like)
+}
+
+fn cpu_forward<T: Float + CpuElem>(
+    xg: &[T],
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    like: &Tensor,
+) -> Result<(CpuBuffer, CpuBuffer, CpuBuffer)> {
+    let rows = plan.rows();
+    let (out_alloc, acts_alloc, cs_alloc) = (
+        cpu::reserve::<T>(plan.num_dst * h)?,
+        cpu::reserve::<T>(rows * 4 * h)?,
+        cpu::reserve::<T>(rows * h)?,
+    );
+    let mut out = vec![T::ZERO; plan.num_dst * h];
+    let mut acts = vec![T::ZERO; rows * 4 * h];
+    let mut cs = vec![T::ZERO; rows * h];
+    if h > 0 {
+        for b in &plan.buckets {
+            let (m, k) = (b.dst.len(), b.degree);
+            let region = b.offset..b.offset + m * k;
+            let acts_b = &mut acts[region.start * 4 * h..region.end * 4 * h];
+            let cs_b = &mut cs[region.start * h..region.end * h];
+            let xg_b = &xg[region.start * 4 * h..region.end * 4 * h];
+            let mut hb: Option<Tensor> = None;
+            for t in 0..k {
+                let hw = match &hb {
+                    Some(hb) => Some(matmul(hb, w, false, false)?),
+                    None => None,
+                };
+                let alloc = cpu::reserve::<T>(m * h)?;
+                let mut next = vec![T::ZERO; m * h];
+                let mut step = |hw: Option<&[T]>| {
+                    let node = |(i, ((a, c), hrow)): NodeRows<'_, T>| {
+                        let x = &xg_b[(i * k + t) * 4 * h..(i * k + t + 1) * 4 * h];
+                        for j in 0..h {
+                            let mut z = [x[j], x[h + j], x[2 * h + j], x[3 * h + j]];
+                            if let Some(hw) = hw {
+                                let r = &hw[i * 4 * h..(i + 1) * 4 * h];
+                                for (q, zq) in z.iter_mut().enumerate() {
+                                    *zq += r[q * h + j];
+                                }
+                            }
+                            let cp = if t > 0 { c[(t - 1) * h + j] } else { T::ZERO };
+                            let (act, cv, hv) = cell_unit(z, cp);
+                            for (q, &v) in act.iter().enumerate() {
+                                a[t * 4 * h + q * h + j] = v;
+                            }
+                            c[t * h + j] = cv;
+                            hrow[j] = hv;
+                        }
+                    };
+                    if parallel(m * 9 * h) {
+                        acts_b
+                            .par_chunks_mut(k * 4 * h)
+                            .zip(cs_b.par_chunks_mut(k * h))
+                            .zip(next.par_chunks_mut(h))
+                            .enumerate()
+                            .for_each(node);
+                    } else {
+                        acts_b
+                            .chunks_mut(k * 4 * h)
+                            .zip(cs_b.chunks_mut(k * h))
+                            .zip(next.chunks_mut(h))
+                            .enumerate()
+                            .for_each(node);
+                    }
+                };
+                match &hw {
+                    Some(hw) => cpu_values::<T>(hw, |v| {
+                        step(Some(v));
+                        Ok(())
+                    })?,
+                    None => step(None),
+                }
+                hb = Some(wrap(next, alloc, vec![m, h], like));
+            }
+            if let Some(hb) = hb {
+                cpu_values::<T>(&hb, |v| {
+                    for (i, &d) in b.dst.iter().enumerate() {
+                        out[d as usize * h..(d as usize + 1) * h]
+                            .copy_from_slice(&v[i * h..(i + 1) * h]);
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+    }
+    Ok((
+        CpuBuffer::from_reserved(T::wrap(out), out_alloc),
+        CpuBuffer::from_reserved(T::wrap(acts), acts_alloc),
+        CpuBuffer::from_reserved(T::wrap(cs), cs_alloc),
+    ))
+}
+
+/// `(x̄g, Hprev if W_hh needs a gradient)`.
+#[allow(clippy::too_many_arguments)]
+fn cpu_backward<T: Float + CpuElem>(
+    acts: &[T],
+    cs: &[T],
+    g: &[T],
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    w_grad: bool,
+    like: &Tensor,
+) -> Result<(CpuBuffer, Option<CpuBuffer>)> {
+    let rows = plan.rows();
+    let dxg_alloc = cpu::reserve::<T>(rows * 4 * h)?;
+    let mut dxg = vec![T::ZERO; rows * 4 * h];
+    if h > 0 {
+        for b in &plan.buckets {
+            let (m, k) = (b.dst.len(), b.degree);
+            let region = b.offset..b.offset + m * k;
+            let acts_b = &acts[region.start * 4 * h..region.end * 4 * h];
+            let cs_b = &cs[region.start * h..region.end * h];
+            let dxg_b = &mut dxg[region.start * 4 * h..region.end * 4 * h];
+            let mut dc = vec![T::ZERO; m * h];
+            let mut dh: Option<Tensor> = None;
+            for t in (0..k).rev() {
+                let alloc = cpu::reserve::<T>(m * 4 * h)?;
+                let mut dz_b = vec![T::ZERO; m * 4 * h];
+                let mut step = |dh: Option<&[T]>| {
+                    let node = |(i, ((dx, dcr), dzr)): NodeRows<'_, T>| {
+                        let a = &acts_b[(i * k + t) * 4 * h..(i * k + t + 1) * 4 * h];
+                        let d = b.dst[i] as usize;
+                        for j in 0..h {
+                            let act = [a[j], a[h + j], a[2 * h + j], a[3 * h + j]];
+                            let c = cs_b[(i * k + t) * h + j];
+                            let cp = if t > 0 {
+                                cs_b[(i * k + t - 1) * h + j]
+                            } else {
+                                T::ZERO
+                            };
+                            let hbar = match dh {
+                                Some(dh) => dh[i * h + j],
+                                None => g[d * h + j],
+                            };
+                            let (dzv, dcp) = cell_unit_backward(act, c, cp, hbar, dcr[j]);
+                            for (q, &v) in dzv.iter().enumerate() {
+                                dx[t * 4 * h + q * h + j] = v;
+                                dzr[q * h + j] = v;
+                            }
+                            dcr[j] = dcp;
+                        }
+                    };
+                    if parallel(m * 12 * h) {
+                        dxg_b
+                            .par_chunks_mut(k * 4 * h)
+                            .zip(dc.par_chunks_mut(h))
+                            .zip(dz_b.par_chunks_mut(4 * h))
+                            .enumerate()
+                            .for_each(node);
+                    } else {
+                        dxg_b
+                            .chunks_mut(k * 4 * h)
+                            .zip(dc.chunks_mut(h))
+                            .zip(dz_b.chunks_mut(4 * h))
+                            .enumerate()
+                            .for_each(node);
+                    }
+                };
+                match &dh {
+                    Some(dh_t) => cpu_values::<T>(dh_t, |v| {
+                        step(Some(v));
+                        Ok(())
+                    })?,
+                    None => step(None),
+                }
+                dh = if t > 0 {
+                    let dz = wrap(dz_b, alloc, vec![m, 4 * h], like);
+                    Some(matmul(&dz, w, false, true)?)
+                } else {
+                    None
+                };
+            }
+        }
+    }
+    let hprev = if w_grad {
+        let alloc = cpu::reserve::<T>(rows * h)?;
+        let mut hp = vec![T::ZERO; rows * h];
+        let fill = |(r, row): (usize, &mut [T])| {
+            if plan.steps[r] > 0 && h > 0 {
+                let a = &acts[(r - 1) * 4 * h + 3 * h..r * 4 * h];
+                let c = &cs[(r - 1) * h..r * h];
+                for j in 0..h {
+                    row[j] = a[j] * c[j].tanh();
+                }
+            }
+        };
+        if h > 0 {
+            if parallel(rows * 3 * h) {
+                hp.par_chunks_mut(h).enumerate().for_each(fill);
+            } else {
+                hp.chunks_mut(h).enumerate().for_each(fill);
+            }
+        }
+        Some(CpuBuffer::from_reserved(T::wrap(hp), alloc))
+    } else {
+        None
+    };
+    Ok((CpuBuffer::from_reserved(T::wrap(dxg), dxg_alloc), hprev))
+}
+
+fn upload_u32(ctx: &Arc<Context>, v: &[u32]) -> Result<WgpuBuffer> {
+    WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(v))
+}
+
+/// The wgpu buffer of `s` (an operand the caller placed on the op's device).
+fn wgpu_buf<'a>(s: &'a Storage, t: &Tensor) -> Result<&'a WgpuBuffer> {
+    match s {
+        Storage::Wgpu(b) => Ok(b),
+        Storage::Cpu(_) => Err(Error::Backend {
+            backend: "wgpu",
+            msg: format!("{OP}: an intermediate on {} instead of the GPU", t.device()),
+        }),
+    }
+}
+
+fn wgpu_forward(
+    x: &WgpuBuffer,
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    like: &Tensor,
+) -> Result<(Tensor, Saved)> {
+    let ctx = x.ctx().clone();
+    let rows = plan.rows();
+    let out = WgpuBuffer::zeros(&ctx, (plan.num_dst * h * 4) as u64)?;
+    let acts = WgpuBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
+    let cs = WgpuBuffer::new(&ctx, (rows * h * 4) as u64)?;
+    let mut dst = Vec::with_capacity(plan.buckets.len());
+    for b in &plan.buckets {
+        let (m, k) = (b.dst.len(), b.degree);
+        let dst_b = upload_u32(&ctx, &b.dst)?;
+        let mut hb: Option<Tensor> = None;
+        for t in 0..k {
+            let hw = match &hb {
+                Some(hb) => Some(matmul(hb, w, false, false)?),
+                None => None,
+            };
+            let next = WgpuBuffer::new(&ctx, (m * h * 4) as u64)?;
+            {
+                let hw_guard = hw.as_ref().map(|t| (t.storage(), t));
+                // Unused at t = 0: bind xg there so the binding is valid.
+                let hw_buf = match &hw_guard {
+                    Some((s, t)) => wgpu_buf(s, t)?,
+                    None => x,
+                };
+                let params = [m, h, k, t, b.offset].map(|v| v as u32);
+                ctx.launch(
+                    &STEP,
+                    &params,
+                    &[
+                        (1, x),
+                        (2, hw_buf),
+                        (3, &acts),
+                        (4, &cs),
+                        (5, &next),
+                        (6, &out),
+                        (7, &dst_b),
+                    ],
+                    (m * h) as u64,
+                )?;
+            }
+            hb = Some(wgpu_output(next, vec![m, h], like));
+        }
+        dst.push(dst_b);
+    }
+    let steps = upload_u32(&ctx, &plan.steps)?;
+    Ok((
+        wgpu_output(out, vec![plan.num_dst, h], like),
+        Saved {
+            acts: wgpu_output(acts, vec![rows, 4 * h], like),
+            cs: wgpu_output(cs, vec![rows, h], like),
+            gpu: Some(GpuIndex { dst, steps }),
+        },
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn wgpu_backward(
+    acts: &WgpuBuffer,
+    cs: &WgpuBuffer,
+    g: &WgpuBuffer,
+    idx: &GpuIndex,
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    w_grad: bool,
+    like: &Tensor,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let ctx = acts.ctx().clone();
+    let rows = plan.rows();
+    let dxg = WgpuBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
+    for (b, dst_b) in plan.buckets.iter().zip(&idx.dst) {
+        let (m, k) = (b.dst.len(), b.degree);
+        let dc = WgpuBuffer::new(&ctx, (m * h * 4) as u64)?;
+        let mut dh: Option<Tensor> = None;
+        for t in (0..k).rev() {
+            let dz = WgpuBuffer::new(&ctx, (m * 4 * h * 4) as u64)?;
+            {
+                let dh_guard = dh.as_ref().map(|t| (t.storage(), t));
+                // Unused at t = k - 1: bind the output gradient there.
+                let dh_buf = match &dh_guard {
+                    Some((s, t)) => wgpu_buf(s, t)?,
+                    None => g,
+                };
+                let params = [m, h, k, t, b.offset].map(|v| v as u32);
+                ctx.launch(
+                    &STEP_BACKWARD,
+                    &params,
+                    &[
+                        (8, acts),
+                        (9, cs),
+                        (10, g),
+                        (7, dst_b),
+                        (11, dh_buf),
+                        (12, &dc),
+                        (13, &dz),
+                        (14, &dxg),
+                    ],
+                    (m * h) as u64,
+                )?;
+            }
+            dh = if t > 0 {
+                let dz = wgpu_output(dz, vec![m, 4 * h], like);
+                Some(matmul(&dz, w, false, true)?)
+            } else {
+                None
+            };
+        }
+    }
+    let hprev = if w_grad {
+        let hp = WgpuBuffer::new(&ctx, (rows * h * 4) as u64)?;
+        ctx.launch(
+            &HPREV,
+            // The shader's parameter block has five words for every entry point.
+            &[rows as u32, h as u32, 0, 0, 0],
+            &[(8, acts), (9, cs), (15, &idx.steps), (16, &hp)],
+            (rows * h) as u64,
+        )?;
+        Some(wgpu_output(hp, vec![rows, h], like))
+    } else {
+        None
+    };
+    Ok((wgpu_output(dxg, vec![rows, 4 * h], like), hprev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dst degrees 2, 0, 1, 2 over 2 extra sources.
+    fn block() -> Block {
+        Block::new(
+            6,
+            vec![0, 2, 2, 3, 5],
+            vec![4, 5, 0, 1, 4],
+            (0..6).collect(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn plan_covers_each_node_once() {
+        let b = block();
+        let plan = LstmPlan::new(&b, &Buckets::new(&b, None)).unwrap();
+        assert_eq!(plan.rows(), 5);
+        assert_eq!(plan.src, vec![0, 4, 5, 1, 4]);
+        assert_eq!(plan.steps, vec![0, 0, 1, 0, 1]);
+        assert_eq!(plan.buckets[1].dst, vec![0, 3]);
+        assert_eq!(plan.buckets[1].offset, 1);
+        let split = Buckets::new(&b, Some(2)).split_explosion(1).unwrap();
+        let p2 = LstmPlan::new(&b, &split).unwrap();
+        assert_eq!(p2.src, plan.src);
+        assert_eq!(p2.buckets.len(), 3);
+
+        let mut missing = Buckets::new(&b, None);
+        missing.buckets.pop();
+        assert!(LstmPlan::new(&b, &missing).is_err());
+        let mut twice = Buckets::new(&b, None);
+        let again = twice.buckets[0].clone();
+        twice.buckets.push(again);
+        assert!(LstmPlan::new(&b, &twice).is_err());
+    }
+
+    #[test]
+    fn zero_degree_rows_are_zero_and_shapes_are_checked() {
+        let b = block();
+        let plan = Arc::new(LstmPlan::new(&b, &Buckets::new(&b, None)).unwrap());
+        let h = 2;
+        let xg = Tensor::from_f64(vec![0.3; 5 * 4 * h], &[5, 4 * h]).unwrap();
+        let w = Tensor::from_f64(vec![0.1; h * 4 * h], &[h, 4 * h]).unwrap();
+        let out = lstm_aggregate(&xg, &w, &plan).unwrap();
+        assert_eq!(out.shape(), &[4, h]);
+        let v = out.to_vec_f64().unwrap();
+        assert_eq!(&v[2..4], &[0.0, 0.0]);
+        assert!(v[0] != 0.0);
+        let short = Tensor::from_f64(vec![0.3; 4 * 4 * h], &[4, 4 * h]).unwrap();
+        assert!(matches!(
+            lstm_aggregate(&short, &w, &plan),
+            Err(Error::Shape { .. })
+        ));
+    }
+}

@@ -1,0 +1,352 @@
+//! Fused LSTM cell: gate non-linearities, state update and output in one pass.
+//!
+//! Input: pre-activation gates `z[n, 4H]` in PyTorch's order (i, f, g, o), which the caller
+//! computes with matmul (`z = x·W_ih + h·W_hh + b`), and the previous cell state
+//! `c_prev[n, H]`. With σ the logistic function:
+//!
+//! ```text
+//! i = σ(z_i)   f = σ(z_f)   g = tanh(z_g)   o = σ(z_o)
+//! c = f ⊙ c_prev + i ⊙ g
+//! h = o ⊙ tanh(c)
+//! ```
+//!
+//! Output: **packed `[n, 2H]`**, h in columns `0..H` and c in columns `H..2H`. Autograd
+//! nodes have one output, so both states travel in one tensor; [`crate::ops::slice`] along
+//! dimension 1 splits them, and since the backward takes the gradient of the whole packed
+//! tensor, both h and c carry gradients (slices of an unused half contribute zeros).
+//!
+//! Backward, with `ḡ = [h̄ | c̄]` and `τ = tanh(c)`:
+//!
+//! ```text
+//! ĉ = c̄ + h̄ ⊙ o ⊙ (1 - τ²)              (total gradient of c)
+//! z̄_i = ĉ ⊙ g ⊙ i(1 - i)      z̄_f = ĉ ⊙ c_prev ⊙ f(1 - f)
+//! z̄_g = ĉ ⊙ i ⊙ (1 - g²)      z̄_o = h̄ ⊙ τ ⊙ o(1 - o)
+//! c̄_prev = ĉ ⊙ f
+//! ```
+//!
+//! **Saved for backward: 4 f32 values per (node, hidden unit)**, the activated gates
+//! (i, f, g, o), plus a reference to `c_prev` (shared, not copied); `c` is recomputed as
+//! `f ⊙ c_prev + i ⊙ g`. In a recurrence, `c_prev` is the previous step's `c`, which the
+//! next step's cell holds anyway, so the cell costs **5 f32 per (node, step, hidden unit)**
+//! (PyTorch's LSTM keeps about 18); a recurrence that feeds `h` to a matmul adds the 1 the
+//! matmul keeps. [`crate::ops::lstm_aggregate`] keeps 5 in all (it recomputes `h`).
+//!
+//! Kernels: one thread per (node, hidden unit) in both directions; the backward is a single
+//! fused kernel ([`lstm_cell_backward`]) that writes `z̄` and `c̄_prev` together.
+
+use rayon::prelude::*;
+
+use crate::autograd::record;
+use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::ops::rows::{dims2, parallel};
+use crate::ops::{cpu_output, wgpu_output};
+use crate::tensor::{Storage, Tensor};
+
+const OP: &str = "lstm_cell";
+const SHADER: &str = include_str!("../../shaders/lstm_cell.wgsl");
+const FORWARD: Kernel = Kernel {
+    stem: "lstm_cell",
+    source: SHADER,
+    entry: "lstm_cell_forward_f32",
+};
+const BACKWARD: Kernel = Kernel {
+    stem: "lstm_cell",
+    source: SHADER,
+    entry: "lstm_cell_backward_f32",
+};
+
+/// One LSTM step: packed `[h | c]` (`[n, 2H]`) from pre-activation gates `[n, 4H]` (order
+/// i, f, g, o) and the previous cell state `[n, H]`. Both inputs get gradients.
+pub fn lstm_cell(gates: &Tensor, c_prev: &Tensor) -> Result<Tensor> {
+    let (out, acts) = lstm_cell_forward(gates, c_prev)?;
+    let c_saved = c_prev.detach();
+    Ok(record(OP, out, &[gates, c_prev], move |g| {
+        let (dz, dc) = lstm_cell_backward(&acts, &c_saved, g)?;
+        Ok(vec![Some(dz), Some(dc)])
+    }))
+}
+
+/// The forward kernel without recording: `(packed [h | c] [n, 2H], activated gates [n, 4H])`.
+/// The activated gates are what [`lstm_cell_backward`] reads.
+pub fn lstm_cell_forward(gates: &Tensor, c_prev: &Tensor) -> Result<(Tensor, Tensor)> {
+    let (n, h) = check(gates, c_prev)?;
+    let (out, acts) = match (&*gates.storage(), &*c_prev.storage()) {
+        (Storage::Cpu(z), Storage::Cpu(c)) => {
+            let (o, a) = float_cpu2!(OP, &z.data, &c.data, (z, c) => cpu_forward(z, c, n, h)?);
+            (
+                cpu_output(o, vec![n, 2 * h], gates),
+                cpu_output(a, vec![n, 4 * h], gates),
+            )
+        }
+        (Storage::Wgpu(z), Storage::Wgpu(c)) => {
+            let ctx = z.ctx();
+            let out = WgpuBuffer::new(ctx, (n * 2 * h * 4) as u64)?;
+            let acts = WgpuBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
+            ctx.launch(
+                &FORWARD,
+                &[n as u32, h as u32],
+                &[(1, z), (2, c), (3, &out), (4, &acts)],
+                (n * h) as u64,
+            )?;
+            (
+                wgpu_output(out, vec![n, 2 * h], gates),
+                wgpu_output(acts, vec![n, 4 * h], gates),
+            )
+        }
+        _ => return Err(mismatch(gates, c_prev)),
+    };
+    Ok((out, acts))
+}
+
+/// The fused backward kernel: from the activated gates `[n, 4H]`, `c_prev [n, H]` and the
+/// gradient of the packed output `[n, 2H]`, returns `(z̄ [n, 4H], c̄_prev [n, H])`.
+pub fn lstm_cell_backward(
+    acts: &Tensor,
+    c_prev: &Tensor,
+    grad: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    const BOP: &str = "lstm_cell_backward";
+    let (n, h) = check(acts, c_prev)?;
+    acts.same_device(grad, BOP)?;
+    if grad.shape() != [n, 2 * h] || grad.dtype() != acts.dtype() {
+        return Err(Error::shape(
+            BOP,
+            format!(
+                "gradient of shape {:?} ({}) for an output of shape [{n}, {}] ({})",
+                grad.shape(),
+                grad.dtype().name(),
+                2 * h,
+                acts.dtype().name()
+            ),
+        ));
+    }
+    let guards = (acts.storage(), c_prev.storage(), grad.storage());
+    match (&*guards.0, &*guards.1, &*guards.2) {
+        (Storage::Cpu(a), Storage::Cpu(c), Storage::Cpu(g)) => {
+            let (dz, dc) = match (&a.data, &c.data, &g.data) {
+                (cpu::CpuData::F32(a), cpu::CpuData::F32(c), cpu::CpuData::F32(g)) => {
+                    cpu_backward(a, c, g, n, h)?
+                }
+                (cpu::CpuData::F64(a), cpu::CpuData::F64(c), cpu::CpuData::F64(g)) => {
+                    cpu_backward(a, c, g, n, h)?
+                }
+                _ => return Err(acts.dtype_error(BOP, "f32")),
+            };
+            Ok((
+                cpu_output(dz, vec![n, 4 * h], acts),
+                cpu_output(dc, vec![n, h], acts),
+            ))
+        }
+        (Storage::Wgpu(a), Storage::Wgpu(c), Storage::Wgpu(g)) => {
+            let ctx = a.ctx();
+            let dz = WgpuBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
+            let dc = WgpuBuffer::new(ctx, (n * h * 4) as u64)?;
+            ctx.launch(
+                &BACKWARD,
+                &[n as u32, h as u32],
+                &[(5, a), (2, c), (6, g), (7, &dz), (8, &dc)],
+                (n * h) as u64,
+            )?;
+            Ok((
+                wgpu_output(dz, vec![n, 4 * h], acts),
+                wgpu_output(dc, vec![n, h], acts),
+            ))
+        }
+        _ => Err(Error::DeviceMismatch {
+            op: BOP,
+            lhs: acts.device(),
+            rhs: grad.device(),
+        }),
+    }
+}
+
+/// Checks `[n, 4H]` gates (or activations) against `[n, H]` states; returns `(n, H)`.
+fn check(gates: &Tensor, c_prev: &Tensor) -> Result<(usize, usize)> {
+    gates.expect_float(OP)?;
+    gates.same_device(c_prev, OP)?;
+    let (n, g4) = dims2(OP, "gates", gates)?;
+    let (nc, h) = dims2(OP, "c_prev", c_prev)?;
+    if nc != n || g4 != 4 * h || gates.dtype() != c_prev.dtype() {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "gates must be [n, 4H] and c_prev [n, H] of one dtype; got {:?} ({}) and {:?} ({})",
+                gates.shape(),
+                gates.dtype().name(),
+                c_prev.shape(),
+                c_prev.dtype().name()
+            ),
+        ));
+    }
+    Ok((n, h))
+}
+
+fn mismatch(a: &Tensor, b: &Tensor) -> Error {
+    Error::DeviceMismatch {
+        op: OP,
+        lhs: a.device(),
+        rhs: b.device(),
+    }
+}
+
+/// Stable logistic function: never exponentiates a positive number.
+#[inline]
+pub(crate) fn sigmoid<T: Float>(x: T) -> T {
+    if x >= T::ZERO {
+        T::ONE / (T::ONE + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (T::ONE + e)
+    }
+}
+
+/// One unit of the cell: pre-activations `(z_i, z_f, z_g, z_o)` and `c_prev` to the
+/// activated gates, `c` and `h`.
+#[inline]
+pub(crate) fn cell_unit<T: Float>(z: [T; 4], c_prev: T) -> ([T; 4], T, T) {
+    let a = [sigmoid(z[0]), sigmoid(z[1]), z[2].tanh(), sigmoid(z[3])];
+    let c = a[1] * c_prev + a[0] * a[2];
+    (a, c, a[3] * c.tanh())
+}
+
+/// Backward of one unit: from the activated gates, `c`, `c_prev` and the incoming
+/// gradients of `h` and `c`, the pre-activation gradients and `c̄_prev`.
+#[inline]
+pub(crate) fn cell_unit_backward<T: Float>(
+    a: [T; 4],
+    c: T,
+    c_prev: T,
+    dh: T,
+    dc: T,
+) -> ([T; 4], T) {
+    let [i, f, g, o] = a;
+    let tc = c.tanh();
+    let dct = dc + dh * o * (T::ONE - tc * tc);
+    let dz = [
+        dct * g * i * (T::ONE - i),
+        dct * c_prev * f * (T::ONE - f),
+        dct * i * (T::ONE - g * g),
+        dh * tc * o * (T::ONE - o),
+    ];
+    (dz, dct * f)
+}
+
+fn cpu_forward<T: Float + CpuElem>(
+    z: &[T],
+    c_prev: &[T],
+    n: usize,
+    h: usize,
+) -> Result<(CpuBuffer, CpuBuffer)> {
+    let (out_alloc, acts_alloc) = (cpu::reserve::<T>(n * 2 * h)?, cpu::reserve::<T>(n * 4 * h)?);
+    let mut out = vec![T::ZERO; n * 2 * h];
+    let mut acts = vec![T::ZERO; n * 4 * h];
+    let row = |r: usize, (o, a): (&mut [T], &mut [T])| {
+        let zr = &z[r * 4 * h..(r + 1) * 4 * h];
+        for j in 0..h {
+            let zz = [zr[j], zr[h + j], zr[2 * h + j], zr[3 * h + j]];
+            let (act, c, hv) = cell_unit(zz, c_prev[r * h + j]);
+            for (g, &v) in act.iter().enumerate() {
+                a[g * h + j] = v;
+            }
+            o[j] = hv;
+            o[h + j] = c;
+        }
+    };
+    if h > 0 {
+        if parallel(n * 7 * h) {
+            out.par_chunks_mut(2 * h)
+                .zip(acts.par_chunks_mut(4 * h))
+                .enumerate()
+                .for_each(|(r, rows)| row(r, rows));
+        } else {
+            out.chunks_mut(2 * h)
+                .zip(acts.chunks_mut(4 * h))
+                .enumerate()
+                .for_each(|(r, rows)| row(r, rows));
+        }
+    }
+    Ok((
+        CpuBuffer::from_reserved(T::wrap(out), out_alloc),
+        CpuBuffer::from_reserved(T::wrap(acts), acts_alloc),
+    ))
+}
+
+fn cpu_backward<T: Float + CpuElem>(
+    acts: &[T],
+    c_prev: &[T],
+    g: &[T],
+    n: usize,
+    h: usize,
+) -> Result<(CpuBuffer, CpuBuffer)> {
+    let (dz_alloc, dc_alloc) = (cpu::reserve::<T>(n * 4 * h)?, cpu::reserve::<T>(n * h)?);
+    let mut dz = vec![T::ZERO; n * 4 * h];
+    let mut dc = vec![T::ZERO; n * h];
+    let row = |r: usize, (dzr, dcr): (&mut [T], &mut [T])| {
+        let ar = &acts[r * 4 * h..(r + 1) * 4 * h];
+        let gr = &g[r * 2 * h..(r + 1) * 2 * h];
+        for j in 0..h {
+            let a = [ar[j], ar[h + j], ar[2 * h + j], ar[3 * h + j]];
+            let cp = c_prev[r * h + j];
+            let c = a[1] * cp + a[0] * a[2];
+            let (d, dcp) = cell_unit_backward(a, c, cp, gr[j], gr[h + j]);
+            for (k, &v) in d.iter().enumerate() {
+                dzr[k * h + j] = v;
+            }
+            dcr[j] = dcp;
+        }
+    };
+    if h > 0 {
+        if parallel(n * 11 * h) {
+            dz.par_chunks_mut(4 * h)
+                .zip(dc.par_chunks_mut(h))
+                .enumerate()
+                .for_each(|(r, rows)| row(r, rows));
+        } else {
+            dz.chunks_mut(4 * h)
+                .zip(dc.chunks_mut(h))
+                .enumerate()
+                .for_each(|(r, rows)| row(r, rows));
+        }
+    }
+    Ok((
+        CpuBuffer::from_reserved(T::wrap(dz), dz_alloc),
+        CpuBuffer::from_reserved(T::wrap(dc), dc_alloc),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+
+    #[test]
+    fn one_unit_by_hand() {
+        // z = 0 everywhere: i = f = o = 1/2, g = 0, so c = c_prev / 2 and h = tanh(c) / 2.
+        let z = Tensor::from_f64(vec![0.0; 4], &[1, 4]).unwrap();
+        let c = Tensor::from_f64(vec![1.0], &[1, 1]).unwrap();
+        let out = lstm_cell(&z, &c).unwrap().to_vec_f64().unwrap();
+        assert!((out[1] - 0.5).abs() < 1e-15);
+        assert!((out[0] - 0.5 * 0.5f64.tanh()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn bad_shapes_and_devices_are_errors() {
+        let z = Tensor::from_f32(vec![0.0; 8], &[2, 4], Device::Cpu).unwrap();
+        let c = Tensor::from_f32(vec![0.0; 3], &[3, 1], Device::Cpu).unwrap();
+        assert!(matches!(lstm_cell(&z, &c), Err(Error::Shape { .. })));
+        let c64 = Tensor::from_f64(vec![0.0; 2], &[2, 1]).unwrap();
+        assert!(matches!(lstm_cell(&z, &c64), Err(Error::Shape { .. })));
+        let z5 = Tensor::from_f32(vec![0.0; 10], &[2, 5], Device::Cpu).unwrap();
+        let c2 = Tensor::from_f32(vec![0.0; 2], &[2, 1], Device::Cpu).unwrap();
+        assert!(matches!(lstm_cell(&z5, &c2), Err(Error::Shape { .. })));
+        let (_, acts) = lstm_cell_forward(&z, &c2).unwrap();
+        let bad_g = Tensor::from_f32(vec![0.0; 2], &[2, 1], Device::Cpu).unwrap();
+        assert!(matches!(
+            lstm_cell_backward(&acts, &c2, &bad_g),
+            Err(Error::Shape { .. })
+        ));
+    }
+}
