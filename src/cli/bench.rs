@@ -274,7 +274,9 @@ fn medians(e: &[EpochStats]) -> Phases {
     }
 }
 
+/// Prints the workloads; a closed pipe (`espalier bench --list | head`) ends it quietly.
 fn list() {
+    let mut text = String::new();
     for w in WORKLOADS {
         let flags: Vec<String> = w.flags.iter().map(|(f, v)| format!("{f} {v}")).collect();
         let ks = if w.ks.is_empty() {
@@ -283,8 +285,14 @@ fn list() {
             let k: Vec<String> = w.ks.iter().map(usize::to_string).collect();
             format!(" (K = {})", k.join(", "))
         };
-        println!("{}\n    {}{ks}\n    {}", w.name, flags.join(" "), w.about);
+        text.push_str(&format!(
+            "{}\n    {}{ks}\n    {}\n",
+            w.name,
+            flags.join(" "),
+            w.about
+        ));
     }
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
 }
 
 pub fn run(a: &BenchArgs) -> Result<()> {
