@@ -1,5 +1,5 @@
-//! The `espalier` command line: `train`, `partition`, `gen`, `devices`. Run `espalier help <command>`
-//! for every flag.
+//! The `espalier` command line: `train`, `partition`, `bench`, `gen`, `devices`. Run
+//! `espalier help <command>` for every flag.
 
 mod cli;
 

@@ -1,5 +1,6 @@
 //! Command-line interface: argument definitions and dispatch.
 
+mod bench;
 mod common;
 mod devices;
 mod gen;
@@ -28,6 +29,9 @@ pub enum Command {
     /// Sample and partition batches into micro-batches; report redundancy, estimated and
     /// measured peak memory per micro-batch, without training.
     Partition(Box<partition::PartitionArgs>),
+    /// Benchmark a named workload (`--list`) or the given flags: median time per phase,
+    /// epoch time, seeds per second, peak device bytes and K, as a table and JSON.
+    Bench(Box<bench::BenchArgs>),
     /// Write a synthetic graph in OGB's raw layout, so other tools read the same graph.
     Gen(gen::GenArgs),
     /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
@@ -50,6 +54,12 @@ pub fn run(cli: Cli) -> Result<()> {
         None => train::run(&train::TrainArgs::default_args()),
         Some(Command::Train(a)) => train::run(&a),
         Some(Command::Partition(a)) => partition::run(&a),
+        Some(Command::Bench(mut a)) => {
+            a.argv = bench::args_after_subcommand(
+                std::env::args_os().map(|s| s.to_string_lossy().into_owned()),
+            );
+            bench::run(&a)
+        }
         Some(Command::Gen(a)) => gen::run(&a),
         Some(Command::Devices(a)) => devices::run(&a),
     }

@@ -401,6 +401,22 @@ impl<'a> Trainer<'a> {
         }
     }
 
+    /// Highest bytes live on the training device since the last call (or the trainer's
+    /// start), then starts a new window: what `espalier bench` reports per measured run.
+    pub fn take_peak(&self) -> u64 {
+        self.fold_peak();
+        let peak = self.peak_seen.replace(0);
+        if let Ok(mem) = self.config.device.memory() {
+            mem.reset_peak();
+        }
+        peak
+    }
+
+    /// Takes the partition statistics of the batches trained since the last call.
+    pub fn take_micro_log(&mut self) -> Vec<PartitionStats> {
+        std::mem::take(&mut self.micro_log)
+    }
+
     /// Accuracy on `nodes` (labelled ones only), sampling with the training fanouts.
     pub fn evaluate(&self, nodes: &[u32]) -> Result<f64> {
         let labelled: Vec<u32> = nodes
