@@ -73,7 +73,8 @@ pub struct CommonArgs {
     /// --memory-budget, the least number tried.
     #[arg(long, default_value_t = 1)]
     pub micro_batches: usize,
-    /// How seeds are split into micro-batches: random, range or metis.
+    /// How seeds are split into micro-batches: random, range, metis, betty, cherry,
+    /// buffalo or grem (`docs/PARTITIONING.md`).
     #[arg(long, default_value = "random")]
     pub partitioner: String,
     /// Device memory budget, e.g. 24GiB (units B, KB, KiB, MB, MiB, GB, GiB, TB, TiB): the

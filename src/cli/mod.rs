@@ -5,6 +5,7 @@ mod common;
 mod devices;
 mod gen;
 mod partition;
+mod partition_graph;
 mod train;
 
 use clap::{Parser, Subcommand};

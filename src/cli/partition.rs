@@ -1,18 +1,20 @@
 //! `espalier partition`: sample batches, partition them into micro-batches and report
 //! K, redundancy, times and per micro-batch sizes and peaks, without training. Measured
 //! peaks come from one forward and backward per micro-batch (no optimizer step), or are
-//! left out with `--no-run`.
+//! left out with `--no-run`. `--compare` runs every partitioner on the same batches and
+//! prints one table; `--graph-only` cuts the whole graph instead (see `partition_graph`).
 
 use std::sync::Arc;
 
 use clap::Args;
 use serde::Serialize;
 
-use espalier::error::Result;
-use espalier::partition::{format_bytes, PartitionStats};
+use espalier::error::{Error, Result};
+use espalier::partition::{self, format_bytes, PartitionStats};
 use espalier::train::{TrainConfig, Trainer};
 
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};
+use crate::cli::partition_graph;
 
 /// Flags of `espalier partition`.
 #[derive(Args, Debug, Clone)]
@@ -25,9 +27,21 @@ pub struct PartitionArgs {
     /// Only estimate: do not run forward and backward to measure peaks.
     #[arg(long)]
     pub no_run: bool,
-    /// Write `{"micro_batches": [...]}` (as in `train --json`) to this file, or `-`.
+    /// Write `{"micro_batches": [...]}` (as in `train --json`) to this file, or `-`; with
+    /// --graph-only, `{"graph_cuts": [...]}`.
     #[arg(long)]
     pub json: Option<String>,
+    /// Run every partitioner on the same batches and print one table (with --graph-only:
+    /// both grem and metis).
+    #[arg(long)]
+    pub compare: bool,
+    /// Partition the whole graph (grem or metis) instead of sampled batches: edge cut,
+    /// balance, seconds and working memory.
+    #[arg(long)]
+    pub graph_only: bool,
+    /// Parts of a --graph-only partition.
+    #[arg(long, default_value_t = 8)]
+    pub parts: usize,
 }
 
 /// What `--json` writes.
@@ -38,8 +52,18 @@ struct Report<'a> {
     micro_batches: &'a [PartitionStats],
 }
 
+/// What `--graph-only --json` writes.
+#[derive(Serialize)]
+struct GraphReport<'a> {
+    dataset: &'a str,
+    graph_cuts: &'a [partition_graph::GraphCut],
+}
+
 pub fn run(a: &PartitionArgs) -> Result<()> {
     let c = &a.common;
+    if a.graph_only {
+        return run_graph(a);
+    }
     let (data, graph) = c.load()?;
     let config = c.config(
         &data,
@@ -53,12 +77,28 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
     )?;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
+    let names: Vec<&str> = if a.compare {
+        partition::NAMES.to_vec()
+    } else {
+        vec![c.partitioner.as_str()]
+    };
     let mut all = Vec::new();
-    for epoch in 0..a.epochs {
-        for s in trainer.partition_epoch(epoch, !a.no_run)? {
-            print_stats(&s);
-            all.push(s);
+    for name in names {
+        // Sampling is keyed by the run's seed, epoch and batch: every partitioner sees
+        // the same batches.
+        trainer.partitioner = partition::by_name(name)?;
+        trainer.config.micro.partitioner = name.to_string();
+        for epoch in 0..a.epochs {
+            for s in trainer.partition_epoch(epoch, !a.no_run)? {
+                if !a.compare {
+                    print_stats(&s);
+                }
+                all.push(s);
+            }
         }
+    }
+    if a.compare {
+        print_compare(&all);
     }
     if let Some(path) = &a.json {
         write_json(
@@ -71,6 +111,90 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// `--graph-only`: cut the whole graph with grem and/or metis.
+fn run_graph(a: &PartitionArgs) -> Result<()> {
+    let c = &a.common;
+    if a.parts == 0 {
+        return Err(Error::invalid("--parts must be at least 1"));
+    }
+    let names: Vec<&str> = if a.compare {
+        partition_graph::GRAPH_NAMES.to_vec()
+    } else {
+        partition_graph::check_name(&c.partitioner)?;
+        vec![c.partitioner.as_str()]
+    };
+    let (data, graph) = c.load()?;
+    let cuts = names
+        .iter()
+        .map(|name| partition_graph::cut(&graph, name, a.parts, c.seed))
+        .collect::<Result<Vec<_>>>()?;
+    partition_graph::print(&cuts);
+    if let Some(path) = &a.json {
+        write_json(
+            path,
+            &GraphReport {
+                dataset: &data.name,
+                graph_cuts: &cuts,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Largest and mean of `values` (0 and 0 when empty).
+fn max_mean(values: impl Iterator<Item = u64>) -> (u64, f64) {
+    let (mut max, mut sum, mut n) = (0u64, 0f64, 0usize);
+    for v in values {
+        max = max.max(v);
+        sum += v as f64;
+        n += 1;
+    }
+    (max, sum / n.max(1) as f64)
+}
+
+/// One row per partitioner and batch.
+fn print_compare(all: &[PartitionStats]) {
+    println!(
+        "{:<8} {:>5} {:>3} {:>10} {:>11} {:>11} {:>11} {:>11} {:>10} {:>9} {:>10}",
+        "name",
+        "ep/b",
+        "K",
+        "redundancy",
+        "est. max",
+        "est. mean",
+        "peak max",
+        "peak mean",
+        "partition",
+        "slice",
+        "compute"
+    );
+    for s in all {
+        let (est_max, est_mean) = max_mean(s.batches.iter().map(|b| b.est_peak_bytes));
+        let measured: Vec<u64> = s.batches.iter().filter_map(|b| b.peak_bytes).collect();
+        let (peak_max, peak_mean) = if measured.is_empty() {
+            ("-".to_string(), "-".to_string())
+        } else {
+            let (m, avg) = max_mean(measured.into_iter());
+            (format_bytes(m), format_bytes(avg.round() as u64))
+        };
+        let compute: f64 = s.batches.iter().map(|b| b.compute_s).sum();
+        println!(
+            "{:<8} {:>5} {:>3} {:>10.3} {:>11} {:>11} {:>11} {:>11} {:>9.4}s {:>8.4}s {:>9.3}s",
+            s.partitioner,
+            format!("{}/{}", s.epoch + 1, s.batch),
+            s.k,
+            s.redundancy,
+            format_bytes(est_max),
+            format_bytes(est_mean.round() as u64),
+            peak_max,
+            peak_mean,
+            s.partition_s,
+            s.slice_s,
+            compute
+        );
+    }
 }
 
 fn print_stats(s: &PartitionStats) {

@@ -7,6 +7,10 @@
 //! METIS keeps its random state in a process-wide array (GKlib's `mt[]`), so two concurrent
 //! calls race and neither is reproducible: every call here holds one process-wide lock.
 //! Given the same graph, K and seed, the labels are the same on every run.
+//!
+//! Every METIS call in espalier goes through [`MetisGraph::part_kway`] (the `metis`
+//! micro-batch partitioner via [`metis_seeds`], Betty, Cherry, [`metis_graph_partition`]),
+//! and every seed-induced subgraph through [`seed_induced`] (`metis`, GREM).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,126 @@
+//! `espalier partition --compare` and `--graph-only` through the binary.
+
+use std::process::{Command, Output};
+
+const DATA: &str = "synthetic:cora-like,scale=0.3";
+
+fn espalier(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_espalier"))
+        .args(args)
+        .output()
+        .expect("the espalier binary runs")
+}
+
+/// Fails on a panic (exit status 101 and Rust's panic message).
+fn no_panic(out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
+
+#[test]
+fn compare_json_has_every_partitioner() {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("partition_compare.json");
+    let path = path.to_str().unwrap();
+    let out = espalier(&[
+        "partition",
+        "--dataset",
+        DATA,
+        "--micro-batches",
+        "4",
+        "--compare",
+        "--json",
+        path,
+    ]);
+    no_panic(&out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let entries = v["micro_batches"].as_array().unwrap();
+    let names: Vec<&str> = entries
+        .iter()
+        .map(|e| e["partitioner"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, espalier::partition::NAMES);
+    for e in entries {
+        assert_eq!(e["k"], 4, "{e}");
+        assert!(e["redundancy"].as_f64().unwrap() >= 1.0, "{e}");
+        let batches = e["batches"].as_array().unwrap();
+        assert_eq!(batches.len(), 4);
+        assert!(batches.iter().all(|b| b["peak_bytes"].as_u64().is_some()));
+    }
+}
+
+#[test]
+fn graph_only_compare_prints_both() {
+    let out = espalier(&["partition", "--dataset", DATA, "--graph-only", "--compare"]);
+    no_panic(&out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["grem", "metis"] {
+        let row = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{text}"));
+        let fraction: f64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert!((0.0..=1.0).contains(&fraction), "{row}");
+    }
+}
+
+#[test]
+fn bad_values_are_errors() {
+    let cases: &[&[&str]] = &[
+        &["partition", "--dataset", DATA, "--partitioner", "nope"],
+        &[
+            "partition",
+            "--dataset",
+            DATA,
+            "--partitioner",
+            "nope",
+            "--compare",
+        ],
+        &[
+            "partition",
+            "--dataset",
+            DATA,
+            "--graph-only",
+            "--parts",
+            "0",
+            "--compare",
+        ],
+        &[
+            "partition",
+            "--dataset",
+            DATA,
+            "--graph-only",
+            "--partitioner",
+            "betty",
+        ],
+        &[
+            "partition",
+            "--dataset",
+            DATA,
+            "--micro-batches",
+            "0",
+            "--compare",
+        ],
+    ];
+    for args in cases {
+        let out = espalier(args);
+        no_panic(&out);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("error"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
