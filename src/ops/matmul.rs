@@ -193,6 +193,66 @@ fn too_large(m: usize, k: usize, n: usize, ta: bool, tb: bool) -> Error {
     )
 }
 
+/// The `matrixmultiply` kernel of a float type.
+trait Gemm: Copy + Default + crate::device::cpu::CpuElem {
+    /// `C = op(A)·op(B)` with the given strides (matrixmultiply's `sgemm`/`dgemm`).
+    ///
+    /// # Safety
+    /// The pointers must address `m·k`, `k·n` and `m·n` values under the strides.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+    );
+}
+
+impl Gemm for f32 {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+        rsc: isize,
+    ) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1) }
+    }
+}
+
+impl Gemm for f64 {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+        rsc: isize,
+    ) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1) }
+    }
+}
+
 fn cpu_matmul(
     a: &CpuData,
     b: &CpuData,
@@ -202,64 +262,45 @@ fn cpu_matmul(
     ta: bool,
     tb: bool,
 ) -> Result<CpuBuffer> {
-    // Strides of op(A) (m x k) and op(B) (k x n) over the row-major stored operands.
-    let (rsa, csa) = if ta { (1, m as isize) } else { (k as isize, 1) };
-    let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
-    let len = m * n;
+    fn run<T: Gemm>(
+        x: &[T],
+        y: &[T],
+        m: usize,
+        k: usize,
+        n: usize,
+        ta: bool,
+        tb: bool,
+    ) -> Result<CpuBuffer> {
+        // Strides of op(A) (m x k) and op(B) (k x n) over the row-major stored operands.
+        let (rsa, csa) = if ta { (1, m as isize) } else { (k as isize, 1) };
+        let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
+        let len = m * n;
+        let alloc = cpu::reserve::<T>(len)?;
+        let mut c = vec![T::default(); len];
+        if k > 0 && len > 0 {
+            // SAFETY: x holds m*k values and y k*n (checked shapes); the strides above
+            // address exactly those, and c holds m*n values written with strides (n, 1).
+            unsafe {
+                T::gemm(
+                    m,
+                    k,
+                    n,
+                    x.as_ptr(),
+                    rsa,
+                    csa,
+                    y.as_ptr(),
+                    rsb,
+                    csb,
+                    c.as_mut_ptr(),
+                    n as isize,
+                )
+            };
+        }
+        Ok(CpuBuffer::from_reserved(T::wrap(c), alloc))
+    }
     match (a, b) {
-        (CpuData::F32(x), CpuData::F32(y)) => {
-            let alloc = cpu::reserve::<f32>(len)?;
-            let mut c = vec![0f32; len];
-            if k > 0 && len > 0 {
-                // SAFETY: x holds m*k values and y k*n (checked shapes); the strides above
-                // address exactly those, and c holds m*n values written with strides (n, 1).
-                unsafe {
-                    matrixmultiply::sgemm(
-                        m,
-                        k,
-                        n,
-                        1.0,
-                        x.as_ptr(),
-                        rsa,
-                        csa,
-                        y.as_ptr(),
-                        rsb,
-                        csb,
-                        0.0,
-                        c.as_mut_ptr(),
-                        n as isize,
-                        1,
-                    );
-                }
-            }
-            Ok(CpuBuffer::from_reserved(CpuData::F32(c), alloc))
-        }
-        (CpuData::F64(x), CpuData::F64(y)) => {
-            let alloc = cpu::reserve::<f64>(len)?;
-            let mut c = vec![0f64; len];
-            if k > 0 && len > 0 {
-                // SAFETY: as above, for f64.
-                unsafe {
-                    matrixmultiply::dgemm(
-                        m,
-                        k,
-                        n,
-                        1.0,
-                        x.as_ptr(),
-                        rsa,
-                        csa,
-                        y.as_ptr(),
-                        rsb,
-                        csb,
-                        0.0,
-                        c.as_mut_ptr(),
-                        n as isize,
-                        1,
-                    );
-                }
-            }
-            Ok(CpuBuffer::from_reserved(CpuData::F64(c), alloc))
-        }
+        (CpuData::F32(x), CpuData::F32(y)) => run(x, y, m, k, n, ta, tb),
+        (CpuData::F64(x), CpuData::F64(y)) => run(x, y, m, k, n, ta, tb),
         _ => Err(Error::invalid(
             "matmul: operands must both be f32 (or both f64 on the CPU)",
         )),
