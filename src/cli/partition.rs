@@ -53,6 +53,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
     )?;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
+    trainer.estimator.lstm_split = a.common.lstm_split;
     let mut all = Vec::new();
     for epoch in 0..a.epochs {
         for s in trainer.partition_epoch(epoch, !a.no_run)? {
