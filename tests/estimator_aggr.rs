@@ -57,7 +57,8 @@ fn config(
     }
 }
 
-/// Trains one epoch and checks every micro-batch's estimate; returns the highest peak.
+/// Trains one epoch (SAGE-LSTM: its explosion bucket split into pieces of at most
+/// `lstm_split` nodes) and checks every micro-batch's estimate.
 fn check(
     data: &Dataset,
     g: &Arc<Csr>,
@@ -65,8 +66,11 @@ fn check(
     aggr: Aggregator,
     k: usize,
     budget: Option<u64>,
+    lstm_split: Option<usize>,
 ) {
     let mut t = Trainer::new(data, g.clone(), config(data, kind, aggr, k, budget)).unwrap();
+    t.model.set_lstm_split(lstm_split).unwrap();
+    t.estimator.lstm_split = lstm_split;
     let s = t.run(None, &mut |_| {}).unwrap();
     for m in &s.micro_batches {
         if budget.is_some() {
@@ -78,7 +82,7 @@ fn check(
             let peak = b.peak_bytes.unwrap();
             let err = (b.est_peak_bytes as f64 - peak as f64).abs() / peak as f64;
             println!(
-                "{kind:?}/{aggr:?} K={k} budget {budget:?} mb {i}/{}: {} seeds, est {} measured {} ({:+.3}%)",
+                "{kind:?}/{aggr:?} K={k} budget {budget:?} split {lstm_split:?} mb {i}/{}: {} seeds, est {} measured {} ({:+.3}%)",
                 m.k,
                 b.seeds,
                 b.est_peak_bytes,
@@ -102,7 +106,7 @@ fn check(
 fn check_all(data: &Dataset, kind: ModelKind, aggr: Aggregator) {
     let g = Arc::new(data.graph.symmetrize());
     for k in [1, 4] {
-        check(data, &g, kind, aggr, k, None);
+        check(data, &g, kind, aggr, k, None, None);
     }
     let mut t = Trainer::new(data, g.clone(), config(data, kind, aggr, 1, None)).unwrap();
     let plan = t.partition_epoch(0, false).unwrap();
@@ -114,7 +118,7 @@ fn check_all(data: &Dataset, kind: ModelKind, aggr: Aggregator) {
     let steady = t.estimator.resident_bytes(Resident::STEADY);
     drop(t);
     let budget = steady + ((full - resident) as f64 * 0.4) as u64;
-    check(data, &g, kind, aggr, 1, Some(budget));
+    check(data, &g, kind, aggr, 1, Some(budget), None);
 }
 
 fn arxiv_like() -> Dataset {
@@ -124,7 +128,20 @@ fn arxiv_like() -> Dataset {
 #[test]
 fn sage_lstm_estimate_is_exact() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    check_all(&arxiv_like(), ModelKind::Sage, Aggregator::Lstm);
+    let data = arxiv_like();
+    check_all(&data, ModelKind::Sage, Aggregator::Lstm);
+    let g = Arc::new(data.graph.symmetrize());
+    for k in [1, 4] {
+        check(
+            &data,
+            &g,
+            ModelKind::Sage,
+            Aggregator::Lstm,
+            k,
+            None,
+            Some(7),
+        );
+    }
 }
 
 #[test]
