@@ -17,7 +17,7 @@
 //! - `A` comes from replaying the engine's allocation pattern symbolically (below). It is
 //!   derived from the code of the layers, ops and autograd, not fitted: on the CPU, whose
 //!   tracker counts exact bytes, it reproduces the measured peak up to what the model leaves
-//!   out (nothing, for the layers below; see `tests/budget.rs`).
+//!   out (nothing, for the layers below; see `tests/budget.rs` and `tests/estimator_aggr.rs`).
 //!
 //! # The engine's allocation pattern
 //!
@@ -35,6 +35,12 @@
 //! | `segment_max` | `[num_dst, c]` + argmax u32 `[num_dst, c]` | argmax | `[num_src, c]` |
 //! | `relu`, `mul_scalar` | `[r, c]` | their output | `[r, c]` |
 //! | `dropout` | `[r, c]` | the u32 row ids `[r]` | `[r, c]` (mask recomputed) |
+//! | `reshape` | nothing (a view) | nothing | nothing (a view of ḡ) |
+//! | `sum_dim(x, 1)` | `[r]` | nothing | `[r, c]` |
+//! | `index_select(x, idx)` | `[m, c]` | `idx` | `[rows of x, c]` (scatter) |
+//! | `leaky_relu`, `segment_softmax` | `[r, c]` | their output | `[r, c]` |
+//! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z` and `α` | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
+//! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[m, 4F]` and `h̄` `[m, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
 //! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
 //!
 //! Autograd's backward allocates the scalar seed, then visits nodes in the topological
@@ -56,6 +62,17 @@
 //! - **GCN**: norms `[ns, 1]`, `[nd, 1]`; `x = matmul(h, W)` when `i > o` (projection
 //!   first), `xs = x ⊙ norm_src`, `agg = segment_sum(xs) + xs[..nd]`, `agg ⊙ norm_dst`,
 //!   then `matmul(·, W)` when not projected, `+ bias`.
+//! - **SAGE-LSTM**: `xw = matmul(h, W_ih) + b` `[ns, 4F]` (the product transient), the
+//!   per-(node, step) rows `xg = index_select(xw, idx)` `[R, 4F]` (`R = Σ` nodes × degree over
+//!   the buckets of `degree_hist`, the explosion bucket cut by `lstm_split`; `idx` u32 `[R]`
+//!   kept by the gather), then `lstm_aggregate`; `xw` and `xg` go after it, and
+//!   `matmul(agg, W_neigh)` keeps the aggregate. Then as mean.
+//! - **GAT** (`H` heads, 1 in the output layer; `E` = edges plus one self-loop per dst node
+//!   without one): `z = matmul(h, W)`; per side `headwise_dot` (`z ⊙ a` `[n, H·D]` keeping
+//!   `z`, viewed `[n·H, D]`, `sum_dim`, viewed `[n, H]`; the dst side on the copy `z[..nd]`,
+//!   kept by its product); two u32 `[E]` edge index tensors; both sides gathered to `[E, H]`,
+//!   `add`, `leaky_relu`, `segment_softmax`, attention dropout (u32 `[E]` edge ids),
+//!   `segment_weighted_sum`, `+ bias`.
 //! - **Between layers**: `relu` (keeps its `[nd, o]` output), then dropout with the dst
 //!   nodes' global ids as a u32 `[nd]` tensor (keeps the ids). The layer's input `h` is
 //!   dropped when the next layer's output replaces it, so a dropout output survives only
@@ -83,9 +100,9 @@
 //! A new layer kind is one replay function with the signature of `sage_mean_sum`
 //! mirroring its forward code with the `Replay` ops (add a `Replay` op for a new
 //! primitive: its forward allocations, what its closure keeps, what its rule allocates),
-//! plus one arm in `MemoryEstimator::layer`. An LSTM aggregator reads the per-degree
-//! histogram of [`BlockSizes`] (one dense `[nodes, degree, ·]` batch per bucket, saved
-//! values per (node, step, unit)); GAT reads `num_edges` (per-edge scores per head).
+//! plus one arm in `MemoryEstimator::layer`. Layers that need more than widths read the
+//! block's [`BlockSizes`]: the LSTM its per-degree histogram, GAT `num_edges` and
+//! `self_loops`.
 
 use std::collections::{HashMap, HashSet};
 
