@@ -18,6 +18,8 @@ const MODELS: &[(ModelKind, Aggregator)] = &[
     (ModelKind::Sage, Aggregator::Mean),
     (ModelKind::Sage, Aggregator::Pool),
     (ModelKind::Gcn, Aggregator::Mean),
+    (ModelKind::Sage, Aggregator::Lstm),
+    (ModelKind::Gat, Aggregator::Mean),
 ];
 const KS: &[usize] = &[1, 2, 4, 7];
 const FANOUTS: &[i64] = &[4, 6];
@@ -33,17 +35,19 @@ fn small() -> (Dataset, Arc<graph::Csr>) {
     (data, g)
 }
 
+/// GAT: 2 heads of 12 features with attention dropout on.
 fn model_config(data: &Dataset, kind: ModelKind, aggr: Aggregator) -> ModelConfig {
+    let gat = kind == ModelKind::Gat;
     ModelConfig {
         kind,
         aggr,
         in_dim: data.feat_dim,
-        hidden: 24,
+        hidden: if gat { 12 } else { 24 },
         out_dim: data.num_classes,
         layers: FANOUTS.len(),
         dropout: 0.5,
-        heads: 1,
-        attn_dropout: 0.0,
+        heads: if gat { 2 } else { 1 },
+        attn_dropout: if gat { 0.3 } else { 0.0 },
         self_loops: true,
     }
 }
@@ -198,6 +202,18 @@ fn params(t: &Trainer<'_>) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// Tolerance on the parameters after 3 Adam steps. SAGE-LSTM's gradients agree with the
+/// full batch's to 4e-7 of their scale (as the other models'), but a few of its many
+/// weights have gradients that nearly cancel, and Adam's `m/√v` turns the summation-order
+/// round-off of those into up to 1.3e-3 of the tensor's scale (measured: the same
+/// elements for every partitioner and K, so not a partitioning error).
+fn after_steps_tolerance(aggr: Aggregator) -> f32 {
+    match aggr {
+        Aggregator::Lstm => 5e-3,
+        _ => 1e-4,
+    }
+}
+
 #[test]
 fn parameters_after_several_steps_match() {
     let (data, g) = small();
@@ -228,7 +244,7 @@ fn parameters_after_several_steps_match() {
                         &format!("{kind:?}/{aggr:?} {name} K={k} parameter {i} after 3 steps"),
                         m,
                         f,
-                        1e-4,
+                        after_steps_tolerance(aggr),
                     );
                 }
             }

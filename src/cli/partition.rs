@@ -77,6 +77,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
     )?;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
+    trainer.estimator.lstm_split = a.common.lstm_split;
     let names: Vec<&str> = if a.compare {
         partition::NAMES.to_vec()
     } else {

@@ -89,6 +89,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
+    trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
         trainer.resume(path)?;
         eprintln!(

@@ -40,6 +40,9 @@ pub struct BlockSizes {
     pub num_edges: usize,
     /// `degree_hist[d]`: dst nodes with in-degree `d` (as [`degree_histogram`]).
     pub degree_hist: Vec<usize>,
+    /// Dst nodes with a self-loop among their in-edges (GAT's
+    /// [`Block::with_self_loops`] adds one edge for each of the others).
+    pub self_loops: usize,
 }
 
 impl BlockSizes {
@@ -50,6 +53,9 @@ impl BlockSizes {
             num_dst: block.num_dst,
             num_edges: block.num_edges(),
             degree_hist: degree_histogram(block),
+            self_loops: (0..block.num_dst)
+                .filter(|&d| block.neighbors(d).contains(&(d as u32)))
+                .count(),
         }
     }
 }
@@ -280,13 +286,15 @@ fn layer_sizes(full: &Block, rows: &[u32], marker: &mut [u32]) -> (BlockSizes, V
         add_degree(&mut degree_hist, full.degree(r as usize));
     }
     let mut relabel = Relabel::new(rows, marker);
-    let mut num_edges = 0;
-    for &r in rows {
+    let (mut num_edges, mut self_loops) = (0, 0);
+    for (d, &r) in rows.iter().enumerate() {
         let nbrs = full.neighbors(r as usize);
         num_edges += nbrs.len();
+        let mut has_loop = false;
         for &u in nbrs {
-            relabel.local(u);
+            has_loop |= relabel.local(u) as usize == d;
         }
+        self_loops += usize::from(has_loop);
     }
     let src = relabel.finish();
     let sizes = BlockSizes {
@@ -294,6 +302,7 @@ fn layer_sizes(full: &Block, rows: &[u32], marker: &mut [u32]) -> (BlockSizes, V
         num_dst: rows.len(),
         num_edges,
         degree_hist,
+        self_loops,
     };
     (sizes, src)
 }

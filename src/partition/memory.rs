@@ -17,7 +17,7 @@
 //! - `A` comes from replaying the engine's allocation pattern symbolically (below). It is
 //!   derived from the code of the layers, ops and autograd, not fitted: on the CPU, whose
 //!   tracker counts exact bytes, it reproduces the measured peak up to what the model leaves
-//!   out (nothing, for the layers below; see `tests/budget.rs`).
+//!   out (nothing, for the layers below; see `tests/budget.rs` and `tests/estimator_aggr.rs`).
 //!
 //! # The engine's allocation pattern
 //!
@@ -35,6 +35,12 @@
 //! | `segment_max` | `[num_dst, c]` + argmax u32 `[num_dst, c]` | argmax | `[num_src, c]` |
 //! | `relu`, `mul_scalar` | `[r, c]` | their output | `[r, c]` |
 //! | `dropout` | `[r, c]` | the u32 row ids `[r]` | `[r, c]` (mask recomputed) |
+//! | `reshape` | nothing (a view) | nothing | nothing (a view of ḡ) |
+//! | `sum_dim(x, 1)` | `[r]` | nothing | `[r, c]` |
+//! | `index_select(x, idx)` | `[m, c]` | `idx` | `[rows of x, c]` (scatter) |
+//! | `leaky_relu`, `segment_softmax` | `[r, c]` | their output | `[r, c]` |
+//! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z` and `α` | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
+//! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[m, 4F]` and `h̄` `[m, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
 //! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
 //!
 //! Autograd's backward allocates the scalar seed, then visits nodes in the topological
@@ -56,6 +62,17 @@
 //! - **GCN**: norms `[ns, 1]`, `[nd, 1]`; `x = matmul(h, W)` when `i > o` (projection
 //!   first), `xs = x ⊙ norm_src`, `agg = segment_sum(xs) + xs[..nd]`, `agg ⊙ norm_dst`,
 //!   then `matmul(·, W)` when not projected, `+ bias`.
+//! - **SAGE-LSTM**: `xw = matmul(h, W_ih) + b` `[ns, 4F]` (the product transient), the
+//!   per-(node, step) rows `xg = index_select(xw, idx)` `[R, 4F]` (`R = Σ` nodes × degree over
+//!   the buckets of `degree_hist`, the explosion bucket cut by `lstm_split`; `idx` u32 `[R]`
+//!   kept by the gather), then `lstm_aggregate`; `xw` and `xg` go after it, and
+//!   `matmul(agg, W_neigh)` keeps the aggregate. Then as mean.
+//! - **GAT** (`H` heads, 1 in the output layer; `E` = edges plus one self-loop per dst node
+//!   without one): `z = matmul(h, W)`; per side `headwise_dot` (`z ⊙ a` `[n, H·D]` keeping
+//!   `z`, viewed `[n·H, D]`, `sum_dim`, viewed `[n, H]`; the dst side on the copy `z[..nd]`,
+//!   kept by its product); two u32 `[E]` edge index tensors; both sides gathered to `[E, H]`,
+//!   `add`, `leaky_relu`, `segment_softmax`, attention dropout (u32 `[E]` edge ids),
+//!   `segment_weighted_sum`, `+ bias`.
 //! - **Between layers**: `relu` (keeps its `[nd, o]` output), then dropout with the dst
 //!   nodes' global ids as a u32 `[nd]` tensor (keeps the ids). The layer's input `h` is
 //!   dropped when the next layer's output replaces it, so a dropout output survives only
@@ -83,9 +100,9 @@
 //! A new layer kind is one replay function with the signature of `sage_mean_sum`
 //! mirroring its forward code with the `Replay` ops (add a `Replay` op for a new
 //! primitive: its forward allocations, what its closure keeps, what its rule allocates),
-//! plus one arm in `MemoryEstimator::layer`. An LSTM aggregator reads the per-degree
-//! histogram of [`BlockSizes`] (one dense `[nodes, degree, ·]` batch per bucket, saved
-//! values per (node, step, unit)); GAT reads `num_edges` (per-edge scores per head).
+//! plus one arm in `MemoryEstimator::layer`. Layers that need more than widths read the
+//! block's [`BlockSizes`]: the LSTM its per-degree histogram, GAT `num_edges` and
+//! `self_loops`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -121,6 +138,9 @@ pub struct MemoryEstimator {
     pub device: Device,
     /// Optimizer state bytes per parameter byte ([`crate::train::Optimizer::state_factor`]).
     pub state_factor: usize,
+    /// SAGE-LSTM: the model's explosion-bucket split
+    /// ([`crate::nn::Gnn::set_lstm_split`]); `None` (the default): no split.
+    pub lstm_split: Option<usize>,
 }
 
 impl MemoryEstimator {
@@ -130,6 +150,7 @@ impl MemoryEstimator {
             model,
             device,
             state_factor,
+            lstm_split: None,
         }
     }
 
@@ -148,6 +169,7 @@ impl MemoryEstimator {
             num_dst: 1,
             num_edges: 1,
             degree_hist: vec![0, 1],
+            self_loops: 0,
         };
         let sizes = vec![one; self.model.layers];
         let mut r = Replay::new(self.round());
@@ -163,6 +185,7 @@ impl MemoryEstimator {
             num_dst: 1,
             num_edges: 1,
             degree_hist: vec![0, 1],
+            self_loops: 0,
         };
         let sizes = vec![one; self.model.layers];
         let mut r = Replay::new(|b| b);
@@ -245,6 +268,7 @@ impl MemoryEstimator {
                 num_dst: s.num_dst,
                 in_dim: i,
                 out_dim: o,
+                last: l + 1 == m.layers,
             };
             let next = self.layer(r, &h, &shape, s);
             r.release(h.buf);
@@ -266,14 +290,21 @@ impl MemoryEstimator {
     }
 
     /// One layer: the only place that knows which layer kinds exist.
-    fn layer(&self, r: &mut Replay, h: &Val, shape: &LayerShape, _sizes: &BlockSizes) -> Val {
+    fn layer(&self, r: &mut Replay, h: &Val, shape: &LayerShape, sizes: &BlockSizes) -> Val {
         match (self.model.kind, self.model.aggr) {
             (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => sage_mean_sum(r, h, shape),
             (ModelKind::Sage, Aggregator::Pool) => sage_pool(r, h, shape),
+            (ModelKind::Sage, Aggregator::Lstm) => sage_lstm(r, h, shape, sizes, self.lstm_split),
             (ModelKind::Gcn, _) => gcn(r, h, shape),
-            // Not modelled yet: LSTM and GAT replay as the mean layer (an underestimate;
-            // under a budget the run-time split still keeps training correct).
-            (ModelKind::Sage, Aggregator::Lstm) | (ModelKind::Gat, _) => sage_mean_sum(r, h, shape),
+            (ModelKind::Gat, _) => {
+                let m = &self.model;
+                let opts = GatOpts {
+                    heads: if shape.last { 1 } else { m.heads },
+                    attn_dropout: m.attn_dropout > 0.0,
+                    self_loops: m.self_loops,
+                };
+                gat(r, h, shape, sizes, opts)
+            }
         }
     }
 }
@@ -286,6 +317,8 @@ pub struct LayerShape {
     pub num_dst: usize,
     pub in_dim: usize,
     pub out_dim: usize,
+    /// The model's output layer (GAT: one head).
+    pub last: bool,
 }
 
 /// Mirror of [`crate::nn::sage::SageLayer::forward`] with `mean` or `sum`.
@@ -372,6 +405,125 @@ fn gcn(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
         r.release(v.buf);
     }
     res
+}
+
+/// The LSTM's dense batches `(nodes, degree)` from the degree histogram, in the order of
+/// [`crate::graph::Buckets`] (increasing degree; the largest degree's bucket, the
+/// explosion bucket, cut into pieces of at most `split` nodes).
+fn lstm_buckets(hist: &[usize], split: Option<usize>) -> Vec<(usize, usize)> {
+    let max = hist.iter().rposition(|&n| n > 0).unwrap_or(0);
+    let mut v = Vec::new();
+    for (k, &m) in hist.iter().enumerate().skip(1).filter(|&(_, &m)| m > 0) {
+        match split.filter(|&n| k == max && n > 0) {
+            Some(n) => {
+                let mut left = m;
+                while left > 0 {
+                    v.push((left.min(n), k));
+                    left -= left.min(n);
+                }
+            }
+            None => v.push((m, k)),
+        }
+    }
+    v
+}
+
+/// Mirror of the `lstm` arm of [`crate::nn::sage::SageLayer::forward`]
+/// ([`crate::nn::sage::LstmParams::aggregate`]).
+fn sage_lstm(
+    r: &mut Replay,
+    h: &Val,
+    s: &LayerShape,
+    sizes: &BlockSizes,
+    split: Option<usize>,
+) -> Val {
+    let (i, o) = (s.in_dim, s.out_dim);
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let w_ih = r.param(i, 4 * i);
+    let w_hh = r.param(i, 4 * i);
+    let b = r.param(1, 4 * i);
+    let bias = r.param(1, o);
+    let h_dst = r.slice_rows(h, s.num_dst);
+    let buckets = lstm_buckets(&sizes.degree_hist, split);
+    let rows = buckets.iter().map(|&(m, k)| m * k).sum();
+    let mm = r.matmul(h, &w_ih);
+    let xw = r.add(&mm, &b);
+    r.release(mm.buf);
+    let idx = r.input(rows, 1);
+    let xg = r.gather(&xw, &idx);
+    r.release(xw.buf);
+    let agg = r.lstm(&xg, &w_hh, s.num_dst, buckets);
+    r.release(xg.buf);
+    r.release(idx.buf);
+    let neigh = r.matmul(&agg, &w_neigh);
+    r.release(agg.buf);
+    finish_sage(r, h_dst, neigh, &w_self, &bias)
+}
+
+/// What a GAT layer's replay reads besides its shape.
+#[derive(Clone, Copy, Debug)]
+struct GatOpts {
+    heads: usize,
+    attn_dropout: bool,
+    self_loops: bool,
+}
+
+/// Mirror of [`crate::nn::gat::GatLayer::forward`] (`s.out_dim` = heads × width).
+fn gat(r: &mut Replay, h: &Val, s: &LayerShape, sizes: &BlockSizes, g: GatOpts) -> Val {
+    let (i, o, heads) = (s.in_dim, s.out_dim, g.heads.max(1));
+    let w = r.param(i, o);
+    let attn_src = r.param(1, o);
+    let attn_dst = r.param(1, o);
+    let bias = r.param(1, o);
+    // `Block::with_self_loops` adds one edge to every dst node without a self-loop.
+    let e = if g.self_loops {
+        sizes.num_edges + s.num_dst - sizes.self_loops.min(s.num_dst)
+    } else {
+        sizes.num_edges
+    };
+    let z = r.matmul(h, &w);
+    let el = headwise_dot(r, &z, &attn_src, heads);
+    let z_dst = r.slice_rows(&z, s.num_dst);
+    let er = headwise_dot(r, &z_dst, &attn_dst, heads);
+    r.release(z_dst.buf);
+    let src = r.input(e, 1);
+    let dst = r.input(e, 1);
+    let sl = r.gather(&el, &src);
+    let sr = r.gather(&er, &dst);
+    let sum = r.add(&sl, &sr);
+    let score = r.unary_saving_output(&sum);
+    for v in [sum, sr, sl] {
+        r.release(v.buf);
+    }
+    let mut alpha = r.segment_softmax(&score);
+    if g.attn_dropout {
+        let ids = r.input(e, 1);
+        let d = r.dropout(&alpha, &ids);
+        r.release(alpha.buf);
+        r.release(ids.buf);
+        alpha = d;
+    }
+    let out = r.segment_weighted_sum(&z, &alpha, s.num_dst);
+    let res = r.add(&out, &bias);
+    for v in [out, alpha, score, dst, src, er, el, z] {
+        r.release(v.buf);
+    }
+    res
+}
+
+/// Mirror of [`crate::nn::gat::headwise_dot`]: `z ⊙ a`, viewed `[n·H, D]`, summed per row,
+/// viewed `[n, H]`.
+fn headwise_dot(r: &mut Replay, z: &Val, a: &Val, heads: usize) -> Val {
+    let n = z.rows;
+    let prod = r.mul(z, a);
+    let flat = r.view(&prod, n * heads, z.cols / heads);
+    let sums = r.sum_rows(&flat);
+    r.release(flat.buf);
+    let out = r.view(&sums, n, heads);
+    r.release(sums.buf);
+    r.release(prod.buf);
+    out
 }
 
 /// A symbolic tensor: a buffer, its shape, and its autograd link.
@@ -633,6 +785,133 @@ impl Replay {
         )
     }
 
+    /// `reshape`: the same buffer under another shape; its rule reshapes the gradient.
+    fn view(&mut self, x: &Val, rows: usize, cols: usize) -> Val {
+        let out = self.share(x.buf);
+        self.record(
+            out,
+            (rows, cols),
+            &[x],
+            vec![],
+            Box::new(move |r, g| vec![Some(r.share(g))]),
+        )
+    }
+
+    /// `sum_dim(x, 1)`: `[r, c]` to `[r]`; its rule expands the gradient to `[r, c]`.
+    fn sum_rows(&mut self, x: &Val) -> Val {
+        let out = self.alloc(x.rows, 1);
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (rows, 1),
+            &[x],
+            vec![],
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    /// `index_select(x, idx)` (keeps `idx`); its rule scatters into `[rows of x, c]`.
+    fn gather(&mut self, x: &Val, idx: &Val) -> Val {
+        let out = self.alloc(idx.rows, x.cols);
+        let saved = vec![self.share(idx.buf)];
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (idx.rows, cols),
+            &[x],
+            saved,
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    /// `segment_softmax` over `[E, H]` scores (keeps its output).
+    fn segment_softmax(&mut self, x: &Val) -> Val {
+        self.unary_saving_output(x)
+    }
+
+    /// `segment_weighted_sum(x, a)`: keeps both; its rule allocates `x̄` then `ā`.
+    fn segment_weighted_sum(&mut self, x: &Val, a: &Val, num_dst: usize) -> Val {
+        let out = self.alloc(num_dst, x.cols);
+        let saved = vec![self.share(x.buf), self.share(a.buf)];
+        let (x2, a2) = (*x, *a);
+        self.record(
+            out,
+            (num_dst, x.cols),
+            &[x, a],
+            saved,
+            Box::new(move |r, _| {
+                let gx = x2.grad.then(|| r.alloc(x2.rows, x2.cols));
+                let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
+                vec![gx, ga]
+            }),
+        )
+    }
+
+    /// [`crate::ops::lstm_aggregate`] over dense `(nodes, degree)` buckets: the output,
+    /// 5 saved values per (row, unit) (gates and cell state) and, per step, `h·W_hh`
+    /// `[m, 4F]` and the next `h` `[m, F]` beside the previous one. Backward: `x̄g`
+    /// `[rows, 4F]`, per step `z̄` `[m, 4F]` and `h̄` `[m, F]` beside the previous one,
+    /// then `Hprev` `[rows, F]`; the saved values go before `W̄_hh = Hprevᵀ·x̄g`.
+    fn lstm(&mut self, xg: &Val, w_hh: &Val, num_dst: usize, buckets: Vec<(usize, usize)>) -> Val {
+        let f = w_hh.rows;
+        let rows = xg.rows;
+        let out = self.alloc(num_dst, f);
+        let acts = self.alloc(rows, 4 * f);
+        let cs = self.alloc(rows, f);
+        for &(m, k) in &buckets {
+            let mut hb: Option<usize> = None;
+            for _ in 0..k {
+                let hw = hb.map(|_| self.alloc(m, 4 * f));
+                let next = self.alloc(m, f);
+                if let Some(prev) = hb.replace(next) {
+                    self.release(prev);
+                }
+                if let Some(hw) = hw {
+                    self.release(hw);
+                }
+            }
+            if let Some(hb) = hb {
+                self.release(hb);
+            }
+        }
+        let w_grad = w_hh.grad;
+        self.record(
+            out,
+            (num_dst, f),
+            &[xg, w_hh],
+            vec![],
+            Box::new(move |r, _| {
+                let dxg = r.alloc(rows, 4 * f);
+                for &(m, k) in &buckets {
+                    let mut dh: Option<usize> = None;
+                    for t in (0..k).rev() {
+                        let dz = r.alloc(m, 4 * f);
+                        let next = (t > 0).then(|| r.alloc(m, f));
+                        if t > 0 {
+                            r.release(dz);
+                        }
+                        if let Some(prev) = dh {
+                            r.release(prev);
+                        }
+                        if t == 0 {
+                            r.release(dz);
+                        }
+                        dh = next;
+                    }
+                }
+                let hprev = w_grad.then(|| r.alloc(rows, f));
+                r.release(acts);
+                r.release(cs);
+                let dw = hprev.map(|hp| {
+                    let dw = r.alloc(f, 4 * f);
+                    r.release(hp);
+                    dw
+                });
+                vec![Some(dxg), dw]
+            }),
+        )
+    }
+
     /// A unary op whose rule reads its output (`relu`, `mul_scalar`).
     fn unary_saving_output(&mut self, x: &Val) -> Val {
         let out = self.alloc(x.rows, x.cols);
@@ -841,7 +1120,9 @@ mod tests {
         for (kind, aggr) in [
             (ModelKind::Sage, Aggregator::Mean),
             (ModelKind::Sage, Aggregator::Pool),
+            (ModelKind::Sage, Aggregator::Lstm),
             (ModelKind::Gcn, Aggregator::Mean),
+            (ModelKind::Gat, Aggregator::Mean),
         ] {
             let config = ModelConfig {
                 kind,
@@ -851,7 +1132,7 @@ mod tests {
                 out_dim: 3,
                 layers: 3,
                 dropout: 0.5,
-                heads: 1,
+                heads: 2,
                 attn_dropout: 0.0,
                 self_loops: true,
             };

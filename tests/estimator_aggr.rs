@@ -1,0 +1,168 @@
+//! The memory estimator on the LSTM and GAT layers, against the CPU tracker (exact bytes):
+//! every micro-batch's estimate is within 10% of its measured peak (K = 1 and 4), and
+//! under a budget the measured peak stays within it.
+//!
+//! The CPU tracker is process-wide, so these tests take a lock against each other.
+
+use std::sync::{Arc, Mutex};
+
+mod common;
+
+use espalier::graph::{self, Csr, Dataset, LoadOptions};
+use espalier::nn::{Aggregator, ModelConfig, ModelKind};
+use espalier::partition::Resident;
+use espalier::train::{BatchSize, MicroConfig, OptimizerKind, TrainConfig, Trainer};
+use espalier::Device;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Largest relative error of the estimator the tests accept.
+const MAX_ERROR: f64 = 0.10;
+
+fn config(
+    data: &Dataset,
+    kind: ModelKind,
+    aggr: Aggregator,
+    k: usize,
+    budget: Option<u64>,
+) -> TrainConfig {
+    TrainConfig {
+        model: ModelConfig {
+            kind,
+            aggr,
+            in_dim: data.feat_dim,
+            hidden: 16,
+            out_dim: data.num_classes,
+            layers: 2,
+            dropout: 0.5,
+            heads: 4,
+            attn_dropout: 0.5,
+            self_loops: true,
+        },
+        fanouts: vec![10, 25],
+        batch_size: BatchSize::Full,
+        epochs: 1,
+        optimizer: OptimizerKind::Adam,
+        lr: 0.01,
+        weight_decay: 5e-4,
+        seed: 1,
+        device: Device::Cpu,
+        eval_every: 0,
+        eval_batch_size: 4096,
+        micro: MicroConfig {
+            micro_batches: k,
+            partitioner: "random".into(),
+            memory_budget: budget,
+        },
+    }
+}
+
+/// Trains one epoch (SAGE-LSTM: its explosion bucket split into pieces of at most
+/// `lstm_split` nodes) and checks every micro-batch's estimate.
+fn check(
+    data: &Dataset,
+    g: &Arc<Csr>,
+    kind: ModelKind,
+    aggr: Aggregator,
+    k: usize,
+    budget: Option<u64>,
+    lstm_split: Option<usize>,
+) {
+    let mut t = Trainer::new(data, g.clone(), config(data, kind, aggr, k, budget)).unwrap();
+    t.model.set_lstm_split(lstm_split).unwrap();
+    t.estimator.lstm_split = lstm_split;
+    let s = t.run(None, &mut |_| {}).unwrap();
+    for m in &s.micro_batches {
+        if budget.is_some() {
+            assert!(m.k > 1, "{kind:?}/{aggr:?}: the budget should split");
+        } else {
+            assert_eq!(m.k, k);
+        }
+        for (i, b) in m.batches.iter().enumerate() {
+            let peak = b.peak_bytes.unwrap();
+            let err = (b.est_peak_bytes as f64 - peak as f64).abs() / peak as f64;
+            println!(
+                "{kind:?}/{aggr:?} K={k} budget {budget:?} split {lstm_split:?} mb {i}/{}: {} seeds, est {} measured {} ({:+.3}%)",
+                m.k,
+                b.seeds,
+                b.est_peak_bytes,
+                peak,
+                (b.est_peak_bytes as f64 / peak as f64 - 1.0) * 100.0,
+            );
+            if let Some(budget) = budget {
+                assert!(peak <= budget, "measured peak {peak} over budget {budget}");
+            }
+            assert!(
+                err <= MAX_ERROR,
+                "{kind:?}/{aggr:?}: estimate {} vs measured {peak}",
+                b.est_peak_bytes
+            );
+        }
+    }
+}
+
+/// K = 1 and 4, then a budget of the resident bytes plus 40% of the full batch's
+/// estimated activations.
+fn check_all(data: &Dataset, kind: ModelKind, aggr: Aggregator) {
+    let g = Arc::new(data.graph.symmetrize());
+    for k in [1, 4] {
+        check(data, &g, kind, aggr, k, None, None);
+    }
+    let mut t = Trainer::new(data, g.clone(), config(data, kind, aggr, 1, None)).unwrap();
+    let plan = t.partition_epoch(0, false).unwrap();
+    let full = plan[0].batches[0].est_peak_bytes;
+    let resident = t.estimator.resident_bytes(Resident {
+        grads: false,
+        optimizer_state: false,
+    });
+    let steady = t.estimator.resident_bytes(Resident::STEADY);
+    drop(t);
+    let budget = steady + ((full - resident) as f64 * 0.4) as u64;
+    check(data, &g, kind, aggr, 1, Some(budget), None);
+}
+
+fn arxiv_like() -> Dataset {
+    graph::load("synthetic:arxiv-like,scale=0.02", &LoadOptions::default()).unwrap()
+}
+
+#[test]
+fn sage_lstm_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let data = arxiv_like();
+    check_all(&data, ModelKind::Sage, Aggregator::Lstm);
+    let g = Arc::new(data.graph.symmetrize());
+    for k in [1, 4] {
+        check(
+            &data,
+            &g,
+            ModelKind::Sage,
+            Aggregator::Lstm,
+            k,
+            None,
+            Some(7),
+        );
+    }
+}
+
+#[test]
+fn gat_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_all(&arxiv_like(), ModelKind::Gat, Aggregator::Mean);
+}
+
+#[test]
+fn gat_on_cora_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(p) = common::shared_data("cora") else {
+        return;
+    };
+    let opts = LoadOptions {
+        cache: false,
+        ..LoadOptions::default()
+    };
+    check_all(
+        &Dataset::load(&p, &opts).unwrap(),
+        ModelKind::Gat,
+        Aggregator::Mean,
+    );
+}
