@@ -128,3 +128,44 @@ pub fn size_class(bytes: u64) -> u64 {
     let step = 1u64 << (p - 2);
     b.div_ceil(step) * step
 }
+
+/// Free device buffers kept for reuse, by size class. Shared by the GPU backends: freed
+/// buffers return here, and a later request of the same class takes one back.
+#[derive(Debug)]
+pub struct BufferPool<B> {
+    free: std::sync::Mutex<std::collections::HashMap<u64, Vec<B>>>,
+}
+
+impl<B> Default for BufferPool<B> {
+    fn default() -> Self {
+        BufferPool {
+            free: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+}
+
+impl<B> BufferPool<B> {
+    /// A free buffer of size class `class`, if one is pooled.
+    pub fn take(&self, class: u64) -> Option<B> {
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&class)
+            .and_then(Vec::pop)
+    }
+
+    /// Returns a buffer of size class `class` to the pool.
+    pub fn put(&self, class: u64, buffer: B) {
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(class)
+            .or_default()
+            .push(buffer);
+    }
+
+    /// Frees every pooled buffer.
+    pub fn clear(&self) {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}

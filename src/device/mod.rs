@@ -14,7 +14,7 @@ pub mod wgpu_shader;
 use std::fmt;
 use std::str::FromStr;
 
-pub use memory::{size_class, Allocation, MemoryStats, MemoryTracker};
+pub use memory::{size_class, Allocation, BufferPool, MemoryStats, MemoryTracker};
 
 use crate::error::{Error, Result};
 

@@ -38,12 +38,7 @@ impl CudaBuffer {
     pub fn new(ctx: &Arc<Context>, len: u64) -> Result<CudaBuffer> {
         let class = size_class(len);
         let alloc = ctx.memory().alloc(class)?;
-        let pooled = ctx
-            .pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&class)
-            .and_then(Vec::pop);
+        let pooled = ctx.pool.take(class);
         let slice = match pooled {
             Some(s) => s,
             // SAFETY: the contents are undefined until a kernel or copy writes them; every
@@ -116,13 +111,7 @@ impl CudaBuffer {
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
         if let Some(s) = self.slice.take() {
-            self.ctx
-                .pool
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(self.class)
-                .or_default()
-                .push(s);
+            self.ctx.pool.put(self.class, s);
         }
     }
 }

@@ -74,7 +74,7 @@ pub struct Context {
     pub compute_capability: (i32, i32),
     pub total_bytes: u64,
     pub(crate) memory: &'static MemoryTracker,
-    pub(crate) pool: Mutex<HashMap<u64, Vec<cudarc::driver::CudaSlice<u32>>>>,
+    pub(crate) pool: crate::device::BufferPool<cudarc::driver::CudaSlice<u32>>,
     pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     pub(crate) functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
     pub(crate) blas: OnceLock<std::result::Result<Arc<cudarc::cublas::CudaBlas>, String>>,
@@ -113,7 +113,7 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
         cuda,
         stream,
         memory: Box::leak(Box::new(MemoryTracker::new(Device::Cuda(index)))),
-        pool: Mutex::new(HashMap::new()),
+        pool: Default::default(),
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
@@ -160,6 +160,6 @@ impl Context {
 
     /// Frees every pooled buffer no tensor holds.
     pub fn trim_pool(&self) {
-        self.pool.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.pool.clear();
     }
 }

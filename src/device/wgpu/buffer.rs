@@ -45,12 +45,7 @@ impl WgpuBuffer {
             });
         }
         let alloc = ctx.memory().alloc(class)?;
-        let pooled = ctx
-            .pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&class)
-            .and_then(Vec::pop);
+        let pooled = ctx.pool.take(class);
         let buffer = match pooled {
             Some(b) => b,
             None => ctx.checked("create_buffer", || {
@@ -153,13 +148,7 @@ impl WgpuBuffer {
 impl Drop for WgpuBuffer {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            self.ctx
-                .pool
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(self.class)
-                .or_default()
-                .push(b);
+            self.ctx.pool.put(self.class, b);
         }
     }
 }

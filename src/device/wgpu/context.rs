@@ -111,7 +111,7 @@ pub struct Context {
     pub features: wgpu::Features,
     pub info: wgpu::AdapterInfo,
     pub(crate) memory: &'static MemoryTracker,
-    pub(crate) pool: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
+    pub(crate) pool: crate::device::BufferPool<wgpu::Buffer>,
     pub(crate) pipelines: Mutex<HashMap<(&'static str, &'static str), Arc<wgpu::ComputePipeline>>>,
     /// Errors wgpu reported outside any error scope, taken by the next check.
     pub(crate) uncaptured: Arc<Mutex<Vec<String>>>,
@@ -192,7 +192,7 @@ fn create(index: u32) -> Result<Context> {
         features,
         info,
         memory,
-        pool: Mutex::new(HashMap::new()),
+        pool: Default::default(),
         pipelines: Mutex::new(HashMap::new()),
         uncaptured,
         chunk_cap: std::sync::atomic::AtomicU64::new(0),
@@ -246,6 +246,6 @@ impl Context {
 
     /// Frees every pooled buffer that no tensor holds.
     pub fn trim_pool(&self) {
-        self.pool.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.pool.clear();
     }
 }
