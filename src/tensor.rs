@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::autograd::{self, Node};
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::cuda::{self as cuda_dev, CudaBuffer};
 use crate::device::wgpu::{self as wgpu_dev, WgpuBuffer};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -51,15 +52,25 @@ impl DType {
 pub enum Storage {
     Cpu(CpuBuffer),
     Wgpu(WgpuBuffer),
+    Cuda(CudaBuffer),
 }
 
 impl Storage {
+    /// The backend holding the data: `cpu`, `wgpu` or `cuda`.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Storage::Cpu(_) => "cpu",
+            Storage::Wgpu(_) => "wgpu",
+            Storage::Cuda(_) => "cuda",
+        }
+    }
+
     /// The CPU data, or an error naming `op` when the storage lives on a GPU.
     pub fn cpu(&self, op: &'static str) -> Result<&CpuData> {
         match self {
             Storage::Cpu(b) => Ok(&b.data),
-            Storage::Wgpu(_) => Err(Error::Backend {
-                backend: "wgpu",
+            Storage::Wgpu(_) | Storage::Cuda(_) => Err(Error::Backend {
+                backend: self.backend(),
                 msg: format!("{op}: expected CPU storage"),
             }),
         }
@@ -82,6 +93,19 @@ struct Inner {
     grad_fn: Option<Arc<Node>>,
     requires_grad: bool,
     grad: Mutex<Option<Tensor>>,
+}
+
+/// The 32-bit word a GPU fill writes for `value` of `dtype` (f64 has none).
+fn gpu_word(value: f64, dtype: DType) -> Result<u32> {
+    match dtype {
+        DType::F32 => Ok((value as f32).to_bits()),
+        DType::U32 => Ok(value as u32),
+        DType::F64 => Err(Error::DType {
+            op: "full",
+            expected: "f32",
+            got: "f64",
+        }),
+    }
 }
 
 /// A contiguous row-major tensor.
@@ -199,18 +223,7 @@ impl Tensor {
                 ))
             }
             Device::Wgpu(i) => {
-                let word = match dtype {
-                    DType::F32 => (value as f32).to_bits(),
-                    DType::U32 => value as u32,
-                    DType::F64 => {
-                        return Err(Error::DType {
-                            op: "full",
-                            expected: "f32",
-                            got: "f64",
-                        })
-                    }
-                };
-                let buf = crate::ops::fill(&wgpu_dev::context(i)?, n, word)?;
+                let buf = crate::ops::fill(&wgpu_dev::context(i)?, n, gpu_word(value, dtype)?)?;
                 Ok(Self::from_storage(
                     Storage::Wgpu(buf),
                     shape.to_vec(),
@@ -218,10 +231,16 @@ impl Tensor {
                     device,
                 ))
             }
-            Device::Cuda(_) => Err(device
-                .memory()
-                .err()
-                .unwrap_or_else(|| Error::invalid("unknown device"))),
+            Device::Cuda(i) => {
+                let ctx = cuda_dev::context(i)?;
+                let buf = crate::ops::fill_cuda(&ctx, n, gpu_word(value, dtype)?)?;
+                Ok(Self::from_storage(
+                    Storage::Cuda(buf),
+                    shape.to_vec(),
+                    dtype,
+                    device,
+                ))
+            }
         }
     }
 
@@ -252,21 +271,12 @@ impl Tensor {
                 Storage::Cpu(CpuBuffer::new(data)?)
             }
             Device::Wgpu(i) => {
-                if self.dtype() == DType::F64 {
-                    return Err(Error::DType {
-                        op: "to_device",
-                        expected: "f32",
-                        got: "f64",
-                    });
-                }
+                self.expect_gpu_dtype()?;
                 Storage::Wgpu(WgpuBuffer::from_bytes(&wgpu_dev::context(i)?, &host)?)
             }
-            Device::Cuda(_) => {
-                device.memory()?;
-                return Err(Error::BackendUnavailable {
-                    backend: device.to_string(),
-                    reason: "no transfer path to this device".into(),
-                });
+            Device::Cuda(i) => {
+                self.expect_gpu_dtype()?;
+                Storage::Cuda(CudaBuffer::from_bytes(&cuda_dev::context(i)?, &host)?)
             }
         };
         Ok(Self::from_storage(
@@ -275,6 +285,14 @@ impl Tensor {
             self.dtype(),
             device,
         ))
+    }
+
+    /// f64 tensors stay on the CPU: GPU kernels hold f32 values.
+    fn expect_gpu_dtype(&self) -> Result<()> {
+        if self.dtype() == DType::F64 {
+            return Err(self.dtype_error("to_device", "f32"));
+        }
+        Ok(())
     }
 
     /// The raw little-endian bytes of the values, on the host (reads a GPU buffer back).
@@ -286,6 +304,7 @@ impl Tensor {
                 CpuData::U32(v) => bytemuck::cast_slice(v).to_vec(),
             }),
             Storage::Wgpu(b) => b.read(),
+            Storage::Cuda(b) => b.read(),
         }
     }
 

@@ -57,7 +57,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(()),
             Device::Wgpu(i) => self::wgpu::context(i)?.sync(),
-            Device::Cuda(_) => self.memory().map(|_| ()),
+            Device::Cuda(i) => self::cuda::context(i)?.sync(),
         }
     }
 

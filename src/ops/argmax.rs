@@ -32,6 +32,7 @@ pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
         return Err(Error::shape(OP, format!("{c} columns do not fit u32")));
     }
     let storage = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => Storage::Cpu(float_cpu!(OP, &b.data, v => cpu_argmax(v, r, c)?)),
         Storage::Wgpu(b) => {
             let ctx = b.ctx();

@@ -12,10 +12,12 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::{cpu_output, neg, reshape, sum_all, sum_dim, wgpu_output};
+use crate::ops::rows::u32_count;
+use crate::ops::{cpu_output, cuda_output, neg, reshape, sum_all, sum_dim, wgpu_output};
 
 const SHADER: &str = include_str!("../../shaders/binary.wgsl");
 const KERNEL: Kernel = Kernel {
@@ -28,6 +30,8 @@ const ADD_ASSIGN: Kernel = Kernel {
     source: SHADER,
     entry: "add_assign_f32",
 };
+const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "binary_f32");
+const ADD_ASSIGN_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "add_assign_f32");
 use crate::tensor::{Storage, Tensor};
 
 /// Which binary op.
@@ -133,6 +137,21 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
                     .launch_chunked(&KERNEL, &words, &chunked, &[(2, y)], n)?;
             }
             wgpu_output(out, a.shape().to_vec(), a)
+        }
+        (Storage::Cuda(x), Storage::Cuda(y)) => {
+            let out = CudaBuffer::new(x.ctx(), x.len)?;
+            let n = u32_count(name, "a", a.numel())?;
+            let args = [
+                Arg::Buf(x),
+                Arg::Buf(y),
+                Arg::Buf(&out),
+                Arg::U32(cols as u32),
+                Arg::U32(op as u32),
+                Arg::U32(bc as u32),
+                Arg::U32(n),
+            ];
+            x.ctx().launch_1d(&KERNEL_CUDA, n as u64, &args)?;
+            cuda_output(out, a.shape().to_vec(), a)
         }
         _ => {
             return Err(Error::DeviceMismatch {
@@ -259,6 +278,11 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
             let n = dst.numel();
             d.ctx()
                 .launch_chunked(&ADD_ASSIGN, &[], &[(4, s), (5, d)], &[], n as u64)?;
+        }
+        (Storage::Cuda(d), Storage::Cuda(s)) => {
+            let n = u32_count("add_assign", "dst", dst.numel())?;
+            let args = [Arg::Buf(s), Arg::Buf(d), Arg::U32(n)];
+            d.ctx().launch_1d(&ADD_ASSIGN_CUDA, n as u64, &args)?;
         }
         _ => {
             return Err(Error::DeviceMismatch {

@@ -73,6 +73,7 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
                 .iter()
                 .zip(xs)
                 .map(|(g, t)| match &**g {
+                    Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
                     Storage::Wgpu(b) => Ok(b),
                     Storage::Cpu(_) => Err(Error::DeviceMismatch {
                         op: OP,

@@ -83,6 +83,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
         return Err(labels.dtype_error(OP, "u32"));
     }
     let (out, lse) = match &*logits.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let lg = labels.storage();
             let ys = u32_data(OP, labels, lg.cpu(OP)?)?;
@@ -124,6 +125,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
 /// The wgpu buffer of an operand that `same_device` already placed on the logits' adapter.
 fn wgpu_of(s: &Storage) -> Result<&WgpuBuffer> {
     match s {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Wgpu(b) => Ok(b),
         Storage::Cpu(_) => Err(Error::Backend {
             backend: "wgpu",

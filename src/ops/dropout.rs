@@ -84,6 +84,7 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
     let (r, c) = dims2(OP, "x", x)?;
     let ids_guard = row_ids.map(|t| t.storage());
     match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let ids = match (row_ids, &ids_guard) {
                 (Some(t), Some(g)) => Some(u32_data(OP, t, g.cpu(OP)?)?),

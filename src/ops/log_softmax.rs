@@ -70,6 +70,7 @@ pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
     x.expect_float(OP)?;
     let (r, c) = dims2(OP, "x", x)?;
     let out = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_forward(v, r, c)?);
             cpu_output(buf, vec![r, c], x)

@@ -170,6 +170,7 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
     let w = w_hh.detach();
     let (out, saved) = no_grad(|| -> Result<(Tensor, Saved)> {
         match &*xg.storage() {
+            Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
             Storage::Cpu(x) => {
                 let (o, a, c) = match &x.data {
                     CpuData::F32(v) => cpu_forward(v, &w, plan, h, xg)?,
@@ -499,6 +500,7 @@ fn upload_u32(ctx: &Arc<Context>, v: &[u32]) -> Result<WgpuBuffer> {
 /// The wgpu buffer of `s` (an operand the caller placed on the op's device).
 fn wgpu_buf<'a>(s: &'a Storage, t: &Tensor) -> Result<&'a WgpuBuffer> {
     match s {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Wgpu(b) => Ok(b),
         Storage::Cpu(_) => Err(Error::Backend {
             backend: "wgpu",

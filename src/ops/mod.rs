@@ -49,7 +49,7 @@ mod lstm_cell;
 mod matmul;
 mod reduce;
 mod reshape;
-mod rows;
+pub(crate) mod rows;
 mod segment_max;
 mod segment_softmax;
 mod segment_sum;
@@ -61,7 +61,7 @@ mod unary;
 pub use adam::{adam_update, AdamStep};
 pub use argmax::argmax_rows;
 pub use assign::assign;
-pub(crate) use assign::fill;
+pub(crate) use assign::{fill, fill_cuda};
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
 pub use concat::concat;
 pub use cross_entropy::cross_entropy;
@@ -94,6 +94,15 @@ pub(crate) fn wgpu_output(
     like: &Tensor,
 ) -> Tensor {
     Tensor::from_storage(Storage::Wgpu(buf), shape, like.dtype(), like.device())
+}
+
+/// Wraps an op's CUDA result as a tensor shaped `shape`, placed and typed like `like`.
+pub(crate) fn cuda_output(
+    buf: crate::device::cuda::CudaBuffer,
+    shape: Vec<usize>,
+    like: &Tensor,
+) -> Tensor {
+    Tensor::from_storage(Storage::Cuda(buf), shape, like.dtype(), like.device())
 }
 
 /// Wraps an op's CPU result as a tensor shaped `shape`, placed and typed like `like`.
@@ -134,4 +143,12 @@ pub(crate) fn check_update(
         }
     }
     Ok(())
+}
+
+/// Placeholder while the CUDA kernels are written (removed before this branch merges).
+pub(crate) fn cuda_pending(op: &'static str) -> Error {
+    Error::Backend {
+        backend: "cuda",
+        msg: format!("{op}: no CUDA kernel yet"),
+    }
 }

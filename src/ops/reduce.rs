@@ -66,6 +66,7 @@ pub fn sum_dim(x: &Tensor, dim: usize) -> Result<Tensor> {
     let (r, c) = dims(OP, x)?;
     let out_shape = if dim == 0 { vec![c] } else { vec![r] };
     let out = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, r, c, dim)?);
             cpu_output(buf, out_shape, x)
@@ -92,6 +93,7 @@ pub fn sum_all(x: &Tensor) -> Result<Tensor> {
     let n = x.numel();
     let flat = x.view(&[1, n])?;
     let out = match &*flat.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, 1, n, 1)?);
             cpu_output(buf, vec![], x)
@@ -129,6 +131,7 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
     };
     let (r, c) = if dim == 0 { (n, len) } else { (len, n) };
     let out = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => {
                 cpu::from_fn(r * c, |i| if dim == 0 { v[i % c] } else { v[i / c] })?

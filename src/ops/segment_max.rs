@@ -50,6 +50,7 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let f = check_input(OP, x, block)?;
     let shape = vec![block.num_dst, f];
     let (out, arg) = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let (buf, arg) = float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?);
             (cpu_output(buf, shape.clone(), x), Storage::Cpu(arg))

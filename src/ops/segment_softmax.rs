@@ -48,6 +48,7 @@ pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let heads = check_edges(OP, "x", x, block)?;
     let e = block.num_edges();
     let out = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_forward(v, block, heads)?);
             cpu_output(buf, vec![e, heads], x)

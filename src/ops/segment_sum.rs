@@ -57,6 +57,7 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     let f = check_input(op, x, block)?;
     let shape = vec![block.num_dst, f];
     let out = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let buf = float_cpu!(op, &b.data, v => cpu_forward(v, block, f, mean)?);
             cpu_output(buf, shape, x)
@@ -67,6 +68,7 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     Ok(record(op, out, &[x], move |g| {
         let shape = vec![block.num_src, f];
         let gx = match &*g.storage() {
+            Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
             Storage::Cpu(b) => {
                 let buf = float_cpu!(op, &b.data, v => cpu_backward(v, &block, f, mean)?);
                 cpu_output(buf, shape, g)

@@ -47,6 +47,7 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
     }
     let out_shape = if dim == 0 { vec![len, c] } else { vec![r, len] };
     let out = match &*x.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Cpu(b) => {
             let buf = match &b.data {
                 CpuData::F32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
@@ -96,6 +97,7 @@ fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> R
     let (gr, gc) = dims2(OP, "gradient", g)?;
     let (r, c) = (in_shape[0], in_shape[1]);
     let buf = match &*g.storage() {
+        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Wgpu(b) => {
             let out = WgpuBuffer::new(b.ctx(), (r * c * 4) as u64)?;
             let glen = if dim == 0 { gr } else { gc };

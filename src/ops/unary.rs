@@ -18,10 +18,12 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::rows::u32_count;
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const SHADER: &str = include_str!("../../shaders/unary.wgsl");
@@ -35,6 +37,8 @@ const BACKWARD: Kernel = Kernel {
     source: SHADER,
     entry: "unary_backward_f32",
 };
+const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("unary", "unary_f32");
+const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("unary", "unary_backward_f32");
 
 /// Which unary op, with its parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -200,6 +204,19 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
                 .launch_chunked(&FORWARD, &op.words(), &[(1, b), (2, &out)], &[], n)?;
             wgpu_output(out, x.shape().to_vec(), x)
         }
+        Storage::Cuda(b) => {
+            let out = CudaBuffer::new(b.ctx(), b.len)?;
+            let n = u32_count(name, "x", x.numel())?;
+            let args = [
+                Arg::Buf(b),
+                Arg::Buf(&out),
+                Arg::U32(op.code()),
+                Arg::F32(op.param() as f32),
+                Arg::U32(n),
+            ];
+            b.ctx().launch_1d(&FORWARD_CUDA, n as u64, &args)?;
+            cuda_output(out, x.shape().to_vec(), x)
+        }
     };
     let saved = if op.saves_input() {
         x.detach()
@@ -234,6 +251,20 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
                 n,
             )?;
             Ok(wgpu_output(out, g.shape().to_vec(), g))
+        }
+        (Storage::Cuda(gb), Storage::Cuda(sb)) => {
+            let out = CudaBuffer::new(gb.ctx(), gb.len)?;
+            let n = u32_count(op.name(), "the gradient", g.numel())?;
+            let args = [
+                Arg::Buf(gb),
+                Arg::Buf(sb),
+                Arg::Buf(&out),
+                Arg::U32(op.code()),
+                Arg::F32(op.param() as f32),
+                Arg::U32(n),
+            ];
+            gb.ctx().launch_1d(&BACKWARD_CUDA, n as u64, &args)?;
+            Ok(cuda_output(out, g.shape().to_vec(), g))
         }
         _ => Err(Error::DeviceMismatch {
             op: op.name(),

@@ -13,6 +13,11 @@ use crate::device::cuda::context::{driver_err, Context};
 use crate::device::{size_class, Allocation};
 use crate::error::Result;
 
+/// Uploads at least this large go through pinned staging buffers.
+const PINNED_MIN: usize = 1 << 20;
+/// Bytes of each of the two pinned staging buffers.
+const STAGING_BYTES: usize = 16 << 20;
+
 /// A pooled device buffer of at least `len` bytes.
 pub struct CudaBuffer {
     slice: Option<CudaSlice<u32>>,
@@ -64,17 +69,73 @@ impl CudaBuffer {
         Ok(b)
     }
 
-    /// A buffer holding `bytes` (a multiple of 4 long).
+    /// A buffer holding `bytes` (padded with zeros to a whole word). Large uploads go
+    /// through the context's two page-locked staging buffers in turn, so the copy of one
+    /// chunk into pinned memory overlaps the transfer of the previous one, and the
+    /// transfer runs at the bus's pinned rate rather than through the driver's bounce buffer.
     pub fn from_bytes(ctx: &Arc<Context>, bytes: &[u8]) -> Result<CudaBuffer> {
         let mut b = Self::new(ctx, bytes.len() as u64)?;
-        let words: Vec<u32> = bytemuck::pod_collect_to_vec(bytes);
-        if !words.is_empty() {
-            let mut view = b.slice_mut().slice_mut(..words.len());
+        if bytes.is_empty() {
+            return Ok(b);
+        }
+        // Whole staging-sized chunks go through pinned memory; the tail (and any small
+        // upload) is copied from pageable memory.
+        let pinned_len = if bytes.len() >= PINNED_MIN {
+            bytes.len() / STAGING_BYTES * STAGING_BYTES
+        } else {
+            0
+        };
+        if pinned_len > 0 {
+            let mut staging = ctx.staging.lock().unwrap_or_else(|e| e.into_inner());
+            while staging.len() < 2 {
+                // SAFETY: the contents are written below before any transfer reads them.
+                let s = unsafe { ctx.cuda.alloc_pinned::<u8>(STAGING_BYTES) }
+                    .map_err(|e| driver_err("pinned host alloc", e))?;
+                staging.push(s);
+            }
+            for (i, chunk) in bytes[..pinned_len].chunks(STAGING_BYTES).enumerate() {
+                let pinned = &mut staging[i % 2];
+                // Waits until this staging buffer's previous transfer has finished.
+                pinned
+                    .as_mut_slice()
+                    .map_err(|e| driver_err("pinned host buffer", e))?
+                    .copy_from_slice(chunk);
+                let start = i * STAGING_BYTES;
+                // SAFETY: the word buffer viewed as bytes; `pinned_len` bytes lie inside it.
+                let mut dst = unsafe { b.slice_mut().transmute_mut::<u8>(pinned_len) }
+                    .ok_or_else(|| driver_err("upload", "staging range outside the buffer"))?;
+                let mut dst = dst.slice_mut(start..start + STAGING_BYTES);
+                ctx.stream
+                    .memcpy_htod(&*pinned, &mut dst)
+                    .map_err(|e| driver_err("upload", e))?;
+            }
+        }
+        let tail = &bytes[pinned_len..];
+        if !tail.is_empty() {
+            let mut words = vec![0u32; tail.len().div_ceil(4)];
+            bytemuck::cast_slice_mut::<u32, u8>(&mut words)[..tail.len()].copy_from_slice(tail);
+            let first = pinned_len / 4;
+            let mut view = b.slice_mut().slice_mut(first..first + words.len());
             ctx.stream
                 .memcpy_htod(&words, &mut view)
                 .map_err(|e| driver_err("upload", e))?;
         }
         Ok(b)
+    }
+
+    /// Copies the first `bytes` bytes (a multiple of 4) of `src` over this buffer's start,
+    /// on the stream.
+    pub fn copy_from(&mut self, src: &CudaBuffer, bytes: u64) -> Result<()> {
+        let words = (bytes / 4) as usize;
+        if words == 0 {
+            return Ok(());
+        }
+        let ctx = self.ctx.clone();
+        let from = src.slice().slice(..words);
+        let mut to = self.slice_mut().slice_mut(..words);
+        ctx.stream
+            .memcpy_dtod(&from, &mut to)
+            .map_err(|e| driver_err("device copy", e))
     }
 
     /// The device words.

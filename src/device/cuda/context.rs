@@ -73,11 +73,15 @@ pub struct Context {
     pub name: String,
     pub compute_capability: (i32, i32),
     pub total_bytes: u64,
+    /// Streaming multiprocessors: grid-stride launches size their grids by it.
+    pub sm_count: u32,
     pub(crate) memory: &'static MemoryTracker,
     pub(crate) pool: crate::device::BufferPool<cudarc::driver::CudaSlice<u32>>,
     pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     pub(crate) functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
     pub(crate) blas: OnceLock<std::result::Result<Arc<cudarc::cublas::CudaBlas>, String>>,
+    /// Two page-locked staging buffers for uploads, used in turn (see `CudaBuffer::from_bytes`).
+    pub(crate) staging: Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -110,6 +114,11 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
         name: cuda.name().map_err(drv)?,
         compute_capability: cuda.compute_capability().map_err(drv)?,
         total_bytes: cuda.total_mem().map_err(drv)? as u64,
+        sm_count: cuda
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(drv)? as u32,
         cuda,
         stream,
         memory: Box::leak(Box::new(MemoryTracker::new(Device::Cuda(index)))),
@@ -117,6 +126,7 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
+        staging: Mutex::new(Vec::new()),
     });
     map.insert(index, ctx.clone());
     Ok(ctx)

@@ -6,11 +6,18 @@
 //! [`probe`] checks each library and the device count first and reports the backend
 //! unavailable, with the reason, instead. The `cuda-13000` bindings look for the CUDA 13
 //! libraries and fall back to CUDA 12's names.
+//!
+//! All work of a device runs on its one stream, in the order ops are called; buffers come
+//! from a stream-ordered caching pool ([`CudaBuffer`]) counted by the device's memory
+//! tracker, like every other backend.
 
+mod block;
 mod buffer;
 mod context;
 mod launch;
+pub mod nvrtc;
 
+pub use block::BlockBuffers;
 pub use buffer::CudaBuffer;
 pub use context::{context, devices, probe, Context, CudaDeviceSummary};
-pub use launch::{Kernel, BLOCK};
+pub use launch::{Arg, Kernel, BLOCK};
