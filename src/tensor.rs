@@ -21,6 +21,11 @@ pub enum DType {
     /// CPU only: for gradient checks in double precision.
     F64,
     U32,
+    /// IEEE half precision: storage of feature matrices only (`--feature-dtype f16`),
+    /// widened to f32 by [`crate::ops::widen`]. GPU buffers hold two values per word.
+    F16,
+    /// bfloat16: as [`DType::F16`], with f32's exponent range and 8 bits of mantissa.
+    BF16,
 }
 
 impl DType {
@@ -29,6 +34,7 @@ impl DType {
         match self {
             DType::F32 | DType::U32 => 4,
             DType::F64 => 8,
+            DType::F16 | DType::BF16 => 2,
         }
     }
 
@@ -38,6 +44,8 @@ impl DType {
             DType::F32 => "f32",
             DType::F64 => "f64",
             DType::U32 => "u32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
         }
     }
 
@@ -100,10 +108,10 @@ fn gpu_word(value: f64, dtype: DType) -> Result<u32> {
     match dtype {
         DType::F32 => Ok((value as f32).to_bits()),
         DType::U32 => Ok(value as u32),
-        DType::F64 => Err(Error::DType {
+        other => Err(Error::DType {
             op: "full",
             expected: "f32",
-            got: "f64",
+            got: other.name(),
         }),
     }
 }
@@ -198,6 +206,16 @@ impl Tensor {
         Self::from_cpu_vec(data, shape, DType::F64)
     }
 
+    /// An f16 tensor (feature storage) on `device`.
+    pub fn from_f16(data: Vec<half::f16>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Self::from_cpu_vec(data, shape, DType::F16)?.to_device(device)
+    }
+
+    /// A bf16 tensor (feature storage) on `device`.
+    pub fn from_bf16(data: Vec<half::bf16>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Self::from_cpu_vec(data, shape, DType::BF16)?.to_device(device)
+    }
+
     /// A u32 index tensor on `device`.
     pub fn from_u32(data: Vec<u32>, shape: &[usize], device: Device) -> Result<Tensor> {
         Self::from_cpu_vec(data, shape, DType::U32)?.to_device(device)
@@ -213,6 +231,8 @@ impl Tensor {
                     DType::F32 => CpuData::F32(vec![value as f32; n]),
                     DType::F64 => CpuData::F64(vec![value; n]),
                     DType::U32 => CpuData::U32(vec![value as u32; n]),
+                    DType::F16 => CpuData::F16(vec![half::f16::from_f64(value); n]),
+                    DType::BF16 => CpuData::BF16(vec![half::bf16::from_f64(value); n]),
                 };
                 let buf = CpuBuffer::from_reserved(data, alloc);
                 Ok(Self::from_storage(
@@ -267,6 +287,8 @@ impl Tensor {
                     DType::F32 => CpuData::F32(bytemuck::pod_collect_to_vec(&host)),
                     DType::U32 => CpuData::U32(bytemuck::pod_collect_to_vec(&host)),
                     DType::F64 => CpuData::F64(bytemuck::pod_collect_to_vec(&host)),
+                    DType::F16 => CpuData::F16(bytemuck::pod_collect_to_vec(&host)),
+                    DType::BF16 => CpuData::BF16(bytemuck::pod_collect_to_vec(&host)),
                 };
                 Storage::Cpu(CpuBuffer::new(data)?)
             }
@@ -302,6 +324,8 @@ impl Tensor {
                 CpuData::F32(v) => bytemuck::cast_slice(v).to_vec(),
                 CpuData::F64(v) => bytemuck::cast_slice(v).to_vec(),
                 CpuData::U32(v) => bytemuck::cast_slice(v).to_vec(),
+                CpuData::F16(v) => bytemuck::cast_slice(v).to_vec(),
+                CpuData::BF16(v) => bytemuck::cast_slice(v).to_vec(),
             }),
             Storage::Wgpu(b) => b.read(),
             Storage::Cuda(b) => b.read(),
@@ -488,11 +512,20 @@ impl Tensor {
         autograd::backward(self)
     }
 
-    /// The values as f32 (f64 values are narrowed).
+    /// The values as f32 (f64 values are narrowed, f16 and bf16 widened).
     pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
+        let host = self.host_bytes()?;
         match self.dtype() {
-            DType::F32 => Ok(bytemuck::pod_collect_to_vec(&self.host_bytes()?)),
+            DType::F32 => Ok(bytemuck::pod_collect_to_vec(&host)),
             DType::F64 => Ok(self.to_vec_f64()?.into_iter().map(|x| x as f32).collect()),
+            DType::F16 => Ok(bytemuck::pod_collect_to_vec::<u8, half::f16>(&host)
+                .into_iter()
+                .map(f32::from)
+                .collect()),
+            DType::BF16 => Ok(bytemuck::pod_collect_to_vec::<u8, half::bf16>(&host)
+                .into_iter()
+                .map(f32::from)
+                .collect()),
             DType::U32 => Err(self.dtype_error("to_vec_f32", "f32")),
         }
     }
@@ -501,7 +534,9 @@ impl Tensor {
     pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
         match self.dtype() {
             DType::F64 => Ok(bytemuck::pod_collect_to_vec(&self.host_bytes()?)),
-            DType::F32 => Ok(self.to_vec_f32()?.into_iter().map(f64::from).collect()),
+            DType::F32 | DType::F16 | DType::BF16 => {
+                Ok(self.to_vec_f32()?.into_iter().map(f64::from).collect())
+            }
             DType::U32 => Err(self.dtype_error("to_vec_f64", "f64")),
         }
     }

@@ -20,6 +20,23 @@ pub enum CpuData {
     F32(Vec<f32>),
     F64(Vec<f64>),
     U32(Vec<u32>),
+    /// Half-precision storage of feature matrices (`--feature-dtype`); widened to f32 by
+    /// [`crate::ops::widen`] before any arithmetic.
+    F16(Vec<half::f16>),
+    BF16(Vec<half::bf16>),
+}
+
+impl CpuData {
+    /// The dtype's name, for errors.
+    pub fn dtype_name(&self) -> &'static str {
+        match self {
+            CpuData::F32(_) => "f32",
+            CpuData::F64(_) => "f64",
+            CpuData::U32(_) => "u32",
+            CpuData::F16(_) => "f16",
+            CpuData::BF16(_) => "bf16",
+        }
+    }
 }
 
 /// A counted CPU allocation.
@@ -36,6 +53,8 @@ impl CpuBuffer {
             CpuData::F32(v) => std::mem::size_of_val(v.as_slice()),
             CpuData::F64(v) => std::mem::size_of_val(v.as_slice()),
             CpuData::U32(v) => std::mem::size_of_val(v.as_slice()),
+            CpuData::F16(v) => std::mem::size_of_val(v.as_slice()),
+            CpuData::BF16(v) => std::mem::size_of_val(v.as_slice()),
         } as u64;
         let _alloc = memory().alloc(bytes)?;
         Ok(CpuBuffer { data, _alloc })
@@ -89,6 +108,8 @@ macro_rules! cpu_elem {
 cpu_elem!(f32, F32);
 cpu_elem!(f64, F64);
 cpu_elem!(u32, U32);
+cpu_elem!(half::f16, F16);
+cpu_elem!(half::bf16, BF16);
 
 /// Allocates and fills a counted buffer of `len` floats with `f(i)` in parallel.
 pub fn from_fn<T: Float + CpuElem>(len: usize, f: impl Fn(usize) -> T + Sync) -> Result<CpuBuffer> {

@@ -90,6 +90,13 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
                 CpuData::F32(_) => cpu_concat::<f32>(&datas, &parts, dim, &out_shape)?,
                 CpuData::F64(_) => cpu_concat::<f64>(&datas, &parts, dim, &out_shape)?,
                 CpuData::U32(_) => cpu_concat::<u32>(&datas, &parts, dim, &out_shape)?,
+                other => {
+                    return Err(Error::DType {
+                        op: OP,
+                        expected: "f32",
+                        got: other.dtype_name(),
+                    })
+                }
             };
             cpu_output(buf, out_shape, first)
         }

@@ -83,6 +83,13 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
                 CpuData::F32(v) => gather(v, iv, f)?,
                 CpuData::F64(v) => gather(v, iv, f)?,
                 CpuData::U32(v) => gather(v, iv, f)?,
+                other => {
+                    return Err(Error::DType {
+                        op: OP,
+                        expected: "f32",
+                        got: other.dtype_name(),
+                    })
+                }
             };
             (cpu_output(buf, vec![m, f], x), None)
         }

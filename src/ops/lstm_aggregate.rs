@@ -175,7 +175,7 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
                 let (o, a, c) = match &x.data {
                     CpuData::F32(v) => cpu_forward(v, &w, plan, h, xg)?,
                     CpuData::F64(v) => cpu_forward(v, &w, plan, h, xg)?,
-                    CpuData::U32(_) => return Err(xg.dtype_error(OP, "f32")),
+                    _ => return Err(xg.dtype_error(OP, "f32")),
                 };
                 Ok((
                     cpu_output(o, vec![plan.num_dst, h], xg),

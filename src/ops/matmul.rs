@@ -19,12 +19,19 @@
 //! contiguous: `op(A) = A` splits C's rows (each chunk a launch over a row range of A and
 //! C); `op(A) = Aᵀ` with `op(B) = B` (the weight gradient `Xᵀ·G`) splits k, adding the
 //! chunks' products into C in order. Other layouts past the limit are an error.
+//!
+//! CUDA: cuBLAS `sgemm` on the device's stream, with the row-major problem read as its
+//! column-major transpose (`Cᵀ = op(B)ᵀ·op(A)ᵀ`), so the flags again cost no copy. cuBLAS
+//! runs in its default (full f32, no TF32) math mode. Where cuBLAS does not load, or with
+//! `ESPALIER_CUDA_GEMM=kernel`, `kernels/matmul.cu` runs instead: the WGSL kernel's tiling
+//! in CUDA C.
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const KERNEL: Kernel = Kernel {
@@ -32,6 +39,7 @@ const KERNEL: Kernel = Kernel {
     source: include_str!("../../shaders/matmul.wgsl"),
     entry: "matmul_f32",
 };
+const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("matmul", "matmul_f32");
 /// Rows and columns of C per workgroup.
 const TILE: usize = 64;
 
@@ -61,6 +69,9 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         }
         (Storage::Wgpu(x), Storage::Wgpu(y)) => {
             wgpu_output(wgpu_matmul(x, y, m, k, n, ta, tb)?, vec![m, n], a)
+        }
+        (Storage::Cuda(x), Storage::Cuda(y)) => {
+            cuda_output(cuda_matmul(x, y, m, k, n, ta, tb)?, vec![m, n], a)
         }
         _ => {
             return Err(Error::DeviceMismatch {
@@ -181,6 +192,95 @@ fn wgpu_matmul(
         return Err(too_large(m, k, n, ta, tb));
     }
     Ok(out)
+}
+
+fn cuda_matmul(
+    a: &CudaBuffer,
+    b: &CudaBuffer,
+    m: usize,
+    k: usize,
+    n: usize,
+    ta: bool,
+    tb: bool,
+) -> Result<CudaBuffer> {
+    let ctx = a.ctx();
+    let bytes = (m * n * 4) as u64;
+    if m == 0 || n == 0 || k == 0 {
+        return CudaBuffer::zeros(ctx, bytes);
+    }
+    if [m, n, k].iter().any(|&d| d > i32::MAX as usize) {
+        return Err(Error::shape(
+            "matmul",
+            format!("{m}x{k} by {k}x{n}: a dimension passes cuBLAS's 32-bit sizes"),
+        ));
+    }
+    let mut out = CudaBuffer::new(ctx, bytes)?;
+    let blas = if ctx.gemm_kernel_forced() {
+        None
+    } else {
+        ctx.blas().ok()
+    };
+    match blas {
+        Some(blas) => {
+            use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+            use cudarc::cublas::{Gemm, GemmConfig};
+            // Row-major C[m, n] is column-major Cᵀ[n, m] = op(B)ᵀ · op(A)ᵀ: cuBLAS's A is
+            // our B and its B our A, each read with the flags below.
+            let cfg = GemmConfig {
+                transa: if tb { CUBLAS_OP_T } else { CUBLAS_OP_N },
+                transb: if ta { CUBLAS_OP_T } else { CUBLAS_OP_N },
+                m: n as i32,
+                n: m as i32,
+                k: k as i32,
+                alpha: 1.0f32,
+                lda: if tb { k } else { n } as i32,
+                ldb: if ta { m } else { k } as i32,
+                beta: 0.0f32,
+                ldc: n as i32,
+            };
+            let (x, y) = (f32_view(b, k * n)?, f32_view(a, m * k)?);
+            // SAFETY: as above, for the output of m·n words.
+            let mut c = unsafe { out.slice_mut().transmute_mut::<f32>(m * n) }
+                .ok_or_else(|| Error::shape("matmul", "output smaller than its shape"))?;
+            // SAFETY: the leading dimensions and sizes above address exactly the m·k, k·n
+            // and m·n values of the three buffers.
+            unsafe { blas.gemm(cfg, &x, &y, &mut c) }.map_err(|e| Error::Backend {
+                backend: "cuda",
+                msg: format!("cuBLAS sgemm {m}x{k} by {k}x{n}: {e:?}"),
+            })?;
+        }
+        None => {
+            // Row blocks past the grid's y limit are looped over inside the kernel.
+            let (cols, rows) = (n.div_ceil(TILE), m.div_ceil(TILE).min(65_535));
+            if cols > i32::MAX as usize {
+                return Err(Error::shape("matmul", format!("{n} columns pass the grid")));
+            }
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (cols as u32, rows as u32, 1),
+                block_dim: (16, 16, 1),
+                shared_mem_bytes: 0,
+            };
+            let args = [
+                Arg::Buf(a),
+                Arg::Buf(b),
+                Arg::Buf(&out),
+                Arg::U32(m as u32),
+                Arg::U32(n as u32),
+                Arg::U32(k as u32),
+                Arg::U32(ta as u32),
+                Arg::U32(tb as u32),
+            ];
+            ctx.launch(&KERNEL_CUDA, cfg, &args)?;
+        }
+    }
+    Ok(out)
+}
+
+/// The first `len` words of `buf` as f32 values, for cuBLAS.
+fn f32_view(buf: &CudaBuffer, len: usize) -> Result<cudarc::driver::CudaView<'_, f32>> {
+    // SAFETY: the words are f32 bits; transmute checks that `len` words fit the buffer.
+    unsafe { buf.slice().transmute::<f32>(len) }
+        .ok_or_else(|| Error::shape("matmul", "operand smaller than its shape"))
 }
 
 fn too_large(m: usize, k: usize, n: usize, ta: bool, tb: bool) -> Error {

@@ -8,11 +8,11 @@ macro_rules! float_cpu {
         match $data {
             $crate::device::cpu::CpuData::F32($x) => $call,
             $crate::device::cpu::CpuData::F64($x) => $call,
-            $crate::device::cpu::CpuData::U32(_) => {
+            other => {
                 return Err($crate::error::Error::DType {
                     op: $op,
                     expected: "f32",
-                    got: "u32",
+                    got: other.dtype_name(),
                 })
             }
         }
@@ -57,6 +57,7 @@ mod segment_weighted_sum;
 mod sgd;
 mod slice;
 mod unary;
+mod widen;
 
 pub use adam::{adam_update, AdamStep};
 pub use argmax::argmax_rows;
@@ -82,6 +83,7 @@ pub use slice::slice;
 pub use unary::{
     add_scalar, elu, exp, leaky_relu, log, mul_scalar, neg, relu, sigmoid, tanh, unary, UnaryOp,
 };
+pub use widen::widen;
 
 use crate::device::cpu::CpuBuffer;
 use crate::error::{Error, Result};

@@ -53,6 +53,13 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
                 CpuData::F32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
                 CpuData::F64(v) => cpu_slice(v, c, dim, start, &out_shape)?,
                 CpuData::U32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
+                other => {
+                    return Err(Error::DType {
+                        op: "slice",
+                        expected: "f32",
+                        got: other.dtype_name(),
+                    })
+                }
             };
             cpu_output(buf, out_shape, x)
         }

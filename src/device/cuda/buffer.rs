@@ -155,7 +155,7 @@ impl CudaBuffer {
 
     /// Copies the first `len` bytes to the host (waits for queued work).
     pub fn read(&self) -> Result<Vec<u8>> {
-        let words = (self.len / 4) as usize;
+        let words = self.len.div_ceil(4) as usize;
         if words == 0 {
             return Ok(Vec::new());
         }
@@ -165,7 +165,9 @@ impl CudaBuffer {
             .stream
             .clone_dtoh(&view)
             .map_err(|e| driver_err("readback", e))?;
-        Ok(bytemuck::cast_slice(&host).to_vec())
+        let mut bytes: Vec<u8> = bytemuck::cast_slice(&host).to_vec();
+        bytes.truncate(self.len as usize);
+        Ok(bytes)
     }
 }
 

@@ -80,6 +80,9 @@ pub struct Context {
     pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     pub(crate) functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
     pub(crate) blas: OnceLock<std::result::Result<Arc<cudarc::cublas::CudaBlas>, String>>,
+    /// Run GEMMs with `kernels/matmul.cu` instead of cuBLAS (`ESPALIER_CUDA_GEMM=kernel`,
+    /// or [`Context::force_gemm_kernel`]).
+    pub(crate) gemm_kernel: std::sync::atomic::AtomicBool,
     /// Two page-locked staging buffers for uploads, used in turn (see `CudaBuffer::from_bytes`).
     pub(crate) staging: Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
 }
@@ -127,6 +130,9 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
         functions: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
         staging: Mutex::new(Vec::new()),
+        gemm_kernel: std::env::var("ESPALIER_CUDA_GEMM")
+            .is_ok_and(|v| v == "kernel")
+            .into(),
     });
     map.insert(index, ctx.clone());
     Ok(ctx)
@@ -159,6 +165,18 @@ impl Context {
                 backend: "cuda",
                 msg: m,
             })
+    }
+
+    /// Makes matmul use `kernels/matmul.cu` (true) or cuBLAS (false) on this device; the
+    /// parity tests run both.
+    pub fn force_gemm_kernel(&self, on: bool) {
+        self.gemm_kernel
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// True when matmul runs `kernels/matmul.cu` rather than cuBLAS.
+    pub fn gemm_kernel_forced(&self) -> bool {
+        self.gemm_kernel.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Waits for all queued work.

@@ -71,8 +71,13 @@ impl WgpuBuffer {
     /// A buffer holding `bytes`.
     pub fn from_bytes(ctx: &Arc<Context>, bytes: &[u8]) -> Result<WgpuBuffer> {
         let b = Self::new(ctx, bytes.len() as u64)?;
-        if !bytes.is_empty() {
-            // write_buffer needs a multiple of 4 bytes; every dtype here is 4 bytes wide.
+        if bytes.len() % 4 != 0 {
+            // write_buffer needs a multiple of 4 bytes: an odd count of 2-byte values
+            // (f16, bf16) is padded with zeros to a whole word.
+            let mut padded = bytes.to_vec();
+            padded.resize(bytes.len().div_ceil(4) * 4, 0);
+            ctx.checked("upload", || ctx.queue.write_buffer(b.raw(), 0, &padded))?;
+        } else if !bytes.is_empty() {
             ctx.checked("upload", || ctx.queue.write_buffer(b.raw(), 0, bytes))?;
         }
         Ok(b)
