@@ -49,6 +49,7 @@ fn config(data: &Dataset, kind: ModelKind, aggr: Aggregator, budget: Option<u64>
             partitioner: "random".into(),
             memory_budget: budget,
         },
+        feature_dtype: Default::default(),
     }
 }
 

@@ -54,6 +54,7 @@ fn config(
             partitioner: "random".into(),
             memory_budget: budget,
         },
+        feature_dtype: Default::default(),
     }
 }
 

@@ -191,6 +191,7 @@ fn train_config(data: &Dataset, kind: ModelKind, aggr: Aggregator, epochs: usize
         eval_every: 0,
         eval_batch_size: 4096,
         micro: MicroConfig::default(),
+        feature_dtype: Default::default(),
     }
 }
 

@@ -52,6 +52,7 @@ fn train(data: &Dataset, model: ModelConfig, fanouts: Vec<i64>, epochs: usize, l
         eval_every: 0,
         eval_batch_size: 4096,
         micro: Default::default(),
+        feature_dtype: Default::default(),
     };
     let graph = Arc::new(data.graph.symmetrize());
     let mut trainer = Trainer::new(data, graph, config).unwrap();

@@ -47,6 +47,7 @@ fn config(kind: ModelKind, data: &Dataset, epochs: usize, seed: u64) -> TrainCon
         eval_every: 0,
         eval_batch_size: 4096,
         micro: Default::default(),
+        feature_dtype: Default::default(),
     }
 }
 

@@ -7,7 +7,7 @@ use espalier::error::{Error, Result};
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, ModelConfig, ModelKind};
 use espalier::partition::{self, parse_bytes};
-use espalier::train::{BatchSize, MicroConfig, OptimizerKind, TrainConfig};
+use espalier::train::{BatchSize, FeatureDType, MicroConfig, OptimizerKind, TrainConfig};
 use espalier::Device;
 
 /// Dataset, model, sampling, micro-batching and device flags.
@@ -88,6 +88,10 @@ pub struct CommonArgs {
     /// an adapter's name) or cuda[:N]; `espalier devices` lists them.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// Precision of the host feature matrix and of its uploads: f32, f16 or bf16. Half
+    /// precision halves host-to-device traffic; rows are widened to f32 on the device.
+    #[arg(long, default_value = "f32")]
+    pub feature_dtype: String,
     /// Do not write the binary cache of a loaded dataset.
     #[arg(long)]
     pub no_cache: bool,
@@ -125,6 +129,7 @@ impl CommonArgs {
         self.aggr.parse::<Aggregator>()?;
         self.batch_size.parse::<BatchSize>()?;
         self.optimizer.parse::<OptimizerKind>()?;
+        self.feature_dtype.parse::<FeatureDType>()?;
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(Error::invalid(format!(
                 "--dropout {} must be in [0, 1)",
@@ -209,6 +214,7 @@ impl CommonArgs {
                 partitioner: self.partitioner.clone(),
                 memory_budget: self.budget()?,
             },
+            feature_dtype: self.feature_dtype.parse()?,
         })
     }
 }

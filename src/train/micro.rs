@@ -32,7 +32,8 @@ use crate::nn::{Forward, Module};
 use crate::ops;
 use crate::partition::{self, format_bytes, Batch, MicroBatchStats, PartitionStats, Resident};
 use crate::tensor::Tensor;
-use crate::train::trainer::{gather_host, Phases, Trainer};
+use crate::train::features::{FeatureStore, HostRows};
+use crate::train::trainer::{Phases, Trainer};
 
 /// A budget plan must leave this fraction of the budget free: the estimator is validated to
 /// be within 10% of the measured peak (`tests/budget.rs`), so a micro-batch estimated at
@@ -76,7 +77,7 @@ pub enum Pass {
 struct Prepared {
     seeds: Vec<u32>,
     blocks: Vec<Arc<Block>>,
-    features: Vec<f32>,
+    features: HostRows,
     labels: Vec<u32>,
     slice_s: f64,
     gather_s: f64,
@@ -93,7 +94,13 @@ pub(crate) struct BatchOutcome {
 }
 
 /// Host-side preparation: slice (unless the micro-batch is the whole batch), gather.
-fn prepare(slicer: &Slicer, data: &Dataset, seeds: Vec<u32>, whole: bool) -> Result<Prepared> {
+fn prepare(
+    slicer: &Slicer,
+    data: &Dataset,
+    features: &FeatureStore,
+    seeds: Vec<u32>,
+    whole: bool,
+) -> Result<Prepared> {
     let t = Instant::now();
     let blocks = if whole {
         slicer.blocks().to_vec()
@@ -106,7 +113,7 @@ fn prepare(slicer: &Slicer, data: &Dataset, seeds: Vec<u32>, whole: bool) -> Res
         t.elapsed().as_secs_f64()
     };
     let t = Instant::now();
-    let features = gather_host(&data.features, data.feat_dim, &blocks[0].src_nodes)?;
+    let features = features.gather(data.feat_dim, &blocks[0].src_nodes)?;
     let labels = seeds.iter().map(|&s| data.labels[s as usize]).collect();
     Ok(Prepared {
         seeds,
@@ -191,13 +198,14 @@ impl Trainer<'_> {
         } else {
             let whole = parts.len() == 1;
             let data = self.data;
+            let features = &self.features;
             let this = &*self;
             let slicer_ref = &slicer;
             std::thread::scope(|scope| -> Result<()> {
                 let (tx, rx) = sync_channel::<Result<Prepared>>(0);
                 scope.spawn(move || {
                     for part in parts {
-                        let p = prepare(slicer_ref, data, part, whole);
+                        let p = prepare(slicer_ref, data, features, part, whole);
                         let failed = p.is_err();
                         if tx.send(p).is_err() || failed {
                             break;
@@ -272,8 +280,9 @@ impl Trainer<'_> {
                     let half = seeds.len().div_ceil(2);
                     let (a, b) = seeds.split_at(half);
                     // The second half runs after the first: push it first.
-                    todo.push(prepare(run.slicer, self.data, b.to_vec(), false)?);
-                    todo.push(prepare(run.slicer, self.data, a.to_vec(), false)?);
+                    let f = &self.features;
+                    todo.push(prepare(run.slicer, self.data, f, b.to_vec(), false)?);
+                    todo.push(prepare(run.slicer, self.data, f, a.to_vec(), false)?);
                 }
                 Err(Error::OutOfMemory {
                     requested,
@@ -335,11 +344,9 @@ impl Trainer<'_> {
         let device = self.config.device;
         let n = p.seeds.len();
         let t = Instant::now();
-        let x = Tensor::from_f32(
-            p.features,
-            &[p.blocks[0].num_src, self.data.feat_dim],
-            device,
-        )?;
+        let x = p
+            .features
+            .upload(p.blocks[0].num_src, self.data.feat_dim, device)?;
         let y = Tensor::from_u32(p.labels, &[n], device)?;
         let fwd = Forward {
             training: true,

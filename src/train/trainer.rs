@@ -9,7 +9,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::autograd::no_grad;
@@ -24,6 +23,7 @@ use crate::partition::{
 use crate::rng::{mix64, Rng};
 use crate::tensor::Tensor;
 use crate::train::checkpoint;
+use crate::train::features::{gather_host, FeatureDType, FeatureStore};
 use crate::train::micro::{MicroConfig, Pass, SAFETY_MARGIN};
 use crate::train::optim::{Adam, Optimizer, Sgd};
 
@@ -94,6 +94,8 @@ pub struct TrainConfig {
     pub eval_batch_size: usize,
     /// Micro-batches per batch, partitioner, memory budget.
     pub micro: MicroConfig,
+    /// Precision of the host feature matrix and of its uploads (f32, f16 or bf16).
+    pub feature_dtype: FeatureDType,
 }
 
 fn serialize_display<S: serde::Serializer>(
@@ -170,6 +172,8 @@ pub struct Summary {
 /// A model, its optimizer and the data it trains on.
 pub struct Trainer<'a> {
     pub data: &'a Dataset,
+    /// The feature matrix in `config.feature_dtype`.
+    pub features: FeatureStore<'a>,
     pub graph: Arc<Csr>,
     pub model: Gnn,
     pub optim: Box<dyn Optimizer>,
@@ -279,6 +283,7 @@ impl<'a> Trainer<'a> {
         };
         Ok(Trainer {
             data,
+            features: FeatureStore::new(&data.features, config.feature_dtype),
             graph,
             model,
             optim,
@@ -306,14 +311,13 @@ impl<'a> Trainer<'a> {
         checkpoint::save(path, &self.model, self.optim.as_ref(), epochs_done, &json)
     }
 
-    /// Gathers the rows of `ids` from the host feature matrix onto the training device.
+    /// Gathers the rows of `ids` from the host feature matrix onto the training device
+    /// (in the stored precision, widened to f32 there).
     pub fn gather_features(&self, ids: &[u32]) -> Result<Tensor> {
-        gather_rows(
-            &self.data.features,
-            self.data.feat_dim,
-            ids,
-            self.config.device,
-        )
+        let dim = self.data.feat_dim;
+        self.features
+            .gather(dim, ids)?
+            .upload(ids.len(), dim, self.config.device)
     }
 
     /// Labels of `ids` as a u32 tensor on the training device.
@@ -505,22 +509,4 @@ impl<'a> Trainer<'a> {
 pub fn gather_rows(features: &[f32], dim: usize, ids: &[u32], device: Device) -> Result<Tensor> {
     let out = gather_host(features, dim, ids)?;
     Tensor::from_f32(out, &[ids.len(), dim], device)
-}
-
-/// Rows `ids` of a row-major `[n, dim]` host matrix, on the host (parallel copy).
-pub fn gather_host(features: &[f32], dim: usize, ids: &[u32]) -> Result<Vec<f32>> {
-    let n = features.len() / dim.max(1);
-    if let Some(&bad) = ids.iter().find(|&&i| i as usize >= n) {
-        return Err(Error::invalid(format!(
-            "feature gather: node {bad} out of range for {n} rows"
-        )));
-    }
-    let mut out = vec![0f32; ids.len() * dim];
-    out.par_chunks_mut(dim.max(1))
-        .zip(ids.par_iter())
-        .for_each(|(row, &i)| {
-            let i = i as usize;
-            row.copy_from_slice(&features[i * dim..(i + 1) * dim]);
-        });
-    Ok(out)
 }

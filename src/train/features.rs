@@ -1,0 +1,157 @@
+//! The host feature matrix in its storage precision (`--feature-dtype f32|f16|bf16`).
+//!
+//! Features stay in host memory (HongTu's layout): each micro-batch gathers the rows of its
+//! input nodes on the host and uploads them. In f16 or bf16 the trainer converts the
+//! matrix once, then gathers and uploads half the bytes of f32; [`crate::ops::widen`]
+//! turns the rows into f32 on the device, so every layer computes in f32 as before.
+//! f16 keeps 11 significant bits in a ±65504 range (features outside it become ±inf);
+//! bf16 keeps f32's range with 8 bits.
+
+use std::str::FromStr;
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// How the host stores the feature matrix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureDType {
+    #[default]
+    F32,
+    F16,
+    BF16,
+}
+
+impl FromStr for FeatureDType {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(FeatureDType::F32),
+            "f16" => Ok(FeatureDType::F16),
+            "bf16" => Ok(FeatureDType::BF16),
+            _ => Err(Error::invalid(format!(
+                "feature dtype `{s}`: expected f32, f16 or bf16"
+            ))),
+        }
+    }
+}
+
+/// The feature matrix, row-major `[nodes, dim]`, in the precision training reads it in.
+pub enum FeatureStore<'a> {
+    /// The dataset's own f32 matrix, borrowed.
+    F32(&'a [f32]),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+}
+
+/// Gathered rows, ready to upload.
+pub enum HostRows {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+}
+
+impl<'a> FeatureStore<'a> {
+    /// The store of `features` in `dtype` (a parallel conversion for f16 and bf16).
+    pub fn new(features: &'a [f32], dtype: FeatureDType) -> Self {
+        match dtype {
+            FeatureDType::F32 => FeatureStore::F32(features),
+            FeatureDType::F16 => {
+                FeatureStore::F16(features.par_iter().map(|&x| f16::from_f32(x)).collect())
+            }
+            FeatureDType::BF16 => {
+                FeatureStore::BF16(features.par_iter().map(|&x| bf16::from_f32(x)).collect())
+            }
+        }
+    }
+
+    /// Bytes of the stored matrix.
+    pub fn bytes(&self) -> usize {
+        match self {
+            FeatureStore::F32(v) => std::mem::size_of_val(*v),
+            FeatureStore::F16(v) => std::mem::size_of_val(v.as_slice()),
+            FeatureStore::BF16(v) => std::mem::size_of_val(v.as_slice()),
+        }
+    }
+
+    /// Rows `ids` of the `[n, dim]` matrix, on the host, in the stored precision.
+    pub fn gather(&self, dim: usize, ids: &[u32]) -> Result<HostRows> {
+        Ok(match self {
+            FeatureStore::F32(v) => HostRows::F32(gather_host(v, dim, ids)?),
+            FeatureStore::F16(v) => HostRows::F16(gather_host(v, dim, ids)?),
+            FeatureStore::BF16(v) => HostRows::BF16(gather_host(v, dim, ids)?),
+        })
+    }
+}
+
+impl HostRows {
+    /// Uploads `[rows, dim]` to `device` and widens half precision to f32 there.
+    pub fn upload(self, rows: usize, dim: usize, device: Device) -> Result<Tensor> {
+        let shape = [rows, dim];
+        match self {
+            HostRows::F32(v) => Tensor::from_f32(v, &shape, device),
+            HostRows::F16(v) => crate::ops::widen(&Tensor::from_f16(v, &shape, device)?),
+            HostRows::BF16(v) => crate::ops::widen(&Tensor::from_bf16(v, &shape, device)?),
+        }
+    }
+}
+
+/// Rows `ids` of a row-major `[n, dim]` host matrix, on the host (parallel copy).
+pub fn gather_host<T: Copy + Default + Send + Sync>(
+    features: &[T],
+    dim: usize,
+    ids: &[u32],
+) -> Result<Vec<T>> {
+    let n = features.len() / dim.max(1);
+    if let Some(&bad) = ids.iter().find(|&&i| i as usize >= n) {
+        return Err(Error::invalid(format!(
+            "feature gather: node {bad} out of range for {n} rows"
+        )));
+    }
+    let mut out = vec![T::default(); ids.len() * dim];
+    out.par_chunks_mut(dim.max(1))
+        .zip(ids.par_iter())
+        .for_each(|(row, &i)| {
+            let i = i as usize;
+            row.copy_from_slice(&features[i * dim..(i + 1) * dim]);
+        });
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathers_rows_in_the_stored_precision_and_widens_on_upload() {
+        let f: Vec<f32> = (0..12).map(|i| i as f32 * 0.1 - 0.5).collect();
+        for dtype in [FeatureDType::F32, FeatureDType::F16, FeatureDType::BF16] {
+            let store = FeatureStore::new(&f, dtype);
+            let rows = store.gather(3, &[3, 0, 3]).unwrap();
+            let t = rows.upload(3, 3, Device::Cpu).unwrap();
+            assert_eq!(t.dtype(), crate::DType::F32);
+            let got = t.to_vec_f32().unwrap();
+            let want = [&f[9..12], &f[0..3], &f[9..12]].concat();
+            let tol = match dtype {
+                FeatureDType::F32 => 0.0,
+                FeatureDType::F16 => 1e-3,
+                FeatureDType::BF16 => 4e-3,
+            };
+            for (a, b) in want.iter().zip(&got) {
+                assert!((a - b).abs() <= tol, "{dtype:?}: {a} vs {b}");
+            }
+        }
+        assert_eq!(FeatureStore::new(&f, FeatureDType::F16).bytes(), 24);
+        assert!(FeatureStore::new(&f, FeatureDType::F32)
+            .gather(3, &[4])
+            .is_err());
+        assert!("f8".parse::<FeatureDType>().is_err());
+        assert_eq!("bf16".parse::<FeatureDType>().unwrap(), FeatureDType::BF16);
+    }
+}
