@@ -15,9 +15,12 @@ Choosing an adapter:
   --device wgpu:NAME    the first adapter whose name contains NAME (any case), e.g. wgpu:nvidia
   --device wgpu         ESPALIER_WGPU_ADAPTER if set (an index or a part of a name), else 0
 
+  --device cuda[:N]     CUDA device N (default 0)
+
 Environment:
   ESPALIER_WGPU_ADAPTER  the adapter `--device wgpu` means, by index or name substring
-  WGPU_BACKEND           wgpu's own filter on the APIs it tries (vulkan, metal, dx12, gl)";
+  WGPU_BACKEND           wgpu's own filter on the APIs it tries (vulkan, metal, dx12, gl)
+  ESPALIER_CUDA_GEMM     `kernel`: matmul on CUDA runs kernels/matmul.cu instead of cuBLAS";
 
 /// Flags of `espalier devices`.
 #[derive(Args, Debug, Clone)]
@@ -71,14 +74,21 @@ pub fn run(a: &DevicesArgs) -> Result<()> {
     }
     match &cuda {
         Ok(list) => {
-            println!("cuda     {} device(s)", list.len());
+            let (dm, dn) = list.first().map_or((0, 0), |d| d.driver_cuda);
+            let (nm, nn) = list.first().map_or((0, 0), |d| d.nvrtc);
+            println!(
+                "cuda     {} device(s); driver supports CUDA {dm}.{dn}, NVRTC {nm}.{nn}",
+                list.len()
+            );
             for d in list {
                 let (major, minor) = d.compute_capability;
                 println!(
-                    "  cuda:{}  {}  sm_{major}{minor}  {:.1} GiB",
+                    "  cuda:{}  {}  sm_{major}{minor}  {} multiprocessors  {:.1} GiB  {:.0} GB/s peak",
                     d.index,
                     d.name,
-                    d.total_bytes as f64 / (1u64 << 30) as f64
+                    d.multiprocessors,
+                    d.total_bytes as f64 / (1u64 << 30) as f64,
+                    d.peak_bandwidth / 1e9
                 );
             }
         }

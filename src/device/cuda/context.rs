@@ -15,6 +15,13 @@ pub struct CudaDeviceSummary {
     pub name: String,
     pub compute_capability: (i32, i32),
     pub total_bytes: u64,
+    pub multiprocessors: u32,
+    /// Theoretical memory bandwidth in bytes/s (memory clock × bus width × 2).
+    pub peak_bandwidth: f64,
+    /// The driver's CUDA version, e.g. (13, 0).
+    pub driver_cuda: (i32, i32),
+    /// NVRTC's version, e.g. (13, 0).
+    pub nvrtc: (i32, i32),
 }
 
 fn unavailable(index: u32, reason: impl Into<String>) -> Error {
@@ -60,6 +67,10 @@ pub fn devices() -> std::result::Result<Vec<CudaDeviceSummary>, String> {
                 name: c.name.clone(),
                 compute_capability: c.compute_capability,
                 total_bytes: c.total_bytes,
+                multiprocessors: c.sm_count,
+                peak_bandwidth: c.peak_bandwidth,
+                driver_cuda: driver_version(),
+                nvrtc: super::nvrtc::version().unwrap_or((0, 0)),
             })
         })
         .collect()
@@ -75,6 +86,8 @@ pub struct Context {
     pub total_bytes: u64,
     /// Streaming multiprocessors: grid-stride launches size their grids by it.
     pub sm_count: u32,
+    /// Theoretical memory bandwidth in bytes/s, the reference of the benches' GB/s.
+    pub peak_bandwidth: f64,
     pub(crate) memory: &'static MemoryTracker,
     pub(crate) pool: crate::device::BufferPool<cudarc::driver::CudaSlice<u32>>,
     pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -112,16 +125,21 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
     let drv = |e: cudarc::driver::DriverError| unavailable(index, format!("CUDA driver: {e}"));
     let cuda = CudaContext::new(index as usize).map_err(drv)?;
     let stream = cuda.default_stream();
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    let attr = |a| cuda.attribute(a).map_err(drv);
+    // kHz × bits: × 1000 Hz, × 2 (double data rate), / 8 bits per byte.
+    let peak_bandwidth = attr(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? as f64
+        * 1e3
+        * attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)? as f64
+        * 2.0
+        / 8.0;
     let ctx = Arc::new(Context {
         index,
         name: cuda.name().map_err(drv)?,
         compute_capability: cuda.compute_capability().map_err(drv)?,
         total_bytes: cuda.total_mem().map_err(drv)? as u64,
-        sm_count: cuda
-            .attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )
-            .map_err(drv)? as u32,
+        sm_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+        peak_bandwidth,
         cuda,
         stream,
         memory: Box::leak(Box::new(MemoryTracker::new(Device::Cuda(index)))),
@@ -136,6 +154,20 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
     });
     map.insert(index, ctx.clone());
     Ok(ctx)
+}
+
+/// The CUDA version the driver supports, as (major, minor); (0, 0) if it cannot say.
+pub fn driver_version() -> (i32, i32) {
+    if probe().is_err() {
+        return (0, 0);
+    }
+    let mut v = 0;
+    // SAFETY: the driver library is present (probed); the out-pointer is valid.
+    let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        return (0, 0);
+    }
+    (v / 1000, (v % 1000) / 10)
 }
 
 /// Wraps a CUDA driver error.

@@ -19,5 +19,5 @@ pub mod nvrtc;
 
 pub use block::BlockBuffers;
 pub use buffer::CudaBuffer;
-pub use context::{context, devices, probe, Context, CudaDeviceSummary};
+pub use context::{context, devices, driver_version, probe, Context, CudaDeviceSummary};
 pub use launch::{Arg, Kernel, BLOCK};
