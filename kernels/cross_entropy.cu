@@ -149,7 +149,8 @@ __device__ __forceinline__ void ce_backward(const float* x, const u32* labels,
                                             float* gx, u32 r, u32 c, float inv_n) {
     const float base = gl[0] * inv_n;
     FOR_EACH(i, (u64)r * c) {
-        const u64 row = i / c, j = i % c;
+        const u32 k = (u32)i;  // r * c fits u32 (the host checks): 32-bit division
+        const u32 row = k / c, j = k % c;
         float s = base;
         if constexpr (WEIGHTED) s = s * w[row];
         float v = s * expf(x[i] - lse[row]);

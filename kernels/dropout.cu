@@ -5,7 +5,8 @@
 // dropout_f32(x, out, c, key, threshold, scale, n): row id = row.
 // dropout_ids_f32(x, out, ids, c, key, threshold, scale, n): row id = ids[row].
 // A thread per element i < n = rows * c (grid-stride): row = i / c, col = i % c;
-// out[i] = x[i] * scale if uniform3(key, id, col) >= threshold, else 0.
+// out[i] = x[i] * scale if uniform3(key, id, col) >= threshold, else 0. n fits u32 (the
+// host checks), so the division is 32-bit.
 
 __device__ __forceinline__ u32 pcg(u32 v) {
     const u32 state = v * 747796405u + 2891336453u;
@@ -26,10 +27,16 @@ __device__ __forceinline__ float masked(float v, u32 key, u32 id, u32 col, float
 
 extern "C" __global__ void dropout_f32(const float* x, float* out, u32 c, u32 key,
                                        float threshold, float scale, u32 n) {
-    FOR_EACH(i, n) out[i] = masked(x[i], key, (u32)(i / c), (u32)(i % c), threshold, scale);
+    FOR_EACH(i, n) {
+        const u32 k = (u32)i;
+        out[i] = masked(x[i], key, k / c, k % c, threshold, scale);
+    }
 }
 
 extern "C" __global__ void dropout_ids_f32(const float* x, float* out, const u32* ids, u32 c,
                                            u32 key, float threshold, float scale, u32 n) {
-    FOR_EACH(i, n) out[i] = masked(x[i], key, ids[i / c], (u32)(i % c), threshold, scale);
+    FOR_EACH(i, n) {
+        const u32 k = (u32)i;
+        out[i] = masked(x[i], key, ids[k / c], k % c, threshold, scale);
+    }
 }

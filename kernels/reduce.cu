@@ -53,5 +53,8 @@ extern "C" __global__ void sum_cols_f32(const float* x, float* out, u32 r, u32 c
 }
 
 extern "C" __global__ void expand_f32(const float* v, float* out, u32 c, u32 dim, u32 n) {
-    FOR_EACH(i, n) out[i] = dim == 0 ? v[i % c] : v[i / c];
+    FOR_EACH(i, n) {
+        const u32 k = (u32)i;  // i < n, a u32: 32-bit division
+        out[i] = dim == 0 ? v[k % c] : v[k / c];
+    }
 }
