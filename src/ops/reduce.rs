@@ -147,8 +147,8 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
     let (r, c) = if dim == 0 { (n, len) } else { (len, n) };
     let out = match &*x.storage() {
         Storage::Cuda(b) => {
-            let out = CudaBuffer::new(b.ctx(), (r * c * 4) as u64)?;
             let total = u32_count(OP, "the output", r * c)?;
+            let out = CudaBuffer::new(b.ctx(), total as u64 * 4)?;
             let args = [
                 Arg::Buf(b),
                 Arg::Buf(&out),

@@ -80,6 +80,8 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
                 // Rows are contiguous: one copy.
                 cuda_copy_words(b, start * c, &mut out, 0, n as usize)?;
             } else {
+                // The kernel indexes x's columns with u32 offsets too.
+                u32_count(OP, "x", r * c)?;
                 let args = [
                     Arg::Buf(b),
                     Arg::Buf(&out),
