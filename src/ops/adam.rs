@@ -7,9 +7,11 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::CpuElem;
+use crate::device::cuda::{self, Arg};
 use crate::device::wgpu::Kernel;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
+use crate::ops::rows::u32_count;
 use crate::tensor::{Storage, Tensor};
 
 const KERNEL: Kernel = Kernel {
@@ -17,6 +19,7 @@ const KERNEL: Kernel = Kernel {
     source: include_str!("../../shaders/adam.wgsl"),
     entry: "adam_f32",
 };
+const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("adam", "adam_f32");
 
 /// Hyper-parameters of one Adam step.
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +82,29 @@ pub fn adam_update(
             let n = param.numel() as u64;
             p.ctx()
                 .launch_chunked(&KERNEL, &words, &[(1, p), (2, g), (3, m), (4, v)], &[], n)?;
+        }
+        (Storage::Cuda(p), Storage::Cuda(g), Storage::Cuda(m), Storage::Cuda(v)) => {
+            // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.
+            let t = h.step as i32;
+            let f = |x: f64| Arg::F32(x as f32);
+            let n = u32_count("adam_update", "the parameter", param.numel())?;
+            let args = [
+                Arg::Buf(p),
+                Arg::Buf(g),
+                Arg::Buf(m),
+                Arg::Buf(v),
+                f(h.lr),
+                f(h.beta1),
+                f(h.beta2),
+                f(h.eps),
+                f(h.weight_decay),
+                f(1.0 - h.beta1.powi(t)),
+                f(1.0 - h.beta2.powi(t)),
+                f(1.0 - h.lr * h.weight_decay),
+                Arg::U32(h.decoupled as u32),
+                Arg::U32(n),
+            ];
+            p.ctx().launch_1d(&KERNEL_CUDA, n as u64, &args)?;
         }
         _ => {
             // check_update put every operand on one device, so this is unreachable in

@@ -5,10 +5,11 @@
 //! The output is u32 indices and has no gradient.
 
 use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{dims2, rows_from_fn};
+use crate::ops::rows::{dims2, rows_from_fn, u32_count};
 use crate::tensor::{DType, Storage, Tensor};
 
 const KERNEL: Kernel = Kernel {
@@ -16,6 +17,7 @@ const KERNEL: Kernel = Kernel {
     source: include_str!("../../shaders/argmax.wgsl"),
     entry: "argmax_rows_f32",
 };
+const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("argmax", "argmax_rows_f32");
 
 /// The column of each row's largest value, as `u32 [rows]`.
 pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
@@ -32,7 +34,20 @@ pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
         return Err(Error::shape(OP, format!("{c} columns do not fit u32")));
     }
     let storage = match &*x.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => {
+            let ctx = b.ctx();
+            u32_count(OP, "x", r * c)?;
+            let out = CudaBuffer::new(ctx, (r * 4) as u64)?;
+            // One warp per row; nothing runs for r = 0.
+            let args = [
+                Arg::Buf(b),
+                Arg::Buf(&out),
+                Arg::U32(r as u32),
+                Arg::U32(c as u32),
+            ];
+            ctx.launch_rows(&KERNEL_CUDA, r as u64, &args)?;
+            Storage::Cuda(out)
+        }
         Storage::Cpu(b) => Storage::Cpu(float_cpu!(OP, &b.data, v => cpu_argmax(v, r, c)?)),
         Storage::Wgpu(b) => {
             let ctx = b.ctx();

@@ -9,10 +9,12 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
-use crate::ops::rows::{dims2, rows_from_fn};
-use crate::ops::{cpu_output, slice, wgpu_output};
+use crate::ops::rows::{dims2, rows_from_fn, u32_count};
+use crate::ops::slice::cuda_copy_words;
+use crate::ops::{cpu_output, cuda_output, slice, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const COLS: Kernel = Kernel {
@@ -20,6 +22,7 @@ const COLS: Kernel = Kernel {
     source: include_str!("../../shaders/concat.wgsl"),
     entry: "concat_cols_u32",
 };
+const COLS_CUDA: cuda::Kernel = crate::cuda_kernel!("concat", "concat_cols_u32");
 
 /// The 2-D tensors `xs` joined along `dim` (0: stacked rows, 1: side-by-side columns).
 /// All must share the dtype, the device and the other dimension.
@@ -68,22 +71,33 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
     };
     let out = {
         let guards: Vec<_> = xs.iter().map(|t| t.storage()).collect();
+        let mismatch = |t: &Tensor| Error::DeviceMismatch {
+            op: OP,
+            lhs: first.device(),
+            rhs: t.device(),
+        };
         if let Storage::Wgpu(_) = &*guards[0] {
             let bufs: Vec<&WgpuBuffer> = guards
                 .iter()
                 .zip(xs)
                 .map(|(g, t)| match &**g {
-                    Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
                     Storage::Wgpu(b) => Ok(b),
-                    Storage::Cpu(_) => Err(Error::DeviceMismatch {
-                        op: OP,
-                        lhs: first.device(),
-                        rhs: t.device(),
-                    }),
+                    Storage::Cpu(_) | Storage::Cuda(_) => Err(mismatch(t)),
                 })
                 .collect::<Result<_>>()?;
             let buf = wgpu_concat(&bufs, &shapes, &parts, dim, &out_shape)?;
             wgpu_output(buf, out_shape, first)
+        } else if let Storage::Cuda(_) = &*guards[0] {
+            let bufs: Vec<&CudaBuffer> = guards
+                .iter()
+                .zip(xs)
+                .map(|(g, t)| match &**g {
+                    Storage::Cuda(b) => Ok(b),
+                    Storage::Cpu(_) | Storage::Wgpu(_) => Err(mismatch(t)),
+                })
+                .collect::<Result<_>>()?;
+            let buf = cuda_concat(&bufs, &shapes, &parts, dim, &out_shape)?;
+            cuda_output(buf, out_shape, first)
         } else {
             let datas: Vec<&CpuData> = guards.iter().map(|g| g.cpu(OP)).collect::<Result<_>>()?;
             let buf = match datas[0] {
@@ -129,6 +143,37 @@ fn wgpu_concat(
         } else if r * c > 0 {
             let words = [(r * c) as u32, c as u32, cols as u32, start as u32];
             ctx.launch(&COLS, &words, &[(1, b), (2, &out)], (r * c) as u64)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Rows: one device-to-device copy per input; columns: one strided-copy kernel per input.
+/// Values move as 32-bit words, so f32 and u32 alike.
+fn cuda_concat(
+    bufs: &[&CudaBuffer],
+    shapes: &[(usize, usize)],
+    parts: &[(usize, usize)],
+    dim: usize,
+    out_shape: &[usize],
+) -> Result<CudaBuffer> {
+    let ctx = bufs[0].ctx();
+    let (rows, cols) = (out_shape[0], out_shape[1]);
+    u32_count("concat", "the output", rows * cols)?;
+    let mut out = CudaBuffer::new(ctx, (rows * cols * 4) as u64)?;
+    for ((b, &(r, c)), &(start, _)) in bufs.iter().zip(shapes).zip(parts) {
+        if dim == 0 {
+            cuda_copy_words(b, 0, &mut out, start * cols, r * c)?;
+        } else if r * c > 0 {
+            let args = [
+                Arg::Buf(b),
+                Arg::Buf(&out),
+                Arg::U32((r * c) as u32),
+                Arg::U32(c as u32),
+                Arg::U32(cols as u32),
+                Arg::U32(start as u32),
+            ];
+            ctx.launch_1d(&COLS_CUDA, (r * c) as u64, &args)?;
         }
     }
     Ok(out)

@@ -24,15 +24,21 @@
 //! that is out of range; that status (8 bytes) is read back, so a bad label is an error
 //! there too (this waits for the queue once per forward). The backward kernels read the
 //! loss gradient from the device, without a readback.
+//!
+//! CUDA (`kernels/cross_entropy.cu`): the same kernels, with a warp per row (a block per
+//! row past 256 classes) and one block of 1024 threads for the mean and the label check,
+//! whose status is read back the same way.
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::log_softmax::max_and_log_sum;
-use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "cross_entropy";
@@ -51,6 +57,22 @@ const MEAN_WEIGHTED: Kernel = kernel("ce_mean_weighted_f32");
 const BACKWARD: Kernel = kernel("ce_backward_f32");
 const BACKWARD_WEIGHTED: Kernel = kernel("ce_backward_weighted_f32");
 const WEIGHT_GRAD: Kernel = kernel("ce_weight_grad_f32");
+
+const ROWS_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_rows_f32");
+const ROWS_BLOCK_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_rows_block_f32");
+const MEAN_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_mean_f32");
+const MEAN_WEIGHTED_CUDA: cuda::Kernel =
+    crate::cuda_kernel!("cross_entropy", "ce_mean_weighted_f32");
+const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_backward_f32");
+const BACKWARD_WEIGHTED_CUDA: cuda::Kernel =
+    crate::cuda_kernel!("cross_entropy", "ce_backward_weighted_f32");
+const WEIGHT_GRAD_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_weight_grad_f32");
+/// Rows of more classes than this get a block each on CUDA; shorter ones a warp.
+const LONG_ROW_CUDA: usize = 256;
+/// Threads per block of the block-per-row CUDA kernel.
+const ROW_THREADS_CUDA: u32 = 256;
+/// Threads of the one block that sums the row losses on CUDA.
+const MEAN_THREADS_CUDA: u32 = 1024;
 
 fn bad_label(row: usize, label: u32, c: usize) -> Error {
     Error::invalid(format!(
@@ -83,7 +105,17 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
         return Err(labels.dtype_error(OP, "u32"));
     }
     let (out, lse) = match &*logits.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => {
+            let lg = labels.storage();
+            let wg = weights.map(|w| w.storage());
+            let ys = cuda_of(&lg)?;
+            let w = wg.as_deref().map(cuda_of).transpose()?;
+            let (loss, lse) = cuda_forward(b, ys, w, n, c)?;
+            (
+                cuda_output(loss, vec![], logits),
+                cuda_output(lse, vec![n], logits),
+            )
+        }
         Storage::Cpu(b) => {
             let lg = labels.storage();
             let ys = u32_data(OP, labels, lg.cpu(OP)?)?;
@@ -125,13 +157,99 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
 /// The wgpu buffer of an operand that `same_device` already placed on the logits' adapter.
 fn wgpu_of(s: &Storage) -> Result<&WgpuBuffer> {
     match s {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Wgpu(b) => Ok(b),
-        Storage::Cpu(_) => Err(Error::Backend {
+        Storage::Cpu(_) | Storage::Cuda(_) => Err(Error::Backend {
             backend: "wgpu",
             msg: format!("{OP}: expected wgpu storage"),
         }),
     }
+}
+
+/// The CUDA buffer of an operand that `same_device` already placed on the logits' device.
+fn cuda_of(s: &Storage) -> Result<&CudaBuffer> {
+    match s {
+        Storage::Cuda(b) => Ok(b),
+        Storage::Cpu(_) | Storage::Wgpu(_) => Err(Error::Backend {
+            backend: "cuda",
+            msg: format!("{OP}: expected CUDA storage"),
+        }),
+    }
+}
+
+/// `1/n` as the f32 the GPU kernels scale by.
+fn inv_n(n: usize) -> f32 {
+    (1.0 / n as f64) as f32
+}
+
+/// The loss (one value) and per-row `lse` on the CUDA device; a bad label is an error.
+fn cuda_forward(
+    x: &CudaBuffer,
+    ys: &CudaBuffer,
+    w: Option<&CudaBuffer>,
+    n: usize,
+    c: usize,
+) -> Result<(CudaBuffer, CudaBuffer)> {
+    let ctx = x.ctx();
+    if c == 0 {
+        // No class exists, so the first label is out of range whatever it is.
+        let bytes = ys.read()?;
+        let first = bytes
+            .get(..4)
+            .map_or(0, bytemuck::pod_read_unaligned::<u32>);
+        return Err(bad_label(0, first, c));
+    }
+    u32_count(OP, "logits", n * c)?;
+    let (rn, rc) = (Arg::U32(n as u32), Arg::U32(c as u32));
+    let lse = CudaBuffer::new(ctx, (n * 4) as u64)?;
+    let rows = CudaBuffer::new(ctx, (n * 4) as u64)?;
+    let args = [
+        Arg::Buf(x),
+        Arg::Buf(ys),
+        Arg::Buf(&lse),
+        Arg::Buf(&rows),
+        rn,
+        rc,
+    ];
+    if c > LONG_ROW_CUDA {
+        let grid = ctx.grid_blocks(n as u64, ROW_THREADS_CUDA);
+        ctx.launch(&ROWS_BLOCK_CUDA, grid, &args)?;
+    } else {
+        ctx.launch_rows(&ROWS_CUDA, n as u64, &args)?;
+    }
+    let loss = CudaBuffer::new(ctx, 4)?;
+    let status = CudaBuffer::new(ctx, 8)?;
+    let one_block = ctx.grid_blocks(1, MEAN_THREADS_CUDA);
+    let scale = Arg::F32(inv_n(n));
+    let (ys, rows_arg, loss_arg, status_arg) = (
+        Arg::Buf(ys),
+        Arg::Buf(&rows),
+        Arg::Buf(&loss),
+        Arg::Buf(&status),
+    );
+    match w {
+        Some(w) => {
+            let args = [
+                ys,
+                rows_arg,
+                Arg::Buf(w),
+                loss_arg,
+                status_arg,
+                rn,
+                rc,
+                scale,
+            ];
+            ctx.launch(&MEAN_WEIGHTED_CUDA, one_block, &args)?;
+        }
+        None => {
+            let args = [ys, rows_arg, loss_arg, status_arg, rn, rc, scale];
+            ctx.launch(&MEAN_CUDA, one_block, &args)?;
+        }
+    }
+    let st: Vec<u32> = bytemuck::pod_collect_to_vec(&status.read()?);
+    if st[0] != u32::MAX {
+        return Err(bad_label(st[0] as usize, st[1], c));
+    }
+    Ok((loss, lse))
 }
 
 /// The loss (one value) and per-row `lse` on the device; a bad label is an error.
@@ -228,10 +346,10 @@ struct Saved {
 impl Saved {
     fn backward(self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let (n, c) = dims2(OP, "logits", &self.logits)?;
-        let (gx, gw) = if let Storage::Wgpu(_) = &*self.logits.storage() {
-            self.wgpu_backward(g, n, c)?
-        } else {
-            self.cpu_backward(g, n, c)?
+        let (gx, gw) = match self.logits.device() {
+            Device::Wgpu(_) => self.wgpu_backward(g, n, c)?,
+            Device::Cuda(_) => self.cuda_backward(g, n, c)?,
+            Device::Cpu => self.cpu_backward(g, n, c)?,
         };
         Ok(match self.weights {
             None => vec![gx],
@@ -291,6 +409,48 @@ impl Saved {
             let binds = [(1, x), (2, ys), (9, lse), (10, gl), (12, &out)];
             ctx.launch(&WEIGHT_GRAD, &words, &binds, n as u64)?;
             Some(wgpu_output(out, vec![n], &self.logits))
+        } else {
+            None
+        };
+        Ok((gx, gw))
+    }
+
+    fn cuda_backward(&self, g: &Tensor, n: usize, c: usize) -> Result<(Grad, Grad)> {
+        self.logits.same_device(g, OP)?;
+        let (xg, lg, yg, gg) = (
+            self.logits.storage(),
+            self.lse.storage(),
+            self.labels.storage(),
+            g.storage(),
+        );
+        let wg = self.weights.as_ref().map(|w| w.storage());
+        let (x, lse, ys, gl) = (cuda_of(&xg)?, cuda_of(&lg)?, cuda_of(&yg)?, cuda_of(&gg)?);
+        let w = wg.as_deref().map(cuda_of).transpose()?;
+        let ctx = x.ctx();
+        let (rn, rc, scale) = (Arg::U32(n as u32), Arg::U32(c as u32), Arg::F32(inv_n(n)));
+        let (xa, ya, la, ga) = (Arg::Buf(x), Arg::Buf(ys), Arg::Buf(lse), Arg::Buf(gl));
+        let gx = if self.logits_grad {
+            let total = u32_count(OP, "logits", n * c)?;
+            let out = CudaBuffer::new(ctx, (n * c * 4) as u64)?;
+            match w {
+                Some(w) => {
+                    let args = [xa, ya, la, ga, Arg::Buf(w), Arg::Buf(&out), rn, rc, scale];
+                    ctx.launch_1d(&BACKWARD_WEIGHTED_CUDA, total as u64, &args)?;
+                }
+                None => {
+                    let args = [xa, ya, la, ga, Arg::Buf(&out), rn, rc, scale];
+                    ctx.launch_1d(&BACKWARD_CUDA, total as u64, &args)?;
+                }
+            }
+            Some(cuda_output(out, vec![n, c], &self.logits))
+        } else {
+            None
+        };
+        let gw = if self.weights_grad {
+            let out = CudaBuffer::new(ctx, (n * 4) as u64)?;
+            let args = [xa, ya, la, ga, Arg::Buf(&out), rn, rc, scale];
+            ctx.launch_1d(&WEIGHT_GRAD_CUDA, n as u64, &args)?;
+            Some(cuda_output(out, vec![n], &self.logits))
         } else {
             None
         };

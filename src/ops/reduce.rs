@@ -10,15 +10,19 @@
 //! order too: a row is summed by one workgroup per 1024 columns (a tree over 256 threads),
 //! then the block sums again, until one value is left; a column sum adds blocks of
 //! `COL_BLOCK` rows in order, then the block sums again.
+//! The CUDA kernels (`kernels/reduce.cu`) take the same passes, with a warp per row of up to
+//! 1024 columns and a block per 4096 columns of a longer row.
 
 use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::{cpu_output, mul_scalar, reshape, wgpu_output};
+use crate::ops::rows::u32_count;
+use crate::ops::{cpu_output, cuda_output, mul_scalar, reshape, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const BLOCK: usize = 256;
@@ -41,6 +45,17 @@ const ROW_BLOCK: usize = 1024;
 const SMALL_ROW: usize = 32;
 /// Rows one invocation of `sum_cols_f32` adds.
 const COL_BLOCK: usize = 64;
+
+const SUM_ROWS_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_rows_f32");
+const SUM_ROWS_SMALL_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_rows_small_f32");
+const SUM_COLS_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_cols_f32");
+const EXPAND_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "expand_f32");
+/// Rows at or below this length are summed by one warp each on CUDA (32 values a lane).
+const SMALL_ROW_CUDA: usize = 1024;
+/// Columns one block of `sum_rows_f32` sums on CUDA (16 per thread).
+const ROW_CHUNK_CUDA: usize = 4096;
+/// Threads per block of the CUDA `sum_rows_f32`.
+const ROW_THREADS_CUDA: u32 = 256;
 
 fn dims(op: &'static str, x: &Tensor) -> Result<(usize, usize)> {
     match x.shape() {
@@ -66,7 +81,7 @@ pub fn sum_dim(x: &Tensor, dim: usize) -> Result<Tensor> {
     let (r, c) = dims(OP, x)?;
     let out_shape = if dim == 0 { vec![c] } else { vec![r] };
     let out = match &*x.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => cuda_output(cuda_sum_dim(b, r, c, dim)?, out_shape, x),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, r, c, dim)?);
             cpu_output(buf, out_shape, x)
@@ -93,7 +108,7 @@ pub fn sum_all(x: &Tensor) -> Result<Tensor> {
     let n = x.numel();
     let flat = x.view(&[1, n])?;
     let out = match &*flat.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => cuda_output(cuda_sum_dim(b, 1, n, 1)?, vec![], x),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, 1, n, 1)?);
             cpu_output(buf, vec![], x)
@@ -131,7 +146,19 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
     };
     let (r, c) = if dim == 0 { (n, len) } else { (len, n) };
     let out = match &*x.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => {
+            let total = u32_count(OP, "the output", r * c)?;
+            let out = CudaBuffer::new(b.ctx(), total as u64 * 4)?;
+            let args = [
+                Arg::Buf(b),
+                Arg::Buf(&out),
+                Arg::U32(c as u32),
+                Arg::U32(dim as u32),
+                Arg::U32(total),
+            ];
+            b.ctx().launch_1d(&EXPAND_CUDA, total as u64, &args)?;
+            cuda_output(out, vec![r, c], x)
+        }
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => {
                 cpu::from_fn(r * c, |i| if dim == 0 { v[i % c] } else { v[i / c] })?
@@ -195,6 +222,71 @@ fn wgpu_sum_dim(x: &WgpuBuffer, r: usize, c: usize, dim: usize) -> Result<WgpuBu
         }
     }
     cur.ok_or_else(|| Error::invalid("sum_dim: no pass ran"))
+}
+
+/// Sum over `dim` of the `[r, c]` f32 matrix in `x`, on its CUDA device: the passes of
+/// [`wgpu_sum_dim`], with a warp per short row and a block per 4096 columns of a long one.
+fn cuda_sum_dim(x: &CudaBuffer, r: usize, c: usize, dim: usize) -> Result<CudaBuffer> {
+    const OP: &str = "sum_dim";
+    let ctx = x.ctx();
+    let (outer, inner) = if dim == 0 { (c, r) } else { (r, c) };
+    if outer == 0 || inner == 0 {
+        return CudaBuffer::zeros(ctx, (outer * 4) as u64);
+    }
+    u32_count(OP, "x", r * c)?;
+    let mut cur: Option<CudaBuffer> = None;
+    let (mut rr, mut cc) = (r, c);
+    loop {
+        let src = cur.as_ref().unwrap_or(x);
+        if dim == 1 && cc <= SMALL_ROW_CUDA {
+            let out = CudaBuffer::new(ctx, (rr * 4) as u64)?;
+            let args = [
+                Arg::Buf(src),
+                Arg::Buf(&out),
+                Arg::U32(rr as u32),
+                Arg::U32(cc as u32),
+            ];
+            ctx.launch_rows(&SUM_ROWS_SMALL_CUDA, rr as u64, &args)?;
+            return Ok(out);
+        }
+        // Each pass leaves one partial sum per block; the partials are summed again in order.
+        let (next, blocks) = if dim == 1 {
+            let nb = cc.div_ceil(ROW_CHUNK_CUDA);
+            let out = CudaBuffer::new(ctx, (rr * nb * 4) as u64)?;
+            let args = [
+                Arg::Buf(src),
+                Arg::Buf(&out),
+                Arg::U32(rr as u32),
+                Arg::U32(cc as u32),
+                Arg::U32(nb as u32),
+                Arg::U32(ROW_CHUNK_CUDA as u32),
+            ];
+            let grid = ctx.grid_blocks((rr * nb) as u64, ROW_THREADS_CUDA);
+            ctx.launch(&SUM_ROWS_CUDA, grid, &args)?;
+            (out, nb)
+        } else {
+            let nb = rr.div_ceil(COL_BLOCK);
+            let out = CudaBuffer::new(ctx, (nb * cc * 4) as u64)?;
+            let args = [
+                Arg::Buf(src),
+                Arg::Buf(&out),
+                Arg::U32(rr as u32),
+                Arg::U32(cc as u32),
+                Arg::U32(COL_BLOCK as u32),
+            ];
+            ctx.launch_1d(&SUM_COLS_CUDA, (nb * cc) as u64, &args)?;
+            (out, nb)
+        };
+        if blocks == 1 {
+            return Ok(next);
+        }
+        cur = Some(next);
+        if dim == 1 {
+            cc = blocks;
+        } else {
+            rr = blocks;
+        }
+    }
 }
 
 fn cpu_sum_dim<T: Float + CpuElem>(x: &[T], r: usize, c: usize, dim: usize) -> Result<CpuBuffer> {

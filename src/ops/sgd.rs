@@ -5,9 +5,11 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::CpuElem;
+use crate::device::cuda::{self, Arg};
 use crate::device::wgpu::Kernel;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
+use crate::ops::rows::u32_count;
 use crate::tensor::{Storage, Tensor};
 
 const SHADER: &str = include_str!("../../shaders/sgd.wgsl");
@@ -21,6 +23,8 @@ const MOMENTUM: Kernel = Kernel {
     source: SHADER,
     entry: "sgd_momentum_f32",
 };
+const PLAIN_CUDA: cuda::Kernel = crate::cuda_kernel!("sgd", "sgd_f32");
+const MOMENTUM_CUDA: cuda::Kernel = crate::cuda_kernel!("sgd", "sgd_momentum_f32");
 
 /// Hyper-parameters of one SGD step.
 #[derive(Clone, Copy, Debug)]
@@ -81,6 +85,38 @@ pub fn sgd_update(
                 None => p
                     .ctx()
                     .launch_chunked(&PLAIN, &words, &[(1, p), (2, g)], &[], n)?,
+            }
+        }
+        (Storage::Cuda(p), Storage::Cuda(g)) => {
+            // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.
+            let f = |x: f64| Arg::F32(x as f32);
+            let n = u32_count("sgd_update", "the parameter", param.numel())?;
+            let ctx = p.ctx();
+            match vel.as_deref_mut() {
+                Some(Storage::Cuda(v)) => {
+                    let args = [
+                        Arg::Buf(p),
+                        Arg::Buf(g),
+                        Arg::Buf(v),
+                        f(h.lr),
+                        f(h.momentum),
+                        f(h.weight_decay),
+                        Arg::U32(h.first as u32),
+                        Arg::U32(n),
+                    ];
+                    ctx.launch_1d(&MOMENTUM_CUDA, n as u64, &args)?;
+                }
+                Some(_) => return Err(mismatch(param, velocity)),
+                None => {
+                    let args = [
+                        Arg::Buf(p),
+                        Arg::Buf(g),
+                        f(h.lr),
+                        f(h.weight_decay),
+                        Arg::U32(n),
+                    ];
+                    ctx.launch_1d(&PLAIN_CUDA, n as u64, &args)?;
+                }
             }
         }
         _ => return Err(mismatch(param, Some(grad))),

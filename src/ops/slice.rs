@@ -9,10 +9,11 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
-use crate::ops::rows::{dims2, rows_from_fn};
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::rows::{dims2, rows_from_fn, u32_count};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const SHADER: &str = include_str!("../../shaders/slice.wgsl");
@@ -26,6 +27,31 @@ const PAD: Kernel = Kernel {
     source: SHADER,
     entry: "slice_pad_f32",
 };
+const COLS_CUDA: cuda::Kernel = crate::cuda_kernel!("slice", "slice_cols_u32");
+const PAD_CUDA: cuda::Kernel = crate::cuda_kernel!("slice", "slice_pad_f32");
+
+/// Copies `words` 32-bit words of `src` from word `from` into `dst` from word `to`, on the
+/// device's stream (a slice of rows, and [`concat`](crate::ops::concat) of rows).
+pub(super) fn cuda_copy_words(
+    src: &CudaBuffer,
+    from: usize,
+    dst: &mut CudaBuffer,
+    to: usize,
+    words: usize,
+) -> Result<()> {
+    if words == 0 {
+        return Ok(());
+    }
+    let ctx = src.ctx().clone();
+    let view = src.slice().slice(from..from + words);
+    let mut target = dst.slice_mut().slice_mut(to..to + words);
+    ctx.stream
+        .memcpy_dtod(&view, &mut target)
+        .map_err(|e| Error::Backend {
+            backend: "cuda",
+            msg: format!("device copy of {words} words: {e}"),
+        })
+}
 
 /// `len` rows (`dim` 0) or columns (`dim` 1) of the 2-D `x`, starting at `start`.
 pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor> {
@@ -47,7 +73,27 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
     }
     let out_shape = if dim == 0 { vec![len, c] } else { vec![r, len] };
     let out = match &*x.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => {
+            let n = u32_count(OP, "the slice", out_shape[0] * out_shape[1])?;
+            let mut out = CudaBuffer::new(b.ctx(), n as u64 * 4)?;
+            if dim == 0 {
+                // Rows are contiguous: one copy.
+                cuda_copy_words(b, start * c, &mut out, 0, n as usize)?;
+            } else {
+                // The kernel indexes x's columns with u32 offsets too.
+                u32_count(OP, "x", r * c)?;
+                let args = [
+                    Arg::Buf(b),
+                    Arg::Buf(&out),
+                    Arg::U32(c as u32),
+                    Arg::U32(start as u32),
+                    Arg::U32(len as u32),
+                    Arg::U32(n),
+                ];
+                b.ctx().launch_1d(&COLS_CUDA, n as u64, &args)?;
+            }
+            cuda_output(out, out_shape, x)
+        }
         Storage::Cpu(b) => {
             let buf = match &b.data {
                 CpuData::F32(v) => cpu_slice(v, c, dim, start, &out_shape)?,
@@ -104,7 +150,22 @@ fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> R
     let (gr, gc) = dims2(OP, "gradient", g)?;
     let (r, c) = (in_shape[0], in_shape[1]);
     let buf = match &*g.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => {
+            let n = u32_count(OP, "the input", r * c)?;
+            let out = CudaBuffer::new(b.ctx(), n as u64 * 4)?;
+            let glen = if dim == 0 { gr } else { gc };
+            let args = [
+                Arg::Buf(b),
+                Arg::Buf(&out),
+                Arg::U32(c as u32),
+                Arg::U32(start as u32),
+                Arg::U32(glen as u32),
+                Arg::U32(dim as u32),
+                Arg::U32(n),
+            ];
+            b.ctx().launch_1d(&PAD_CUDA, n as u64, &args)?;
+            return Ok(cuda_output(out, in_shape.to_vec(), g));
+        }
         Storage::Wgpu(b) => {
             let out = WgpuBuffer::new(b.ctx(), (r * c * 4) as u64)?;
             let glen = if dim == 0 { gr } else { gc };
