@@ -14,7 +14,9 @@
 //! result is deterministic and independent of the thread count. GPU backends read the
 //! index back, upload the same transposed index and run one invocation per (target row,
 //! feature), each summing its positions in order; the gather runs one invocation per
-//! output value. The backward rule reuses the indices the forward pass read back.
+//! output value. On CUDA (`kernels/index_select.cu`) a warp owns a target row, lanes over
+//! its features, with the same order. The backward rule reuses the indices the forward
+//! pass read back.
 //!
 //! Indices are checked: one out of range is an [`Error::InvalidArgument`] naming its
 //! position and value.
@@ -23,11 +25,12 @@ use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{DType, Storage, Tensor};
 
 const SHADER: &str = include_str!("../../shaders/index_select.wgsl");
@@ -41,6 +44,8 @@ const SCATTER: Kernel = Kernel {
     source: SHADER,
     entry: "scatter_add_f32",
 };
+const GATHER_CUDA: cuda::Kernel = crate::cuda_kernel!("index_select", "gather_u32");
+const SCATTER_CUDA: cuda::Kernel = crate::cuda_kernel!("index_select", "scatter_add_f32");
 
 /// The indices of a GPU index tensor, read back once and shared by the op and its
 /// backward rule (both need them on the host: to check them, and to transpose them).
@@ -94,7 +99,7 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
             (cpu_output(buf, vec![m, f], x), None)
         }
         (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
-            let host = host_indices(OP, idx, ib, host)?;
+            let host = host_indices(OP, idx, host, || ib.read())?;
             check_indices(OP, &host, n)?;
             let total = u32_count(OP, "the output", m * f)?;
             // With f > 0, n * f fitting u32 bounds n too; with f = 0 nothing runs.
@@ -108,6 +113,28 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
                 total as u64,
             )?;
             (wgpu_output(out, vec![m, f], x), Some(host))
+        }
+        (Storage::Cuda(b), Storage::Cuda(ib)) => {
+            let host = host_indices(OP, idx, host, || ib.read())?;
+            check_indices(OP, &host, n)?;
+            let total = u32_count(OP, "the output", m * f)?;
+            u32_count(OP, "x", n * f)?;
+            let ctx = b.ctx();
+            let out = CudaBuffer::new(ctx, total as u64 * 4)?;
+            // With no output values nothing runs; otherwise m and n are at most the
+            // counts checked above.
+            if total > 0 {
+                let args = [
+                    Arg::Buf(ib),
+                    Arg::Buf(b),
+                    Arg::Buf(&out),
+                    Arg::U32(m as u32),
+                    Arg::U32(f as u32),
+                    Arg::U32(n as u32),
+                ];
+                ctx.launch_rows(&GATHER_CUDA, m as u64, &args)?;
+            }
+            (cuda_output(out, vec![m, f], x), Some(host))
         }
         _ => return Err(mismatch(OP, x, idx)),
     };
@@ -130,7 +157,7 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
             (cpu_output(buf, vec![n, f], src), None)
         }
         (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
-            let host = host_indices(OP, idx, ib, host)?;
+            let host = host_indices(OP, idx, host, || ib.read())?;
             let t = TransposedIndex::build(OP, &host, n)?;
             u32_count(OP, "src", m * f)?;
             let total = u32_count(OP, "the output", n * f)?;
@@ -146,6 +173,29 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
             )?;
             (wgpu_output(out, vec![n, f], src), Some(host))
         }
+        (Storage::Cuda(b), Storage::Cuda(ib)) => {
+            let host = host_indices(OP, idx, host, || ib.read())?;
+            let t = TransposedIndex::build(OP, &host, n)?;
+            u32_count(OP, "src", m * f)?;
+            let total = u32_count(OP, "the output", n * f)?;
+            let ctx = b.ctx();
+            let out = CudaBuffer::new(ctx, total as u64 * 4)?;
+            // With no output values nothing runs; otherwise n is at most `total`.
+            if total > 0 {
+                let t_indptr = CudaBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.indptr))?;
+                let t_pos = CudaBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.pos))?;
+                let args = [
+                    Arg::Buf(&t_indptr),
+                    Arg::Buf(&t_pos),
+                    Arg::Buf(b),
+                    Arg::Buf(&out),
+                    Arg::U32(n as u32),
+                    Arg::U32(f as u32),
+                ];
+                ctx.launch_rows(&SCATTER_CUDA, n as u64, &args)?;
+            }
+            (cuda_output(out, vec![n, f], src), Some(host))
+        }
         _ => return Err(mismatch(OP, src, idx)),
     };
     let idx = idx.clone();
@@ -154,19 +204,19 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
     }))
 }
 
-/// The values of `idx` (a u32 tensor held in `buf`), from `known` or read back.
+/// The values of `idx` (a u32 tensor on a GPU), from `known` or read back by `read`.
 fn host_indices(
     op: &'static str,
     idx: &Tensor,
-    buf: &WgpuBuffer,
     known: HostIndices,
+    read: impl FnOnce() -> Result<Vec<u8>>,
 ) -> Result<Arc<Vec<u32>>> {
     if idx.dtype() != DType::U32 {
         return Err(idx.dtype_error(op, "u32"));
     }
     match known {
         Some(h) => Ok(h),
-        None => Ok(Arc::new(bytemuck::pod_collect_to_vec(&buf.read()?))),
+        None => Ok(Arc::new(bytemuck::pod_collect_to_vec(&read()?))),
     }
 }
 

@@ -33,6 +33,8 @@
 //! buffers (`[m, 4H]`) of one launch.
 //!
 //! Deterministic: every output value is written by one task, and the matmuls are fixed-order.
+//! The fused kernels run a thread per (node, hidden unit) (`shaders/lstm_aggregate.wgsl`,
+//! `kernels/lstm_aggregate.cu`).
 
 use std::sync::Arc;
 
@@ -40,13 +42,14 @@ use rayon::prelude::*;
 
 use crate::autograd::{no_grad, record};
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::{Block, Buckets};
 use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
-use crate::ops::rows::{dims2, parallel};
-use crate::ops::{cpu_output, matmul, wgpu_output};
+use crate::ops::rows::{dims2, parallel, u32_count};
+use crate::ops::{cpu_output, cuda_output, matmul, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "lstm_aggregate";
@@ -66,6 +69,10 @@ const HPREV: Kernel = Kernel {
     source: SHADER,
     entry: "lstm_hprev_f32",
 };
+const STEP_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_aggregate", "lstm_step_f32");
+const STEP_BACKWARD_CUDA: cuda::Kernel =
+    crate::cuda_kernel!("lstm_aggregate", "lstm_step_backward_f32");
+const HPREV_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_aggregate", "lstm_hprev_f32");
 
 /// One bucket of an [`LstmPlan`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,7 +177,7 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
     let w = w_hh.detach();
     let (out, saved) = no_grad(|| -> Result<(Tensor, Saved)> {
         match &*xg.storage() {
-            Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+            Storage::Cuda(x) => cuda_forward(x, &w, plan, h, xg),
             Storage::Cpu(x) => {
                 let (o, a, c) = match &x.data {
                     CpuData::F32(v) => cpu_forward(v, &w, plan, h, xg)?,
@@ -197,17 +204,29 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
     }))
 }
 
-/// What backward reads: activated gates `[rows, 4H]`, cell states `[rows, H]`, and on wgpu
-/// the uploaded per-bucket dst ids and row steps.
+/// What backward reads: activated gates `[rows, 4H]`, cell states `[rows, H]`, and on a
+/// GPU the uploaded per-bucket dst ids and row steps.
 struct Saved {
     acts: Tensor,
     cs: Tensor,
     gpu: Option<GpuIndex>,
 }
 
-struct GpuIndex {
+enum GpuIndex {
+    Wgpu(WgpuIndex),
+    Cuda(CudaIndex),
+}
+
+struct WgpuIndex {
     dst: Vec<WgpuBuffer>,
     steps: WgpuBuffer,
+}
+
+/// On CUDA every bucket's dst ids lie in one buffer, one bucket after another; kernels get
+/// a pointer to their bucket's first id.
+struct CudaIndex {
+    dst: CudaBuffer,
+    steps: CudaBuffer,
 }
 
 fn backward(
@@ -248,8 +267,11 @@ fn backward(
                     hprev.map(|b| cpu_output(b, vec![rows, h], g)),
                 )
             }
-            (Storage::Wgpu(a), Storage::Wgpu(c), Storage::Wgpu(gv), Some(idx)) => {
+            (Storage::Wgpu(a), Storage::Wgpu(c), Storage::Wgpu(gv), Some(GpuIndex::Wgpu(idx))) => {
                 wgpu_backward(a, c, gv, idx, w, plan, h, w_grad, g)?
+            }
+            (Storage::Cuda(a), Storage::Cuda(c), Storage::Cuda(gv), Some(GpuIndex::Cuda(idx))) => {
+                cuda_backward(a, c, gv, idx, w, plan, h, w_grad, g)?
             }
             _ => {
                 return Err(Error::DeviceMismatch {
@@ -500,10 +522,20 @@ fn upload_u32(ctx: &Arc<Context>, v: &[u32]) -> Result<WgpuBuffer> {
 /// The wgpu buffer of `s` (an operand the caller placed on the op's device).
 fn wgpu_buf<'a>(s: &'a Storage, t: &Tensor) -> Result<&'a WgpuBuffer> {
     match s {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
         Storage::Wgpu(b) => Ok(b),
-        Storage::Cpu(_) => Err(Error::Backend {
+        _ => Err(Error::Backend {
             backend: "wgpu",
+            msg: format!("{OP}: an intermediate on {} instead of the GPU", t.device()),
+        }),
+    }
+}
+
+/// The CUDA buffer of `s` (an operand the caller placed on the op's device).
+fn cuda_buf<'a>(s: &'a Storage, t: &Tensor) -> Result<&'a CudaBuffer> {
+    match s {
+        Storage::Cuda(b) => Ok(b),
+        _ => Err(Error::Backend {
+            backend: "cuda",
             msg: format!("{OP}: an intermediate on {} instead of the GPU", t.device()),
         }),
     }
@@ -565,7 +597,7 @@ fn wgpu_forward(
         Saved {
             acts: wgpu_output(acts, vec![rows, 4 * h], like),
             cs: wgpu_output(cs, vec![rows, h], like),
-            gpu: Some(GpuIndex { dst, steps }),
+            gpu: Some(GpuIndex::Wgpu(WgpuIndex { dst, steps })),
         },
     ))
 }
@@ -575,7 +607,7 @@ fn wgpu_backward(
     acts: &WgpuBuffer,
     cs: &WgpuBuffer,
     g: &WgpuBuffer,
-    idx: &GpuIndex,
+    idx: &WgpuIndex,
     w: &Tensor,
     plan: &LstmPlan,
     h: usize,
@@ -637,6 +669,149 @@ fn wgpu_backward(
         None
     };
     Ok((wgpu_output(dxg, vec![rows, 4 * h], like), hprev))
+}
+
+fn cuda_forward(
+    x: &CudaBuffer,
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    like: &Tensor,
+) -> Result<(Tensor, Saved)> {
+    let ctx = x.ctx().clone();
+    let rows = plan.rows();
+    u32_count(OP, "xg", rows * 4 * h)?;
+    u32_count(OP, "the output", plan.num_dst * h)?;
+    let out = CudaBuffer::zeros(&ctx, (plan.num_dst * h * 4) as u64)?;
+    let acts = CudaBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
+    let cs = CudaBuffer::new(&ctx, (rows * h * 4) as u64)?;
+    let all_dst: Vec<u32> = plan.buckets.iter().flat_map(|b| b.dst.clone()).collect();
+    let dst = CudaBuffer::from_bytes(&ctx, bytemuck::cast_slice(&all_dst))?;
+    // Without hidden units every state is empty and the output stays zero-sized.
+    let mut first = 0;
+    for b in plan.buckets.iter().filter(|_| h > 0) {
+        let (m, k) = (b.dst.len(), b.degree);
+        let mut hb: Option<Tensor> = None;
+        for t in 0..k {
+            let hw = match &hb {
+                Some(hb) => Some(matmul(hb, w, false, false)?),
+                None => None,
+            };
+            let next = CudaBuffer::new(&ctx, (m * h * 4) as u64)?;
+            if m > 0 {
+                let hw_guard = hw.as_ref().map(|t| (t.storage(), t));
+                // Not read at t = 0: pass xg there so that the pointer is valid.
+                let hw_buf = match &hw_guard {
+                    Some((s, t)) => cuda_buf(s, t)?,
+                    None => x,
+                };
+                // Every count below is at most rows * 4H, which fits u32 (checked above).
+                let args = [
+                    Arg::Buf(x),
+                    Arg::Buf(hw_buf),
+                    Arg::Buf(&acts),
+                    Arg::Buf(&cs),
+                    Arg::Buf(&next),
+                    Arg::Buf(&out),
+                    Arg::BufAt(&dst, first),
+                    Arg::U32(m as u32),
+                    Arg::U32(h as u32),
+                    Arg::U32(k as u32),
+                    Arg::U32(t as u32),
+                    Arg::U32(b.offset as u32),
+                ];
+                ctx.launch_1d(&STEP_CUDA, (m * h) as u64, &args)?;
+            }
+            hb = Some(cuda_output(next, vec![m, h], like));
+        }
+        first += m;
+    }
+    let steps = CudaBuffer::from_bytes(&ctx, bytemuck::cast_slice(&plan.steps))?;
+    Ok((
+        cuda_output(out, vec![plan.num_dst, h], like),
+        Saved {
+            acts: cuda_output(acts, vec![rows, 4 * h], like),
+            cs: cuda_output(cs, vec![rows, h], like),
+            gpu: Some(GpuIndex::Cuda(CudaIndex { dst, steps })),
+        },
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cuda_backward(
+    acts: &CudaBuffer,
+    cs: &CudaBuffer,
+    g: &CudaBuffer,
+    idx: &CudaIndex,
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    w_grad: bool,
+    like: &Tensor,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let ctx = acts.ctx().clone();
+    let rows = plan.rows();
+    u32_count(OP, "the gate gradient", rows * 4 * h)?;
+    let dxg = CudaBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
+    let mut first = 0;
+    for b in plan.buckets.iter().filter(|_| h > 0) {
+        let (m, k) = (b.dst.len(), b.degree);
+        let dc = CudaBuffer::new(&ctx, (m * h * 4) as u64)?;
+        let mut dh: Option<Tensor> = None;
+        for t in (0..k).rev() {
+            let dz = CudaBuffer::new(&ctx, (m * 4 * h * 4) as u64)?;
+            if m > 0 {
+                let dh_guard = dh.as_ref().map(|t| (t.storage(), t));
+                // Not read at t = k - 1: pass the output gradient there.
+                let dh_buf = match &dh_guard {
+                    Some((s, t)) => cuda_buf(s, t)?,
+                    None => g,
+                };
+                // Every count below is at most rows * 4H, which fits u32 (checked above).
+                let args = [
+                    Arg::Buf(acts),
+                    Arg::Buf(cs),
+                    Arg::Buf(g),
+                    Arg::BufAt(&idx.dst, first),
+                    Arg::Buf(dh_buf),
+                    Arg::Buf(&dc),
+                    Arg::Buf(&dz),
+                    Arg::Buf(&dxg),
+                    Arg::U32(m as u32),
+                    Arg::U32(h as u32),
+                    Arg::U32(k as u32),
+                    Arg::U32(t as u32),
+                    Arg::U32(b.offset as u32),
+                ];
+                ctx.launch_1d(&STEP_BACKWARD_CUDA, (m * h) as u64, &args)?;
+            }
+            dh = if t > 0 {
+                let dz = cuda_output(dz, vec![m, 4 * h], like);
+                Some(matmul(&dz, w, false, true)?)
+            } else {
+                None
+            };
+        }
+        first += m;
+    }
+    let hprev = if w_grad {
+        let hp = CudaBuffer::new(&ctx, (rows * h * 4) as u64)?;
+        if rows * h > 0 {
+            let args = [
+                Arg::Buf(acts),
+                Arg::Buf(cs),
+                Arg::Buf(&idx.steps),
+                Arg::Buf(&hp),
+                Arg::U32(rows as u32),
+                Arg::U32(h as u32),
+            ];
+            ctx.launch_1d(&HPREV_CUDA, (rows * h) as u64, &args)?;
+        }
+        Some(cuda_output(hp, vec![rows, h], like))
+    } else {
+        None
+    };
+    Ok((cuda_output(dxg, vec![rows, 4 * h], like), hprev))
 }
 
 #[cfg(test)]

@@ -32,17 +32,19 @@
 //! matmul keeps. [`crate::ops::lstm_aggregate`] keeps 5 in all (it recomputes `h`).
 //!
 //! Kernels: one thread per (node, hidden unit) in both directions; the backward is a single
-//! fused kernel ([`lstm_cell_backward`]) that writes `z̄` and `c̄_prev` together.
+//! fused kernel ([`lstm_cell_backward`]) that writes `z̄` and `c̄_prev` together
+//! (`shaders/lstm_cell.wgsl`, `kernels/lstm_cell.cu`).
 
 use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{dims2, parallel};
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::rows::{dims2, parallel, u32_count};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "lstm_cell";
@@ -57,6 +59,8 @@ const BACKWARD: Kernel = Kernel {
     source: SHADER,
     entry: "lstm_cell_backward_f32",
 };
+const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_cell", "lstm_cell_forward_f32");
+const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_cell", "lstm_cell_backward_f32");
 
 /// One LSTM step: packed `[h | c]` (`[n, 2H]`) from pre-activation gates `[n, 4H]` (order
 /// i, f, g, o) and the previous cell state `[n, H]`. Both inputs get gradients.
@@ -94,6 +98,29 @@ pub fn lstm_cell_forward(gates: &Tensor, c_prev: &Tensor) -> Result<(Tensor, Ten
             (
                 wgpu_output(out, vec![n, 2 * h], gates),
                 wgpu_output(acts, vec![n, 4 * h], gates),
+            )
+        }
+        (Storage::Cuda(z), Storage::Cuda(c)) => {
+            let ctx = z.ctx();
+            u32_count(OP, "the gates", n * 4 * h)?;
+            let units = u32_count(OP, "the state", n * h)?;
+            let out = CudaBuffer::new(ctx, (n * 2 * h * 4) as u64)?;
+            let acts = CudaBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
+            // With units > 0, n and h are at most units.
+            if units > 0 {
+                let args = [
+                    Arg::Buf(z),
+                    Arg::Buf(c),
+                    Arg::Buf(&out),
+                    Arg::Buf(&acts),
+                    Arg::U32(n as u32),
+                    Arg::U32(h as u32),
+                ];
+                ctx.launch_1d(&FORWARD_CUDA, units as u64, &args)?;
+            }
+            (
+                cuda_output(out, vec![n, 2 * h], gates),
+                cuda_output(acts, vec![n, 4 * h], gates),
             )
         }
         _ => return Err(mismatch(gates, c_prev)),
@@ -153,6 +180,30 @@ pub fn lstm_cell_backward(
             Ok((
                 wgpu_output(dz, vec![n, 4 * h], acts),
                 wgpu_output(dc, vec![n, h], acts),
+            ))
+        }
+        (Storage::Cuda(a), Storage::Cuda(c), Storage::Cuda(g)) => {
+            let ctx = a.ctx();
+            u32_count(BOP, "the gates", n * 4 * h)?;
+            let units = u32_count(BOP, "the state", n * h)?;
+            let dz = CudaBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
+            let dc = CudaBuffer::new(ctx, (n * h * 4) as u64)?;
+            // With units > 0, n and h are at most units.
+            if units > 0 {
+                let args = [
+                    Arg::Buf(a),
+                    Arg::Buf(c),
+                    Arg::Buf(g),
+                    Arg::Buf(&dz),
+                    Arg::Buf(&dc),
+                    Arg::U32(n as u32),
+                    Arg::U32(h as u32),
+                ];
+                ctx.launch_1d(&BACKWARD_CUDA, units as u64, &args)?;
+            }
+            Ok((
+                cuda_output(dz, vec![n, 4 * h], acts),
+                cuda_output(dc, vec![n, h], acts),
             ))
         }
         _ => Err(Error::DeviceMismatch {

@@ -13,7 +13,8 @@
 //! Saved: the argmax (`u32 [num_dst, f]`, on the op's device) and the block; not `x`.
 //!
 //! On wgpu (`shaders/segment_max.wgsl`) one invocation owns one (dst row, feature) forward
-//! and one (src row, feature) backward, with the same scan order and tie and NaN rules.
+//! and one (src row, feature) backward, with the same scan order and tie and NaN rules; on
+//! CUDA (`kernels/segment_max.cu`) a warp owns a row, lanes over its features, likewise.
 
 use std::sync::Arc;
 
@@ -21,13 +22,14 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
 use crate::ops::rows::{parallel, rows_from_fn, u32_count, u32_data};
 use crate::ops::segment_sum::check_input;
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "segment_max";
@@ -42,6 +44,8 @@ const BACKWARD: Kernel = Kernel {
     source: SHADER,
     entry: "segment_max_backward_f32",
 };
+const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_max", "segment_max_f32");
+const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_max", "segment_max_backward_f32");
 
 /// Per dst node and feature, the max over its in-neighbours' rows of `x`
 /// (`[num_src, f]` to `[num_dst, f]`); zero for a node without in-edges.
@@ -50,7 +54,10 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let f = check_input(OP, x, block)?;
     let shape = vec![block.num_dst, f];
     let (out, arg) = match &*x.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => {
+            let (buf, arg) = cuda_forward(b, block, f)?;
+            (cuda_output(buf, shape.clone(), x), Storage::Cuda(arg))
+        }
         Storage::Cpu(b) => {
             let (buf, arg) = float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?);
             (cpu_output(buf, shape.clone(), x), Storage::Cpu(arg))
@@ -72,6 +79,9 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
             }
             (Storage::Wgpu(b), Storage::Wgpu(ab)) => {
                 wgpu_output(wgpu_backward(b, ab, &block, f)?, shape, g)
+            }
+            (Storage::Cuda(b), Storage::Cuda(ab)) => {
+                cuda_output(cuda_backward(b, ab, &block, f)?, shape, g)
             }
             _ => {
                 return Err(Error::DeviceMismatch {
@@ -120,6 +130,54 @@ fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Resul
         (11, &out),
     ];
     ctx.launch(&BACKWARD, &[n, f as u32, 0, 0], &buffers, n as u64)?;
+    Ok(out)
+}
+
+/// The CUDA twin of [`wgpu_forward`]: a warp per dst row.
+fn cuda_forward(x: &CudaBuffer, b: &Block, f: usize) -> Result<(CudaBuffer, CudaBuffer)> {
+    u32_count(OP, "x", b.num_src * f)?;
+    let n = u32_count(OP, "the output", b.num_dst * f)?;
+    let ctx = x.ctx();
+    let out = CudaBuffer::new(ctx, n as u64 * 4)?;
+    let arg = CudaBuffer::new(ctx, n as u64 * 4)?;
+    // Nothing to write without output values; otherwise num_dst <= n fits u32.
+    if n > 0 {
+        let bb = cuda::BlockBuffers::of(ctx, b)?;
+        let args = [
+            Arg::Buf(&bb.indptr),
+            Arg::Buf(&bb.indices),
+            Arg::Buf(x),
+            Arg::Buf(&out),
+            Arg::Buf(&arg),
+            Arg::U32(b.num_dst as u32),
+            Arg::U32(f as u32),
+        ];
+        ctx.launch_rows(&FORWARD_CUDA, b.num_dst as u64, &args)?;
+    }
+    Ok((out, arg))
+}
+
+/// The CUDA twin of [`wgpu_backward`]: a warp per src row of the transposed CSR.
+fn cuda_backward(g: &CudaBuffer, arg: &CudaBuffer, b: &Block, f: usize) -> Result<CudaBuffer> {
+    u32_count(OP, "the gradient", b.num_dst * f)?;
+    let n = u32_count(OP, "x", b.num_src * f)?;
+    let ctx = g.ctx();
+    let out = CudaBuffer::new(ctx, n as u64 * 4)?;
+    // Nothing to write without values; otherwise num_src <= n fits u32.
+    if n > 0 {
+        let bb = cuda::BlockBuffers::of(ctx, b)?;
+        let args = [
+            Arg::Buf(&bb.t_indptr),
+            Arg::Buf(&bb.t_dst),
+            Arg::Buf(&bb.t_edges),
+            Arg::Buf(arg),
+            Arg::Buf(g),
+            Arg::Buf(&out),
+            Arg::U32(b.num_src as u32),
+            Arg::U32(f as u32),
+        ];
+        ctx.launch_rows(&BACKWARD_CUDA, b.num_src as u64, &args)?;
+    }
     Ok(out)
 }
 

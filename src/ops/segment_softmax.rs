@@ -13,6 +13,10 @@
 //! The edges of a dst node are contiguous, so one task per (dst, head) owns its outputs in
 //! both directions: no atomics, deterministic, no transposed CSR needed. Saved: the output
 //! `y` and the block. A dst node without in-edges owns no rows.
+//!
+//! On CUDA (`kernels/segment_softmax.cu`) a warp owns a dst node: its edges' rows are
+//! contiguous, lanes stride over them, and the per-head max and sums are warp reductions
+//! (a fixed order, so deterministic; the sums are a tree rather than the CPU's serial order).
 
 use std::sync::Arc;
 
@@ -20,13 +24,14 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
-use crate::ops::rows::{dims2, parallel};
+use crate::ops::rows::{dims2, parallel, u32_count};
 use crate::ops::segment_sum::check_block;
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "segment_softmax";
@@ -41,6 +46,9 @@ const BACKWARD: Kernel = Kernel {
     source: SHADER,
     entry: "segment_softmax_backward_f32",
 };
+const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_softmax", "segment_softmax_f32");
+const BACKWARD_CUDA: cuda::Kernel =
+    crate::cuda_kernel!("segment_softmax", "segment_softmax_backward_f32");
 
 /// Per dst node and head, the softmax of `x[E, H]` over the node's in-edges.
 pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
@@ -48,7 +56,11 @@ pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let heads = check_edges(OP, "x", x, block)?;
     let e = block.num_edges();
     let out = match &*x.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => {
+            let y = CudaBuffer::new(b.ctx(), (e * heads * 4) as u64)?;
+            launch_cuda(OP, &FORWARD_CUDA, &[b], &y, block, heads)?;
+            cuda_output(y, vec![e, heads], x)
+        }
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_forward(v, block, heads)?);
             cpu_output(buf, vec![e, heads], x)
@@ -103,12 +115,39 @@ pub fn segment_softmax_backward(y: &Tensor, g: &Tensor, block: &Arc<Block>) -> R
             )?;
             Ok(wgpu_output(dx, vec![e, heads], g))
         }
+        (Storage::Cuda(yb), Storage::Cuda(gb)) => {
+            let dx = CudaBuffer::new(yb.ctx(), (e * heads * 4) as u64)?;
+            launch_cuda(BOP, &BACKWARD_CUDA, &[yb, gb], &dx, block, heads)?;
+            Ok(cuda_output(dx, vec![e, heads], g))
+        }
         _ => Err(Error::DeviceMismatch {
             op: BOP,
             lhs: y.device(),
             rhs: g.device(),
         }),
     }
+}
+
+/// Runs `kernel` (a warp per dst node) on the `[E, H]` operands `inputs`, writing `out`;
+/// nothing runs when there are no values.
+fn launch_cuda(
+    op: &'static str,
+    kernel: &cuda::Kernel,
+    inputs: &[&CudaBuffer],
+    out: &CudaBuffer,
+    block: &Block,
+    heads: usize,
+) -> Result<()> {
+    if u32_count(op, "the scores", block.num_edges() * heads)? == 0 {
+        return Ok(());
+    }
+    let ctx = out.ctx();
+    let num_dst = u32_count(op, "the dst nodes", block.num_dst)?;
+    let bb = cuda::BlockBuffers::of(ctx, block)?;
+    let mut args = vec![Arg::Buf(&bb.indptr)];
+    args.extend(inputs.iter().map(|b| Arg::Buf(b)));
+    args.extend([Arg::Buf(out), Arg::U32(num_dst), Arg::U32(heads as u32)]);
+    ctx.launch_rows(kernel, num_dst as u64, &args)
 }
 
 /// Checks that `t` is `[num_edges, H]` over a well-formed block; returns `H`.

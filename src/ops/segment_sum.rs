@@ -15,18 +15,21 @@
 //!
 //! On wgpu (`shaders/segment_sum.wgsl`) one invocation owns one output value, (dst row,
 //! feature) forward and (src row, feature) backward, and sums in the same edge order as
-//! the CPU; the block's index arrays are uploaded once per block ([`BlockBuffers`]).
+//! the CPU; the block's index arrays are uploaded once per block ([`BlockBuffers`]). On
+//! CUDA (`kernels/segment_sum.cu`) a warp owns an output row, lanes over its features, in
+//! the same edge order.
 
 use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
 use crate::ops::rows::{dims2, rows_from_fn, u32_count};
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const SHADER: &str = include_str!("../../shaders/segment_sum.wgsl");
@@ -40,6 +43,8 @@ const BACKWARD: Kernel = Kernel {
     source: SHADER,
     entry: "segment_sum_backward_f32",
 };
+const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_sum", "segment_sum_f32");
+const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_sum", "segment_sum_backward_f32");
 
 /// Per dst node, the sum of its in-neighbours' rows of `x` (`[num_src, f]` to `[num_dst, f]`).
 pub fn segment_sum(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
@@ -57,7 +62,7 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     let f = check_input(op, x, block)?;
     let shape = vec![block.num_dst, f];
     let out = match &*x.storage() {
-        Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+        Storage::Cuda(b) => cuda_output(launch_cuda(op, true, b, block, f, mean)?, shape, x),
         Storage::Cpu(b) => {
             let buf = float_cpu!(op, &b.data, v => cpu_forward(v, block, f, mean)?);
             cpu_output(buf, shape, x)
@@ -68,7 +73,7 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     Ok(record(op, out, &[x], move |g| {
         let shape = vec![block.num_src, f];
         let gx = match &*g.storage() {
-            Storage::Cuda(_) => return Err(crate::ops::cuda_pending(file!())),
+            Storage::Cuda(b) => cuda_output(launch_cuda(op, false, b, &block, f, mean)?, shape, g),
             Storage::Cpu(b) => {
                 let buf = float_cpu!(op, &b.data, v => cpu_backward(v, &block, f, mean)?);
                 cpu_output(buf, shape, g)
@@ -112,6 +117,57 @@ fn launch(
             (8, &out),
         ];
         ctx.launch(&BACKWARD, &params, &buffers, n as u64)?;
+    }
+    Ok(out)
+}
+
+/// The CUDA twin of [`launch`]: a warp per output row (see `kernels/segment_sum.cu`).
+fn launch_cuda(
+    op: &'static str,
+    forward: bool,
+    input: &CudaBuffer,
+    block: &Block,
+    f: usize,
+    mean: bool,
+) -> Result<CudaBuffer> {
+    let (rows_in, rows_out) = if forward {
+        (block.num_src, block.num_dst)
+    } else {
+        (block.num_dst, block.num_src)
+    };
+    u32_count(op, "the input", rows_in * f)?;
+    let n = u32_count(op, "the output", rows_out * f)?;
+    let ctx = input.ctx();
+    let out = CudaBuffer::new(ctx, n as u64 * 4)?;
+    // Nothing to write without output values; otherwise rows_out <= n fits u32.
+    if n == 0 {
+        return Ok(out);
+    }
+    let bb = cuda::BlockBuffers::of(ctx, block)?;
+    let (rows, f, mean) = (rows_out as u32, f as u32, mean as u32);
+    if forward {
+        let args = [
+            Arg::Buf(&bb.indptr),
+            Arg::Buf(&bb.indices),
+            Arg::Buf(input),
+            Arg::Buf(&out),
+            Arg::U32(rows),
+            Arg::U32(f),
+            Arg::U32(mean),
+        ];
+        ctx.launch_rows(&FORWARD_CUDA, rows as u64, &args)?;
+    } else {
+        let args = [
+            Arg::Buf(&bb.indptr),
+            Arg::Buf(&bb.t_indptr),
+            Arg::Buf(&bb.t_dst),
+            Arg::Buf(input),
+            Arg::Buf(&out),
+            Arg::U32(rows),
+            Arg::U32(f),
+            Arg::U32(mean),
+        ];
+        ctx.launch_rows(&BACKWARD_CUDA, rows as u64, &args)?;
     }
     Ok(out)
 }

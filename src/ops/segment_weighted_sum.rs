@@ -15,19 +15,24 @@
 //!
 //! Every output value has one owner in each direction: no float atomics, deterministic.
 //! Saved: `x` and `a` (shared, not copied) and the block. `H` is `a`'s column count.
+//!
+//! On CUDA (`kernels/segment_weighted_sum.cu`) a warp owns an output row of `out` and of
+//! `x̄`, lanes over columns, summing in the CPU's edge order; for `ā` a warp owns a dst
+//! node's edges and each dot product is a warp reduction.
 
 use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
-use crate::ops::rows::rows_from_fn;
+use crate::ops::rows::{rows_from_fn, u32_count};
 use crate::ops::segment_softmax::{check_edges, for_each_segment};
 use crate::ops::segment_sum::check_input;
-use crate::ops::{cpu_output, wgpu_output};
+use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "segment_weighted_sum";
@@ -47,6 +52,16 @@ const BACKWARD_A: Kernel = Kernel {
     source: SHADER,
     entry: "segment_weighted_sum_backward_a_f32",
 };
+const FORWARD_CUDA: cuda::Kernel =
+    crate::cuda_kernel!("segment_weighted_sum", "segment_weighted_sum_f32");
+const BACKWARD_X_CUDA: cuda::Kernel = crate::cuda_kernel!(
+    "segment_weighted_sum",
+    "segment_weighted_sum_backward_x_f32"
+);
+const BACKWARD_A_CUDA: cuda::Kernel = crate::cuda_kernel!(
+    "segment_weighted_sum",
+    "segment_weighted_sum_backward_a_f32"
+);
 
 /// Shapes of one call: columns of `x`, heads, columns per head.
 #[derive(Clone, Copy)]
@@ -59,6 +74,26 @@ struct Dims {
 impl Dims {
     fn params(self, rows: usize) -> [u32; 4] {
         [rows, self.cols, self.heads, self.per_head].map(|v| v as u32)
+    }
+
+    /// Launches `kernel` (a warp per row of `rows`) on `buffers`, then `params(rows)`;
+    /// nothing runs when the `values` it writes are none.
+    fn launch_cuda(
+        self,
+        op: &'static str,
+        kernel: &cuda::Kernel,
+        buffers: &[&CudaBuffer],
+        rows: usize,
+        values: usize,
+    ) -> Result<()> {
+        if u32_count(op, "the output", values)? == 0 {
+            return Ok(());
+        }
+        let ctx = buffers[0].ctx();
+        u32_count(op, "the rows", rows * self.cols)?;
+        let mut args: Vec<Arg> = buffers.iter().map(|b| Arg::Buf(b)).collect();
+        args.extend(self.params(rows).map(Arg::U32));
+        ctx.launch_rows(kernel, rows as u64, &args)
     }
 }
 
@@ -109,6 +144,21 @@ pub fn segment_weighted_sum(x: &Tensor, a: &Tensor, block: &Arc<Block>) -> Resul
                     (block.num_dst * dims.cols) as u64,
                 )?;
                 wgpu_output(out, vec![block.num_dst, dims.cols], x)
+            }
+            (Storage::Cuda(xb), Storage::Cuda(ab)) => {
+                let ctx = xb.ctx();
+                let values = block.num_dst * dims.cols;
+                u32_count(OP, "x", block.num_src * dims.cols)?;
+                let bb = cuda::BlockBuffers::of(ctx, block)?;
+                let out = CudaBuffer::new(ctx, (values * 4) as u64)?;
+                dims.launch_cuda(
+                    OP,
+                    &FORWARD_CUDA,
+                    &[&bb.indptr, &bb.indices, xb, ab, &out],
+                    block.num_dst,
+                    values,
+                )?;
+                cuda_output(out, vec![block.num_dst, dims.cols], x)
             }
             _ => {
                 return Err(Error::DeviceMismatch {
@@ -214,6 +264,46 @@ pub fn segment_weighted_sum_backward(
                     (block.num_dst * dims.heads) as u64,
                 )?;
                 Some(wgpu_output(da, vec![e, dims.heads], g))
+            } else {
+                None
+            };
+            Ok((gx, ga))
+        }
+        (Storage::Cuda(xb), Storage::Cuda(ab), Storage::Cuda(gb)) => {
+            let ctx = xb.ctx();
+            u32_count(BOP, "x", ns * dims.cols)?;
+            u32_count(BOP, "the gradient", block.num_dst * dims.cols)?;
+            let bb = cuda::BlockBuffers::of(ctx, block)?;
+            let gx = if need_x {
+                let dx = CudaBuffer::new(ctx, (ns * dims.cols * 4) as u64)?;
+                dims.launch_cuda(
+                    BOP,
+                    &BACKWARD_X_CUDA,
+                    &[&bb.t_indptr, &bb.t_dst, &bb.t_edges, ab, gb, &dx],
+                    ns,
+                    ns * dims.cols,
+                )?;
+                Some(cuda_output(dx, vec![ns, dims.cols], g))
+            } else {
+                None
+            };
+            let ga = if need_a {
+                let bytes = (e * dims.heads * 4) as u64;
+                let da = if dims.per_head == 0 {
+                    // Empty dot products: zeros, and no row to launch over.
+                    CudaBuffer::zeros(ctx, bytes)?
+                } else {
+                    let da = CudaBuffer::new(ctx, bytes)?;
+                    dims.launch_cuda(
+                        BOP,
+                        &BACKWARD_A_CUDA,
+                        &[&bb.indptr, &bb.indices, xb, gb, &da],
+                        block.num_dst,
+                        e * dims.heads,
+                    )?;
+                    da
+                };
+                Some(cuda_output(da, vec![e, dims.heads], g))
             } else {
                 None
             };
