@@ -146,11 +146,3 @@ pub(crate) fn check_update(
     }
     Ok(())
 }
-
-/// Placeholder while the CUDA kernels are written (removed before this branch merges).
-pub(crate) fn cuda_pending(op: &'static str) -> Error {
-    Error::Backend {
-        backend: "cuda",
-        msg: format!("{op}: no CUDA kernel yet"),
-    }
-}
