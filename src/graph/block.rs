@@ -45,10 +45,14 @@ pub struct Block {
     device_copies: DeviceCopies,
 }
 
-/// A backend's copy of a block's index arrays, keyed by device. Equality, cloning and
-/// defaults ignore it: it is a cache of the block's value, not part of it.
+/// A backend's copy of a block's index arrays, keyed by device, and the stamp of the
+/// arrays last found valid ([`Block::validated`]). Equality, cloning and defaults ignore
+/// it: it is a cache of the block's value, not part of it.
 #[derive(Default)]
-struct DeviceCopies(Mutex<HashMap<Device, DeviceCopy>>);
+struct DeviceCopies(
+    Mutex<HashMap<Device, DeviceCopy>>,
+    Mutex<Option<[usize; 12]>>,
+);
 
 /// One device's copy and the stamp of the arrays it was made from.
 struct DeviceCopy {
@@ -141,6 +145,26 @@ impl Block {
             t_edges,
             device_copies: DeviceCopies::default(),
         })
+    }
+
+    /// Runs `check` (an O(edges) validation of the arrays the kernels index by) once per
+    /// block: a success is remembered with the block's stamp, so the many ops that read
+    /// one block (every layer, forward and backward, every epoch of a cached batch) do not
+    /// walk its edges again. The same caveat as [`Block::device_copy`] applies: values
+    /// changed in place after a check are not detected.
+    pub fn validated(&self, check: impl FnOnce(&Block) -> Result<()>) -> Result<()> {
+        let stamp = self.stamp();
+        let mut valid = self
+            .device_copies
+            .1
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *valid == Some(stamp) {
+            return Ok(());
+        }
+        check(self)?;
+        *valid = Some(stamp);
+        Ok(())
     }
 
     /// The copy of this block's index arrays on `device`, made by `upload` on first use and
@@ -241,6 +265,38 @@ impl Block {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validation_runs_once_per_block_and_a_failure_is_not_remembered() {
+        let b = Block::new(3, vec![0, 2, 3], vec![0, 2, 2], vec![10, 11, 12]).unwrap();
+        let mut runs = 0;
+        for _ in 0..3 {
+            b.validated(|_| {
+                runs += 1;
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(runs, 1);
+        let c = b.clone();
+        assert!(c.validated(|_| Err(Error::invalid("bad"))).is_err());
+        c.validated(|_| {
+            runs += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(runs, 2);
+        // A replaced array changes the stamp: the block is checked again.
+        let mut d = b.clone();
+        d.validated(|_| Ok(())).unwrap();
+        d.indices = vec![0, 1, 2];
+        d.validated(|_| {
+            runs += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(runs, 3);
+    }
 
     #[test]
     fn transpose_lists_out_edges() {

@@ -190,8 +190,14 @@ pub(crate) fn check_input(op: &'static str, x: &Tensor, block: &Block) -> Result
 }
 
 /// Every invariant the kernels index by, so that a hand-assembled [`Block`] (its fields are
-/// public) gives an error instead of a panic. O(nodes + edges), small next to a kernel.
+/// public) gives an error instead of a panic. O(nodes + edges) on the host, so it runs
+/// once per block ([`Block::validated`]): on a GPU the walk took ten times the kernel.
 pub(crate) fn check_block(op: &'static str, b: &Block) -> Result<()> {
+    b.validated(|b| walk_block(op, b))
+}
+
+/// The walk behind [`check_block`].
+fn walk_block(op: &'static str, b: &Block) -> Result<()> {
     let bad = |what: String| Err(Error::invalid(format!("{op}: malformed block: {what}")));
     let e = b.indices.len();
     if e >= u32::MAX as usize {
