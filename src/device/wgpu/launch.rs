@@ -13,8 +13,10 @@
 //! on many adapters): every dispatch checks this and fails with a message naming the
 //! binding. Elementwise kernels go through [`Context::launch_chunked`], which binds
 //! aligned sub-ranges and launches once per chunk, so they have no such limit; ops that
-//! split large operands their own way (matmul) bind byte ranges with
-//! [`Context::launch_ranges`], sized by [`Context::chunk_bytes`]. The uniform block is
+//! split large operands their own way bind windows of their buffers (ranges of rows, CSR
+//! edge ranges, tiles of a gathered operand) with the helpers of `split.rs`
+//! ([`Context::split`], [`Context::window`], [`Context::launch_windows`]), sized by
+//! [`Context::chunk_bytes`]. The uniform block is
 //! zero-padded to at least 16 words, so an entry may leave a shader's trailing words unset.
 
 use std::sync::Arc;
@@ -235,7 +237,7 @@ impl Context {
     }
 
     /// Records one dispatch of `k` with `binds` and submits it.
-    fn dispatch(
+    pub(super) fn dispatch(
         &self,
         k: &Kernel,
         params: &[u32],
@@ -299,11 +301,11 @@ impl Context {
 }
 
 /// A storage binding of one dispatch: a byte range of a buffer.
-struct Binding<'a> {
-    slot: u32,
-    buffer: &'a WgpuBuffer,
-    offset: u64,
-    size: u64,
+pub(super) struct Binding<'a> {
+    pub(super) slot: u32,
+    pub(super) buffer: &'a WgpuBuffer,
+    pub(super) offset: u64,
+    pub(super) size: u64,
 }
 
 impl<'a> Binding<'a> {
