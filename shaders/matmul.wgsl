@@ -12,20 +12,34 @@
 // b[j * k + l] when tb. Out-of-range values load as 0, out-of-range outputs are skipped.
 // When p.accumulate is 1 the tile is added to C (the host splits a long k into chunks
 // bound one after another and accumulates them in order).
+//
+// transpose_f32: 0 params, 4 src [m, n] (read), 5 dst [n, m] (read_write). One invocation
+// per value of the tile of src rows r0 .. and columns c0 .. c0 + w (i = gid.x + gid.y *
+// nwg.x * 256): dst[col * m + row] = src[row * n + col]. src and dst are bound as the
+// windows the tile reads and writes (src/device/wgpu/split.rs), whose first elements are
+// src_base and dst_base. The host transposes an operand this way when both are
+// transposed and one is past the storage-binding limit.
 
 struct Params {
     m: u32,
     n: u32,
-    k: u32,
+    k: u32,           // transpose_f32: values in the tile
     ta: u32,
     tb: u32,
     accumulate: u32,
+    r0: u32,          // transpose_f32 only, from here on
+    c0: u32,
+    w: u32,
+    src_base: u32,
+    dst_base: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@group(0) @binding(4) var<storage, read> src: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dst: array<f32>;
 
 const TILE: u32 = 64u;
 const TK: u32 = 16u;
@@ -132,4 +146,15 @@ fn matmul_f32(
             }
         }
     }
+}
+
+@compute @workgroup_size(256)
+fn transpose_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if i >= p.k {
+        return;
+    }
+    let row = p.r0 + i / p.w;
+    let col = p.c0 + i % p.w;
+    dst[col * p.m + row - p.dst_base] = src[row * p.n + col - p.src_base];
 }

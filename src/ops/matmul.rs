@@ -18,7 +18,10 @@
 //! Operands past the adapter's storage-binding limit are split where their rows are
 //! contiguous: `op(A) = A` splits C's rows (each chunk a launch over a row range of A and
 //! C); `op(A) = Aᵀ` with `op(B) = B` (the weight gradient `Xᵀ·G`) splits k, adding the
-//! chunks' products into C in order. Other layouts past the limit are an error.
+//! chunks' products into C in order. With both transposed, one operand is first
+//! transposed into a buffer of its own (in tiles that fit), which gives one of the two
+//! layouts above. What remains an error is an operand past the limit together with another
+//! that must be bound whole (`B` with `op(A) = A`, `C` with `op(A) = Aᵀ`).
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData};
@@ -27,10 +30,16 @@ use crate::error::{Error, Result};
 use crate::ops::{cpu_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
+const SHADER: &str = include_str!("../../shaders/matmul.wgsl");
 const KERNEL: Kernel = Kernel {
     stem: "matmul",
-    source: include_str!("../../shaders/matmul.wgsl"),
+    source: SHADER,
     entry: "matmul_f32",
+};
+const TRANSPOSE: Kernel = Kernel {
+    stem: "matmul",
+    source: SHADER,
+    entry: "transpose_f32",
 };
 /// Rows and columns of C per workgroup.
 const TILE: usize = 64;
@@ -169,6 +178,14 @@ fn wgpu_matmul(
         for i0 in (0..m).step_by(step) {
             run((i0, (i0 + step).min(m)), (0, k), false)?;
         }
+    } else if ta && tb {
+        // Aᵀ·Bᵀ: with B transposed into a buffer of its own, Aᵀ·B' splits k as below;
+        // when C is too large for that, A transposed gives A'·Bᵀ, which splits C's rows.
+        return if fits(m * n) {
+            wgpu_matmul(a, &transpose(b, n, k)?, m, k, n, true, false)
+        } else {
+            wgpu_matmul(&transpose(a, k, m)?, b, m, k, n, false, true)
+        };
     } else if ta && !tb && fits(m * n) {
         let step = (limit / m.max(n)) / TILE * TILE;
         if step == 0 {
@@ -179,6 +196,36 @@ fn wgpu_matmul(
         }
     } else {
         return Err(too_large(m, k, n, ta, tb));
+    }
+    Ok(out)
+}
+
+/// `[cols, rows]`, the transpose of the `[rows, cols]` matrix in `src`, in tiles whose
+/// windows (rows of `src`, rows of the result) fit one binding: `g` rows of `src` by `h` of
+/// its columns.
+fn transpose(src: &WgpuBuffer, rows: usize, cols: usize) -> Result<WgpuBuffer> {
+    let ctx = src.ctx();
+    let out = WgpuBuffer::new(ctx, (rows * cols * 4) as u64)?;
+    let limit = ctx.window_elems();
+    if cols > limit || rows > limit {
+        return Err(Error::shape(
+            "matmul",
+            format!("a {rows}x{cols} operand has rows past the storage-binding limit"),
+        ));
+    }
+    let g = (limit / cols).clamp(1, rows);
+    let h = ((limit - g) / rows + 1).min(cols);
+    for r0 in (0..rows).step_by(g) {
+        let r1 = (r0 + g).min(rows);
+        for c0 in (0..cols).step_by(h) {
+            let c1 = (c0 + h).min(cols);
+            let sw = ctx.window(src, r0 * cols + c0, (r1 - 1) * cols + c1);
+            let dw = ctx.window(&out, c0 * rows + r0, (c1 - 1) * rows + r1);
+            let n = (r1 - r0) * (c1 - c0);
+            let words = [rows, cols, n, 0, 0, 0, r0, c0, c1 - c0];
+            let words = [&words.map(|v| v as u32)[..], &[sw.base, dw.base]].concat();
+            ctx.launch_windows(&TRANSPOSE, &words, &[(4, &sw), (5, &dw)], n as u64)?;
+        }
     }
     Ok(out)
 }
