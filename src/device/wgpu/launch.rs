@@ -208,10 +208,10 @@ impl Context {
         self.dispatch(k, params, &binds, grid)
     }
 
-    /// Caps the bytes each chunked binding of [`Context::launch_chunked`] (and of ops that
-    /// split by [`Context::chunk_bytes`], like matmul) covers below the adapter's limit
-    /// (`None` lifts the cap). Results do not change: tests use it to run the chunked paths
-    /// on small tensors.
+    /// Caps the bytes any storage binding may cover below the adapter's limit (`None` lifts
+    /// the cap): every op then splits its work as it would past the real limit, and a
+    /// dispatch binding more is an error. Results do not change: tests use it to run the
+    /// split paths on small tensors.
     pub fn set_chunk_cap(&self, bytes: Option<u64>) {
         self.chunk_cap
             .store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
@@ -236,7 +236,9 @@ impl Context {
         })
     }
 
-    /// Records one dispatch of `k` with `binds` and submits it.
+    /// Records one dispatch of `k` with `binds` and submits it. A binding past
+    /// [`Context::chunk_bytes`] is an error naming it: past the adapter's limit the driver
+    /// would reject it, and past a test cap it shows an op that does not split.
     pub(super) fn dispatch(
         &self,
         k: &Kernel,
@@ -244,12 +246,17 @@ impl Context {
         binds: &[Binding],
         grid: (u32, u32, u32),
     ) -> Result<()> {
-        let limit = self.limits.max_storage_buffer_binding_size;
+        let limit = self.chunk_bytes();
         if let Some(b) = binds.iter().find(|b| b.size > limit) {
+            let what = if limit < self.limits.max_storage_buffer_binding_size {
+                "the test cap on bindings"
+            } else {
+                "the adapter's max_storage_buffer_binding_size"
+            };
             return Err(Error::Backend {
                 backend: "wgpu",
                 msg: format!(
-                    "{}::{}: binding {} covers {} bytes, past the adapter's max_storage_buffer_binding_size of {limit} bytes",
+                    "{}::{}: binding {} covers {} bytes, past {what} of {limit} bytes",
                     k.stem, k.entry, b.slot, b.size
                 ),
             });
