@@ -1,8 +1,9 @@
 // Sums over a dimension of a 2-D tensor, and its inverse expand (src/ops/reduce.rs).
 // Every sum adds in a fixed order, so results are deterministic; no atomics.
 // Every dispatch covers a range of the work (src/device/wgpu/split.rs): `first` is its
-// first item (global index), `count` how many; x (v) and out are windows whose first
-// elements are x_base and out_base, indexed with global element indices.
+// first item (global index), `count` how many; x (v) and out (expanded) are windows whose
+// first elements are x_base and out_base, indexed with global element indices. expand_f32
+// runs through Context::launch_followed, whose words lead with the same four.
 //
 // sum_rows_f32:       0 params, 1 x (read), 2 out (read_write). Workgroup of 256 threads
 //                     per work item w = first + wid.x + wid.y * nwg.x (row = w / nb,
@@ -23,11 +24,11 @@
 
 struct Params {
     count: u32,     // work items, rows, invocations or elements in this dispatch
+    first: u32,     // global index of the dispatch's first item
+    out_base: u32,  // first element of the out (expanded) window
+    x_base: u32,    // first element of the x (v) window
     c: u32,         // columns
     d: u32,         // sum_rows: blocks per row nb; sum_cols: rows per block R; expand: dim
-    first: u32,     // global index of the dispatch's first item
-    x_base: u32,    // first element of the x (v) window
-    out_base: u32,  // first element of the out window
     r: u32,         // sum_cols: rows
     row_lo: u32,    // sum_cols: rows this dispatch sums
     row_hi: u32,

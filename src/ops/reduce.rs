@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
+use crate::device::wgpu::{Follow, Kernel, WgpuBuffer, Window, WG};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
 use crate::ops::{cpu_output, mul_scalar, reshape, wgpu_output};
@@ -149,40 +149,34 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
     }))
 }
 
-/// `[r, c]` repeating `v` along `dim` (see [`expand_dim`]), on its adapter. Ranges of output
-/// elements; the window of `v` a range reads is its rows' values (dim 1), or the columns it
-/// covers (dim 0: all of `v` once a range wraps a row, so a `v` too long for one binding
-/// keeps the ranges inside rows).
+/// `[r, c]` repeating `v` along `dim` (see [`expand_dim`]), on its adapter: `v` follows the
+/// output through a row (dim 0) or column (dim 1) broadcast, so each range of the output
+/// binds the values of `v` it reads.
 fn wgpu_expand(v: &WgpuBuffer, r: usize, c: usize, dim: usize) -> Result<WgpuBuffer> {
     let ctx = v.ctx();
     let out = WgpuBuffer::new(ctx, (r * c * 4) as u64)?;
-    let v_range = |g0: usize, g1: usize| {
-        if dim == 1 {
-            (g0 / c, (g1 - 1) / c + 1)
-        } else if g0 / c == (g1 - 1) / c {
-            (g0 % c, (g1 - 1) % c + 1)
-        } else {
-            (0, c)
-        }
+    let follow = if dim == 0 {
+        Follow::Row(c)
+    } else {
+        Follow::Col(c)
     };
-    let span = |g0: usize, g1: usize| {
-        let (lo, hi) = v_range(g0, g1);
-        (g1 - g0).max(hi - lo)
-    };
-    for (g0, g1) in ctx.split("expand_dim", r * c, span)? {
-        let (lo, hi) = v_range(g0, g1);
-        let (vw, ow) = (ctx.window(v, lo, hi), ctx.window(&out, g0, g1));
-        let words = [
-            (g1 - g0) as u32,
-            c as u32,
-            dim as u32,
-            g0 as u32,
-            vw.base,
-            ow.base,
-        ];
-        ctx.launch_windows(&EXPAND, &words, &[(3, &vw), (4, &ow)], (g1 - g0) as u64)?;
-    }
+    let words = [c as u32, dim as u32];
+    ctx.launch_followed(&EXPAND, &words, &[(4, &out)], Some((3, v, follow)), r * c)?;
     Ok(out)
+}
+
+/// The sum kernels' parameter words (see the shader): items `i0..i1`, the windows of the
+/// output and of `x`, columns `c`, the pass's `d`, and the rows `rows` of `r` it sums.
+fn words(
+    (i0, i1): (usize, usize),
+    (out, x): (&Window, &Window),
+    c: usize,
+    d: usize,
+    r: usize,
+    rows: (usize, usize),
+) -> [u32; 9] {
+    let [count, first, c, d, r, lo, hi] = [i1 - i0, i0, c, d, r, rows.0, rows.1].map(|v| v as u32);
+    [count, first, out.base, x.base, c, d, r, lo, hi]
 }
 
 /// Sum over `dim` of the `[r, c]` f32 matrix in `x`, on its adapter.
@@ -196,7 +190,7 @@ fn wgpu_sum_dim(x: &WgpuBuffer, r: usize, c: usize, dim: usize) -> Result<WgpuBu
         let out = WgpuBuffer::new(ctx, (r * 4) as u64)?;
         for (r0, r1) in ctx.split("sum_dim", r, |a, b| (b - a) * c)? {
             let (xw, ow) = (ctx.rows_window(x, r0, r1, c), ctx.window(&out, r0, r1));
-            let words = [(r1 - r0) as u32, c as u32, 0, r0 as u32, xw.base, ow.base];
+            let words = words((r0, r1), (&ow, &xw), c, 0, r, (0, r));
             let binds = [(1, &xw), (2, &ow)];
             ctx.launch_windows(&SUM_ROWS_SMALL, &words, &binds, (r1 - r0) as u64)?;
         }
@@ -238,14 +232,7 @@ fn sum_rows_pass(x: &WgpuBuffer, r: usize, c: usize) -> Result<(WgpuBuffer, usiz
     let span = |w0: usize, w1: usize| (hi(w1 - 1) - lo(w0)).max(w1 - w0);
     for (w0, w1) in ctx.split("sum_dim", r * nb, span)? {
         let (xw, ow) = (ctx.window(x, lo(w0), hi(w1 - 1)), ctx.window(&out, w0, w1));
-        let words = [
-            (w1 - w0) as u32,
-            c as u32,
-            nb as u32,
-            w0 as u32,
-            xw.base,
-            ow.base,
-        ];
+        let words = words((w0, w1), (&ow, &xw), c, nb, r, (0, r));
         let grid = ctx.grid((w1 - w0) as u64 * WG as u64)?;
         ctx.launch_windows_grid(&SUM_ROWS, &words, &[(1, &xw), (2, &ow)], grid)?;
     }
@@ -267,18 +254,7 @@ fn sum_cols_pass(x: &WgpuBuffer, r: usize, c: usize) -> Result<(WgpuBuffer, usiz
         let lo = |i: usize| (i / c * COL_BLOCK).max(ra) * c + i % c;
         let hi = |i: usize| (r.min((i / c + 1) * COL_BLOCK).min(rb) - 1) * c + i % c + 1;
         let (xw, ow) = (ctx.window(x, lo(i0), hi(i1 - 1)), ctx.window(&out, i0, i1));
-        let words = [
-            i1 - i0,
-            c,
-            COL_BLOCK,
-            i0,
-            xw.base as usize,
-            ow.base as usize,
-            r,
-            ra,
-            rb,
-        ];
-        let words = words.map(|v| v as u32);
+        let words = words((i0, i1), (&ow, &xw), c, COL_BLOCK, r, (ra, rb));
         ctx.launch_windows(&SUM_COLS, &words, &[(1, &xw), (2, &ow)], (i1 - i0) as u64)
     };
     if COL_BLOCK * c <= limit {

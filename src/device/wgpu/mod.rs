@@ -17,4 +17,4 @@ pub use block::BlockBuffers;
 pub use buffer::WgpuBuffer;
 pub use context::{adapters, context, resolve_adapter, AdapterSummary, Context};
 pub use launch::{Kernel, WG};
-pub use split::Window;
+pub use split::{Follow, Window};

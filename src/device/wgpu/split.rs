@@ -27,6 +27,34 @@ use crate::device::wgpu::launch::Binding;
 use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 
+/// How an elementwise kernel reads its broadcast operand at global element `gi` of a tensor
+/// of `cols` columns (see [`Context::launch_followed`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Follow {
+    /// One value per element: `gi`.
+    Same,
+    /// A row repeated down the rows: `gi % cols`.
+    Row(usize),
+    /// A column repeated along each row: `gi / cols`.
+    Col(usize),
+    /// One value: 0.
+    Scalar,
+}
+
+impl Follow {
+    /// The operand's values that elements `g0..g1` read: all of a row once the range wraps
+    /// one, so ranges stay inside rows when a row is too long for one binding.
+    fn range(self, g0: usize, g1: usize) -> (usize, usize) {
+        match self {
+            Follow::Same => (g0, g1),
+            Follow::Row(c) if g0 / c == (g1 - 1) / c => (g0 % c, (g1 - 1) % c + 1),
+            Follow::Row(c) => (0, c),
+            Follow::Col(c) => (g0 / c, (g1 - 1) / c + 1),
+            Follow::Scalar => (0, 1),
+        }
+    }
+}
+
 /// Elements `lo..hi` of a buffer, bound at an aligned offset (see the module docs).
 pub struct Window<'a> {
     buffer: &'a WgpuBuffer,
@@ -102,12 +130,69 @@ impl Context {
         })
     }
 
-    /// Tiles of the `rows` rows of an operand read at arbitrary rows, `width` elements per
-    /// row (see the module docs); one empty tile when there are no rows, so that kernels
-    /// still run once and write their outputs.
-    pub fn tiles(&self, what: &str, rows: usize, width: usize) -> Result<Vec<(usize, usize)>> {
-        let t = self.split(what, rows, |a, b| (b - a) * width)?;
+    /// Tiles of the `rows` rows of operands read at arbitrary rows (see the module docs):
+    /// [`Context::split`] with `span` the elements of their largest window, and one empty
+    /// tile when there are no rows, so that kernels still run once and write their outputs.
+    pub fn tiles(
+        &self,
+        what: &str,
+        rows: usize,
+        span: impl Fn(usize, usize) -> usize,
+    ) -> Result<Vec<(usize, usize)>> {
+        let t = self.split(what, rows, span)?;
         Ok(if t.is_empty() { vec![(0, 0)] } else { t })
+    }
+
+    /// Runs the elementwise kernel `k` over `n` elements in ranges whose windows fit: the
+    /// buffers of `same` hold one value per element and are bound as the range's window, the
+    /// optional `follow` operand as the window of the values the range reads through its
+    /// [`Follow`] map. The shader's parameter words are `[n_range, first, same_base,
+    /// follow_base, extra...]`; it indexes with the global element index `gi = first + i`
+    /// (`i < n_range`), less the windows' first elements.
+    pub fn launch_followed(
+        &self,
+        k: &Kernel,
+        extra: &[u32],
+        same: &[(u32, &WgpuBuffer)],
+        follow: Option<(u32, &WgpuBuffer, Follow)>,
+        n: usize,
+    ) -> Result<()> {
+        if n > u32::MAX as usize {
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!(
+                    "{}::{}: {n} elements do not fit u32 indices",
+                    k.stem, k.entry
+                ),
+            });
+        }
+        let f_range = |g0: usize, g1: usize| follow.map_or((0, 0), |(_, _, f)| f.range(g0, g1));
+        let span = |g0: usize, g1: usize| {
+            let (lo, hi) = f_range(g0, g1);
+            (g1 - g0).max(hi - lo)
+        };
+        for (g0, g1) in self.split(k.stem, n, span)? {
+            let mut windows: Vec<(u32, Window)> = same
+                .iter()
+                .map(|&(slot, b)| (slot, self.window(b, g0, g1)))
+                .collect();
+            let same_base = windows.first().map_or(0, |w| w.1.base);
+            let mut follow_base = 0;
+            if let Some((slot, b, _)) = follow {
+                let (lo, hi) = f_range(g0, g1);
+                let w = self.window(b, lo, hi);
+                follow_base = w.base;
+                windows.push((slot, w));
+            }
+            let words = [
+                &[(g1 - g0) as u32, g0 as u32, same_base, follow_base],
+                extra,
+            ]
+            .concat();
+            let binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
+            self.launch_windows(k, &words, &binds, (g1 - g0) as u64)?;
+        }
+        Ok(())
     }
 
     /// Runs `k` over `n` invocations (1-D grid, see [`Context::launch`]) with the given
