@@ -1,8 +1,9 @@
-// Row gather and its adjoint, the deterministic row scatter-add (src/ops/index_select.rs).
+// Row gather, its adjoint the deterministic row scatter-add, and the row put
+// (src/ops/index_select.rs).
 //
 // Every dispatch covers output rows r0 .. (values i < p.n from r0 * f): the index arrays and
-// the output are bound as the windows of those rows, the table read at arbitrary rows as the
-// window of its tile of rows t0 .. t1
+// the output are bound as the windows of those rows, the table read (gather, scatter-add) or
+// written (put) at arbitrary rows as the window of its tile of rows t0 .. t1
 // (src/device/wgpu/split.rs); `*_base` is each window's first element, indices are global.
 //
 // gather_u32: 0 params, 1 idx (read), 2 x (read), 3 out (write). One invocation per output
@@ -10,6 +11,9 @@
 //   tiles each value is copied once). Values are copied as bits, so one entry serves f32 and
 //   u32 tensors; consecutive invocations read consecutive features (coalesced). Indices are
 //   checked on the host.
+// put_u32: 0 params, 1 idx (read), 8 rows (read), 9 table (read_write). One invocation per
+//   value gi = r * f + j of the rows: table[idx[r] * f + j] = rows[gi] when idx[r] is in the
+//   tile; the indices must be distinct.
 // scatter_add_f32: 0 params, 4 t_indptr, 5 t_pos, 6 src (read), 7 out_f (write). One
 //   invocation per output value gi = r * f + j over the transposed index (for each target
 //   row r, the positions that hit it, increasing): out_f[gi] = Σ src[pos * f + j] in that
@@ -22,12 +26,12 @@
 struct Params {
     n: u32,         // values in this dispatch
     f: u32,         // features per row
-    r0: u32,        // first output row
+    r0: u32,        // first output row (gather, scatter) or row of `rows` (put)
     idx_base: u32,  // first element of the idx (t_indptr) window
-    out_base: u32,  // first element of the out (out_f) window
-    t0: u32,        // the tile of x rows (src positions for the scatter)
+    out_base: u32,  // first element of the out (rows, out_f) window
+    t0: u32,        // the tile of table rows (src positions for the scatter)
     t1: u32,
-    x_base: u32,    // first element of the x (src) window
+    x_base: u32,    // first element of the x (table, src) window
     pos_base: u32,  // scatter: first element of the t_pos window
     first: u32,     // scatter: 1 for the first tile
 }
@@ -40,6 +44,8 @@ struct Params {
 @group(0) @binding(5) var<storage, read> t_pos: array<u32>;
 @group(0) @binding(6) var<storage, read> src: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out_f: array<f32>;
+@group(0) @binding(8) var<storage, read> rows: array<u32>;
+@group(0) @binding(9) var<storage, read_write> table: array<u32>;
 
 fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return gid.x + gid.y * nwg.x * 256u;
@@ -57,6 +63,21 @@ fn gather_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     let row = idx[r - p.idx_base];
     if row >= p.t0 && row < p.t1 {
         out[gi - p.out_base] = x[row * p.f + j - p.x_base];
+    }
+}
+
+@compute @workgroup_size(256)
+fn put_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = linear(gid, nwg);
+    if i >= p.n {
+        return;
+    }
+    let gi = p.r0 * p.f + i;
+    let r = gi / p.f;
+    let j = gi - r * p.f;
+    let row = idx[r - p.idx_base];
+    if row >= p.t0 && row < p.t1 {
+        table[row * p.f + j - p.x_base] = rows[gi - p.out_base];
     }
 }
 

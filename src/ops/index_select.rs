@@ -36,7 +36,11 @@ const GATHER: Kernel = Kernel {
     source: SHADER,
     entry: "gather_u32",
 };
-
+const PUT: Kernel = Kernel {
+    stem: "index_select",
+    source: SHADER,
+    entry: "put_u32",
+};
 const SCATTER: Kernel = Kernel {
     stem: "index_select",
     source: SHADER,
@@ -136,7 +140,7 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
 /// adapter. Ranges of output rows whose windows fit one binding, each run once per tile of
 /// `x`'s rows: a value is copied in the pass of the tile holding its row, so a table past
 /// the binding limit needs no copy of its own.
-fn wgpu_gather(
+pub(crate) fn wgpu_gather(
     x: &WgpuBuffer,
     n: usize,
     f: usize,
@@ -165,6 +169,40 @@ fn wgpu_gather(
         }
     }
     Ok(out)
+}
+
+/// Writes row `i` of `rows` (`[m, f]`) into row `idx[i]` of the `[n, f]` `table`, on its
+/// adapter: the adjoint of [`wgpu_gather`] for distinct indices (each below `n`), split the
+/// same way.
+pub(crate) fn wgpu_put(
+    rows: &WgpuBuffer,
+    idx: &WgpuBuffer,
+    m: usize,
+    f: usize,
+    table: &WgpuBuffer,
+    n: usize,
+) -> Result<()> {
+    let ctx = rows.ctx();
+    let tiles = ctx.tiles("put_rows", n, |a, b| (b - a) * f)?;
+    for (r0, r1) in ctx.split("put_rows", m, |a, b| (b - a) * f.max(1))? {
+        let (iw, rw) = (ctx.window(idx, r0, r1), ctx.rows_window(rows, r0, r1, f));
+        for &(t0, t1) in &tiles {
+            let tw = ctx.rows_window(table, t0, t1, f);
+            let words = [
+                (r1 - r0) * f,
+                f,
+                r0,
+                iw.base as usize,
+                rw.base as usize,
+                t0,
+                t1,
+            ];
+            let words = [&words.map(|v| v as u32)[..], &[tw.base]].concat();
+            let binds = [(1, &iw), (8, &rw), (9, &tw)];
+            ctx.launch_windows(&PUT, &words, &binds, ((r1 - r0) * f) as u64)?;
+        }
+    }
+    Ok(())
 }
 
 /// The scatter-add of `src` (`[m, f]`) over the transposed index `t` on `src`'s adapter:
