@@ -8,7 +8,7 @@
 mod common;
 
 use common::{
-    assert_close, gpu_devices, parity, rand_away_f32, rand_f32, rand_idx, split_parity,
+    assert_close, gpu_devices, parity, rand_away_f32, rand_f32, rand_idx, rand_ints, split_parity,
     wgpu_devices, BindingCap, ATOL, RTOL,
 };
 use espalier::{ops, DType, Device, Error, Tensor};
@@ -622,17 +622,6 @@ fn mixing_cpu_and_device_tensors_is_a_device_mismatch() {
     }
 }
 
-/// Integer values in [-2, 2] as f32: every sum of them is exact whatever its order.
-fn ints(shape: &[usize], seed: u64) -> Tensor {
-    let v = rand_f32(shape, seed).to_vec_f32().unwrap();
-    Tensor::from_f32(
-        v.iter().map(|x| (x * 2.4).round()).collect(),
-        shape,
-        Device::Cpu,
-    )
-    .unwrap()
-}
-
 /// Every dense op, forward and backward, with each storage binding capped at 1 MiB (so the
 /// tensors below take three bindings or more, and some single rows more than one) against
 /// the same op unsplit and the CPU. All capped checks of this binary live here: the cap is
@@ -670,13 +659,30 @@ fn chunked_launches_match_unchunked() {
         &|x| ops::div(&x[0], &x[1]),
         &[x.clone(), col],
     );
+    // Broadcast operands themselves past the cap: a column of 300,000 rows, a row of
+    // 300,000 columns (whose ranges then stay inside rows).
+    let (tall_a, tall_col) = (
+        rand_f32(&[300_000, 2], 219),
+        rand_away_f32(&[300_000, 1], 220),
+    );
+    let (wide_a, wide_row) = (rand_f32(&[2, 300_000], 221), rand_away_f32(&[300_000], 222));
+    split(
+        "tall sub col",
+        &|x| ops::sub(&x[0], &x[1]),
+        &[tall_a.clone(), tall_col],
+    );
+    split(
+        "wide div row",
+        &|x| ops::div(&x[0], &x[1]),
+        &[wide_a, wide_row],
+    );
 
     // Reductions and their backward, expand_dim: tall, wide (single rows past the cap) and
     // both-ways-large matrices. Integer values keep the long sums exact, so the GPU's
     // order of additions and the CPU's agree.
-    let xi = ints(&[r, c], 205);
-    let wide = ints(&[3, 300_000], 210);
-    let tall = ints(&[300_000, 2], 211);
+    let xi = rand_ints(&[r, c], 205);
+    let wide = rand_ints(&[3, 300_000], 210);
+    let tall = rand_ints(&[300_000, 2], 211);
     for (tag, t) in [("x", &xi), ("wide", &wide), ("tall", &tall)] {
         let one = std::slice::from_ref(t);
         split(&format!("sum_dim0 {tag}"), &|x| ops::sum_dim(&x[0], 0), one);
@@ -758,21 +764,26 @@ fn chunked_launches_match_unchunked() {
         &[x.clone(), narrow],
     );
 
+    // Dropout by row id, also with 300,000 ids (past the cap themselves).
     let ids = rand_idx(r, u32::MAX, 204);
-    let want = ops::dropout(&x, 0.4, 5, Some(&ids))
-        .unwrap()
-        .to_vec_f32()
-        .unwrap();
+    let tall_ids = rand_idx(300_000, u32::MAX, 223);
     for dev in &devs {
         let _cap = BindingCap::new(*dev, CAP);
-        let got = ops::dropout(
-            &x.clone().to_device(*dev).unwrap(),
-            0.4,
-            5,
-            Some(&ids.clone().to_device(*dev).unwrap()),
-        )
-        .unwrap();
-        assert_bits("chunked dropout", &want, &got.to_vec_f32().unwrap());
+        for (t, ids) in [(&x, &ids), (&tall_a, &tall_ids)] {
+            let want = ops::dropout(t, 0.4, 5, Some(ids)).unwrap();
+            let got = ops::dropout(
+                &t.clone().to_device(*dev).unwrap(),
+                0.4,
+                5,
+                Some(&ids.clone().to_device(*dev).unwrap()),
+            )
+            .unwrap();
+            assert_bits(
+                &format!("chunked dropout {:?} on {dev}", t.shape()),
+                &want.to_vec_f32().unwrap(),
+                &got.to_vec_f32().unwrap(),
+            );
+        }
         let f = Tensor::full(&[r, c], -3.0, DType::F32, *dev).unwrap();
         assert!(f.to_vec_f32().unwrap().iter().all(|&v| v == -3.0));
     }
@@ -782,10 +793,10 @@ fn chunked_launches_match_unchunked() {
     // equal the CPU's exactly (a random k = 4615 sum differs by more than the parity
     // tolerance through rounding alone).
     let cases = [
-        ("rows", false, false, ints(&[c, 20], 206)),
-        ("rows, tb", false, true, ints(&[20, c], 207)),
-        ("k", true, false, ints(&[r, 20], 208)),
-        ("ta, tb", true, true, ints(&[20, r], 209)),
+        ("rows", false, false, rand_ints(&[c, 20], 206)),
+        ("rows, tb", false, true, rand_ints(&[20, c], 207)),
+        ("k", true, false, rand_ints(&[r, 20], 208)),
+        ("ta, tb", true, true, rand_ints(&[20, r], 209)),
     ];
     for (what, ta, tb, b) in &cases {
         let want = ops::matmul(&xi, b, *ta, *tb).unwrap().to_vec_f32().unwrap();

@@ -33,6 +33,18 @@ pub fn rand_away_f32(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_f32(v, shape, Device::Cpu).unwrap()
 }
 
+/// Integer values in [-2, 2] as an f32 CPU tensor: every sum of them is exact whatever its
+/// order, so ops that split a sum differently agree bit for bit.
+pub fn rand_ints(shape: &[usize], seed: u64) -> Tensor {
+    let v = rand_f32(shape, seed).to_vec_f32().unwrap();
+    Tensor::from_f32(
+        v.iter().map(|x| (x * 2.4).round()).collect(),
+        shape,
+        Device::Cpu,
+    )
+    .unwrap()
+}
+
 /// Random u32 indices below `n`.
 pub fn rand_idx(len: usize, n: u32, seed: u64) -> Tensor {
     let mut rng = Rng::new(seed);
