@@ -13,23 +13,32 @@
 // When p.accumulate is 1 the tile is added to C (the host splits a long k into chunks
 // bound one after another and accumulates them in order).
 //
-// transpose_f32: 0 params, 4 src [m, n] (read), 5 dst [n, m] (read_write). One invocation
-// per value of the tile of src rows r0 .. and columns c0 .. c0 + w (i = gid.x + gid.y *
-// nwg.x * 256): dst[col * m + row] = src[row * n + col]. src and dst are bound as the
-// windows the tile reads and writes (src/device/wgpu/split.rs), whose first elements are
-// src_base and dst_base. The host transposes an operand this way when both are
-// transposed and one is past the storage-binding limit.
+// copy2d_f32: 0 params, 4 src (read), 5 dst (read_write). Copies a block of a strided matrix:
+// one invocation per value of the tile of rows tr .. and columns tc .. tc + w of the block
+// at (r0, c0) (i = gid.x + gid.y * nwg.x * 256 < count):
+// dst[off + r * drs + c * dcs] = src[(r0 + r) * srs + (c0 + c) * scs]. src and dst are bound
+// as the windows the tile reads and writes (src/device/wgpu/split.rs), whose first elements
+// are src_base and dst_base. The host copies blocks of the operands into compact buffers
+// this way when it cannot bind them where they lie (src/ops/matmul.rs, `blocked`).
 
 struct Params {
     m: u32,
     n: u32,
-    k: u32,           // transpose_f32: values in the tile
+    k: u32,
     ta: u32,
     tb: u32,
     accumulate: u32,
-    r0: u32,          // transpose_f32 only, from here on
-    c0: u32,
+    count: u32,     // copy2d_f32 only, from here on
     w: u32,
+    tr: u32,
+    tc: u32,
+    r0: u32,
+    c0: u32,
+    srs: u32,
+    scs: u32,
+    drs: u32,
+    dcs: u32,
+    off: u32,
     src_base: u32,
     dst_base: u32,
 }
@@ -149,12 +158,13 @@ fn matmul_f32(
 }
 
 @compute @workgroup_size(256)
-fn transpose_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn copy2d_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 256u;
-    if i >= p.k {
+    if i >= p.count {
         return;
     }
-    let row = p.r0 + i / p.w;
-    let col = p.c0 + i % p.w;
-    dst[col * p.m + row - p.dst_base] = src[row * p.n + col - p.src_base];
+    let r = p.tr + i / p.w;
+    let c = p.tc + i % p.w;
+    let s = (p.r0 + r) * p.srs + (p.c0 + c) * p.scs;
+    dst[p.off + r * p.drs + c * p.dcs - p.dst_base] = src[s - p.src_base];
 }

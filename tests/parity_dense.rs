@@ -788,25 +788,49 @@ fn chunked_launches_match_unchunked() {
         assert!(f.to_vec_f32().unwrap().iter().all(|&v| v == -3.0));
     }
     // matmul splits rows of A and C (A = X) or k (A = Xᵀ, the weight gradient), which
-    // its backward also runs; both operands transposed go through a transposed copy.
+    // its backward also runs; the other layouts and sizes (both operands transposed, B past
+    // the cap beside A = X, C past it beside A = Xᵀ) go through blocks copied apart.
     // Small integers keep every sum exact whatever the order, so the split results must
     // equal the CPU's exactly (a random k = 4615 sum differs by more than the parity
     // tolerance through rounding alone).
+    let xi = rand_ints(&[r, c], 205);
     let cases = [
-        ("rows", false, false, rand_ints(&[c, 20], 206)),
-        ("rows, tb", false, true, rand_ints(&[20, c], 207)),
-        ("k", true, false, rand_ints(&[r, 20], 208)),
-        ("ta, tb", true, true, rand_ints(&[20, r], 209)),
+        ("rows", &xi, false, rand_ints(&[c, 20], 206), false),
+        ("rows, tb", &xi, false, rand_ints(&[20, c], 207), true),
+        ("k", &xi, true, rand_ints(&[r, 20], 208), false),
+        ("ta, tb", &xi, true, rand_ints(&[20, r], 209), true),
+        (
+            "B past the cap",
+            &xi,
+            false,
+            rand_ints(&[c, 3000], 224),
+            false,
+        ),
+        (
+            "B past the cap, tb",
+            &xi,
+            false,
+            rand_ints(&[3000, c], 225),
+            true,
+        ),
     ];
-    for (what, ta, tb, b) in &cases {
-        let want = ops::matmul(&xi, b, *ta, *tb).unwrap().to_vec_f32().unwrap();
+    let wide_k = rand_ints(&[600, 700], 226);
+    let cases_c = [(
+        "C past the cap",
+        &wide_k,
+        true,
+        rand_ints(&[600, 500], 227),
+        false,
+    )];
+    for (what, a, ta, b, tb) in cases.iter().chain(&cases_c) {
+        let want = ops::matmul(a, b, *ta, *tb).unwrap().to_vec_f32().unwrap();
         for dev in &devs {
             let _cap = BindingCap::new(*dev, CAP);
-            let (xd, bd) = (
-                xi.clone().to_device(*dev).unwrap(),
+            let (ad, bd) = (
+                (*a).clone().to_device(*dev).unwrap(),
                 b.clone().to_device(*dev).unwrap(),
             );
-            let got = ops::matmul(&xd, &bd, *ta, *tb)
+            let got = ops::matmul(&ad, &bd, *ta, *tb)
                 .unwrap()
                 .to_vec_f32()
                 .unwrap();
