@@ -2,9 +2,11 @@
 //! `max_storage_buffer_binding_size` (or the test cap of [`Context::set_chunk_cap`]).
 //!
 //! The unit of splitting is a row: an op splits its output into ranges of rows, and a
-//! single row (of logits, of features, of a dst node's edges) must fit one binding.
-//! Elementwise ops need none of this: [`Context::launch_chunked`] cuts them into element
-//! ranges.
+//! single row (of logits, of features, of a dst node's edges, of an LSTM node's gates) must
+//! fit one binding; [`Context::split`] says which row does not. Elementwise ops split into
+//! element ranges ([`Context::launch_chunked`], or [`Context::launch_followed`] when a
+//! broadcast operand follows the ranges), reductions cut long rows into blocks and matmul
+//! into blocks of its own, so these have no such rule.
 //!
 //! **Windows.** A dispatch binds a [`Window`] of a buffer: its elements `lo..hi`, the byte
 //! offset aligned down to `min_storage_buffer_offset_alignment`. The kernel receives the
