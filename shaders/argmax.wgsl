@@ -1,15 +1,20 @@
 // Row-wise argmax (src/ops/argmax.rs).
 //
 // argmax_rows_f32: 0 params, 1 x (read), 2 out (read_write, u32 per row).
-// One workgroup of 64 threads per row: row = wid.x + wid.y * nwg.x. Thread t scans columns
+// One workgroup of 64 threads per row: row = r0 + wid.x + wid.y * nwg.x. A dispatch covers
+// rows r0 .. r0 + r; x and out are bound as the windows of those rows, whose first elements
+// are x_base and out_base (src/device/wgpu/split.rs). Thread t scans columns
 // t, t + 64, ... (starting from column min(t, c - 1), so every thread holds a real element),
 // then a tree combines (value, column) pairs with the CPU's order: a NaN beats any number
 // (the lowest NaN column wins), else the larger value, ties to the lower column. The order
 // is total, so the result equals the CPU's first maximum whatever the reduction tree.
 
 struct Params {
-    r: u32,
+    r: u32,  // rows in this dispatch
     c: u32,
+    r0: u32,
+    x_base: u32,
+    out_base: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -43,13 +48,13 @@ fn argmax_rows_f32(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
-    let row = wid.x + wid.y * nwg.x;
+    let row = p.r0 + wid.x + wid.y * nwg.x;
     let c = p.c;
-    let live = row < p.r;
+    let live = row - p.r0 < p.r;
     var bi = min(t, c - 1u);
     var bv = 0.0;
     if live {
-        let base = row * c;
+        let base = row * c - p.x_base;
         bv = x[base + bi];
         for (var j = t + 64u; j < c; j += 64u) {
             let v = x[base + j];
@@ -70,6 +75,6 @@ fn argmax_rows_f32(
         workgroupBarrier();
     }
     if t == 0u && live {
-        out[row] = best_i[0];
+        out[row - p.out_base] = best_i[0];
     }
 }

@@ -1,18 +1,22 @@
 // Elementwise binary ops with broadcasting of the right operand (src/ops/binary.rs).
 //
 // binary_f32:     0 params, 1 a (read), 2 b (read), 3 out (write); one invocation per
-//                 element of out; b is indexed through the broadcast mode.
-// add_assign_f32: 0 params, 4 src (read), 5 dst (read_write); dst[i] += src[i].
-// Chunked (Context::launch_chunked): local index i = gid.x + gid.y * nwg.x * 256 < p.n
-// into the chunk's a, out, src, dst (and b when shapes are equal, b being bound whole
-// otherwise); the broadcast index of b comes from the global index gi = base + i.
+//                 element of out; b is indexed through the broadcast mode. Ranges of
+//                 elements (Context::launch_followed): gi = base + i (i < p.n); a and out
+//                 are bound as the range's windows (first element same_base), b as the
+//                 window of the values the range reads (first element follow_base).
+// add_assign_f32: 0 params, 4 src (read), 5 dst (read_write); dst[i] += src[i]. Chunked
+//                 (Context::launch_chunked): local index i into the chunk's src and dst.
+// i = gid.x + gid.y * nwg.x * 256.
 
 struct Params {
-    n: u32,      // elements in this chunk
-    base: u32,   // global index of the chunk's first element
-    cols: u32,   // columns of a
-    op: u32,     // 0 add, 1 sub, 2 mul, 3 div
-    bcast: u32,  // 0 none, 1 row, 2 column, 3 scalar
+    n: u32,            // elements in this range or chunk
+    base: u32,         // global index of its first element
+    same_base: u32,    // binary_f32: first element of the a and out windows
+    follow_base: u32,  // binary_f32: first element of the b window
+    cols: u32,         // columns of a
+    op: u32,           // 0 add, 1 sub, 2 mul, 3 div
+    bcast: u32,        // 0 none, 1 row, 2 column, 3 scalar
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -32,15 +36,16 @@ fn binary_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     if i >= p.n {
         return;
     }
-    var j = i;
+    let gi = p.base + i;
+    var j = gi;
     switch p.bcast {
-        case 1u: { j = (p.base + i) % p.cols; }
-        case 2u: { j = (p.base + i) / p.cols; }
+        case 1u: { j = gi % p.cols; }
+        case 2u: { j = gi / p.cols; }
         case 3u: { j = 0u; }
         default: {}
     }
-    let x = a[i];
-    let y = b[j];
+    let x = a[gi - p.same_base];
+    let y = b[j - p.follow_base];
     var r: f32;
     switch p.op {
         case 0u: { r = x + y; }
@@ -48,7 +53,7 @@ fn binary_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
         case 2u: { r = x * y; }
         default: { r = x / y; }
     }
-    out[i] = r;
+    out[gi - p.same_base] = r;
 }
 
 @compute @workgroup_size(256)

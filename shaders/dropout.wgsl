@@ -2,16 +2,19 @@
 // pcg/hash3/uniform3 in u32 arithmetic, so the mask is bit-identical to the CPU's.
 //
 // dropout_f32:     0 params, 1 x (read), 2 out (read_write); row id = row.
-// dropout_ids_f32: 0 params, 1 x, 2 out, 3 ids (read, u32 per row, bound whole);
-//                  row id = ids[row].
-// Chunked (Context::launch_chunked): local index i = gid.x + gid.y * nwg.x * 256 (checked
-// against p.n) into the chunk's x and out; global index gi = base + i gives row = gi / c,
-// col = gi % c. out = x * scale if uniform3(key, id, col) >= threshold, else 0.
+// dropout_ids_f32: 0 params, 1 x, 2 out, 3 ids (read, u32 per row); row id = ids[row].
+// Ranges of elements (Context::launch_followed): i = gid.x + gid.y * nwg.x * 256 (checked
+// against p.n), global index gi = base + i gives row = gi / c, col = gi % c; x and out are
+// bound as the range's windows (first element same_base), ids as the window of the range's
+// rows (first element follow_base). out = x * scale if uniform3(key, id, col) >= threshold,
+// else 0.
 
 struct Params {
-    n: u32,          // elements in this chunk
-    base: u32,       // global index of the chunk's first element
-    c: u32,          // columns
+    n: u32,            // elements in this range
+    base: u32,         // global index of the range's first element
+    same_base: u32,    // first element of the x and out windows
+    follow_base: u32,  // first element of the ids window
+    c: u32,            // columns
     key: u32,
     threshold: u32,  // p as f32 bits
     scale: u32,      // 1/(1 - p) as f32 bits
@@ -49,7 +52,7 @@ fn dropout_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         return;
     }
     let gi = p.base + i;
-    masked(i, gi / p.c, gi % p.c);
+    masked(gi - p.same_base, gi / p.c, gi % p.c);
 }
 
 @compute @workgroup_size(256)
@@ -59,5 +62,5 @@ fn dropout_ids_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
         return;
     }
     let gi = p.base + i;
-    masked(i, ids[gi / p.c], gi % p.c);
+    masked(gi - p.same_base, ids[gi / p.c - p.follow_base], gi % p.c);
 }

@@ -5,12 +5,16 @@
 //                           ±inf or NaN), out = (x - m) - l.
 // log_softmax_backward_f32: 0 params, 3 g (read), 4 y (read), 5 gx (read_write);
 //                           gx = g - exp(y) · Σ_row g.
-// One workgroup of 64 threads per row: row = wid.x + wid.y * nwg.x; thread t visits columns
-// t, t + 64, ... in order, then a tree over the workgroup (fixed order: deterministic).
+// One workgroup of 64 threads per row: row = r0 + wid.x + wid.y * nwg.x; thread t visits
+// columns t, t + 64, ... in order, then a tree over the workgroup (fixed order:
+// deterministic). A dispatch covers rows r0 .. r0 + r; every buffer is bound as the window of
+// those rows (src/device/wgpu/split.rs), whose first element is `base`.
 
 struct Params {
-    r: u32,
+    r: u32,     // rows in this dispatch
     c: u32,
+    r0: u32,    // first row
+    base: u32,  // first element of the windows
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -48,10 +52,10 @@ fn log_softmax_f32(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
-    let row = wid.x + wid.y * nwg.x;
+    let local = wid.x + wid.y * nwg.x;
     let c = p.c;
-    let live = row < p.r;
-    let base = row * c;
+    let live = local < p.r;
+    let base = (p.r0 + local) * c - p.base;
     // Start from a real element of the row, so no identity value is needed.
     var m = 0.0;
     if live {
@@ -101,10 +105,10 @@ fn log_softmax_backward_f32(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
-    let row = wid.x + wid.y * nwg.x;
+    let local = wid.x + wid.y * nwg.x;
     let c = p.c;
-    let live = row < p.r;
-    let base = row * c;
+    let live = local < p.r;
+    let base = (p.r0 + local) * c - p.base;
     var s = 0.0;
     if live {
         for (var j = t; j < c; j += 64u) {

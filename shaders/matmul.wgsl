@@ -12,6 +12,14 @@
 // b[j * k + l] when tb. Out-of-range values load as 0, out-of-range outputs are skipped.
 // When p.accumulate is 1 the tile is added to C (the host splits a long k into chunks
 // bound one after another and accumulates them in order).
+//
+// copy2d_f32: 0 params, 4 src (read), 5 dst (read_write). Copies a block of a strided matrix:
+// one invocation per value of the tile of rows tr .. and columns tc .. tc + w of the block
+// at (r0, c0) (i = gid.x + gid.y * nwg.x * 256 < count):
+// dst[off + r * drs + c * dcs] = src[(r0 + r) * srs + (c0 + c) * scs]. src and dst are bound
+// as the windows the tile reads and writes (src/device/wgpu/split.rs), whose first elements
+// are src_base and dst_base. The host copies blocks of the operands into compact buffers
+// this way when it cannot bind them where they lie (src/ops/matmul.rs, `blocked`).
 
 struct Params {
     m: u32,
@@ -20,12 +28,27 @@ struct Params {
     ta: u32,
     tb: u32,
     accumulate: u32,
+    count: u32,     // copy2d_f32 only, from here on
+    w: u32,
+    tr: u32,
+    tc: u32,
+    r0: u32,
+    c0: u32,
+    srs: u32,
+    scs: u32,
+    drs: u32,
+    dcs: u32,
+    off: u32,
+    src_base: u32,
+    dst_base: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@group(0) @binding(4) var<storage, read> src: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dst: array<f32>;
 
 const TILE: u32 = 64u;
 const TK: u32 = 16u;
@@ -132,4 +155,16 @@ fn matmul_f32(
             }
         }
     }
+}
+
+@compute @workgroup_size(256)
+fn copy2d_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if i >= p.count {
+        return;
+    }
+    let r = p.tr + i / p.w;
+    let c = p.tc + i % p.w;
+    let s = (p.r0 + r) * p.srs + (p.c0 + c) * p.scs;
+    dst[p.off + r * p.drs + c * p.dcs - p.dst_base] = src[s - p.src_base];
 }

@@ -1,26 +1,37 @@
 // Sums over a dimension of a 2-D tensor, and its inverse expand (src/ops/reduce.rs).
 // Every sum adds in a fixed order, so results are deterministic; no atomics.
+// Every dispatch covers a range of the work (src/device/wgpu/split.rs): `first` is its
+// first item (global index), `count` how many; x (v) and out (expanded) are windows whose
+// first elements are x_base and out_base, indexed with global element indices. expand_f32
+// runs through Context::launch_followed, whose words lead with the same four.
 //
 // sum_rows_f32:       0 params, 1 x (read), 2 out (read_write). Workgroup of 256 threads
-//                     per (row, block of 1024 columns): w = wid.x + wid.y * nwg.x,
-//                     row = w / nb, blk = w % nb; thread t adds columns blk*1024 + t + 256e
-//                     (e = 0..3), then a tree over the workgroup; out[row * nb + blk].
+//                     per work item w = first + wid.x + wid.y * nwg.x (row = w / nb,
+//                     blk = w % nb): thread t adds columns blk*1024 + t + 256e (e = 0..3),
+//                     then a tree over the workgroup; out[w] = out[row * nb + blk].
 //                     The host repeats it with c = nb until nb = 1 (long rows, sum_all).
 // sum_rows_small_f32: 0 params, 1 x, 2 out; one invocation per row (short rows):
 //                     out[row] = x[row, 0] + x[row, 1] + ... in column order.
-// sum_cols_f32:       0 params, 1 x, 2 out; one invocation per (block of R rows, column):
-//                     out[blk, col] = sum of x[blk*R .. min(r, blk*R + R), col] in row order.
-//                     The host repeats it over the block sums until one block is left.
-// expand_f32:         0 params, 3 v (read), 4 out (read_write), chunked
-//                     (Context::launch_chunked): global index gi = base + i;
-//                     out[i] = v[gi % c] (dim 0) or v[gi / c] (dim 1).
-// 1-D invocation index: i = gid.x + gid.y * nwg.x * 256.
+// sum_cols_f32:       0 params, 1 x, 2 out; one invocation per (block of R rows, column),
+//                     i = blk * c + col: out[i] = sum of x[blk*R .. min(r, blk*R + R), col]
+//                     in row order. The host repeats it over the block sums until one
+//                     block is left. A dispatch sums only rows row_lo .. row_hi of its
+//                     blocks; one that starts inside a block adds to what out holds (the
+//                     same additions in the same order as one dispatch).
+// expand_f32:         0 params, 3 v (read), 4 out (read_write); one invocation per output
+//                     element gi: out[gi] = v[gi % c] (dim 0) or v[gi / c] (dim 1).
+// 1-D invocation index: i = gid.x + gid.y * nwg.x * 256 (local to the dispatch).
 
 struct Params {
-    a: u32,  // sum_*: rows r;     expand: elements in the chunk
-    b: u32,  // sum_*: columns c;  expand: base
-    d: u32,  // sum_rows: blocks per row nb; sum_cols: rows per block R; expand: columns c
-    e: u32,  // expand: dimension (0 or 1)
+    count: u32,     // work items, rows, invocations or elements in this dispatch
+    first: u32,     // global index of the dispatch's first item
+    out_base: u32,  // first element of the out (expanded) window
+    x_base: u32,    // first element of the x (v) window
+    c: u32,         // columns
+    d: u32,         // sum_rows: blocks per row nb; sum_cols: rows per block R; expand: dim
+    r: u32,         // sum_cols: rows
+    row_lo: u32,    // sum_cols: rows this dispatch sums
+    row_hi: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -41,18 +52,19 @@ fn sum_rows_f32(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
-    let r = p.a;
-    let c = p.b;
+    let c = p.c;
     let nb = p.d;
-    let w = wid.x + wid.y * nwg.x;
+    let local = wid.x + wid.y * nwg.x;
+    let live = local < p.count;
+    let w = p.first + local;
     let row = w / nb;
     let blk = w % nb;
     var acc = 0.0;
-    if row < r {
+    if live {
         for (var e = 0u; e < 4u; e++) {
             let col = blk * 1024u + e * 256u + t;
             if col < c {
-                acc += x[row * c + col];
+                acc += x[row * c + col - p.x_base];
             }
         }
     }
@@ -64,53 +76,55 @@ fn sum_rows_f32(
         }
         workgroupBarrier();
     }
-    if t == 0u && row < r {
-        out[row * nb + blk] = partial[0];
+    if t == 0u && live {
+        out[w - p.out_base] = partial[0];
     }
 }
 
 @compute @workgroup_size(256)
 fn sum_rows_small_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = linear(gid, nwg);
-    if row >= p.a {
+    let i = linear(gid, nwg);
+    if i >= p.count {
         return;
     }
-    let c = p.b;
+    let row = p.first + i;
+    let c = p.c;
     var acc = 0.0;
     for (var j = 0u; j < c; j++) {
-        acc += x[row * c + j];
+        acc += x[row * c + j - p.x_base];
     }
-    out[row] = acc;
+    out[row - p.out_base] = acc;
 }
 
 @compute @workgroup_size(256)
 fn sum_cols_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let r = p.a;
-    let c = p.b;
-    let rows_per = p.d;
-    let i = linear(gid, nwg);
-    let nblk = (r + rows_per - 1u) / rows_per;
-    if i >= nblk * c {
+    let local = linear(gid, nwg);
+    if local >= p.count {
         return;
     }
+    let c = p.c;
+    let i = p.first + local;
     let blk = i / c;
     let col = i % c;
-    let start = blk * rows_per;
-    let end = min(r, start + rows_per);
+    let start = max(blk * p.d, p.row_lo);
+    let end = min(min(p.r, blk * p.d + p.d), p.row_hi);
     var acc = 0.0;
-    for (var row = start; row < end; row++) {
-        acc += x[row * c + col];
+    if start > blk * p.d {
+        acc = out[i - p.out_base];
     }
-    out[blk * c + col] = acc;
+    for (var row = start; row < end; row++) {
+        acc += x[row * c + col - p.x_base];
+    }
+    out[i - p.out_base] = acc;
 }
 
 @compute @workgroup_size(256)
 fn expand_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear(gid, nwg);
-    if i >= p.a {
+    if i >= p.count {
         return;
     }
-    let gi = p.b + i;
-    let c = p.d;
-    expanded[i] = select(v[gi / c], v[gi % c], p.e == 0u);
+    let gi = p.first + i;
+    let c = p.c;
+    expanded[gi - p.out_base] = v[select(gi / c, gi % c, p.d == 0u) - p.x_base];
 }

@@ -9,13 +9,29 @@
 //   transposed CSR: grad_x[u * f + j] = Σ g[d * f + j] over the out-edges (d, e) of u whose
 //   edge position e won, arg[d * f + j] == e (exact with duplicate edges and self-loops).
 // Consecutive invocations handle consecutive features of one row (coalesced loads).
+//
+// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. (values
+// i < n); the offsets, the edge range of those rows and the outputs are bound as windows.
+// The input read at arbitrary rows (x forward; g and arg_in backward) is bound as the window
+// of its tile of rows t0 .. t1, and only edges whose input row is in the tile count. Forward
+// continues from the max and argmax the previous tile left unless `first`; a candidate
+// replaces the running one by the CPU's order (a NaN first, then the larger value, then the
+// lower edge position), which is a total order, so tiles give the first max in edge order
+// as one pass does. Backward adds to the previous tile's sum, in the same order as one pass
+// (a src row's out-edges list increasing dst rows). `*_base` are the windows' first elements.
 // Linear index over the 2-D grid: i = gid.x + gid.y * nwg.x * 256.
 
 struct Params {
-    n: u32,  // output values: rows * f
-    f: u32,  // features per row
-    _pad0: u32,
-    _pad1: u32,
+    n: u32,          // output values in this dispatch
+    f: u32,          // features per row
+    row0: u32,       // first output row
+    ptr_base: u32,   // indptr or t_indptr window
+    edge_base: u32,  // indices, or t_dst and t_edges, window
+    out_base: u32,   // out and arg, or grad_x, window
+    t0: u32,         // the tile of input rows
+    t1: u32,
+    in_base: u32,    // x, or g and arg_in, window
+    first: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -40,28 +56,44 @@ fn is_nan(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// True when candidate (v, edge e) comes before the running (m, edge a) in the CPU's order.
+fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
+    if is_nan(v) {
+        return !is_nan(m) || e < a;
+    }
+    return !is_nan(m) && (v > m || (v == m && e < a));
+}
+
 @compute @workgroup_size(256)
 fn segment_max_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear(gid, nwg);
     if i >= p.n {
         return;
     }
-    let d = i / p.f;
-    let j = i - d * p.f;
-    let start = indptr[d];
-    let end = indptr[d + 1u];
+    let gi = p.row0 * p.f + i;
+    let d = gi / p.f;
+    let j = gi - d * p.f;
+    let o = gi - p.out_base;
+    let start = indptr[d - p.ptr_base];
+    let end = indptr[d + 1u - p.ptr_base];
     var m = 0.0;
     var a = 0xffffffffu;
+    if p.first == 0u {
+        m = out[o];
+        a = arg[o];
+    }
     for (var e = start; e < end; e++) {
-        let v = x[indices[e] * p.f + j];
-        // The CPU rule `v > m || (v is NaN && m is not)`, with no comparison against a NaN.
-        if e == start || (!is_nan(m) && (is_nan(v) || v > m)) {
-            m = v;
-            a = e;
+        let u = indices[e - p.edge_base];
+        if u >= p.t0 && u < p.t1 {
+            let v = x[u * p.f + j - p.in_base];
+            if a == 0xffffffffu || beats(v, e, m, a) {
+                m = v;
+                a = e;
+            }
         }
     }
-    out[i] = m;
-    arg[i] = a;
+    out[o] = m;
+    arg[o] = a;
 }
 
 @compute @workgroup_size(256)
@@ -70,15 +102,22 @@ fn segment_max_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @buil
     if i >= p.n {
         return;
     }
-    let u = i / p.f;
-    let j = i - u * p.f;
+    let gi = p.row0 * p.f + i;
+    let u = gi / p.f;
+    let j = gi - u * p.f;
     var acc = 0.0;
-    let end = t_indptr[u + 1u];
-    for (var k = t_indptr[u]; k < end; k++) {
-        let o = t_dst[k] * p.f + j;
-        if arg_in[o] == t_edges[k] {
-            acc += g[o];
+    if p.first == 0u {
+        acc = grad_x[gi - p.out_base];
+    }
+    let end = t_indptr[u + 1u - p.ptr_base];
+    for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+        let d = t_dst[k - p.edge_base];
+        if d >= p.t0 && d < p.t1 {
+            let o = d * p.f + j - p.in_base;
+            if arg_in[o] == t_edges[k - p.edge_base] {
+                acc += g[o];
+            }
         }
     }
-    grad_x[i] = acc;
+    grad_x[gi - p.out_base] = acc;
 }

@@ -8,13 +8,35 @@
 //     one invocation per (src u, column c), summing over u's out-edges in CSR order.
 // segment_weighted_sum_backward_a_f32: 0 params (rows = num_dst), 1 indptr, 2 indices, 3 x,
 //     9 g (read), 11 da [E, H] (write); one invocation per (dst d, head h) over d's edges.
+//
+// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
+// the offsets, the edge range of those rows (indices, a forward, da) and their output and
+// gradient rows are bound as windows. A tensor read at arbitrary rows is bound as the window
+// of its tile of rows: x (forward, backward_a) and g (backward_x) over rows t0 .. t1, and a
+// (backward_x) over edge rows a0 .. a1; only edges whose rows are in the tiles count. Sums
+// add to what the previous tiles left unless `first` (backward_x visits a src row's
+// out-edges in increasing dst and edge order, so its sums keep their order); backward_a
+// writes each edge's weight gradient in the tile of its src row. `*_base` are the windows'
+// first elements; indices are global.
 // Linear index over the 2-D grid: idx = gid.x + gid.y * nwg.x * 256.
 
 struct Params {
-    rows: u32,
-    cols: u32,      // H * D
-    heads: u32,     // H
-    per_head: u32,  // D
+    rows: u32,       // output rows in this dispatch
+    cols: u32,       // H * D
+    heads: u32,      // H
+    per_head: u32,   // D
+    row0: u32,       // first output row
+    ptr_base: u32,   // indptr or t_indptr window
+    edge_base: u32,  // indices, or t_dst and t_edges, window
+    w_base: u32,     // forward: a window (the rows' edges); backward_a: g window (the rows)
+    out_base: u32,   // out, dx or da window
+    t0: u32,         // the tile of x rows (forward, backward_a) or g rows (backward_x)
+    t1: u32,
+    in_base: u32,    // x or g window
+    a0: u32,         // backward_x: the tile of a's rows
+    a1: u32,
+    a_base: u32,     // backward_x: a window
+    first: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -40,14 +62,21 @@ fn segment_weighted_sum_f32(@builtin(global_invocation_id) gid: vec3<u32>, @buil
     if idx >= p.rows * p.cols {
         return;
     }
-    let d = idx / p.cols;
+    let d = p.row0 + idx / p.cols;
     let c = idx % p.cols;
     let h = c / p.per_head;
+    let o = d * p.cols + c - p.out_base;
     var acc = 0.0;
-    for (var e = indptr[d]; e < indptr[d + 1u]; e++) {
-        acc += a[e * p.heads + h] * x[indices[e] * p.cols + c];
+    if p.first == 0u {
+        acc = out[o];
     }
-    out[idx] = acc;
+    for (var e = indptr[d - p.ptr_base]; e < indptr[d + 1u - p.ptr_base]; e++) {
+        let u = indices[e - p.edge_base];
+        if u >= p.t0 && u < p.t1 {
+            acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
+        }
+    }
+    out[o] = acc;
 }
 
 @compute @workgroup_size(256)
@@ -56,14 +85,22 @@ fn segment_weighted_sum_backward_x_f32(@builtin(global_invocation_id) gid: vec3<
     if idx >= p.rows * p.cols {
         return;
     }
-    let u = idx / p.cols;
+    let u = p.row0 + idx / p.cols;
     let c = idx % p.cols;
     let h = c / p.per_head;
+    let o = u * p.cols + c - p.out_base;
     var acc = 0.0;
-    for (var k = t_indptr[u]; k < t_indptr[u + 1u]; k++) {
-        acc += a[t_edges[k] * p.heads + h] * g[t_dst[k] * p.cols + c];
+    if p.first == 0u {
+        acc = dx[o];
     }
-    dx[idx] = acc;
+    for (var k = t_indptr[u - p.ptr_base]; k < t_indptr[u + 1u - p.ptr_base]; k++) {
+        let d = t_dst[k - p.edge_base];
+        let e = t_edges[k - p.edge_base];
+        if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
+            acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
+        }
+    }
+    dx[o] = acc;
 }
 
 @compute @workgroup_size(256)
@@ -72,15 +109,17 @@ fn segment_weighted_sum_backward_a_f32(@builtin(global_invocation_id) gid: vec3<
     if idx >= p.rows * p.heads {
         return;
     }
-    let d = idx / p.heads;
+    let d = p.row0 + idx / p.heads;
     let h = idx % p.heads;
     let base = h * p.per_head;
-    for (var e = indptr[d]; e < indptr[d + 1u]; e++) {
-        let u = indices[e];
-        var acc = 0.0;
-        for (var j = 0u; j < p.per_head; j++) {
-            acc += g[d * p.cols + base + j] * x[u * p.cols + base + j];
+    for (var e = indptr[d - p.ptr_base]; e < indptr[d + 1u - p.ptr_base]; e++) {
+        let u = indices[e - p.edge_base];
+        if u >= p.t0 && u < p.t1 {
+            var acc = 0.0;
+            for (var j = 0u; j < p.per_head; j++) {
+                acc += g[d * p.cols + base + j - p.w_base] * x[u * p.cols + base + j - p.in_base];
+            }
+            da[e * p.heads + h - p.out_base] = acc;
         }
-        da[e * p.heads + h] = acc;
     }
 }

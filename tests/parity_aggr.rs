@@ -13,7 +13,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_close, gpu_devices, parity, rand_f32, ATOL, RTOL};
+use common::{
+    assert_close, gpu_devices, parity, rand_f32, rand_ints, split_parity, wgpu_devices, ATOL, RTOL,
+};
 use espalier::graph::{sample_blocks, synth::SynthSpec, Block, Buckets};
 use espalier::nn::LstmParams;
 use espalier::{ops, Device, Tensor};
@@ -210,5 +212,82 @@ fn autograd_parity_of_every_new_op() {
                 ],
             );
         }
+    }
+}
+
+/// The aggregator ops, forward and backward, with every storage binding capped at 16 KiB
+/// (4,096 values) against the same ops unsplit and the CPU, on a block of about 10,000
+/// edges: the cells' rows, the edge ranges, the tensors read at arbitrary rows and the
+/// LSTM's per-bucket buffers each take several bindings. Integer inputs keep the weighted
+/// sum exact whatever order its tiles add in. All capped checks of this binary live here:
+/// the cap is shared by its threads.
+#[test]
+fn split_aggregator_ops_match_unsplit() {
+    if wgpu_devices().is_empty() {
+        println!("skipping split parity: no wgpu device");
+        return;
+    }
+    const CAP: u64 = 16 << 10;
+    let (n, h) = (5000, 4);
+    split_parity(
+        "split lstm_cell",
+        &|x| ops::lstm_cell(&x[0], &x[1]),
+        &[rand_f32(&[n, 4 * h], 40), rand_f32(&[n, h], 41)],
+        CAP,
+        true,
+    );
+    let graph = SynthSpec::parse("cora-like")
+        .unwrap()
+        .generate()
+        .unwrap()
+        .graph
+        .symmetrize();
+    let seeds: Vec<u32> = (0..graph.num_nodes as u32).collect();
+    let b = sample_blocks(&graph, &seeds, &[-1], 3).unwrap();
+    let b = Arc::new(b.into_iter().next().unwrap());
+    let e = b.num_edges();
+    println!(
+        "split block: {} src, {} dst, {e} edges",
+        b.num_src, b.num_dst
+    );
+    let bb = b.clone();
+    split_parity(
+        "split segment_softmax",
+        &move |x| ops::segment_softmax(&x[0], &bb),
+        &[rand_f32(&[e, 2], 42)],
+        CAP,
+        true,
+    );
+    let bb = b.clone();
+    split_parity(
+        "split segment_weighted_sum",
+        &move |x| ops::segment_weighted_sum(&x[0], &x[1], &bb),
+        &[rand_ints(&[b.num_src, 6], 43), rand_ints(&[e, 2], 44)],
+        CAP,
+        true,
+    );
+    // The LSTM aggregator also runs its gathers and matmuls split; the weight gradient's
+    // matmul adds k in chunks, so split and unsplit agree within tolerance.
+    for split in [None, Some(3)] {
+        let bb = b.clone();
+        split_parity(
+            &format!("split lstm aggregator, explosion split {split:?}"),
+            &move |x| {
+                let p = LstmParams {
+                    weight_ih: x[1].clone(),
+                    weight_hh: x[2].clone(),
+                    bias: x[3].clone(),
+                };
+                p.aggregate(&bb, &x[0], split)
+            },
+            &[
+                rand_f32(&[b.num_src, 5], 45),
+                ops::mul_scalar(&rand_f32(&[5, 20], 46), 0.5).unwrap(),
+                ops::mul_scalar(&rand_f32(&[5, 20], 47), 0.5).unwrap(),
+                rand_f32(&[20], 48),
+            ],
+            CAP,
+            false,
+        );
     }
 }

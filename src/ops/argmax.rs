@@ -52,10 +52,12 @@ pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
         Storage::Wgpu(b) => {
             let ctx = b.ctx();
             let out = WgpuBuffer::new(ctx, (r * 4) as u64)?;
-            if r > 0 {
-                // One workgroup per row.
-                let grid = ctx.grid(r as u64 * WG as u64)?;
-                ctx.launch_grid(&KERNEL, &[r as u32, c as u32], &[(1, b), (2, &out)], grid)?;
+            // One workgroup per row, in ranges of rows that fit one binding.
+            for (r0, r1) in ctx.split(OP, r, |a, b| (b - a) * c)? {
+                let (xw, ow) = (ctx.rows_window(b, r0, r1, c), ctx.window(&out, r0, r1));
+                let words = [(r1 - r0) as u32, c as u32, r0 as u32, xw.base, ow.base];
+                let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
+                ctx.launch_windows_grid(&KERNEL, &words, &[(1, &xw), (2, &ow)], grid)?;
             }
             Storage::Wgpu(out)
         }

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
 use crate::ops::rows::u32_count;
@@ -126,16 +126,16 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         (Storage::Wgpu(x), Storage::Wgpu(y)) => {
             let out = WgpuBuffer::new(x.ctx(), x.len)?;
             let words = [cols as u32, op as u32, bc as u32];
-            let n = a.numel() as u64;
-            // b is chunked with a when it has a's shape, else bound whole (it is smaller).
-            if bc == Broadcast::None {
-                let chunked = [(1, x), (2, y), (3, &out)];
-                x.ctx().launch_chunked(&KERNEL, &words, &chunked, &[], n)?;
-            } else {
-                let chunked = [(1, x), (3, &out)];
-                x.ctx()
-                    .launch_chunked(&KERNEL, &words, &chunked, &[(2, y)], n)?;
-            }
+            // b follows a through the broadcast: each range binds the values it reads.
+            let follow = match bc {
+                Broadcast::None => Follow::Same,
+                Broadcast::Row => Follow::Row(cols),
+                Broadcast::Col => Follow::Col(cols),
+                Broadcast::Scalar => Follow::Scalar,
+            };
+            let same = [(1, x), (3, &out)];
+            x.ctx()
+                .launch_followed(&KERNEL, &words, &same, Some((2, y, follow)), a.numel())?;
             wgpu_output(out, a.shape().to_vec(), a)
         }
         (Storage::Cuda(x), Storage::Cuda(y)) => {

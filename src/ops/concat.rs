@@ -125,8 +125,8 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
     }))
 }
 
-/// Rows: one buffer copy per input; columns: one strided-copy kernel per input. Values move
-/// as 32-bit words, so f32 and u32 alike.
+/// Rows: one buffer copy per input; columns: one strided-copy kernel per input, over ranges
+/// of rows whose windows fit one binding. Values move as 32-bit words, so f32 and u32 alike.
 fn wgpu_concat(
     bufs: &[&WgpuBuffer],
     shapes: &[(usize, usize)],
@@ -140,9 +140,21 @@ fn wgpu_concat(
     for ((b, &(r, c)), &(start, _)) in bufs.iter().zip(shapes).zip(parts) {
         if dim == 0 {
             ctx.copy(b, 0, &out, (start * cols * 4) as u64, (r * c * 4) as u64)?;
-        } else if r * c > 0 {
-            let words = [(r * c) as u32, c as u32, cols as u32, start as u32];
-            ctx.launch(&COLS, &words, &[(1, b), (2, &out)], (r * c) as u64)?;
+        } else if c > 0 {
+            // Ranges of rows whose input and output windows fit one binding.
+            let dst = |r0: usize, r1: usize| (r0 * cols + start, (r1 - 1) * cols + start + c);
+            let span = |r0: usize, r1: usize| {
+                let (lo, hi) = dst(r0, r1);
+                (hi - lo).max((r1 - r0) * c)
+            };
+            for (r0, r1) in ctx.split("concat", r, span)? {
+                let (lo, hi) = dst(r0, r1);
+                let (sw, dw) = (ctx.rows_window(b, r0, r1, c), ctx.window(&out, lo, hi));
+                let words = [(r1 - r0) * c, c, cols, start, r0];
+                let words = words.map(|v| v as u32);
+                let words = [&words[..], &[sw.base, dw.base]].concat();
+                ctx.launch_windows(&COLS, &words, &[(1, &sw), (2, &dw)], ((r1 - r0) * c) as u64)?;
+            }
         }
     }
     Ok(out)

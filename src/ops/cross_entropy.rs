@@ -21,8 +21,10 @@
 //!
 //! wgpu (`shaders/cross_entropy.wgsl`): one workgroup per row computes `lse` and the row
 //! loss, one workgroup sums the row losses in a fixed order (f32) and finds the first label
-//! that is out of range; that status (8 bytes) is read back, so a bad label is an error
-//! there too (this waits for the queue once per forward). The backward kernels read the
+//! that is out of range; that status (4 bytes) is read back, so a bad label is an error
+//! there too (this waits for the queue once per forward). Past the storage-binding limit
+//! (see `src/device/wgpu/split.rs`) every kernel runs over ranges of rows; the mean keeps
+//! each thread's rows and order across ranges, so splitting does not change the loss. The backward kernels read the
 //! loss gradient from the device, without a readback.
 //!
 //! CUDA (`kernels/cross_entropy.cu`): the same kernels, with a warp per row (a block per
@@ -252,7 +254,30 @@ fn cuda_forward(
     Ok((loss, lse))
 }
 
-/// The loss (one value) and per-row `lse` on the device; a bad label is an error.
+/// Parameter words of the cross-entropy kernels for rows `r0..r1` of `[n, c]`, with the
+/// windows' first elements and the `first`/`last` flags of the mean.
+fn words(
+    n: usize,
+    c: usize,
+    (r0, r1): (usize, usize),
+    bases: (u32, u32),
+    flags: (bool, bool),
+) -> [u32; 8] {
+    [
+        (r1 - r0) as u32,
+        c as u32,
+        (1.0 / n as f64 as f32).to_bits(),
+        r0 as u32,
+        bases.0,
+        bases.1,
+        flags.0 as u32,
+        flags.1 as u32,
+    ]
+}
+
+/// The loss (one value) and per-row `lse` on the device; a bad label is an error. Row
+/// kernels run over ranges of rows that fit one binding; the mean over ranges of rows that
+/// start at multiples of 256, so that its threads keep their rows (see the shader).
 fn wgpu_forward(
     x: &WgpuBuffer,
     ys: &WgpuBuffer,
@@ -261,38 +286,52 @@ fn wgpu_forward(
     c: usize,
 ) -> Result<(WgpuBuffer, WgpuBuffer)> {
     let ctx = x.ctx();
+    let label_at = |row: usize| -> Result<u32> {
+        let bytes = ys.read()?;
+        Ok(bytes
+            .get(row * 4..row * 4 + 4)
+            .map_or(0, bytemuck::pod_read_unaligned::<u32>))
+    };
     if c == 0 {
         // No class exists, so the first label is out of range whatever it is.
-        let bytes = ys.read()?;
-        let first = bytes
-            .get(..4)
-            .map_or(0, bytemuck::pod_read_unaligned::<u32>);
-        return Err(bad_label(0, first, c));
+        return Err(bad_label(0, label_at(0)?, c));
     }
-    let words = [n as u32, c as u32, (1.0 / n as f64 as f32).to_bits()];
     let lse = WgpuBuffer::new(ctx, (n * 4) as u64)?;
     let rows = WgpuBuffer::new(ctx, (n * 4) as u64)?;
-    let grid = ctx.grid(n as u64 * WG as u64)?;
-    ctx.launch_grid(
-        &ROWS,
-        &words,
-        &[(1, x), (2, ys), (3, &lse), (4, &rows)],
-        grid,
-    )?;
+    for range @ (r0, r1) in ctx.split(OP, n, |a, b| (b - a) * c)? {
+        let xw = ctx.rows_window(x, r0, r1, c);
+        let [yw, lw, rw] = [ys, &lse, &rows].map(|b| ctx.window(b, r0, r1));
+        let words = words(n, c, range, (xw.base, yw.base), (false, false));
+        let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
+        let binds = [(1, &xw), (2, &yw), (3, &lw), (4, &rw)];
+        ctx.launch_windows_grid(&ROWS, &words, &binds, grid)?;
+    }
     let loss = WgpuBuffer::new(ctx, 4)?;
-    let status = WgpuBuffer::new(ctx, 8)?;
-    let mut binds = vec![(2, ys), (5, &rows), (7, &loss), (8, &status)];
-    let k = match w {
-        Some(w) => {
-            binds.push((6, w));
-            &MEAN_WEIGHTED
+    let status = WgpuBuffer::new(ctx, 4)?;
+    let scratch = WgpuBuffer::new(ctx, 512 * 4)?;
+    let step = (ctx.window_elems() / 256).max(1) * 256;
+    let k = if w.is_some() { &MEAN_WEIGHTED } else { &MEAN };
+    for r0 in (0..n).step_by(step) {
+        let r1 = (r0 + step).min(n);
+        let [yw, rw] = [ys, &rows].map(|b| ctx.window(b, r0, r1));
+        let ww = w.map(|w| ctx.window(w, r0, r1));
+        let (lw, sw, scw) = (
+            ctx.window(&loss, 0, 1),
+            ctx.window(&status, 0, 1),
+            ctx.window(&scratch, 0, 512),
+        );
+        let flags = (r0 == 0, r1 == n);
+        let words = words(n, c, (r0, r1), (0, yw.base), flags);
+        let mut binds = vec![(2, &yw), (5, &rw), (7, &lw), (8, &sw), (13, &scw)];
+        if let Some(ww) = &ww {
+            binds.push((6, ww));
         }
-        None => &MEAN,
-    };
-    ctx.launch_grid(k, &words, &binds, (1, 1, 1))?;
+        ctx.launch_windows_grid(k, &words, &binds, (1, 1, 1))?;
+    }
     let st: Vec<u32> = bytemuck::pod_collect_to_vec(&status.read()?);
     if st[0] != u32::MAX {
-        return Err(bad_label(st[0] as usize, st[1], c));
+        let row = st[0] as usize;
+        return Err(bad_label(row, label_at(row)?, c));
     }
     Ok((loss, lse))
 }
@@ -388,26 +427,39 @@ impl Saved {
         let (x, lse, ys, gl) = (wgpu_of(&xg)?, wgpu_of(&lg)?, wgpu_of(&yg)?, wgpu_of(&gg)?);
         let w = wg.as_deref().map(wgpu_of).transpose()?;
         let ctx = x.ctx();
-        let words = [n as u32, c as u32, (1.0 / n as f64 as f32).to_bits()];
+        let ranges = ctx.split(OP, n, |a, b| (b - a) * c)?;
+        let gl = ctx.window(gl, 0, 1);
         let gx = if self.logits_grad {
             let out = WgpuBuffer::new(ctx, (n * c * 4) as u64)?;
-            let mut binds = vec![(1, x), (2, ys), (9, lse), (10, gl), (11, &out)];
-            let k = match w {
-                Some(w) => {
-                    binds.push((6, w));
-                    &BACKWARD_WEIGHTED
-                }
-                None => &BACKWARD,
+            let k = if w.is_some() {
+                &BACKWARD_WEIGHTED
+            } else {
+                &BACKWARD
             };
-            ctx.launch(k, &words, &binds, (n * c) as u64)?;
+            for &range @ (r0, r1) in &ranges {
+                let [xw, ow] = [x, &out].map(|b| ctx.rows_window(b, r0, r1, c));
+                let [yw, lw] = [ys, lse].map(|b| ctx.window(b, r0, r1));
+                let ww = w.map(|w| ctx.window(w, r0, r1));
+                let words = words(n, c, range, (xw.base, yw.base), (false, false));
+                let mut binds = vec![(1, &xw), (2, &yw), (9, &lw), (10, &gl), (11, &ow)];
+                if let Some(ww) = &ww {
+                    binds.push((6, ww));
+                }
+                ctx.launch_windows(k, &words, &binds, ((r1 - r0) * c) as u64)?;
+            }
             Some(wgpu_output(out, vec![n, c], &self.logits))
         } else {
             None
         };
         let gw = if self.weights_grad {
             let out = WgpuBuffer::new(ctx, (n * 4) as u64)?;
-            let binds = [(1, x), (2, ys), (9, lse), (10, gl), (12, &out)];
-            ctx.launch(&WEIGHT_GRAD, &words, &binds, n as u64)?;
+            for &range @ (r0, r1) in &ranges {
+                let xw = ctx.rows_window(x, r0, r1, c);
+                let [yw, lw, ow] = [ys, lse, &out].map(|b| ctx.window(b, r0, r1));
+                let words = words(n, c, range, (xw.base, yw.base), (false, false));
+                let binds = [(1, &xw), (2, &yw), (9, &lw), (10, &gl), (12, &ow)];
+                ctx.launch_windows(&WEIGHT_GRAD, &words, &binds, (r1 - r0) as u64)?;
+            }
             Some(wgpu_output(out, vec![n], &self.logits))
         } else {
             None

@@ -16,7 +16,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
@@ -150,15 +150,16 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
                 (p as f32).to_bits(),
                 ((1.0 / (1.0 - p)) as f32).to_bits(),
             ];
-            let n = (r * c) as u64;
+            let same = [(1, b), (2, &out)];
             match ids {
                 Some(ids) => {
+                    let follow = Some((3, ids, Follow::Col(c)));
                     b.ctx()
-                        .launch_chunked(&BY_ID, &words, &[(1, b), (2, &out)], &[(3, ids)], n)?
+                        .launch_followed(&BY_ID, &words, &same, follow, r * c)?
                 }
                 None => b
                     .ctx()
-                    .launch_chunked(&BY_ROW, &words, &[(1, b), (2, &out)], &[], n)?,
+                    .launch_followed(&BY_ROW, &words, &same, None, r * c)?,
             }
             Ok(wgpu_output(out, vec![r, c], x))
         }

@@ -39,6 +39,11 @@ const GATHER: Kernel = Kernel {
     source: SHADER,
     entry: "gather_u32",
 };
+const PUT: Kernel = Kernel {
+    stem: "index_select",
+    source: SHADER,
+    entry: "put_u32",
+};
 const SCATTER: Kernel = Kernel {
     stem: "index_select",
     source: SHADER,
@@ -101,17 +106,10 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
         (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
             let host = host_indices(OP, idx, host, || ib.read())?;
             check_indices(OP, &host, n)?;
-            let total = u32_count(OP, "the output", m * f)?;
+            u32_count(OP, "the output", m * f)?;
             // With f > 0, n * f fitting u32 bounds n too; with f = 0 nothing runs.
             u32_count(OP, "x", n * f)?;
-            let params = [total, f as u32, n as u32, 0];
-            let out = WgpuBuffer::new(b.ctx(), total as u64 * 4)?;
-            b.ctx().launch(
-                &GATHER,
-                &params,
-                &[(1, ib), (2, b), (3, &out)],
-                total as u64,
-            )?;
+            let out = wgpu_gather(b, n, f, ib, m)?;
             (wgpu_output(out, vec![m, f], x), Some(host))
         }
         (Storage::Cuda(b), Storage::Cuda(ib)) => {
@@ -160,17 +158,8 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
             let host = host_indices(OP, idx, host, || ib.read())?;
             let t = TransposedIndex::build(OP, &host, n)?;
             u32_count(OP, "src", m * f)?;
-            let total = u32_count(OP, "the output", n * f)?;
-            let ctx = b.ctx();
-            let t_indptr = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.indptr))?;
-            let t_pos = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.pos))?;
-            let out = WgpuBuffer::new(ctx, total as u64 * 4)?;
-            ctx.launch(
-                &SCATTER,
-                &[total, f as u32, 0, 0],
-                &[(4, &t_indptr), (5, &t_pos), (6, b), (7, &out)],
-                total as u64,
-            )?;
+            u32_count(OP, "the output", n * f)?;
+            let out = wgpu_scatter(b, &t, m, f)?;
             (wgpu_output(out, vec![n, f], src), Some(host))
         }
         (Storage::Cuda(b), Storage::Cuda(ib)) => {
@@ -202,6 +191,115 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
     Ok(record(OP, out, &[src], move |g| {
         Ok(vec![Some(gather_rows(g, &idx, host)?)])
     }))
+}
+
+/// Rows `idx` (`u32 [m]`, each below `n`) of the `[n, f]` table `x`, as `[m, f]`, on its
+/// adapter. Ranges of output rows whose windows fit one binding, each run once per tile of
+/// `x`'s rows: a value is copied in the pass of the tile holding its row, so a table past
+/// the binding limit needs no copy of its own.
+pub(crate) fn wgpu_gather(
+    x: &WgpuBuffer,
+    n: usize,
+    f: usize,
+    idx: &WgpuBuffer,
+    m: usize,
+) -> Result<WgpuBuffer> {
+    let ctx = x.ctx();
+    let out = WgpuBuffer::new(ctx, (m * f * 4) as u64)?;
+    let tiles = ctx.tiles("index_select", n, |a, b| (b - a) * f)?;
+    for (r0, r1) in ctx.split("index_select", m, |a, b| (b - a) * f.max(1))? {
+        let (iw, ow) = (ctx.window(idx, r0, r1), ctx.rows_window(&out, r0, r1, f));
+        for &(t0, t1) in &tiles {
+            let xw = ctx.rows_window(x, t0, t1, f);
+            let words = [
+                (r1 - r0) * f,
+                f,
+                r0,
+                iw.base as usize,
+                ow.base as usize,
+                t0,
+                t1,
+            ];
+            let words = [&words.map(|v| v as u32)[..], &[xw.base]].concat();
+            let binds = [(1, &iw), (2, &xw), (3, &ow)];
+            ctx.launch_windows(&GATHER, &words, &binds, ((r1 - r0) * f) as u64)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Writes row `i` of `rows` (`[m, f]`) into row `idx[i]` of the `[n, f]` `table`, on its
+/// adapter: the adjoint of [`wgpu_gather`] for distinct indices (each below `n`), split the
+/// same way.
+pub(crate) fn wgpu_put(
+    rows: &WgpuBuffer,
+    idx: &WgpuBuffer,
+    m: usize,
+    f: usize,
+    table: &WgpuBuffer,
+    n: usize,
+) -> Result<()> {
+    let ctx = rows.ctx();
+    let tiles = ctx.tiles("put_rows", n, |a, b| (b - a) * f)?;
+    for (r0, r1) in ctx.split("put_rows", m, |a, b| (b - a) * f.max(1))? {
+        let (iw, rw) = (ctx.window(idx, r0, r1), ctx.rows_window(rows, r0, r1, f));
+        for &(t0, t1) in &tiles {
+            let tw = ctx.rows_window(table, t0, t1, f);
+            let words = [
+                (r1 - r0) * f,
+                f,
+                r0,
+                iw.base as usize,
+                rw.base as usize,
+                t0,
+                t1,
+            ];
+            let words = [&words.map(|v| v as u32)[..], &[tw.base]].concat();
+            let binds = [(1, &iw), (8, &rw), (9, &tw)];
+            ctx.launch_windows(&PUT, &words, &binds, ((r1 - r0) * f) as u64)?;
+        }
+    }
+    Ok(())
+}
+
+/// The scatter-add of `src` (`[m, f]`) over the transposed index `t` on `src`'s adapter:
+/// ranges of target rows whose windows (offsets, positions, output rows) fit one binding,
+/// each run once per tile of `src`'s rows, adding to the sums the previous tile left.
+/// Positions increase along each sum, so the additions keep their order.
+fn wgpu_scatter(src: &WgpuBuffer, t: &TransposedIndex, m: usize, f: usize) -> Result<WgpuBuffer> {
+    const OP: &str = "scatter_add";
+    let ctx = src.ctx();
+    let n = t.indptr.len() - 1;
+    let t_indptr = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.indptr))?;
+    let t_pos = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.pos))?;
+    let out = WgpuBuffer::new(ctx, (n * f * 4) as u64)?;
+    let tp = |r: usize| t.indptr[r] as usize;
+    let tiles = ctx.tiles(OP, m, |a, b| (b - a) * f)?;
+    let span = |a: usize, b: usize| (b - a + 1).max(tp(b) - tp(a)).max((b - a) * f);
+    for (r0, r1) in ctx.split(OP, n, span)? {
+        let iw = ctx.window(&t_indptr, r0, r1 + 1);
+        let pw = ctx.window(&t_pos, tp(r0), tp(r1));
+        let ow = ctx.rows_window(&out, r0, r1, f);
+        for (i, &(t0, t1)) in tiles.iter().enumerate() {
+            let sw = ctx.rows_window(src, t0, t1, f);
+            let words = [
+                (r1 - r0) * f,
+                f,
+                r0,
+                iw.base as usize,
+                ow.base as usize,
+                t0,
+                t1,
+            ];
+            let words = [
+                &words.map(|v| v as u32)[..],
+                &[sw.base, pw.base, (i == 0) as u32],
+            ];
+            let binds = [(4, &iw), (5, &pw), (6, &sw), (7, &ow)];
+            ctx.launch_windows(&SCATTER, &words.concat(), &binds, ((r1 - r0) * f) as u64)?;
+        }
+    }
+    Ok(out)
 }
 
 /// The values of `idx` (a u32 tensor on a GPU), from `known` or read back by `read`.

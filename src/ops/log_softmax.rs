@@ -63,14 +63,24 @@ fn launch_rows_cuda(
     }
 }
 
-/// Launches a row kernel (one workgroup per row) over `[r, c]` with the given buffers.
+/// Launches a row kernel (one workgroup per row) over `[r, c]` with the given buffers, all
+/// `[r, c]`, in ranges of rows that fit one binding.
 fn launch_rows(k: &Kernel, r: usize, c: usize, buffers: &[(u32, &WgpuBuffer)]) -> Result<()> {
     let ctx = buffers[0].1.ctx();
     if r == 0 || c == 0 {
         return Ok(());
     }
-    let grid = ctx.grid(r as u64 * WG as u64)?;
-    ctx.launch_grid(k, &[r as u32, c as u32], buffers, grid)
+    for (r0, r1) in ctx.split(k.stem, r, |a, b| (b - a) * c)? {
+        let windows: Vec<_> = buffers
+            .iter()
+            .map(|&(slot, b)| (slot, ctx.rows_window(b, r0, r1, c)))
+            .collect();
+        let binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
+        let words = [(r1 - r0) as u32, c as u32, r0 as u32, windows[0].1.base];
+        let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
+        ctx.launch_windows_grid(k, &words, &binds, grid)?;
+    }
+    Ok(())
 }
 
 /// `(m, ln Σ exp(row - m))` with `m` the row maximum, so that `lse = m + ln Σ exp(row - m)`.

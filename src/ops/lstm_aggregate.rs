@@ -35,6 +35,13 @@
 //! Deterministic: every output value is written by one task, and the matmuls are fixed-order.
 //! The fused kernels run a thread per (node, hidden unit) (`shaders/lstm_aggregate.wgsl`,
 //! `kernels/lstm_aggregate.cu`).
+//!
+//! On wgpu the step kernels write the bucket's last hidden state to a bucket-local buffer,
+//! which is then put into the output rows of its dst nodes, and backward gathers those rows
+//! of the output gradient once per bucket ([`crate::ops::index_select`]'s row gather and
+//! put), so the step kernels only touch rows of the layout and of the bucket. Past the
+//! storage-binding limit they run over ranges of a bucket's nodes (see
+//! `src/device/wgpu/split.rs`); the results do not change.
 
 use std::sync::Arc;
 
@@ -43,10 +50,11 @@ use rayon::prelude::*;
 use crate::autograd::{no_grad, record};
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
+use crate::device::wgpu::{Context, Kernel, WgpuBuffer, Window};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::{Block, Buckets};
+use crate::ops::index_select::{wgpu_gather, wgpu_put};
 use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
 use crate::ops::rows::{dims2, parallel, u32_count};
 use crate::ops::{cpu_output, cuda_output, matmul, wgpu_output};
@@ -541,6 +549,55 @@ fn cuda_buf<'a>(s: &'a Storage, t: &Tensor) -> Result<&'a CudaBuffer> {
     }
 }
 
+/// Runs one step kernel over the nodes of a bucket (`m` nodes of degree `k` from row
+/// `offset`, step `t`) in ranges whose windows fit one binding. `rows4`/`rows1` are the
+/// `[rows, 4H]`/`[rows, H]` buffers of the layout, `node4`/`node1` the bucket's `[m, 4H]` and
+/// `[m, H]` ones, each with its binding.
+fn launch_step(
+    ctx: &Arc<Context>,
+    kernel: &Kernel,
+    (m, h, k, t, offset): (usize, usize, usize, usize, usize),
+    rows4: &[(u32, &WgpuBuffer)],
+    rows1: (u32, &WgpuBuffer),
+    node4: &[(u32, &WgpuBuffer)],
+    node1: &[(u32, &WgpuBuffer)],
+) -> Result<()> {
+    // Rows nodes i0..i1 touch at step t (and the row before, which holds c_{t-1}).
+    let lo = |i0: usize| offset + i0 * k + t - usize::from(t > 0);
+    let hi = |i1: usize| offset + (i1 - 1) * k + t + 1;
+    let span = |i0: usize, i1: usize| ((hi(i1) - lo(i0)) * 4 * h).max((i1 - i0) * 4 * h);
+    for (i0, i1) in ctx.split(kernel.stem, m, span)? {
+        let groups = [
+            windows(ctx, rows4, (lo(i0), hi(i1)), 4 * h),
+            windows(ctx, &[rows1], (lo(i0), hi(i1)), h),
+            windows(ctx, node4, (i0, i1), 4 * h),
+            windows(ctx, node1, (i0, i1), h),
+        ];
+        let bases = groups.each_ref().map(|g| g.first().map_or(0, |x| x.1.base));
+        let words = [i1 - i0, h, k, t, offset, i0].map(|v| v as u32);
+        let words = [&words[..], &bases].concat();
+        let binds: Vec<_> = groups
+            .iter()
+            .flatten()
+            .map(|(slot, w)| (*slot, w))
+            .collect();
+        ctx.launch_windows(kernel, &words, &binds, ((i1 - i0) * h) as u64)?;
+    }
+    Ok(())
+}
+
+/// Rows `a..b` (`w` values each) of each buffer, with its binding.
+fn windows<'a>(
+    ctx: &Context,
+    bufs: &[(u32, &'a WgpuBuffer)],
+    (a, b): (usize, usize),
+    w: usize,
+) -> Vec<(u32, Window<'a>)> {
+    bufs.iter()
+        .map(|&(slot, buf)| (slot, ctx.rows_window(buf, a, b, w)))
+        .collect()
+}
+
 fn wgpu_forward(
     x: &WgpuBuffer,
     w: &Tensor,
@@ -571,21 +628,19 @@ fn wgpu_forward(
                     Some((s, t)) => wgpu_buf(s, t)?,
                     None => x,
                 };
-                let params = [m, h, k, t, b.offset].map(|v| v as u32);
-                ctx.launch(
+                launch_step(
+                    &ctx,
                     &STEP,
-                    &params,
-                    &[
-                        (1, x),
-                        (2, hw_buf),
-                        (3, &acts),
-                        (4, &cs),
-                        (5, &next),
-                        (6, &out),
-                        (7, &dst_b),
-                    ],
-                    (m * h) as u64,
+                    (m, h, k, t, b.offset),
+                    &[(1, x), (3, &acts)],
+                    (4, &cs),
+                    &[(2, hw_buf)],
+                    &[(5, &next)],
                 )?;
+            }
+            if t + 1 == k {
+                // The last hidden state is the output of the bucket's dst nodes.
+                wgpu_put(&next, &dst_b, m, h, &out, plan.num_dst)?;
             }
             hb = Some(wgpu_output(next, vec![m, h], like));
         }
@@ -620,31 +675,25 @@ fn wgpu_backward(
     for (b, dst_b) in plan.buckets.iter().zip(&idx.dst) {
         let (m, k) = (b.dst.len(), b.degree);
         let dc = WgpuBuffer::new(&ctx, (m * h * 4) as u64)?;
+        // h̄ of the last step: the output gradient's rows of the bucket's dst nodes.
+        let g_b = wgpu_gather(g, plan.num_dst, h, dst_b, m)?;
         let mut dh: Option<Tensor> = None;
         for t in (0..k).rev() {
             let dz = WgpuBuffer::new(&ctx, (m * 4 * h * 4) as u64)?;
             {
                 let dh_guard = dh.as_ref().map(|t| (t.storage(), t));
-                // Unused at t = k - 1: bind the output gradient there.
                 let dh_buf = match &dh_guard {
                     Some((s, t)) => wgpu_buf(s, t)?,
-                    None => g,
+                    None => &g_b,
                 };
-                let params = [m, h, k, t, b.offset].map(|v| v as u32);
-                ctx.launch(
+                launch_step(
+                    &ctx,
                     &STEP_BACKWARD,
-                    &params,
-                    &[
-                        (8, acts),
-                        (9, cs),
-                        (10, g),
-                        (7, dst_b),
-                        (11, dh_buf),
-                        (12, &dc),
-                        (13, &dz),
-                        (14, &dxg),
-                    ],
-                    (m * h) as u64,
+                    (m, h, k, t, b.offset),
+                    &[(8, acts), (14, &dxg)],
+                    (9, cs),
+                    &[(13, &dz)],
+                    &[(11, dh_buf), (12, &dc)],
                 )?;
             }
             dh = if t > 0 {
@@ -657,13 +706,23 @@ fn wgpu_backward(
     }
     let hprev = if w_grad {
         let hp = WgpuBuffer::new(&ctx, (rows * h * 4) as u64)?;
-        ctx.launch(
-            &HPREV,
-            // The shader's parameter block has five words for every entry point.
-            &[rows as u32, h as u32, 0, 0, 0],
-            &[(8, acts), (9, cs), (15, &idx.steps), (16, &hp)],
-            (rows * h) as u64,
-        )?;
+        // Rows r0..r1 read the saved states of the row before.
+        let span = |r0: usize, r1: usize| (r1 - r0.saturating_sub(1)) * 4 * h;
+        for (r0, r1) in ctx.split(OP, rows, span)? {
+            let lo = r0.saturating_sub(1);
+            let (aw, cw) = (
+                ctx.rows_window(acts, lo, r1, 4 * h),
+                ctx.rows_window(cs, lo, r1, h),
+            );
+            let (sw, hw) = (
+                ctx.window(&idx.steps, r0, r1),
+                ctx.rows_window(&hp, r0, r1, h),
+            );
+            let words = [r1 - r0, h, 0, 0, r0, 0].map(|v| v as u32);
+            let words = [&words[..], &[aw.base, cw.base, sw.base, hw.base]].concat();
+            let binds = [(8, &aw), (9, &cw), (15, &sw), (16, &hw)];
+            ctx.launch_windows(&HPREV, &words, &binds, ((r1 - r0) * h) as u64)?;
+        }
         Some(wgpu_output(hp, vec![rows, h], like))
     } else {
         None

@@ -33,7 +33,8 @@
 //!
 //! Kernels: one thread per (node, hidden unit) in both directions; the backward is a single
 //! fused kernel ([`lstm_cell_backward`]) that writes `z̄` and `c̄_prev` together
-//! (`shaders/lstm_cell.wgsl`, `kernels/lstm_cell.cu`).
+//! (`shaders/lstm_cell.wgsl`, `kernels/lstm_cell.cu`). On wgpu, past the storage-binding
+//! limit, both run over ranges of nodes (row-wise: the results do not change).
 
 use rayon::prelude::*;
 
@@ -89,11 +90,11 @@ pub fn lstm_cell_forward(gates: &Tensor, c_prev: &Tensor) -> Result<(Tensor, Ten
             let ctx = z.ctx();
             let out = WgpuBuffer::new(ctx, (n * 2 * h * 4) as u64)?;
             let acts = WgpuBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
-            ctx.launch(
+            launch_rows(
                 &FORWARD,
-                &[n as u32, h as u32],
-                &[(1, z), (2, c), (3, &out), (4, &acts)],
-                (n * h) as u64,
+                n,
+                h,
+                &[(1, z, 4), (2, c, 1), (3, &out, 2), (4, &acts, 4)],
             )?;
             (
                 wgpu_output(out, vec![n, 2 * h], gates),
@@ -171,12 +172,8 @@ pub fn lstm_cell_backward(
             let ctx = a.ctx();
             let dz = WgpuBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
             let dc = WgpuBuffer::new(ctx, (n * h * 4) as u64)?;
-            ctx.launch(
-                &BACKWARD,
-                &[n as u32, h as u32],
-                &[(5, a), (2, c), (6, g), (7, &dz), (8, &dc)],
-                (n * h) as u64,
-            )?;
+            let bufs = [(5, a, 4), (2, c, 1), (6, g, 2), (7, &dz, 4), (8, &dc, 1)];
+            launch_rows(&BACKWARD, n, h, &bufs)?;
             Ok((
                 wgpu_output(dz, vec![n, 4 * h], acts),
                 wgpu_output(dc, vec![n, h], acts),
@@ -212,6 +209,30 @@ pub fn lstm_cell_backward(
             rhs: grad.device(),
         }),
     }
+}
+
+/// Runs a cell kernel over `n` nodes in ranges whose windows fit one binding; each buffer
+/// comes with its width in units of `H` (4, 1 or 2), which picks its window's base word.
+fn launch_rows(k: &Kernel, n: usize, h: usize, bufs: &[(u32, &WgpuBuffer, usize)]) -> Result<()> {
+    let ctx = bufs[0].1.ctx();
+    for (r0, r1) in ctx.split(k.stem, n, |a, b| (b - a) * 4 * h)? {
+        let windows: Vec<_> = bufs
+            .iter()
+            .map(|&(slot, b, w)| (slot, w, ctx.rows_window(b, r0, r1, w * h)))
+            .collect();
+        let base = |w: usize| windows.iter().find(|x| x.1 == w).map_or(0, |x| x.2.base);
+        let words = [
+            (r1 - r0) as u32,
+            h as u32,
+            r0 as u32,
+            base(4),
+            base(1),
+            base(2),
+        ];
+        let binds: Vec<_> = windows.iter().map(|(slot, _, w)| (*slot, w)).collect();
+        ctx.launch_windows(k, &words, &binds, ((r1 - r0) * h) as u64)?;
+    }
+    Ok(())
 }
 
 /// Checks `[n, 4H]` gates (or activations) against `[n, H]` states; returns `(n, H)`.

@@ -13,8 +13,12 @@
 //! Saved: the argmax (`u32 [num_dst, f]`, on the op's device) and the block; not `x`.
 //!
 //! On wgpu (`shaders/segment_max.wgsl`) one invocation owns one (dst row, feature) forward
-//! and one (src row, feature) backward, with the same scan order and tie and NaN rules; on
-//! CUDA (`kernels/segment_max.cu`) a warp owns a row, lanes over its features, likewise.
+//! and one (src row, feature) backward, with the same scan order and tie and NaN rules.
+//! Past the storage-binding limit both run over ranges of output rows, times tiles of the
+//! input they read at arbitrary rows (see `src/device/wgpu/split.rs`); the tie and NaN
+//! rules are a total order on (value, edge position), so the max and argmax do not change,
+//! and the backward sums keep their order.
+//! On CUDA (`kernels/segment_max.cu`) a warp owns a row, lanes over its features, likewise.
 
 use std::sync::Arc;
 
@@ -95,7 +99,8 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     }))
 }
 
-/// The max values and argmax edge positions of `x` (`[num_src, f]`) on its adapter.
+/// The max values and argmax edge positions of `x` (`[num_src, f]`) on its adapter, over
+/// ranges of dst rows whose windows fit one binding, each once per tile of `x`'s rows.
 fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, WgpuBuffer)> {
     u32_count(OP, "x", b.num_src * f)?;
     let n = u32_count(OP, "the output", b.num_dst * f)?;
@@ -103,33 +108,57 @@ fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, Wgpu
     let bb = BlockBuffers::of(ctx, b)?;
     let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
     let arg = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    let buffers = [
-        (1, &bb.indptr),
-        (2, &bb.indices),
-        (3, x),
-        (4, &out),
-        (5, &arg),
-    ];
-    ctx.launch(&FORWARD, &[n, f as u32, 0, 0], &buffers, n as u64)?;
+    let at = |d: usize| b.indptr[d] as usize;
+    let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * f)?;
+    for (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, f))? {
+        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
+        let ew = ctx.window(&bb.indices, at(d0), at(d1));
+        let [ow, aw] = [&out, &arg].map(|t| ctx.rows_window(t, d0, d1, f));
+        for (i, &(t0, t1)) in tiles.iter().enumerate() {
+            let xw = ctx.rows_window(x, t0, t1, f);
+            let words = words(
+                (d0, d1),
+                f,
+                [pw.base, ew.base, ow.base],
+                (t0, t1),
+                xw.base,
+                i,
+            );
+            let binds = [(1, &pw), (2, &ew), (3, &xw), (4, &ow), (5, &aw)];
+            ctx.launch_windows(&FORWARD, &words, &binds, ((d1 - d0) * f) as u64)?;
+        }
+    }
     Ok((out, arg))
 }
 
-/// The gradient of `x` from the gradient `g` of the output and the argmax `arg`.
+/// The gradient of `x` from the gradient `g` of the output and the argmax `arg`, over
+/// ranges of src rows, each once per tile of the dst rows of `g` and `arg`.
 fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Result<WgpuBuffer> {
     u32_count(OP, "the gradient", b.num_dst * f)?;
     let n = u32_count(OP, "x", b.num_src * f)?;
     let ctx = g.ctx();
     let bb = BlockBuffers::of(ctx, b)?;
     let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    let buffers = [
-        (6, &bb.t_indptr),
-        (7, &bb.t_dst),
-        (8, &bb.t_edges),
-        (9, arg),
-        (10, g),
-        (11, &out),
-    ];
-    ctx.launch(&BACKWARD, &[n, f as u32, 0, 0], &buffers, n as u64)?;
+    let at = |u: usize| b.t_indptr[u] as usize;
+    let tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * f)?;
+    for (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, f))? {
+        let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
+        let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
+        let ow = ctx.rows_window(&out, u0, u1, f);
+        for (i, &(t0, t1)) in tiles.iter().enumerate() {
+            let [gw, aw] = [g, arg].map(|t| ctx.rows_window(t, t0, t1, f));
+            let words = words(
+                (u0, u1),
+                f,
+                [pw.base, dw.base, ow.base],
+                (t0, t1),
+                gw.base,
+                i,
+            );
+            let binds = [(6, &pw), (7, &dw), (8, &ew), (9, &aw), (10, &gw), (11, &ow)];
+            ctx.launch_windows(&BACKWARD, &words, &binds, ((u1 - u0) * f) as u64)?;
+        }
+    }
     Ok(out)
 }
 
@@ -179,6 +208,37 @@ fn cuda_backward(g: &CudaBuffer, arg: &CudaBuffer, b: &Block, f: usize) -> Resul
         ctx.launch_rows(&BACKWARD_CUDA, b.num_src as u64, &args)?;
     }
     Ok(out)
+}
+
+/// The largest window rows `s..e` of a CSR (offsets `at`) bind: offsets, edges, `f` values
+/// per row.
+fn span(at: impl Fn(usize) -> usize, s: usize, e: usize, f: usize) -> usize {
+    (e - s + 1).max(at(e) - at(s)).max((e - s) * f)
+}
+
+/// The kernels' parameter words: output rows, the windows' first elements (offsets, edges,
+/// outputs), the tile and its window's first element, and whether it is the first tile.
+fn words(
+    rows: (usize, usize),
+    f: usize,
+    bases: [u32; 3],
+    tile: (usize, usize),
+    in_base: u32,
+    i: usize,
+) -> [u32; 10] {
+    let (r0, r1) = rows;
+    [
+        ((r1 - r0) * f) as u32,
+        f as u32,
+        r0 as u32,
+        bases[0],
+        bases[1],
+        bases[2],
+        tile.0 as u32,
+        tile.1 as u32,
+        in_base,
+        (i == 0) as u32,
+    ]
 }
 
 /// True if `v` replaces the running max `m`: larger, or the first NaN.

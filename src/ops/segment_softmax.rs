@@ -25,7 +25,7 @@ use rayon::prelude::*;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
@@ -66,15 +66,8 @@ pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
             cpu_output(buf, vec![e, heads], x)
         }
         Storage::Wgpu(b) => {
-            let ctx = b.ctx();
-            let indptr = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&block.indptr))?;
-            let y = WgpuBuffer::new(ctx, (e * heads * 4) as u64)?;
-            ctx.launch(
-                &FORWARD,
-                &[block.num_dst as u32, heads as u32],
-                &[(1, &indptr), (2, b), (3, &y)],
-                (block.num_dst * heads) as u64,
-            )?;
+            let y = WgpuBuffer::new(b.ctx(), (e * heads * 4) as u64)?;
+            wgpu_launch(&FORWARD, block, heads, &[(2, b), (3, &y)])?;
             wgpu_output(y, vec![e, heads], x)
         }
     };
@@ -104,15 +97,8 @@ pub fn segment_softmax_backward(y: &Tensor, g: &Tensor, block: &Arc<Block>) -> R
             Ok(cpu_output(buf, vec![e, heads], g))
         }
         (Storage::Wgpu(yb), Storage::Wgpu(gb)) => {
-            let ctx = yb.ctx();
-            let indptr = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&block.indptr))?;
-            let dx = WgpuBuffer::new(ctx, (e * heads * 4) as u64)?;
-            ctx.launch(
-                &BACKWARD,
-                &[block.num_dst as u32, heads as u32],
-                &[(1, &indptr), (4, yb), (5, gb), (6, &dx)],
-                (block.num_dst * heads) as u64,
-            )?;
+            let dx = WgpuBuffer::new(yb.ctx(), (e * heads * 4) as u64)?;
+            wgpu_launch(&BACKWARD, block, heads, &[(4, yb), (5, gb), (6, &dx)])?;
             Ok(wgpu_output(dx, vec![e, heads], g))
         }
         (Storage::Cuda(yb), Storage::Cuda(gb)) => {
@@ -148,6 +134,34 @@ fn launch_cuda(
     args.extend(inputs.iter().map(|b| Arg::Buf(b)));
     args.extend([Arg::Buf(out), Arg::U32(num_dst), Arg::U32(heads as u32)]);
     ctx.launch_rows(kernel, num_dst as u64, &args)
+}
+
+/// Runs `k` with `bufs` (all `[E, H]`) over ranges of dst rows whose windows (offsets, the
+/// rows of their edges) fit one binding: a dst row's edges are contiguous, so the op splits
+/// like a row-wise one and the results do not change.
+fn wgpu_launch(k: &Kernel, block: &Block, heads: usize, bufs: &[(u32, &WgpuBuffer)]) -> Result<()> {
+    let ctx = bufs[0].1.ctx();
+    let bb = BlockBuffers::of(ctx, block)?;
+    let at = |d: usize| block.indptr[d] as usize;
+    let span = |a: usize, b: usize| (b - a + 1).max((at(b) - at(a)) * heads);
+    for (d0, d1) in ctx.split(k.stem, block.num_dst, span)? {
+        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
+        let windows: Vec<_> = bufs
+            .iter()
+            .map(|&(slot, b)| (slot, ctx.rows_window(b, at(d0), at(d1), heads)))
+            .collect();
+        let mut binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
+        binds.push((1, &pw));
+        let words = [
+            (d1 - d0) as u32,
+            heads as u32,
+            d0 as u32,
+            pw.base,
+            windows[0].1.base,
+        ];
+        ctx.launch_windows(k, &words, &binds, ((d1 - d0) * heads) as u64)?;
+    }
+    Ok(())
 }
 
 /// Checks that `t` is `[num_edges, H]` over a well-formed block; returns `H`.

@@ -15,9 +15,14 @@
 //!
 //! On wgpu (`shaders/segment_sum.wgsl`) one invocation owns one output value, (dst row,
 //! feature) forward and (src row, feature) backward, and sums in the same edge order as
-//! the CPU; the block's index arrays are uploaded once per block ([`BlockBuffers`]). On
-//! CUDA (`kernels/segment_sum.cu`) a warp owns an output row, lanes over its features, in
-//! the same edge order.
+//! the CPU; the block's index arrays are uploaded once per block ([`BlockBuffers`]). Past
+//! the storage-binding limit it runs over ranges of output rows, times tiles of the input
+//! rows it reads at arbitrary rows (see `src/device/wgpu/split.rs`). Backward, the
+//! out-edges of a src row list their dst rows in increasing order, so the sums keep their
+//! order across tiles and splitting does not change them; forward, the in-edges of a dst
+//! row are summed tile by tile, which may round differently from one pass.
+//! On CUDA (`kernels/segment_sum.cu`) a warp owns an output row, lanes over its features,
+//! in the same edge order.
 
 use std::sync::Arc;
 
@@ -85,7 +90,8 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
 }
 
 /// Runs the forward (`[num_src, f]` in, `[num_dst, f]` out) or backward (the reverse)
-/// kernel on `input`.
+/// kernel on `input`, over ranges of output rows whose windows (offsets, edge range, output
+/// rows) fit one binding, each once per tile of the input's rows (see the shader).
 fn launch(
     op: &'static str,
     forward: bool,
@@ -104,19 +110,49 @@ fn launch(
     let ctx = input.ctx();
     let bb = BlockBuffers::of(ctx, block)?;
     let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    let params = [n, f as u32, mean as u32, 0];
-    if forward {
-        let buffers = [(1, &bb.indptr), (2, &bb.indices), (3, input), (4, &out)];
-        ctx.launch(&FORWARD, &params, &buffers, n as u64)?;
+    let (ptr, edges, kernel) = if forward {
+        (&block.indptr, &bb.indices, &FORWARD)
     } else {
-        let buffers = [
-            (1, &bb.indptr),
-            (5, &bb.t_indptr),
-            (6, &bb.t_dst),
-            (7, input),
-            (8, &out),
-        ];
-        ctx.launch(&BACKWARD, &params, &buffers, n as u64)?;
+        (&block.t_indptr, &bb.t_dst, &BACKWARD)
+    };
+    let at = |r: usize| ptr[r] as usize;
+    let span = |a: usize, b: usize| (b - a + 1).max(at(b) - at(a)).max((b - a) * f);
+    // Backward, a tile of g's rows also binds the offsets its in-degrees come from.
+    let tiles = ctx.tiles(op, rows_in, |a, b| ((b - a) * f).max(b - a + 1))?;
+    for (r0, r1) in ctx.split(op, rows_out, span)? {
+        let ow = ctx.rows_window(&out, r0, r1, f);
+        let ew = ctx.window(edges, at(r0), at(r1));
+        let (pw, tw) = if forward {
+            (
+                ctx.window(&bb.indptr, r0, r1 + 1),
+                ctx.window(&bb.t_indptr, 0, 0),
+            )
+        } else {
+            (
+                ctx.window(&bb.indptr, 0, 0),
+                ctx.window(&bb.t_indptr, r0, r1 + 1),
+            )
+        };
+        for (i, &(t0, t1)) in tiles.iter().enumerate() {
+            let xw = ctx.rows_window(input, t0, t1, f);
+            // Backward, the in-degrees of the tile's dst rows.
+            let dw = ctx.window(&bb.indptr, t0, t1 + 1);
+            let pw = if forward { &pw } else { &dw };
+            let words = [(r1 - r0) * f, f, mean as usize, r0].map(|v| v as u32);
+            let bases = [
+                pw.base, tw.base, ew.base, ow.base, t0 as u32, t1 as u32, xw.base,
+            ];
+            let flags = [(i == 0) as u32, (i + 1 == tiles.len()) as u32];
+            let words = [&words[..], &bases, &flags].concat();
+            let n = ((r1 - r0) * f) as u64;
+            if forward {
+                let binds = [(1, pw), (2, &ew), (3, &xw), (4, &ow)];
+                ctx.launch_windows(kernel, &words, &binds, n)?;
+            } else {
+                let binds = [(1, pw), (5, &tw), (6, &ew), (7, &xw), (8, &ow)];
+                ctx.launch_windows(kernel, &words, &binds, n)?;
+            }
+        }
     }
     Ok(out)
 }

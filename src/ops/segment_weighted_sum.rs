@@ -16,6 +16,10 @@
 //! Every output value has one owner in each direction: no float atomics, deterministic.
 //! Saved: `x` and `a` (shared, not copied) and the block. `H` is `a`'s column count.
 //!
+//! On wgpu, past the storage-binding limit, every kernel runs over ranges of output rows,
+//! times tiles of the tensors it reads at arbitrary rows (see
+//! `src/device/wgpu/split.rs` and the shader): the backward sums keep their order, the
+//! forward's in-edges are summed tile by tile, which may round differently from one pass.
 //! On CUDA (`kernels/segment_weighted_sum.cu`) a warp owns an output row of `out` and of
 //! `x̄`, lanes over columns, summing in the CPU's edge order; for `ā` a warp owns a dst
 //! node's edges and each dot product is a warp reduction.
@@ -25,7 +29,7 @@ use std::sync::Arc;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
@@ -72,11 +76,14 @@ struct Dims {
 }
 
 impl Dims {
-    fn params(self, rows: usize) -> [u32; 4] {
-        [rows, self.cols, self.heads, self.per_head].map(|v| v as u32)
+    /// The kernels' parameter words: output rows `r0..r1`, then the rest (see the shader).
+    fn params(self, (r0, r1): (usize, usize), rest: [u32; 11]) -> Vec<u32> {
+        let head = [r1 - r0, self.cols, self.heads, self.per_head, r0].map(|v| v as u32);
+        [&head[..], &rest].concat()
     }
 
-    /// Launches `kernel` (a warp per row of `rows`) on `buffers`, then `params(rows)`;
+    /// Launches `kernel` (a warp per row of `rows`) on `buffers`, then `rows`, `cols`,
+    /// `heads` and `per_head`;
     /// nothing runs when the `values` it writes are none.
     fn launch_cuda(
         self,
@@ -92,9 +99,18 @@ impl Dims {
         let ctx = buffers[0].ctx();
         u32_count(op, "the rows", rows * self.cols)?;
         let mut args: Vec<Arg> = buffers.iter().map(|b| Arg::Buf(b)).collect();
-        args.extend(self.params(rows).map(Arg::U32));
+        let words = [rows, self.cols, self.heads, self.per_head].map(|v| v as u32);
+        args.extend(words.map(Arg::U32));
         ctx.launch_rows(kernel, rows as u64, &args)
     }
+}
+
+/// The largest window rows `s..e` of a CSR (offsets `at`) bind: offsets, edges of `width`
+/// values, rows of `cols` values.
+fn span(at: impl Fn(usize) -> usize, s: usize, e: usize, width: usize, cols: usize) -> usize {
+    (e - s + 1)
+        .max((at(e) - at(s)) * width.max(1))
+        .max((e - s) * cols)
 }
 
 fn check(op: &'static str, x: &Tensor, a: &Tensor, block: &Block) -> Result<Dims> {
@@ -132,19 +148,11 @@ pub fn segment_weighted_sum(x: &Tensor, a: &Tensor, block: &Arc<Block>) -> Resul
                 let buf = float_cpu2!(OP, &xb.data, &ab.data, (xv, av) => cpu_forward(xv, av, block, dims)?);
                 cpu_output(buf, vec![block.num_dst, dims.cols], x)
             }
-            (Storage::Wgpu(xb), Storage::Wgpu(ab)) => {
-                let ctx = xb.ctx();
-                let indptr = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&block.indptr))?;
-                let indices = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&block.indices))?;
-                let out = WgpuBuffer::new(ctx, (block.num_dst * dims.cols * 4) as u64)?;
-                ctx.launch(
-                    &FORWARD,
-                    &dims.params(block.num_dst),
-                    &[(1, &indptr), (2, &indices), (3, xb), (4, ab), (5, &out)],
-                    (block.num_dst * dims.cols) as u64,
-                )?;
-                wgpu_output(out, vec![block.num_dst, dims.cols], x)
-            }
+            (Storage::Wgpu(xb), Storage::Wgpu(ab)) => wgpu_output(
+                wgpu_forward(xb, ab, block, dims)?,
+                vec![block.num_dst, dims.cols],
+                x,
+            ),
             (Storage::Cuda(xb), Storage::Cuda(ab)) => {
                 let ctx = xb.ctx();
                 let values = block.num_dst * dims.cols;
@@ -235,38 +243,14 @@ pub fn segment_weighted_sum_backward(
             }
         }
         (Storage::Wgpu(xb), Storage::Wgpu(ab), Storage::Wgpu(gb)) => {
-            let ctx = xb.ctx();
-            let upload = |v: &[u32]| WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(v));
-            let gx = if need_x {
-                let (tp, td, te) = (
-                    upload(&block.t_indptr)?,
-                    upload(&block.t_dst)?,
-                    upload(&block.t_edges)?,
-                );
-                let dx = WgpuBuffer::new(ctx, (ns * dims.cols * 4) as u64)?;
-                ctx.launch(
-                    &BACKWARD_X,
-                    &dims.params(ns),
-                    &[(6, &tp), (7, &td), (8, &te), (4, ab), (9, gb), (10, &dx)],
-                    (ns * dims.cols) as u64,
-                )?;
-                Some(wgpu_output(dx, vec![ns, dims.cols], g))
-            } else {
-                None
-            };
-            let ga = if need_a {
-                let (ip, ix) = (upload(&block.indptr)?, upload(&block.indices)?);
-                let da = WgpuBuffer::new(ctx, (e * dims.heads * 4) as u64)?;
-                ctx.launch(
-                    &BACKWARD_A,
-                    &dims.params(block.num_dst),
-                    &[(1, &ip), (2, &ix), (3, xb), (9, gb), (11, &da)],
-                    (block.num_dst * dims.heads) as u64,
-                )?;
-                Some(wgpu_output(da, vec![e, dims.heads], g))
-            } else {
-                None
-            };
+            let gx = need_x
+                .then(|| wgpu_backward_x(ab, gb, block, dims))
+                .transpose()?
+                .map(|b| wgpu_output(b, vec![ns, dims.cols], g));
+            let ga = need_a
+                .then(|| wgpu_backward_a(xb, gb, block, dims))
+                .transpose()?
+                .map(|b| wgpu_output(b, vec![e, dims.heads], g));
             Ok((gx, ga))
         }
         (Storage::Cuda(xb), Storage::Cuda(ab), Storage::Cuda(gb)) => {
@@ -315,6 +299,110 @@ pub fn segment_weighted_sum_backward(
             rhs: g.device(),
         }),
     }
+}
+
+/// The forward kernel over ranges of dst rows whose windows (offsets, edges and their
+/// weights, output rows) fit one binding, each once per tile of `x`'s rows.
+fn wgpu_forward(x: &WgpuBuffer, a: &WgpuBuffer, b: &Block, dims: Dims) -> Result<WgpuBuffer> {
+    let ctx = x.ctx();
+    let bb = BlockBuffers::of(ctx, b)?;
+    let Dims { cols, heads, .. } = dims;
+    let out = WgpuBuffer::new(ctx, (b.num_dst * cols * 4) as u64)?;
+    let at = |d: usize| b.indptr[d] as usize;
+    let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
+    for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
+        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
+        let ew = ctx.window(&bb.indices, at(d0), at(d1));
+        let aw = ctx.rows_window(a, at(d0), at(d1), heads);
+        let ow = ctx.rows_window(&out, d0, d1, cols);
+        for (i, &(t0, t1)) in tiles.iter().enumerate() {
+            let xw = ctx.rows_window(x, t0, t1, cols);
+            let (t0, t1) = (t0 as u32, t1 as u32);
+            let rest = [
+                pw.base,
+                ew.base,
+                aw.base,
+                ow.base,
+                t0,
+                t1,
+                xw.base,
+                0,
+                0,
+                0,
+                first(i),
+            ];
+            let binds = [(1, &pw), (2, &ew), (3, &xw), (4, &aw), (5, &ow)];
+            let n = ((d1 - d0) * cols) as u64;
+            ctx.launch_windows(&FORWARD, &dims.params(range, rest), &binds, n)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `x̄` over ranges of src rows whose windows (transposed offsets and edges, output rows)
+/// fit one binding, each once per pair of tiles of `ḡ`'s rows and `a`'s rows (visited in
+/// order, so the sums keep their order).
+fn wgpu_backward_x(a: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Result<WgpuBuffer> {
+    let ctx = a.ctx();
+    let bb = BlockBuffers::of(ctx, b)?;
+    let Dims { cols, heads, .. } = dims;
+    let dx = WgpuBuffer::new(ctx, (b.num_src * cols * 4) as u64)?;
+    let at = |u: usize| b.t_indptr[u] as usize;
+    let g_tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * cols)?;
+    let a_tiles = ctx.tiles(OP, b.num_edges(), |s, e| (e - s) * heads)?;
+    for range @ (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, 1, cols))? {
+        let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
+        let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
+        let ow = ctx.rows_window(&dx, u0, u1, cols);
+        for (i, &(t0, t1)) in g_tiles.iter().enumerate() {
+            let gw = ctx.rows_window(g, t0, t1, cols);
+            for (j, &(a0, a1)) in a_tiles.iter().enumerate() {
+                let aw = ctx.rows_window(a, a0, a1, heads);
+                let [t0, t1, a0, a1] = [t0, t1, a0, a1].map(|v| v as u32);
+                let f = first(i + j);
+                let rest = [
+                    pw.base, dw.base, 0, ow.base, t0, t1, gw.base, a0, a1, aw.base, f,
+                ];
+                let binds = [(6, &pw), (7, &dw), (8, &ew), (4, &aw), (9, &gw), (10, &ow)];
+                let n = ((u1 - u0) * cols) as u64;
+                ctx.launch_windows(&BACKWARD_X, &dims.params(range, rest), &binds, n)?;
+            }
+        }
+    }
+    Ok(dx)
+}
+
+/// `ā` over ranges of dst rows whose windows (offsets, edges and their gradients, rows of
+/// `ḡ`) fit one binding, each once per tile of `x`'s rows.
+fn wgpu_backward_a(x: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Result<WgpuBuffer> {
+    let ctx = x.ctx();
+    let bb = BlockBuffers::of(ctx, b)?;
+    let Dims { cols, heads, .. } = dims;
+    let da = WgpuBuffer::new(ctx, (b.num_edges() * heads * 4) as u64)?;
+    let at = |d: usize| b.indptr[d] as usize;
+    let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
+    for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
+        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
+        let ew = ctx.window(&bb.indices, at(d0), at(d1));
+        let gw = ctx.rows_window(g, d0, d1, cols);
+        let ow = ctx.rows_window(&da, at(d0), at(d1), heads);
+        for &(t0, t1) in &tiles {
+            let xw = ctx.rows_window(x, t0, t1, cols);
+            let (t0, t1) = (t0 as u32, t1 as u32);
+            let rest = [
+                pw.base, ew.base, gw.base, ow.base, t0, t1, xw.base, 0, 0, 0, 0,
+            ];
+            let binds = [(1, &pw), (2, &ew), (3, &xw), (9, &gw), (11, &ow)];
+            let n = ((d1 - d0) * heads) as u64;
+            ctx.launch_windows(&BACKWARD_A, &dims.params(range, rest), &binds, n)?;
+        }
+    }
+    Ok(da)
+}
+
+/// The `first` flag of the `i`-th tile (pair of tiles) visited.
+fn first(i: usize) -> u32 {
+    (i == 0) as u32
 }
 
 fn cpu_forward<T: Float + CpuElem>(x: &[T], a: &[T], b: &Block, dims: Dims) -> Result<CpuBuffer> {

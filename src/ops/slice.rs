@@ -116,9 +116,22 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
             if dim == 0 {
                 // Rows are contiguous: one copy.
                 ctx.copy(b, (start * c * 4) as u64, &out, 0, (n * 4) as u64)?;
-            } else {
-                let words = [c as u32, start as u32, len as u32, 1];
-                ctx.launch_chunked(&COLS, &words, &[(2, &out)], &[(1, b)], n as u64)?;
+            } else if len > 0 {
+                // Ranges of output rows whose windows (len values per row out, the
+                // strided columns in) fit one binding.
+                let src = |r0: usize, r1: usize| (r0 * c + start, (r1 - 1) * c + start + len);
+                let span = |r0: usize, r1: usize| {
+                    let (lo, hi) = src(r0, r1);
+                    (hi - lo).max((r1 - r0) * len)
+                };
+                for (r0, r1) in ctx.split(OP, r, span)? {
+                    let (lo, hi) = src(r0, r1);
+                    let (sw, dw) = (ctx.window(b, lo, hi), ctx.rows_window(&out, r0, r1, len));
+                    let words = [(r1 - r0) * len, r0 * len, c, start, len, 1];
+                    let words = [&words.map(|v| v as u32)[..], &[sw.base, dw.base]].concat();
+                    let binds = [(1, &sw), (2, &dw)];
+                    ctx.launch_windows(&COLS, &words, &binds, ((r1 - r0) * len) as u64)?;
+                }
             }
             wgpu_output(out, out_shape, x)
         }
@@ -167,11 +180,29 @@ fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> R
             return Ok(cuda_output(out, in_shape.to_vec(), g));
         }
         Storage::Wgpu(b) => {
-            let out = WgpuBuffer::new(b.ctx(), (r * c * 4) as u64)?;
+            let ctx = b.ctx();
+            let out = WgpuBuffer::new(ctx, (r * c * 4) as u64)?;
             let glen = if dim == 0 { gr } else { gc };
-            let words = [c as u32, start as u32, glen as u32, dim as u32];
-            b.ctx()
-                .launch_chunked(&PAD, &words, &[(4, &out)], &[(3, b)], (r * c) as u64)?;
+            // Ranges of rows of the output; the window of g those rows read.
+            let g_range = |r0: usize, r1: usize| {
+                if dim == 1 {
+                    (r0 * gc, r1 * gc)
+                } else {
+                    let (a, b) = (r0.clamp(start, start + gr), r1.clamp(start, start + gr));
+                    ((a - start) * gc, (b - start) * gc)
+                }
+            };
+            let span = |r0: usize, r1: usize| {
+                let (lo, hi) = g_range(r0, r1);
+                (hi - lo).max((r1 - r0) * c)
+            };
+            for (r0, r1) in ctx.split(OP, r, span)? {
+                let (lo, hi) = g_range(r0, r1);
+                let (gw, ow) = (ctx.window(b, lo, hi), ctx.rows_window(&out, r0, r1, c));
+                let words = [(r1 - r0) * c, r0 * c, c, start, glen, dim];
+                let words = [&words.map(|v| v as u32)[..], &[gw.base, ow.base]].concat();
+                ctx.launch_windows(&PAD, &words, &[(3, &gw), (4, &ow)], ((r1 - r0) * c) as u64)?;
+            }
             return Ok(wgpu_output(out, in_shape.to_vec(), g));
         }
         Storage::Cpu(b) => float_cpu!(OP, &b.data, v => {

@@ -33,6 +33,18 @@ pub fn rand_away_f32(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_f32(v, shape, Device::Cpu).unwrap()
 }
 
+/// Integer values in [-2, 2] as an f32 CPU tensor: every sum of them is exact whatever its
+/// order, so ops that split a sum differently agree bit for bit.
+pub fn rand_ints(shape: &[usize], seed: u64) -> Tensor {
+    let v = rand_f32(shape, seed).to_vec_f32().unwrap();
+    Tensor::from_f32(
+        v.iter().map(|x| (x * 2.4).round()).collect(),
+        shape,
+        Device::Cpu,
+    )
+    .unwrap()
+}
+
 /// Random u32 indices below `n`.
 pub fn rand_idx(len: usize, n: u32, seed: u64) -> Tensor {
     let mut rng = Rng::new(seed);
@@ -56,6 +68,86 @@ pub fn gpu_devices() -> Vec<Device> {
         Err(e) => println!("skipping cuda parity: {e}"),
     }
     out
+}
+
+/// The wgpu devices among [`gpu_devices`]: the binding cap of the split tests is a wgpu
+/// concept.
+pub fn wgpu_devices() -> Vec<Device> {
+    gpu_devices()
+        .into_iter()
+        .filter(|d| matches!(d, Device::Wgpu(_)))
+        .collect()
+}
+
+/// Caps every storage binding of `dev`'s wgpu context at `bytes` until dropped, so that
+/// every op splits its work as past the adapter's limit; dropping lifts the cap, also when
+/// a check panics. The cap is shared by the threads of a test binary: one test per binary
+/// sets it.
+pub struct BindingCap(std::sync::Arc<espalier::device::wgpu::Context>);
+
+impl BindingCap {
+    pub fn new(dev: Device, bytes: u64) -> BindingCap {
+        let Device::Wgpu(i) = dev else {
+            panic!("a binding cap needs a wgpu device, not {dev}");
+        };
+        let ctx = espalier::device::wgpu::context(i).unwrap();
+        ctx.set_chunk_cap(Some(bytes));
+        BindingCap(ctx)
+    }
+}
+
+impl Drop for BindingCap {
+    fn drop(&mut self) {
+        self.0.set_chunk_cap(None);
+    }
+}
+
+/// Runs `f` forward and backward on every wgpu device with every binding capped at `cap`
+/// bytes, and again without the cap: split and unsplit results must be bit-identical when
+/// `exact` (the op keeps its order of additions), within tolerance otherwise, and match the
+/// CPU within tolerance. The cap is lifted on return.
+pub fn split_parity(name: &str, f: &Op, inputs: &[Tensor], cap: u64, exact: bool) {
+    let (out, grads) = run(f, inputs, Device::Cpu);
+    for dev in wgpu_devices() {
+        let split = {
+            let _cap = BindingCap::new(dev, cap);
+            run(f, inputs, dev)
+        };
+        let whole = run(f, inputs, dev);
+        let tol = if exact { (0.0, 0.0) } else { (RTOL, ATOL) };
+        let pairs = std::iter::once((&whole.0, &split.0)).chain(
+            whole
+                .1
+                .iter()
+                .zip(&split.1)
+                .filter_map(|(a, b)| a.as_ref().zip(b.as_ref())),
+        );
+        for (i, (a, b)) in pairs.enumerate() {
+            assert_close(
+                &format!("{name} split vs whole (output {i}) on {dev}"),
+                a,
+                b,
+                tol.0,
+                tol.1,
+            );
+        }
+        assert_close(
+            &format!("{name} forward on {dev}"),
+            &out,
+            &split.0,
+            RTOL,
+            ATOL,
+        );
+        for (i, (a, b)) in grads.iter().zip(&split.1).enumerate() {
+            match (a, b) {
+                (Some(a), Some(b)) => {
+                    assert_close(&format!("{name} grad {i} on {dev}"), a, b, RTOL, ATOL)
+                }
+                (None, None) => {}
+                _ => panic!("{name}: gradient {i} present on one backend only ({dev})"),
+            }
+        }
+    }
 }
 
 /// Asserts |a - b| <= atol + rtol·|a| elementwise, naming the first differing index.

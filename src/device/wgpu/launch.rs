@@ -13,8 +13,10 @@
 //! on many adapters): every dispatch checks this and fails with a message naming the
 //! binding. Elementwise kernels go through [`Context::launch_chunked`], which binds
 //! aligned sub-ranges and launches once per chunk, so they have no such limit; ops that
-//! split large operands their own way (matmul) bind byte ranges with
-//! [`Context::launch_ranges`], sized by [`Context::chunk_bytes`]. The uniform block is
+//! split large operands their own way bind windows of their buffers (ranges of rows, CSR
+//! edge ranges, tiles of a gathered operand) with the helpers of `split.rs`
+//! ([`Context::split`], [`Context::window`], [`Context::launch_windows`]), sized by
+//! [`Context::chunk_bytes`]. The uniform block is
 //! zero-padded to at least 16 words, so an entry may leave a shader's trailing words unset.
 
 use std::sync::Arc;
@@ -206,10 +208,10 @@ impl Context {
         self.dispatch(k, params, &binds, grid)
     }
 
-    /// Caps the bytes each chunked binding of [`Context::launch_chunked`] (and of ops that
-    /// split by [`Context::chunk_bytes`], like matmul) covers below the adapter's limit
-    /// (`None` lifts the cap). Results do not change: tests use it to run the chunked paths
-    /// on small tensors.
+    /// Caps the bytes any storage binding may cover below the adapter's limit (`None` lifts
+    /// the cap): every op then splits its work as it would past the real limit, and a
+    /// dispatch binding more is an error. Results do not change: tests use it to run the
+    /// split paths on small tensors.
     pub fn set_chunk_cap(&self, bytes: Option<u64>) {
         self.chunk_cap
             .store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
@@ -234,20 +236,27 @@ impl Context {
         })
     }
 
-    /// Records one dispatch of `k` with `binds` and submits it.
-    fn dispatch(
+    /// Records one dispatch of `k` with `binds` and submits it. A binding past
+    /// [`Context::chunk_bytes`] is an error naming it: past the adapter's limit the driver
+    /// would reject it, and past a test cap it shows an op that does not split.
+    pub(super) fn dispatch(
         &self,
         k: &Kernel,
         params: &[u32],
         binds: &[Binding],
         grid: (u32, u32, u32),
     ) -> Result<()> {
-        let limit = self.limits.max_storage_buffer_binding_size;
+        let limit = self.chunk_bytes();
         if let Some(b) = binds.iter().find(|b| b.size > limit) {
+            let what = if limit < self.limits.max_storage_buffer_binding_size {
+                "the test cap on bindings"
+            } else {
+                "the adapter's max_storage_buffer_binding_size"
+            };
             return Err(Error::Backend {
                 backend: "wgpu",
                 msg: format!(
-                    "{}::{}: binding {} covers {} bytes, past the adapter's max_storage_buffer_binding_size of {limit} bytes",
+                    "{}::{}: binding {} covers {} bytes, past {what} of {limit} bytes",
                     k.stem, k.entry, b.slot, b.size
                 ),
             });
@@ -299,11 +308,11 @@ impl Context {
 }
 
 /// A storage binding of one dispatch: a byte range of a buffer.
-struct Binding<'a> {
-    slot: u32,
-    buffer: &'a WgpuBuffer,
-    offset: u64,
-    size: u64,
+pub(super) struct Binding<'a> {
+    pub(super) slot: u32,
+    pub(super) buffer: &'a WgpuBuffer,
+    pub(super) offset: u64,
+    pub(super) size: u64,
 }
 
 impl<'a> Binding<'a> {

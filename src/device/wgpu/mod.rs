@@ -11,8 +11,10 @@ mod block;
 mod buffer;
 mod context;
 mod launch;
+mod split;
 
 pub use block::BlockBuffers;
 pub use buffer::WgpuBuffer;
 pub use context::{adapters, context, resolve_adapter, AdapterSummary, Context};
 pub use launch::{Kernel, WG};
+pub use split::{Follow, Window};
