@@ -5,7 +5,10 @@
 //! is the kernel's time, not its submission's. Skipped, with the reason printed, without an
 //! adapter.
 //!
-//! `cargo bench --bench wgpu_graph` (a few seconds per benchmark).
+//! `cargo bench --bench wgpu_graph` (a few seconds per benchmark). With
+//! `ESPALIER_BENCH_LARGE=1` (for real GPUs) the block is every in-edge of every second node
+//! of a products-like graph at scale 0.1 (3.1M edges) with f = 128, as in `cuda_ops`, and
+//! the CPU reference is skipped.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -18,7 +21,10 @@ use espalier::ops;
 use espalier::rng::Rng;
 use espalier::{Device, Tensor};
 
-const F: usize = 64;
+/// True when `ESPALIER_BENCH_LARGE` asks for GPU-sized inputs.
+fn large() -> bool {
+    std::env::var("ESPALIER_BENCH_LARGE").is_ok_and(|v| v == "1")
+}
 
 fn adapter() -> Option<Device> {
     let dev = Device::Wgpu(0);
@@ -33,21 +39,23 @@ fn adapter() -> Option<Device> {
 
 /// The input-layer block of 8,192 seeds with all their in-edges: in-degrees follow the
 /// graph's power law (a few dst nodes with hundreds of edges, most with a handful).
-fn power_law_block() -> Arc<Block> {
-    let data = SynthSpec::parse("arxiv-like,scale=0.25")
-        .unwrap()
-        .generate()
-        .unwrap();
+fn power_law_block(f: usize) -> Arc<Block> {
+    let (spec, step, take) = if large() {
+        ("products-like,scale=0.1", 2, usize::MAX)
+    } else {
+        ("arxiv-like,scale=0.25", 5, 8192)
+    };
+    let data = SynthSpec::parse(spec).unwrap().generate().unwrap();
     let seeds: Vec<u32> = (0..data.graph.num_nodes as u32)
-        .step_by(5)
-        .take(8192)
+        .step_by(step)
+        .take(take)
         .collect();
     let b = sample_blocks(&data.graph, &seeds, &[-1], 3)
         .unwrap()
         .remove(0);
     let max_in = (0..b.num_dst).map(|d| b.degree(d)).max().unwrap_or(0);
     println!(
-        "block: {} src, {} dst, {} edges, max in-degree {max_in}, f = {F}",
+        "block: {} src, {} dst, {} edges, max in-degree {max_in}, f = {f}",
         b.num_src,
         b.num_dst,
         b.num_edges()
@@ -68,9 +76,10 @@ fn randn(shape: &[usize], seed: u64) -> Tensor {
 
 fn graph(c: &mut Criterion) {
     let Some(gpu) = adapter() else { return };
-    let b = power_law_block();
+    let f = if large() { 128 } else { 64 };
+    let b = power_law_block(f);
     let (e, n_src, n_dst) = (b.num_edges(), b.num_src, b.num_dst);
-    let x_cpu = randn(&[n_src, F], 1);
+    let x_cpu = randn(&[n_src, f], 1);
     let mut rng = Rng::new(2);
     let m = e;
     let idx_cpu = Tensor::from_u32(
@@ -79,16 +88,21 @@ fn graph(c: &mut Criterion) {
         Device::Cpu,
     )
     .unwrap();
-    let src_cpu = randn(&[m, F], 3);
+    let src_cpu = randn(&[m, f], 3);
 
     let mut g = c.benchmark_group("wgpu_graph");
     // Gathered rows read, output rows written, indptr and indices read.
-    let seg = (e * F * 4 + n_dst * F * 4 + (n_dst + 1) * 4 + e * 4) as u64;
-    for dev in [gpu, Device::Cpu] {
+    let seg = (e * f * 4 + n_dst * f * 4 + (n_dst + 1) * 4 + e * 4) as u64;
+    let devices = if large() {
+        vec![gpu]
+    } else {
+        vec![gpu, Device::Cpu]
+    };
+    for dev in devices {
         let x = x_cpu.clone().to_device(dev).unwrap();
         let idx = idx_cpu.clone().to_device(dev).unwrap();
         let src = src_cpu.clone().to_device(dev).unwrap();
-        let size = format!("{dev}/E={e},f={F}");
+        let size = format!("{dev}/E={e},f={f}");
         let run = |f: &dyn Fn() -> Tensor| {
             drop(black_box(f()));
             dev.sync().unwrap();
@@ -101,20 +115,20 @@ fn graph(c: &mut Criterion) {
             bench.iter(|| run(&|| ops::segment_mean(&x, &b).unwrap()))
         });
         // Plus the argmax written.
-        g.throughput(Throughput::Bytes(seg + (n_dst * F * 4) as u64));
+        g.throughput(Throughput::Bytes(seg + (n_dst * f * 4) as u64));
         g.bench_function(BenchmarkId::new("segment_max", &size), |bench| {
             bench.iter(|| run(&|| ops::segment_max(&x, &b).unwrap()))
         });
         // Rows read and written, indices read.
-        g.throughput(Throughput::Bytes((2 * m * F * 4 + m * 4) as u64));
-        let size = format!("{dev}/m={m},f={F}");
+        g.throughput(Throughput::Bytes((2 * m * f * 4 + m * 4) as u64));
+        let size = format!("{dev}/m={m},f={f}");
         g.bench_function(BenchmarkId::new("index_select", &size), |bench| {
             bench.iter(|| run(&|| ops::index_select(&x, &idx).unwrap()))
         });
         // Same bytes plus the output rows; on a GPU this includes reading the indices back
         // and transposing them on the host, which is part of the op's cost.
         g.throughput(Throughput::Bytes(
-            (m * F * 4 + m * 4 + n_src * F * 4) as u64,
+            (m * f * 4 + m * 4 + n_src * f * 4) as u64,
         ));
         g.bench_function(BenchmarkId::new("scatter_add", &size), |bench| {
             bench.iter(|| run(&|| ops::scatter_add(&src, &idx, n_src).unwrap()))

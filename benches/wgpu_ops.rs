@@ -9,6 +9,8 @@
 //! allocation from the pool and its per-dispatch overhead, as training sees them.
 //!
 //! `cargo bench --bench wgpu_ops -- --warm-up-time 1 --measurement-time 2` for a quick run.
+//! With `ESPALIER_BENCH_LARGE=1` (for real GPUs) the sizes grow until launch overhead no
+//! longer hides the kernels: 64 Mi values elementwise and a 4096³ matmul.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -118,11 +120,20 @@ fn time(ctx: &Context, iters: u64, op: &dyn Fn() -> Result<Tensor>) -> Duration 
     }
 }
 
+/// True when `ESPALIER_BENCH_LARGE` asks for GPU-sized inputs.
+fn large() -> bool {
+    std::env::var("ESPALIER_BENCH_LARGE").is_ok_and(|v| v == "1")
+}
+
 fn matmul(c: &mut Criterion) {
     let Some(ctx) = adapter() else { return };
     let dev = Device::Wgpu(ctx.index);
     let mut g = c.benchmark_group("wgpu/matmul_flop");
-    for (m, k, n) in [(256, 256, 256), (512, 512, 512), (4096, 256, 64)] {
+    let mut shapes = vec![(256, 256, 256), (512, 512, 512), (4096, 256, 64)];
+    if large() {
+        shapes = vec![(4096, 4096, 4096), (1 << 17, 256, 256)];
+    }
+    for (m, k, n) in shapes {
         let a = randn(&[m, k], 1, dev);
         let b = randn(&[k, n], 2, dev);
         g.throughput(Throughput::Elements((2 * m * n * k) as u64));
@@ -145,7 +156,8 @@ fn elementwise(c: &mut Criterion) {
     let Some(ctx) = adapter() else { return };
     let dev = Device::Wgpu(ctx.index);
     let mut g = c.benchmark_group("wgpu/elementwise");
-    let (r, f) = (16_384, 64); // 1 Mi values, 4 MiB per f32 tensor
+    // 1 Mi values, 4 MiB per f32 tensor; 64 Mi values (256 MiB) when large.
+    let (r, f) = if large() { (1 << 20, 64) } else { (16_384, 64) };
     let x = randn(&[r, f], 3, dev);
     let y = randn(&[r, f], 4, dev);
     let bytes = (r * f * 4) as u64;

@@ -91,8 +91,9 @@ fn matmul_fallback_kernel_matches_the_cpu() {
 #[test]
 fn large_uploads_round_trip_exactly_through_pinned_staging() {
     let Some(dev) = cuda() else { return };
-    // Two whole 16 MiB staging chunks and a tail, and a small upload.
-    for n in [8 << 20 | 3, 5] {
+    // Several whole 4 MiB staging chunks (both buffers in turn) and a tail, one chunk
+    // exactly, and a small upload.
+    for n in [(8 << 20) | 3, 1 << 20, 5] {
         let x = rand_f32(&[n], 60);
         let back = x.clone().to_device(dev).unwrap().to_vec_f32().unwrap();
         assert!(

@@ -13,10 +13,11 @@ use crate::device::cuda::context::{driver_err, Context};
 use crate::device::{size_class, Allocation};
 use crate::error::Result;
 
+/// Bytes of each of the two pinned staging buffers; uploads of at least one go through
+/// them (a feature upload of a Cora-sized batch, 15 MB, already does, but for its tail).
+const STAGING_BYTES: usize = 4 << 20;
 /// Uploads at least this large go through pinned staging buffers.
-const PINNED_MIN: usize = 1 << 20;
-/// Bytes of each of the two pinned staging buffers.
-const STAGING_BYTES: usize = 16 << 20;
+const PINNED_MIN: usize = STAGING_BYTES;
 
 /// A pooled device buffer of at least `len` bytes.
 pub struct CudaBuffer {
