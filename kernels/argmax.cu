@@ -7,11 +7,6 @@
 //     value, ties to the lower column. The order is total, so every lane ends with the
 //     CPU's first maximum whatever the combination order; lane 0 writes out[row] (u32).
 
-// A bit test, like the WGSL: immune to any fast-math folding of `v != v`.
-__device__ __forceinline__ bool is_nan(float v) {
-    return (__float_as_uint(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // True when (v, i) comes before (bv, bi).
 __device__ __forceinline__ bool better(float v, u32 i, float bv, u32 bi) {
     const bool vn = is_nan(v), bn = is_nan(bv);

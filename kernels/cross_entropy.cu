@@ -18,39 +18,6 @@
 
 #define NO_ROW 0xffffffffu
 
-__device__ __forceinline__ bool is_nan(float v) {
-    return (__float_as_uint(v) & 0x7fffffffu) > 0x7f800000u;
-}
-__device__ __forceinline__ bool finite(float v) {
-    return (__float_as_uint(v) & 0x7fffffffu) < 0x7f800000u;
-}
-// The larger of two values, a NaN winning so that it propagates (fmaxf would drop it).
-__device__ __forceinline__ float nan_max(float a, float b) {
-    if (is_nan(a)) return a;
-    if (b > a || is_nan(b)) return b;
-    return a;
-}
-__device__ __forceinline__ float warp_nan_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-// nan_max over the block, like the prelude's block_max.
-__device__ __forceinline__ float block_nan_max(float v) {
-    __shared__ float partial[33];
-    const u32 lane = lane_id(), warp = threadIdx.x / 32u, warps = blockDim.x / 32u;
-    v = warp_nan_max(v);
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        float w = lane < warps ? partial[lane] : NEG_INF;
-        w = warp_nan_max(w);
-        if (lane == 0) partial[32] = w;
-    }
-    __syncthreads();
-    const float total = partial[32];
-    __syncthreads();
-    return total;
-}
 // Minimum over the block of a u32, like the prelude's block_sum.
 __device__ __forceinline__ u32 block_min_u32(u32 v) {
     __shared__ u32 partial[33];
@@ -67,18 +34,6 @@ __device__ __forceinline__ u32 block_min_u32(u32 v) {
     const u32 total = partial[32];
     __syncthreads();
     return total;
-}
-
-// Reductions over the threads sharing a row: the warp, or the whole block.
-template <bool BLOCK>
-__device__ __forceinline__ float row_sum(float v) {
-    if constexpr (BLOCK) return block_sum(v);
-    else return warp_sum(v);
-}
-template <bool BLOCK>
-__device__ __forceinline__ float row_nan_max(float v) {
-    if constexpr (BLOCK) return block_nan_max(v);
-    else return warp_nan_max(v);
 }
 
 // Row `row`; thread t of `stride` threads visits columns t, t + stride, ...

@@ -12,25 +12,6 @@
 //   lanes over features (float4 when f % 4 == 0 and aligned), positions loaded 32 at a time
 //   and broadcast by shuffles. No atomics: each value has one owner, so it is deterministic.
 
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return ((u64)p & 15ull) == 0;
-}
-
-__device__ __forceinline__ void add_to(float& a, float v) { a += v; }
-__device__ __forceinline__ void add_to(float4& a, float4 v) {
-    a.x += v.x;
-    a.y += v.y;
-    a.z += v.z;
-    a.w += v.w;
-}
-
-template <typename V>
-__device__ __forceinline__ V zero_value();
-template <>
-__device__ __forceinline__ float zero_value<float>() { return 0.0f; }
-template <>
-__device__ __forceinline__ float4 zero_value<float4>() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
-
 // out[r, c] = Σ_{k in ptr[r]..ptr[r+1]} src[pos[k], c], k increasing; `width` values of V
 // per row. Every lane runs every loop (columns past `width` are masked), so the shuffles
 // always see the whole warp.

@@ -16,13 +16,6 @@
 // A thread per (node i, hidden unit j) (per (row, unit) for lstm_hprev_f32), idx = i·H + j,
 // grid-stride: consecutive threads touch consecutive units of each gate block (coalesced).
 
-// Never exponentiates a positive number.
-__device__ __forceinline__ float sigmoid(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    const float e = expf(x);
-    return e / (1.0f + e);
-}
-
 extern "C" __global__ void lstm_step_f32(const float* xg, const float* hw, float* acts,
                                          float* cs, float* h_next, float* out, const u32* dst,
                                          u32 m, u32 h, u32 k, u32 t, u32 offset) {

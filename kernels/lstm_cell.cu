@@ -9,13 +9,6 @@
 // A thread per (node r, hidden unit j), idx = r·H + j, grid-stride: consecutive threads
 // touch consecutive units of each gate block (coalesced).
 
-// Never exponentiates a positive number.
-__device__ __forceinline__ float sigmoid(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    const float e = expf(x);
-    return e / (1.0f + e);
-}
-
 extern "C" __global__ void lstm_cell_forward_f32(const float* gates, const float* c_prev,
                                                  float* out, float* acts, u32 n, u32 h) {
     FOR_EACH(idx, (u64)n * h) {

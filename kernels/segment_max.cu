@@ -13,15 +13,6 @@
 // buffers are 16-byte aligned; lanes stride over wider rows), edge lists loaded 32 at a
 // time and broadcast by shuffles. One owner per value: no atomics, deterministic.
 
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return ((u64)p & 15ull) == 0;
-}
-
-// From the bits, so that no compiler option can fold it away.
-__device__ __forceinline__ bool is_nan(float v) {
-    return (__float_as_uint(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // The CPU rule: v replaces the running max m if it is the first, larger, or the first NaN.
 __device__ __forceinline__ void take(float& m, u32& a, float v, u32 e, bool first) {
     if (first || (!is_nan(m) && (is_nan(v) || v > m))) {

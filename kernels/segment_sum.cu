@@ -12,28 +12,10 @@
 // broadcast by shuffles. Each value is summed in the CPU's order by its one owner: no
 // atomics, deterministic, and the same floats as the CPU backend.
 
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return ((u64)p & 15ull) == 0;
-}
-
-__device__ __forceinline__ void add_to(float& a, float v) { a += v; }
-__device__ __forceinline__ void add_to(float4& a, float4 v) {
-    a.x += v.x;
-    a.y += v.y;
-    a.z += v.z;
-    a.w += v.w;
-}
 __device__ __forceinline__ float divided(float v, float d) { return v / d; }
 __device__ __forceinline__ float4 divided(float4 v, float d) {
     return make_float4(v.x / d, v.y / d, v.z / d, v.w / d);
 }
-
-template <typename V>
-__device__ __forceinline__ V zero_value();
-template <>
-__device__ __forceinline__ float zero_value<float>() { return 0.0f; }
-template <>
-__device__ __forceinline__ float4 zero_value<float4>() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
 
 // `width` values of V per row. Every lane runs every loop (columns past `width` are
 // masked), so the shuffles always see the whole warp.

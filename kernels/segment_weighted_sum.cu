@@ -19,10 +19,6 @@
 // warp loops over heads, lanes over the head's columns. One owner per value: no atomics,
 // deterministic.
 
-__device__ __forceinline__ bool aligned16(const void* p) {
-    return ((u64)p & 15ull) == 0;
-}
-
 // acc += w · v with the product rounded on its own (never fused into an FMA), like the CPU.
 __device__ __forceinline__ void add_scaled(float& acc, float w, float v) {
     acc += __fmul_rn(w, v);
@@ -33,13 +29,6 @@ __device__ __forceinline__ void add_scaled(float4& acc, float w, float4 v) {
     acc.z += __fmul_rn(w, v.z);
     acc.w += __fmul_rn(w, v.w);
 }
-
-template <typename V>
-__device__ __forceinline__ V zero_value();
-template <>
-__device__ __forceinline__ float zero_value<float>() { return 0.0f; }
-template <>
-__device__ __forceinline__ float4 zero_value<float4>() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
 
 // `width` values of V per row, `per` columns of one value; head of value c = c·per / D.
 // Every lane runs every loop (values past `width` are masked), so the shuffles always see
