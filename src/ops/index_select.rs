@@ -204,27 +204,8 @@ pub(crate) fn wgpu_gather(
     idx: &WgpuBuffer,
     m: usize,
 ) -> Result<WgpuBuffer> {
-    let ctx = x.ctx();
-    let out = WgpuBuffer::new(ctx, (m * f * 4) as u64)?;
-    let tiles = ctx.tiles("index_select", n, |a, b| (b - a) * f)?;
-    for (r0, r1) in ctx.split("index_select", m, |a, b| (b - a) * f.max(1))? {
-        let (iw, ow) = (ctx.window(idx, r0, r1), ctx.rows_window(&out, r0, r1, f));
-        for &(t0, t1) in &tiles {
-            let xw = ctx.rows_window(x, t0, t1, f);
-            let words = [
-                (r1 - r0) * f,
-                f,
-                r0,
-                iw.base as usize,
-                ow.base as usize,
-                t0,
-                t1,
-            ];
-            let words = [&words.map(|v| v as u32)[..], &[xw.base]].concat();
-            let binds = [(1, &iw), (2, &xw), (3, &ow)];
-            ctx.launch_windows(&GATHER, &words, &binds, ((r1 - r0) * f) as u64)?;
-        }
-    }
+    let out = WgpuBuffer::new(x.ctx(), (m * f * 4) as u64)?;
+    by_tiles("index_select", &GATHER, idx, m, f, (3, &out), (2, x), n)?;
     Ok(out)
 }
 
@@ -239,9 +220,27 @@ pub(crate) fn wgpu_put(
     table: &WgpuBuffer,
     n: usize,
 ) -> Result<()> {
-    let ctx = rows.ctx();
-    let tiles = ctx.tiles("put_rows", n, |a, b| (b - a) * f)?;
-    for (r0, r1) in ctx.split("put_rows", m, |a, b| (b - a) * f.max(1))? {
+    by_tiles("put_rows", &PUT, idx, m, f, (8, rows), (9, table), n)
+}
+
+/// Runs `kernel` (gather or put) over ranges of the `m` indexed rows whose windows fit one
+/// binding, each once per tile of the `n`-row table. `rows` is the `[m, f]` side (bound by
+/// range) and `table` the `[n, f]` side (bound by tile), each with its binding; the kernel
+/// reads the rows side's and the table tile's first elements from the parameter words.
+#[allow(clippy::too_many_arguments)]
+fn by_tiles(
+    op: &'static str,
+    kernel: &Kernel,
+    idx: &WgpuBuffer,
+    m: usize,
+    f: usize,
+    (row_slot, rows): (u32, &WgpuBuffer),
+    (table_slot, table): (u32, &WgpuBuffer),
+    n: usize,
+) -> Result<()> {
+    let ctx = idx.ctx();
+    let tiles = ctx.tiles(op, n, |a, b| (b - a) * f)?;
+    for (r0, r1) in ctx.split(op, m, |a, b| (b - a) * f.max(1))? {
         let (iw, rw) = (ctx.window(idx, r0, r1), ctx.rows_window(rows, r0, r1, f));
         for &(t0, t1) in &tiles {
             let tw = ctx.rows_window(table, t0, t1, f);
@@ -255,8 +254,8 @@ pub(crate) fn wgpu_put(
                 t1,
             ];
             let words = [&words.map(|v| v as u32)[..], &[tw.base]].concat();
-            let binds = [(1, &iw), (8, &rw), (9, &tw)];
-            ctx.launch_windows(&PUT, &words, &binds, ((r1 - r0) * f) as u64)?;
+            let binds = [(1, &iw), (row_slot, &rw), (table_slot, &tw)];
+            ctx.launch_windows(kernel, &words, &binds, ((r1 - r0) * f) as u64)?;
         }
     }
     Ok(())

@@ -100,13 +100,7 @@ fn launch(
     f: usize,
     mean: bool,
 ) -> Result<WgpuBuffer> {
-    let (rows_in, rows_out) = if forward {
-        (block.num_src, block.num_dst)
-    } else {
-        (block.num_dst, block.num_src)
-    };
-    u32_count(op, "the input", rows_in * f)?;
-    let n = u32_count(op, "the output", rows_out * f)?;
+    let (rows_in, rows_out, n) = pass_rows(op, forward, block, f)?;
     let ctx = input.ctx();
     let bb = BlockBuffers::of(ctx, block)?;
     let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
@@ -157,6 +151,27 @@ fn launch(
     Ok(out)
 }
 
+/// Input and output rows of the forward (src to dst rows) or backward (dst to src) pass, and
+/// its output values as the u32 the kernels count with; errors if either side passes u32.
+fn pass_rows(
+    op: &'static str,
+    forward: bool,
+    block: &Block,
+    f: usize,
+) -> Result<(usize, usize, u32)> {
+    let (rows_in, rows_out) = if forward {
+        (block.num_src, block.num_dst)
+    } else {
+        (block.num_dst, block.num_src)
+    };
+    u32_count(op, "the input", rows_in * f)?;
+    Ok((
+        rows_in,
+        rows_out,
+        u32_count(op, "the output", rows_out * f)?,
+    ))
+}
+
 /// The CUDA twin of [`launch`]: a warp per output row (see `kernels/segment_sum.cu`).
 fn launch_cuda(
     op: &'static str,
@@ -166,13 +181,7 @@ fn launch_cuda(
     f: usize,
     mean: bool,
 ) -> Result<CudaBuffer> {
-    let (rows_in, rows_out) = if forward {
-        (block.num_src, block.num_dst)
-    } else {
-        (block.num_dst, block.num_src)
-    };
-    u32_count(op, "the input", rows_in * f)?;
-    let n = u32_count(op, "the output", rows_out * f)?;
+    let (_, rows_out, n) = pass_rows(op, forward, block, f)?;
     let ctx = input.ctx();
     let out = CudaBuffer::new(ctx, n as u64 * 4)?;
     // Nothing to write without output values; otherwise rows_out <= n fits u32.
