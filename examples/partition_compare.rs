@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --example partition_compare -- \
-//!     --data ../shared/data/email-enron --data synthetic:products-like,scale=0.02 \
+//!     --data data/email-enron --data synthetic:products-like,scale=0.02 \
 //!     --k 8 --fanouts 10,25 --mode all
 //! ```
 //!

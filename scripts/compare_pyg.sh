@@ -5,7 +5,7 @@
 #
 #   scripts/compare_pyg.sh DIR [K] [FANOUTS] [MODEL] [AGGR]
 #
-# DIR: an OGB folder, e.g. ../shared/data/cora, or one written by
+# DIR: an OGB folder, e.g. data/cora, or one written by
 #   `espalier gen products-like,scale=0.0408 --out syn100k` (graph, features, labels and
 #   split, so both sides read exactly the same inputs).
 # Environment: ESPALIER (default target/release/espalier), PYG_PEER (default

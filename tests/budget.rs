@@ -137,7 +137,7 @@ fn products_like_stays_within_budget() {
 #[test]
 fn email_enron_stays_within_budget() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(p) = common::shared_data("email-enron") else {
+    let Some(p) = common::repo_data("email-enron") else {
         return;
     };
     let opts = LoadOptions {

@@ -154,7 +154,7 @@ fn gat_estimate_is_exact() {
 #[test]
 fn gat_on_cora_estimate_is_exact() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(p) = common::shared_data("cora") else {
+    let Some(p) = common::repo_data("cora") else {
         return;
     };
     let opts = LoadOptions {

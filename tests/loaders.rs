@@ -328,7 +328,7 @@ fn edge_lists() {
 }
 
 fn shared(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")).join(name);
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")).join(name);
     if p.join("raw").is_dir() {
         Some(p)
     } else {

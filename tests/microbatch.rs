@@ -306,7 +306,7 @@ fn one_micro_batch_is_plain_training_bit_for_bit() {
 
 #[test]
 fn cora_four_micro_batches_train_like_one() {
-    let Some(dir) = common::shared_data("cora") else {
+    let Some(dir) = common::repo_data("cora") else {
         return;
     };
     let opts = LoadOptions {

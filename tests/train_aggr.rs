@@ -1,5 +1,5 @@
 //! Training with the attention and LSTM aggregators reaches known accuracies on Cora
-//! (`../shared/data/cora`, split `per-class-20`: 140 train, 500 valid, 1000 test nodes).
+//! (`data/cora`, split `per-class-20`: 140 train, 500 valid, 1000 test nodes).
 //! Without the shared datasets beside the checkout, each test says so and returns.
 //!
 //! - GAT, 2 layers, 8 heads of 16 (output layer: 1 head), fanouts 25,10, Adam lr 5e-3,
@@ -22,7 +22,7 @@ use espalier::train::{BatchSize, OptimizerKind, Summary, TrainConfig, Trainer};
 use espalier::{ops, Device, Tensor};
 
 fn cora() -> Option<Dataset> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/cora");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/cora");
     if !path.join("raw").is_dir() {
         println!(
             "skipping: {} is absent (the shared datasets live beside the checkout)",

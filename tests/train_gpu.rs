@@ -26,7 +26,7 @@ const LOSS_RTOL: f64 = 1e-3;
 const LOSS_ATOL: f64 = 1e-6;
 
 fn cora() -> Option<Dataset> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/cora"));
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/cora"));
     if !dir.exists() {
         println!("skipping: {} is absent", dir.display());
         return None;

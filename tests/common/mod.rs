@@ -220,10 +220,10 @@ pub fn parity(name: &str, f: &Op, inputs: &[Tensor]) {
     }
 }
 
-/// `../shared/data/NAME` beside the project, or `None` after printing why the caller skips.
-pub fn shared_data(name: &str) -> Option<std::path::PathBuf> {
+/// `data/NAME` in the repository, or `None` after printing why the caller skips.
+pub fn repo_data(name: &str) -> Option<std::path::PathBuf> {
     let p =
-        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")).join(name);
+        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")).join(name);
     if p.exists() {
         Some(p)
     } else {
