@@ -25,19 +25,33 @@ pub trait Float:
     + std::iter::Sum
     + 'static
 {
+    /// 0.
     const ZERO: Self;
+    /// 1.
     const ONE: Self;
+    /// Negative infinity (the identity of max).
     const NEG_INFINITY: Self;
+    /// The type's name in messages (`f32`, `f64`).
     const NAME: &'static str;
+    /// The nearest value of this type.
     fn from_f64(v: f64) -> Self;
+    /// Widened to f64 (exact).
     fn to_f64(self) -> f64;
+    /// e^self.
     fn exp(self) -> Self;
+    /// Natural logarithm.
     fn ln(self) -> Self;
+    /// Hyperbolic tangent.
     fn tanh(self) -> Self;
+    /// Square root.
     fn sqrt(self) -> Self;
+    /// The larger of the two (the other one when self is NaN).
     fn max(self, other: Self) -> Self;
+    /// The smaller of the two (the other one when self is NaN).
     fn min(self, other: Self) -> Self;
+    /// Absolute value.
     fn abs(self) -> Self;
+    /// self^n.
     fn powi(self, n: i32) -> Self;
 }
 

@@ -24,10 +24,15 @@ const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("adam", "adam_f32");
 /// Hyper-parameters of one Adam step.
 #[derive(Clone, Copy, Debug)]
 pub struct AdamStep {
+    /// Learning rate.
     pub lr: f64,
+    /// Decay of the first-moment (mean) estimate.
     pub beta1: f64,
+    /// Decay of the second-moment (uncentred variance) estimate.
     pub beta2: f64,
+    /// Added to the denominator's square root.
     pub eps: f64,
+    /// L2 penalty added to the gradient (or decoupled, see `decoupled`).
     pub weight_decay: f64,
     /// AdamW's decoupled weight decay instead of L2.
     pub decoupled: bool,

@@ -29,8 +29,11 @@ const MOMENTUM_CUDA: cuda::Kernel = crate::cuda_kernel!("sgd", "sgd_momentum_f32
 /// Hyper-parameters of one SGD step.
 #[derive(Clone, Copy, Debug)]
 pub struct SgdStep {
+    /// Learning rate.
     pub lr: f64,
+    /// Momentum factor (0: plain SGD).
     pub momentum: f64,
+    /// L2 penalty added to the gradient.
     pub weight_decay: f64,
     /// True on the first step, when the momentum buffer is set to the gradient.
     pub first: bool,

@@ -43,15 +43,25 @@ const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("unary", "unary_backward
 /// Which unary op, with its parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
+    /// -x.
     Neg,
+    /// max(x, 0).
     Relu,
+    /// x for x > 0, slope * x otherwise.
     LeakyRelu(f64),
+    /// x for x > 0, alpha * (e^x - 1) otherwise.
     Elu(f64),
+    /// 1 / (1 + e^-x).
     Sigmoid,
+    /// tanh(x).
     Tanh,
+    /// e^x.
     Exp,
+    /// ln(x).
     Log,
+    /// x + c.
     AddScalar(f64),
+    /// c * x.
     MulScalar(f64),
 }
 

@@ -324,6 +324,7 @@ mod tests {
 /// Betty behind the [`Partitioner`](crate::partition::Partitioner) trait (default options).
 #[derive(Debug, Default)]
 pub struct BettyPartitioner {
+    /// How the redundancy-embedded graph is built (hub handling, self inputs).
     pub opts: BettyOptions,
 }
 

@@ -165,6 +165,7 @@ mod tests {
 /// comes from the trainer's memory estimator on each group's sliced blocks.
 #[derive(Debug, Default)]
 pub struct BuffaloPartitioner {
+    /// Bucket splitting and the largest K tried.
     pub opts: BuffaloOptions,
 }
 

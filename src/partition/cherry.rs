@@ -59,7 +59,9 @@ pub enum CherryWeight {
 /// Cherry's choices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CherryOptions {
+    /// How the flow graph's non-seed nodes enter the cut.
     pub non_seeds: NonSeeds,
+    /// How the flow graph's edges are weighted.
     pub weight: CherryWeight,
     /// METIS seed: fixed for the run, so the cut does not change with the epoch.
     pub metis_seed: u64,
@@ -323,6 +325,7 @@ mod tests {
 /// graph is cut once per seed set and K, and the seed lists are reused every epoch.
 #[derive(Default)]
 pub struct CherryPartitioner {
+    /// Flow-graph construction and METIS settings.
     pub opts: CherryOptions,
     state: Option<Cherry>,
 }

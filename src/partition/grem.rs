@@ -417,6 +417,7 @@ mod tests {
 /// seed-induced graph.
 #[derive(Debug, Default)]
 pub struct GremPartitioner {
+    /// Chunk size, passes, balance and seed of the stream.
     pub opts: GremOptions,
 }
 

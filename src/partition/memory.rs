@@ -134,7 +134,9 @@ impl Resident {
 /// Predicts a micro-batch's peak device bytes from its block sizes and the model.
 #[derive(Clone, Debug)]
 pub struct MemoryEstimator {
+    /// The model whose forward and backward are replayed.
     pub model: ModelConfig,
+    /// The device whose allocation rules (alignment, pool size classes) apply.
     pub device: Device,
     /// Optimizer state bytes per parameter byte ([`crate::train::Optimizer::state_factor`]).
     pub state_factor: usize,
@@ -313,9 +315,13 @@ impl MemoryEstimator {
 /// degree histograms or edge counts).
 #[derive(Clone, Copy, Debug)]
 pub struct LayerShape {
+    /// Source (input) nodes of the layer's block.
     pub num_src: usize,
+    /// Destination (output) nodes of the layer's block.
     pub num_dst: usize,
+    /// Input feature width.
     pub in_dim: usize,
+    /// Output feature width.
     pub out_dim: usize,
     /// The model's output layer (GAT: one head).
     pub last: bool,

@@ -23,11 +23,13 @@ pub struct MicroBatchStats {
 /// One batch's partition (one entry per epoch for full-batch training).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PartitionStats {
+    /// Epoch of the batch.
     pub epoch: usize,
     /// Index of the batch in its epoch.
     pub batch: usize,
     /// Micro-batches run, after any split forced by running out of memory.
     pub k: usize,
+    /// Name of the partitioner that made the micro-batches.
     pub partitioner: String,
     /// Σ_k input nodes of micro-batch k / input nodes of the full batch.
     pub redundancy: f64,
@@ -37,6 +39,7 @@ pub struct PartitionStats {
     pub slice_s: f64,
     /// Micro-batches split in two after running out of memory.
     pub oom_splits: usize,
+    /// One entry per micro-batch, in the order they ran.
     pub batches: Vec<MicroBatchStats>,
 }
 

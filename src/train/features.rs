@@ -21,9 +21,12 @@ use crate::tensor::Tensor;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FeatureDType {
+    /// 32-bit floats (the loader's own matrix, no copy).
     #[default]
     F32,
+    /// IEEE half precision (5-bit exponent): exact for 0/1 features, 11-bit mantissa.
     F16,
+    /// bfloat16 (f32's 8-bit exponent, 8-bit mantissa): f32's range at half the bytes.
     BF16,
 }
 
@@ -46,14 +49,19 @@ impl FromStr for FeatureDType {
 pub enum FeatureStore<'a> {
     /// The dataset's own f32 matrix, borrowed.
     F32(&'a [f32]),
+    /// A half-precision copy made at start-up.
     F16(Vec<f16>),
+    /// A bfloat16 copy made at start-up.
     BF16(Vec<bf16>),
 }
 
 /// Gathered rows, ready to upload.
 pub enum HostRows {
+    /// Rows in f32.
     F32(Vec<f32>),
+    /// Rows in f16.
     F16(Vec<f16>),
+    /// Rows in bf16.
     BF16(Vec<bf16>),
 }
 

@@ -222,8 +222,7 @@ pub fn parity(name: &str, f: &Op, inputs: &[Tensor]) {
 
 /// `data/NAME` in the repository, or `None` after printing why the caller skips.
 pub fn repo_data(name: &str) -> Option<std::path::PathBuf> {
-    let p =
-        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")).join(name);
+    let p = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")).join(name);
     if p.exists() {
         Some(p)
     } else {
