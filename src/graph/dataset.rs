@@ -435,7 +435,15 @@ pub(crate) fn complete(
         ]
     };
     let (features, feat_dim) = match p.features {
-        Some(f) => f,
+        Some(f) => {
+            if let Some(d) = opts.feat_dim.filter(|&d| d != f.1) {
+                notes.push(format!(
+                    "--feat-dim {d} not used: the dataset has its own {} features",
+                    f.1
+                ));
+            }
+            f
+        }
         None => {
             let dim = opts.feat_dim.unwrap_or(DEFAULT_FEAT_DIM);
             if dim == 0 || dim > MAX_FEAT_DIM {
