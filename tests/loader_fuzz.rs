@@ -82,11 +82,9 @@ fn corrupt(text: &str, c: &Corruption, gzip: bool) -> Vec<u8> {
                 let n = (b.len() as f64 * keep) as usize;
                 b.truncate(n);
             }
-            Corruption::Flip { at, mask, .. } => {
-                if !b.is_empty() {
-                    let i = at % b.len();
-                    b[i] ^= mask;
-                }
+            Corruption::Flip { at, mask, .. } if !b.is_empty() => {
+                let i = at % b.len();
+                b[i] ^= mask;
             }
             _ => {}
         }
@@ -116,11 +114,9 @@ fn corrupt(text: &str, c: &Corruption, gzip: bool) -> Vec<u8> {
             let rest = lines[i].split_once(',').map(|(_, r)| format!(",{r}"));
             lines[i] = format!("{}{}", HUGE[*which], rest.unwrap_or_default());
         }
-        Corruption::Drop { at } => {
-            if !lines.is_empty() {
-                let i = pick(*at, lines.len());
-                lines.remove(i);
-            }
+        Corruption::Drop { at } if !lines.is_empty() => {
+            let i = pick(*at, lines.len());
+            lines.remove(i);
         }
         _ => {}
     }
