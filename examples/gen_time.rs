@@ -7,7 +7,7 @@
 //! ```
 //!
 //! With an output folder the graph is written there in OGB layout, loaded back (which
-//! writes the binary cache to `OUT/.espalier-cache/`), and loaded again from the cache; the
+//! writes the binary cache to `OUT/espalier-cache/`), and loaded again from the cache; the
 //! loaded graph is checked against the generated one.
 
 use std::time::Instant;

@@ -270,7 +270,7 @@ fn read_split(s: &SplitFiles, n: u64) -> Result<Split> {
         valid: opt(&s.valid)?,
         test: opt(&s.test)?,
     };
-    ensure_allocatable(n as u128 * 4, "split check")?;
+    ensure_allocatable(n as u128 * 8, "split check")?;
     // Where each node was first seen: 0 none, else part index + 1 and its line.
     let mut seen: Vec<(u8, u32)> = vec![(0, 0); n as usize];
     let files: [Option<&Path>; 3] = [Some(&s.train), s.valid.as_deref(), s.test.as_deref()];
