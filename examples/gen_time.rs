@@ -7,7 +7,7 @@
 //! ```
 //!
 //! With an output folder the graph is written there in OGB layout, loaded back (which
-//! writes the binary cache to `OUT/.espalier-cache/`), and loaded again from the cache; the
+//! writes the binary cache to `OUT/espalier-cache/`), and loaded again from the cache; the
 //! loaded graph is checked against the generated one.
 
 use std::time::Instant;
@@ -59,7 +59,10 @@ fn main() -> espalier::Result<()> {
     drop(d);
 
     let opts = LoadOptions::default();
-    let dirs = cache::cache_dirs(out.as_ref(), &|k| std::env::var_os(k));
+    let dirs: Vec<_> = cache::cache_dirs(out.as_ref(), None, &|k| std::env::var_os(k))
+        .into_iter()
+        .map(|d| d.path)
+        .collect();
     for run in ["first load", "re-load"] {
         let t = Instant::now();
         let (back, status) = cache::load_in_dirs(out.as_ref(), &opts, &dirs)?;

@@ -65,13 +65,23 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// A file's content is malformed; `line` is 1-based (0 when the whole file is at fault).
-    #[error("{path}:{line}: {msg}")]
+    /// A file's content is malformed; `line` is 1-based (0 when the whole file is at fault,
+    /// and then no line number is shown: `path: msg`).
+    #[error("{}", parse_message(path, *line, msg))]
     Parse {
         path: PathBuf,
         line: u64,
         msg: String,
     },
+}
+
+/// `path:line: msg`, or `path: msg` for a whole-file error (line 0).
+fn parse_message(path: &std::path::Path, line: u64, msg: &str) -> String {
+    if line == 0 {
+        format!("{}: {msg}", path.display())
+    } else {
+        format!("{}:{line}: {msg}", path.display())
+    }
 }
 
 impl Error {

@@ -265,7 +265,7 @@ fn missing_parts_are_synthesized_with_notes() {
     ]);
     assert!(!tmp.path().join("split").exists());
     let opts = LoadOptions {
-        feat_dim: 3,
+        feat_dim: Some(3),
         classes: Some(6),
         seed: 5,
         ..no_cache()
@@ -301,7 +301,8 @@ fn edge_lists() {
     assert_eq!(d.graph.neighbors(0), &[3]);
     assert_eq!(d.graph.neighbors(5), &[2]);
     assert_eq!(d.feat_dim, 100);
-    assert_eq!(d.notes.len(), 3);
+    assert_eq!(d.notes.len(), 4, "{:?}", d.notes);
+    assert!(d.notes[0].contains("read as an edge list"), "{:?}", d.notes);
     // Gzip and errors with line numbers.
     let pz = tmp.path().join("g.txt.gz");
     std::fs::write(&pz, gz_bytes("0 1\n1 2\n2 x\n")).unwrap();
@@ -374,13 +375,14 @@ fn email_enron_with_cache_outside_the_read_only_folder() {
     };
     let cache_dir = tempfile::tempdir().unwrap();
     let env_dir = cache_dir.path().as_os_str().to_owned();
-    let env = |k: &str| (k == "ESPALIER_CACHE_DIR").then(|| env_dir.clone());
+    let env = |k: &str| (k == "XDG_CACHE_HOME").then(|| env_dir.clone());
     if std::fs::metadata(&dir).unwrap().permissions().readonly() {
-        // Shared data is read-only: the cache goes to the fallback, even for root.
-        assert_eq!(
-            cache::cache_dirs(&dir, &env),
-            vec![cache_dir.path().to_path_buf()]
-        );
+        // Shared data is read-only: the cache goes to the fallback, even for root, and
+        // says why.
+        let dirs = cache::cache_dirs(&dir, None, &env);
+        assert_eq!(dirs.len(), 1);
+        assert_eq!(dirs[0].path, cache_dir.path().join("espalier"));
+        assert!(dirs[0].fallback.as_ref().unwrap().contains("read-only"));
     }
     // Never write next to shared data, whatever its permissions.
     let dirs = vec![cache_dir.path().to_path_buf()];
@@ -395,7 +397,7 @@ fn email_enron_with_cache_outside_the_read_only_folder() {
     );
     assert_eq!(d.split.train.len(), (0.08f64 * 36_692.0).round() as usize);
     assert!(
-        matches!(&status, CacheStatus::Written(p) if p.starts_with(cache_dir.path())),
+        matches!(&status, CacheStatus::Written { path, .. } if path.starts_with(cache_dir.path())),
         "{status:?}"
     );
     let (again, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
@@ -409,11 +411,11 @@ fn cache_hit_stale_and_corrupt() {
     let cache_dir = tempfile::tempdir().unwrap();
     let dirs = vec![cache_dir.path().to_path_buf()];
     let opts = LoadOptions {
-        feat_dim: 4,
+        feat_dim: Some(4),
         ..LoadOptions::default()
     };
     let (d, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
-    let CacheStatus::Written(file) = status else {
+    let CacheStatus::Written { path: file, .. } = status else {
         panic!("expected a written cache, got {status:?}")
     };
     assert!(file.starts_with(cache_dir.path()));
@@ -422,17 +424,16 @@ fn cache_hit_stale_and_corrupt() {
     assert_eq!(status, CacheStatus::Hit(file.clone()));
     assert_eq!(hit, d);
     assert_eq!(hit.notes.len(), 1);
-    // Options that change the content use another file.
+    // Options that only change the synthesized stand-ins read the same entry.
     let wide = LoadOptions {
-        feat_dim: 5,
+        feat_dim: Some(5),
+        seed: 3,
         ..opts.clone()
     };
     let (w, status) = cache::load_in_dirs(tmp.path(), &wide, &dirs).unwrap();
-    assert!(
-        matches!(status, CacheStatus::Written(ref p) if *p != file),
-        "{status:?}"
-    );
+    assert_eq!(status, CacheStatus::Hit(file.clone()));
     assert_eq!(w.feat_dim, 5);
+    assert_eq!(std::fs::read_dir(cache_dir.path()).unwrap().count(), 1);
     // Stale: an input changed (size and time) -> re-parsed and rewritten.
     put(tmp.path(), "raw/edge.csv.gz", "0,1\n1,2\n2,3\n3,0\n0,3\n");
     let (fresh, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
@@ -492,11 +493,14 @@ fn cache_hit_stale_and_corrupt() {
 #[test]
 fn default_cache_folder_is_next_to_writable_data() {
     let tmp = ogb_dir(&[]);
-    let dirs = cache::cache_dirs(tmp.path(), &|_| None);
-    assert_eq!(dirs, vec![tmp.path().join(".espalier-cache")]);
+    let dirs: Vec<PathBuf> = cache::cache_dirs(tmp.path(), None, &|_| None)
+        .into_iter()
+        .map(|d| d.path)
+        .collect();
+    assert_eq!(dirs, vec![tmp.path().join("espalier-cache")]);
     let (_, status) = cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
     assert!(
-        matches!(&status, CacheStatus::Written(p) if p.starts_with(tmp.path().join(".espalier-cache"))),
+        matches!(&status, CacheStatus::Written { path, .. } if path.starts_with(tmp.path().join("espalier-cache"))),
         "{status:?}"
     );
     // Not writable anywhere: the load still succeeds.
@@ -518,8 +522,12 @@ fn ogb_files_are_listed_for_the_cache_key() {
     let tmp = ogb_dir(&[("raw/node-label.csv.gz", None)]);
     let files = ogb::OgbFiles::locate(tmp.path(), None).unwrap();
     let all = files.all();
-    assert!(all.iter().any(|(l, f)| l == "node-label" && f.is_none()));
-    assert!(all.iter().any(|(l, f)| l == "split/s/test" && f.is_some()));
+    assert!(all
+        .iter()
+        .any(|(l, f)| l == "raw/node-label.csv.gz" && f.is_none()));
+    assert!(all
+        .iter()
+        .any(|(l, f)| l == "split/s/test.csv.gz" && f.is_some()));
 }
 
 /// Small scales with a few thousand nodes for each preset.
@@ -742,4 +750,283 @@ fn impossible_sizes_are_errors_not_aborts() {
             other.map(|d| d.num_nodes())
         ),
     }
+}
+
+// ---- What a user trusts: labels, data checks, cache identity, named and synthetic ----
+
+#[test]
+fn a_label_near_u32_max_is_an_error_naming_file_and_line_not_an_abort() {
+    let l = "raw/node-label.csv.gz";
+    let tmp = ogb_dir(&[(l, Some("0\n1\n4294967294\n2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), l, 3, "limit");
+}
+
+#[test]
+fn a_label_implying_more_classes_than_nodes_is_an_error() {
+    let l = "raw/node-label.csv.gz";
+    let tmp = ogb_dir(&[(l, Some("0\n4000000\n1\n2\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), l, 2, "limit");
+    let tmp = ogb_dir(&[(l, Some("0\n1\n7\n2\n"))]);
+    assert_parse(
+        Dataset::load(tmp.path(), &no_cache()),
+        l,
+        3,
+        "more than the 4 nodes",
+    );
+}
+
+#[test]
+fn a_stray_label_far_above_the_others_is_reported() {
+    // 64 nodes in a ring, labels 0..3 except one 40.
+    let n = 64;
+    let edges: String = (0..n).map(|i| format!("{i},{}\n", (i + 1) % n)).collect();
+    let labels: String = (0..n)
+        .map(|i| {
+            if i == 9 {
+                "40\n".to_string()
+            } else {
+                format!("{}\n", i % 4)
+            }
+        })
+        .collect();
+    let nodes = format!("{n}\n");
+    let tmp = ogb_dir(&[
+        ("raw/edge.csv.gz", Some(&edges)),
+        ("raw/num-node-list.csv.gz", Some(&nodes)),
+        ("raw/num-edge-list.csv.gz", None),
+        ("raw/node-feat.csv.gz", None),
+        ("raw/node-label.csv.gz", Some(&labels)),
+        ("split/s/valid.csv.gz", Some("5\n")),
+        ("split/s/test.csv.gz", Some("6\n")),
+    ]);
+    let d = Dataset::load(tmp.path(), &no_cache()).unwrap();
+    assert_eq!(d.num_classes, 41);
+    let note = d
+        .notes
+        .iter()
+        .find(|n| n.contains("far above"))
+        .unwrap_or_else(|| panic!("no note about label 40: {:?}", d.notes));
+    assert!(note.contains("raw/node-label.csv.gz:10"), "{note}");
+}
+
+#[test]
+fn overlapping_split_parts_are_an_error_naming_both_files() {
+    let t = "split/s/test.csv.gz";
+    let tmp = ogb_dir(&[(t, Some("3\n1\n"))]);
+    match Dataset::load(tmp.path(), &no_cache()) {
+        Err(Error::Parse { path, line, msg }) => {
+            assert!(path.ends_with(t), "{path:?}");
+            assert_eq!(line, 2);
+            assert!(
+                msg.contains("train.csv.gz") && msg.contains("overlap"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected an overlap error, got {other:?}"),
+    }
+    let v = "split/s/valid.csv.gz";
+    let tmp = ogb_dir(&[(v, Some("0\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), v, 1, "overlap");
+}
+
+#[test]
+fn a_duplicate_split_id_names_file_and_line() {
+    let tr = "split/s/train.csv.gz";
+    let tmp = ogb_dir(&[(tr, Some("0\n1\n0\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), tr, 3, "twice");
+}
+
+#[test]
+fn an_empty_edge_file_is_an_error_saying_a_gnn_needs_edges() {
+    let e = "raw/edge.csv.gz";
+    let tmp = ogb_dir(&[(e, Some("")), ("raw/num-edge-list.csv.gz", None)]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), e, 0, "no edges");
+    let err = Dataset::load(tmp.path(), &no_cache())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cannot train a GNN"), "{err}");
+}
+
+#[test]
+fn zero_nodes_is_a_dataset_error() {
+    let n = "raw/num-node-list.csv.gz";
+    let tmp = ogb_dir(&[(n, Some("0\n"))]);
+    assert_parse(Dataset::load(tmp.path(), &no_cache()), n, 1, "empty");
+}
+
+#[test]
+fn whole_file_errors_show_no_line_number() {
+    let e = "raw/edge.csv.gz";
+    let tmp = ogb_dir(&[]);
+    std::fs::write(tmp.path().join(e), b"0,1\n").unwrap();
+    let err = Dataset::load(tmp.path(), &no_cache())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("edge.csv.gz: not a gzip file"), "{err}");
+    assert!(!err.contains(":0:"), "{err}");
+}
+
+#[test]
+fn a_file_is_read_as_an_edge_list_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("feats.csv");
+    std::fs::write(&p, "0.5,0.25,1\n").unwrap();
+    let err = Dataset::load(&p, &no_cache()).unwrap_err().to_string();
+    assert!(
+        err.contains("feats.csv:1:") && err.contains("edge list"),
+        "{err}"
+    );
+    // A folder without raw/ is neither.
+    let err = Dataset::load(tmp.path(), &no_cache())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no raw/"), "{err}");
+}
+
+#[test]
+fn cache_entry_is_the_same_for_relative_and_absolute_paths_and_holds_no_absolute_path() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = root.path().join("ds");
+    let src = ogb_dir(&[("raw/node-feat.csv.gz", None)]);
+    for rel in [
+        "raw/edge.csv.gz",
+        "raw/num-node-list.csv.gz",
+        "raw/num-edge-list.csv.gz",
+        "raw/node-label.csv.gz",
+        "split/s/train.csv.gz",
+        "split/s/valid.csv.gz",
+        "split/s/test.csv.gz",
+    ] {
+        std::fs::create_dir_all(data.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(src.path().join(rel), data.join(rel)).unwrap();
+    }
+    let cache_dir = root.path().join("c");
+    let dirs = vec![cache_dir.clone()];
+    let (_, status) = cache::load_in_dirs(&data, &LoadOptions::default(), &dirs).unwrap();
+    let CacheStatus::Written { path, .. } = status else {
+        panic!("{status:?}")
+    };
+    // The same folder reached through a path with `..` reads the same entry.
+    let detour = data.join("raw").join("..");
+    let (_, status) = cache::load_in_dirs(&detour, &LoadOptions::default(), &dirs).unwrap();
+    assert_eq!(status, CacheStatus::Hit(path.clone()));
+    let bytes = std::fs::read(&path).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        !text.contains(&*root.path().to_string_lossy()),
+        "absolute path inside"
+    );
+    // Seeds and widths share the entry (features are synthesized after the read).
+    for seed in 1..4 {
+        let opts = LoadOptions {
+            seed,
+            feat_dim: Some(8 * seed as usize),
+            ..LoadOptions::default()
+        };
+        let (d, status) = cache::load_in_dirs(&data, &opts, &dirs).unwrap();
+        assert_eq!(status, CacheStatus::Hit(path.clone()));
+        assert_eq!(d.feat_dim, 8 * seed as usize);
+    }
+    assert_eq!(cache::list(&cache_dir).unwrap().len(), 1);
+}
+
+#[test]
+fn stale_temp_files_in_the_cache_are_cleaned_after_an_hour() {
+    let tmp = ogb_dir(&[]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let old = cache_dir.path().join(".x.espc.tmp.123.0");
+    let fresh = cache_dir.path().join(".y.espc.tmp.123.1");
+    std::fs::write(&old, b"half").unwrap();
+    std::fs::write(&fresh, b"half").unwrap();
+    let f = std::fs::File::options().write(true).open(&old).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(7200))
+        .unwrap();
+    drop(f);
+    let dirs = vec![cache_dir.path().to_path_buf()];
+    cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    assert!(!old.exists(), "an old temp file stays");
+    assert!(
+        fresh.exists(),
+        "a recent temp file (a live writer) was removed"
+    );
+}
+
+#[test]
+fn cache_messages_say_written_rebuilt_and_why() {
+    let tmp = ogb_dir(&[]);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dirs = vec![cache_dir.path().to_path_buf()];
+    let (_, s) = cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    assert!(s.message().unwrap().contains("wrote"), "{s:?}");
+    put(tmp.path(), "raw/edge.csv.gz", "0,1\n1,2\n2,3\n3,0\n0,3\n");
+    let (_, s) = cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    let m = s.message().unwrap();
+    assert!(
+        m.contains("rebuilt") && m.contains("raw/edge.csv.gz changed"),
+        "{m}"
+    );
+}
+
+#[test]
+fn synthetic_datasets_honour_seed_feat_dim_and_classes() {
+    let base = espalier::graph::load("synthetic:cora-like,scale=0.2", &no_cache()).unwrap();
+    let opts = LoadOptions {
+        seed: 3,
+        feat_dim: Some(16),
+        classes: Some(4),
+        ..no_cache()
+    };
+    let d = espalier::graph::load("synthetic:cora-like,scale=0.2", &opts).unwrap();
+    assert_eq!((d.feat_dim, d.num_classes), (16, 4));
+    assert_eq!(d.name, "cora-like,scale=0.2,seed=3,feat_dim=16,classes=4");
+    // The spec's own seed wins over --seed; otherwise --seed changes the graph.
+    let own = espalier::graph::load("synthetic:cora-like,scale=0.2,seed=0", &opts).unwrap();
+    let zero = LoadOptions {
+        seed: 0,
+        ..opts.clone()
+    };
+    let seed0 = espalier::graph::load("synthetic:cora-like,scale=0.2", &zero).unwrap();
+    assert!(own.graph == seed0.graph, "the spec's seed=0 was overridden");
+    assert!(d.graph != seed0.graph, "--seed ignored");
+    assert_eq!(base.feat_dim, 1433, "the preset's width is the default");
+}
+
+#[test]
+fn named_datasets_resolve_under_the_data_root_or_say_where_to_put_them() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = LoadOptions {
+        data_root: Some(root.path().to_path_buf()),
+        ..no_cache()
+    };
+    let err = espalier::graph::load("ogbn-arxiv", &opts)
+        .unwrap_err()
+        .to_string();
+    let want = root
+        .path()
+        .join("ogbn_arxiv")
+        .join("raw")
+        .join("edge.csv.gz");
+    assert!(err.contains(&*want.to_string_lossy()), "{err}");
+    assert!(
+        err.contains("node-label.csv.gz") && err.contains("split/"),
+        "{err}"
+    );
+    // Put a dataset there: it loads by name.
+    let src = ogb_dir(&[]);
+    let dst = root.path().join("ogbn_arxiv");
+    for rel in [
+        "raw/edge.csv.gz",
+        "raw/num-node-list.csv.gz",
+        "split/s/train.csv.gz",
+    ] {
+        std::fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(src.path().join(rel), dst.join(rel)).unwrap();
+    }
+    let d = espalier::graph::load("ogbn-arxiv", &opts).unwrap();
+    assert_eq!((d.name.as_str(), d.num_nodes()), ("ogbn_arxiv", 4));
+    // Unknown names list the known ones.
+    let err = espalier::graph::load("nosuch", &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ogbn-products"), "{err}");
 }

@@ -13,21 +13,33 @@ use espalier::Device;
 /// Dataset, model, sampling, micro-batching and device flags.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// A folder in OGB's raw layout, an edge-list file, or `synthetic:PRESET[,scale=X][,seed=N]`
-    /// with PRESET one of cora-like, arxiv-like, products-like, papers-like.
+    /// A folder in OGB's raw layout, an edge-list file, a name under --data-root
+    /// (ogbn-arxiv, ogbn-products, ogbn-papers100M, cora, email-enron...), or
+    /// `synthetic:PRESET[,scale=X][,seed=N]` with PRESET one of cora-like, arxiv-like,
+    /// products-like, papers-like (--seed, --feat-dim and --classes apply to it).
     #[arg(long, default_value = "synthetic:cora-like")]
     pub dataset: String,
+    /// Root of named datasets (OGB's layout: ROOT/ogbn_arxiv/raw/...). Default:
+    /// $ESPALIER_DATA, else ./dataset.
+    #[arg(long)]
+    pub data_root: Option<std::path::PathBuf>,
+    /// Folder of the dataset cache. Default: $ESPALIER_CACHE, else espalier-cache/ beside
+    /// the data (a user cache folder when the data is read-only).
+    #[arg(long)]
+    pub cache_dir: Option<std::path::PathBuf>,
     /// Split folder name under DATASET/split/ (default: the only or first one).
     #[arg(long)]
     pub split: Option<String>,
     /// Add reverse edges (then drop duplicates) before sampling.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub symmetrize: bool,
-    /// Width of the random features given to a graph that has none.
-    #[arg(long, default_value_t = 100)]
-    pub feat_dim: usize,
+    /// Width of the random features given to a graph that has none (default 100), or of a
+    /// synthetic preset's features (default: the preset's).
+    #[arg(long)]
+    pub feat_dim: Option<usize>,
     /// Number of classes: random labels for a graph without labels get this many (default
-    /// 10); for a labelled graph a label at or above it is an error.
+    /// 10); for a labelled graph a label at or above it is an error; a synthetic preset
+    /// gets this many planted classes.
     #[arg(long)]
     pub classes: Option<usize>,
     /// Model: sage, gcn or gat.
@@ -142,9 +154,14 @@ impl CommonArgs {
             classes: self.classes,
             seed: self.seed,
             cache: !self.no_cache,
+            cache_dir: self.cache_dir.clone(),
+            data_root: self.data_root.clone(),
         };
         let t = std::time::Instant::now();
-        let data = graph::load(&self.dataset, &opts)?;
+        let (data, status) = graph::load_with_status(&self.dataset, &opts)?;
+        if let Some(line) = status.message() {
+            eprintln!("{line}");
+        }
         for note in &data.notes {
             eprintln!("note: {note}");
         }

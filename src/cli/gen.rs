@@ -1,45 +1,126 @@
 //! `espalier gen`: write a synthetic graph in OGB's raw layout.
 
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use espalier::error::Result;
-use espalier::graph::io::write::write_ogb;
+use espalier::error::{Error, Result};
+use espalier::graph::io::cache::human_bytes;
+use espalier::graph::io::write::write_ogb_with;
 use espalier::graph::synth::SynthSpec;
 
 /// Flags of `espalier gen`.
 #[derive(Args, Debug)]
 pub struct GenArgs {
-    /// `PRESET[,scale=X][,seed=N]` (a leading `synthetic:` is accepted), with PRESET one of
-    /// cora-like, arxiv-like, products-like, papers-like.
+    /// `PRESET[,scale=X][,seed=N][,feat_dim=F][,classes=C]` (a leading `synthetic:` is
+    /// accepted), with PRESET one of cora-like, arxiv-like, products-like, papers-like.
     pub spec: String,
-    /// Output folder; `raw/` and `split/bench/` are written inside it.
+    /// Output folder; `raw/` and `split/bench/` are written inside it. A folder that is not
+    /// empty is refused unless --force.
     #[arg(long, short)]
     pub out: PathBuf,
+    /// Replace the dataset in a non-empty folder: its `raw/`, `split/` and `espalier-cache/`
+    /// are removed (once generation succeeded), then the new files written.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The dataset parts of a folder that `--force` replaces.
+const REPLACED: [&str; 3] = ["raw", "split", "espalier-cache"];
+
+/// Refuses an output that is a file, or a non-empty folder without `force`.
+fn check_out(out: &Path, force: bool) -> Result<()> {
+    if !out.exists() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        return Err(Error::io(
+            out,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "exists and is not a folder; --out takes a folder",
+            ),
+        ));
+    }
+    let mut names: Vec<String> = std::fs::read_dir(out)
+        .map_err(|e| Error::io(out, e))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    if names.is_empty() || force {
+        return Ok(());
+    }
+    let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
+    Err(Error::invalid(format!(
+        "{} is not empty (holds {}{}): give --force to replace its dataset ({} are removed \
+         first), or choose another --out",
+        out.display(),
+        shown.join(", "),
+        if names.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        },
+        REPLACED.map(|r| format!("{r}/")).join(", ")
+    )))
 }
 
 pub fn run(a: &GenArgs) -> Result<()> {
     let spec = SynthSpec::parse(a.spec.strip_prefix("synthetic:").unwrap_or(&a.spec))?;
+    check_out(&a.out, a.force)?;
     let t = Instant::now();
-    eprintln!(
-        "generating {}: {} nodes, {} edges",
+    let msg = format!(
+        "generating {}: {} nodes, {} edges, {} features, {} classes",
         spec.name(),
         spec.num_nodes(),
-        spec.num_edges()
+        spec.num_edges(),
+        spec.preset.feat_dim,
+        spec.preset.classes
     );
-    let data = spec.generate()?;
+    eprintln!("{msg}");
+    // A spinner with the elapsed time while the generator runs (hidden when stderr is not
+    // a terminal).
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message("generating");
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let data = spec.generate();
+    bar.finish_and_clear();
+    let data = data?;
     let gen_s = t.elapsed().as_secs_f64();
+    eprintln!("generated in {gen_s:.2}s");
+    if a.force && a.out.is_dir() {
+        for r in REPLACED {
+            let p = a.out.join(r);
+            if p.is_dir() {
+                std::fs::remove_dir_all(&p).map_err(|e| Error::io(&p, e))?;
+                eprintln!("removed the old {}", p.display());
+            }
+        }
+    }
     let t = Instant::now();
-    write_ogb(&data, &a.out)?;
+    let mut total = 0u64;
+    write_ogb_with(&data, &a.out, &mut |file, bytes, secs| {
+        total += bytes;
+        eprintln!(
+            "  wrote {} ({}, {secs:.2}s)",
+            a.out.join(file).display(),
+            human_bytes(bytes)
+        );
+    })?;
     eprintln!(
-        "wrote {} ({} nodes, {} edges, {} features, {} classes) in OGB layout: generated in {gen_s:.2}s, written in {:.2}s",
+        "wrote {} ({} nodes, {} edges, {} features, {} classes; {}) in OGB layout: generated in {gen_s:.2}s, written in {:.2}s",
         a.out.display(),
         data.num_nodes(),
         data.num_edges(),
         data.feat_dim,
         data.num_classes,
+        human_bytes(total),
         t.elapsed().as_secs_f64()
     );
     Ok(())

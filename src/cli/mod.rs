@@ -1,6 +1,7 @@
 //! Command-line interface: argument definitions and dispatch.
 
 mod bench;
+mod cache;
 mod common;
 mod devices;
 mod gen;
@@ -35,6 +36,8 @@ pub enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Write a synthetic graph in OGB's raw layout, so other tools read the same graph.
     Gen(gen::GenArgs),
+    /// See or clear the dataset cache: `espalier cache ls`, `espalier cache clear`.
+    Cache(cache::CacheArgs),
     /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
     #[command(after_help = devices::HELP)]
     Devices(devices::DevicesArgs),
@@ -62,6 +65,7 @@ pub fn run(cli: Cli) -> Result<()> {
             bench::run(&a)
         }
         Some(Command::Gen(a)) => gen::run(&a),
+        Some(Command::Cache(a)) => cache::run(&a),
         Some(Command::Devices(a)) => devices::run(&a),
     }
 }

@@ -13,7 +13,7 @@
 //! Every random array is filled in fixed-size chunks, each from its own [`Rng::fork`]
 //! stream, so the result does not depend on the number of threads.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
@@ -28,6 +28,11 @@ pub const UNLABELED: u32 = u32::MAX;
 pub const DEFAULT_FEAT_DIM: usize = 100;
 /// Class count synthesized when the input has no labels and the caller fixes none.
 pub const DEFAULT_CLASSES: usize = 10;
+/// Most classes a dataset may have (from its labels or `--classes`): more is a malformed
+/// label file, not a task a model could learn.
+pub const MAX_CLASSES: usize = 1 << 20;
+/// Widest synthesized feature matrix accepted (`--feat-dim`).
+pub const MAX_FEAT_DIM: usize = 1 << 20;
 /// Train / valid / test fractions of a synthesized split for loaded graphs.
 pub const RANDOM_SPLIT: (f64, f64, f64) = (0.08, 0.10, 0.20);
 
@@ -63,26 +68,35 @@ pub struct LoadOptions {
     /// Split folder under `DIR/split/`, e.g. `"per-class-20"`; `None`: the only one, or the
     /// first in alphabetical order.
     pub split: Option<String>,
-    /// Width of synthesized features (used only when the input has none).
-    pub feat_dim: usize,
+    /// Width of synthesized features: used when the input has none ([`DEFAULT_FEAT_DIM`]
+    /// when `None`); for a synthetic preset, replaces the preset's width.
+    pub feat_dim: Option<usize>,
     /// `Some(c)`: the dataset has exactly `c` classes and a label `>= c` is an error; also
-    /// the count of synthesized labels. `None`: inferred (largest label + 1), or
-    /// [`DEFAULT_CLASSES`] when labels are synthesized.
+    /// the count of synthesized labels and a synthetic preset's class count. `None`:
+    /// inferred (largest label + 1), or [`DEFAULT_CLASSES`] when labels are synthesized.
     pub classes: Option<usize>,
-    /// Seed of everything synthesized.
+    /// Seed of everything synthesized (a synthetic spec's own `seed=` wins).
     pub seed: u64,
     /// Read and write the binary cache.
     pub cache: bool,
+    /// The cache folder; `None`: `$ESPALIER_CACHE`, else beside the data (see
+    /// [`crate::graph::io::cache`]).
+    pub cache_dir: Option<PathBuf>,
+    /// Where named datasets (`ogbn-arxiv`, `cora`) live; `None`: `$ESPALIER_DATA`, else
+    /// `./dataset` (see [`crate::graph::resolve`]).
+    pub data_root: Option<PathBuf>,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             split: None,
-            feat_dim: DEFAULT_FEAT_DIM,
+            feat_dim: None,
             classes: None,
             seed: 0,
             cache: true,
+            cache_dir: None,
+            data_root: None,
         }
     }
 }
@@ -105,12 +119,15 @@ impl Dataset {
     /// Loads without the cache: an OGB folder or an edge-list file.
     pub fn load_uncached(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Dataset> {
         let path = path.as_ref();
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        if meta.is_dir() {
-            io::ogb::load(path, opts)
-        } else {
-            io::edgelist::load(path, opts)
-        }
+        io::cache::load_in_dirs(
+            path,
+            &LoadOptions {
+                cache: false,
+                ..opts.clone()
+            },
+            &[],
+        )
+        .map(|(d, _)| d)
     }
 
     /// Number of nodes.
@@ -320,47 +337,162 @@ pub(crate) fn split_note(fracs: (f64, f64, f64)) -> String {
     )
 }
 
-/// What a loader found; the pieces it did not find are synthesized by [`complete`].
+/// What a loader found; the pieces it did not find are synthesized by [`complete`]. This
+/// is what the cache stores: nothing in it depends on the seed or the synthesized widths.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Parts {
     pub name: String,
     pub graph: Csr,
     /// `(values, columns)`.
     pub features: Option<(Vec<f32>, usize)>,
-    /// `(labels, classes)`.
-    pub labels: Option<(Vec<u32>, usize)>,
+    /// One label per node ([`UNLABELED`] for none), already checked against
+    /// [`MAX_CLASSES`] and the node count.
+    pub labels: Option<Vec<u32>>,
     pub split: Option<Split>,
-    /// Notes naming what is missing, in the loader's own words ("no node-feat.csv.gz").
-    pub missing: [&'static str; 3],
+    /// Read from a plain edge-list file (else an OGB folder); words the notes.
+    pub edge_list: bool,
+    /// What the loader noticed (a label far above the others...), for the user.
+    pub notes: Vec<String>,
 }
 
-/// Fills in what a loader did not find, with notes, and checks the result.
-pub(crate) fn complete(p: Parts, opts: &LoadOptions) -> Result<Dataset> {
+impl Parts {
+    /// Checks the sizes and id ranges that [`complete`] and the engine rely on; `Err` says
+    /// what is wrong (used on cache files, whose checksum a corruption might survive).
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        let n = self.graph.num_nodes;
+        let g = &self.graph;
+        if n > u32::MAX as usize {
+            return Err(format!("{n} nodes do not fit u32 ids"));
+        }
+        if g.indptr.len() != n + 1
+            || g.indptr[0] != 0
+            || g.indptr[n] != g.indices.len() as u64
+            || g.indptr.par_windows(2).any(|w| w[0] > w[1])
+        {
+            return Err("graph indptr is not a valid offset array".into());
+        }
+        if g.indices.par_iter().any(|&s| s as usize >= n) {
+            return Err("graph has a node id out of range".into());
+        }
+        if let Some(ids) = &g.edge_ids {
+            let e = g.indices.len() as u64;
+            if ids.len() != g.indices.len() || ids.par_iter().any(|&i| i >= e) {
+                return Err("graph edge ids are not edge positions".into());
+            }
+        }
+        if let Some((x, dim)) = &self.features {
+            if Some(x.len()) != n.checked_mul(*dim) {
+                return Err(format!("{} feature values for {n} nodes", x.len()));
+            }
+        }
+        if let Some(y) = &self.labels {
+            let cap = MAX_CLASSES.min(n) as u32;
+            if y.len() != n || y.par_iter().any(|&l| l != UNLABELED && l >= cap) {
+                return Err("labels do not fit the node count".into());
+            }
+        }
+        if let Some(s) = &self.split {
+            if [&s.train, &s.valid, &s.test]
+                .iter()
+                .any(|ids| ids.par_iter().any(|&v| v as usize >= n))
+            {
+                return Err("split has a node id out of range".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Fills in what a loader did not find, with notes, and checks the result. `labels_file`
+/// names the label file in errors about `--classes`.
+pub(crate) fn complete(
+    p: Parts,
+    opts: &LoadOptions,
+    labels_file: Option<&Path>,
+) -> Result<Dataset> {
     let n = p.graph.num_nodes;
-    let mut notes = Vec::new();
+    if n == 0 {
+        return Err(Error::invalid(format!(
+            "dataset {}: no nodes (an empty graph cannot be trained on)",
+            p.name
+        )));
+    }
+    if let Some(c) = opts.classes {
+        if c == 0 || c > MAX_CLASSES {
+            return Err(Error::invalid(format!(
+                "--classes {c}: must be between 1 and {MAX_CLASSES}"
+            )));
+        }
+    }
+    let mut notes = p.notes;
+    let missing = if p.edge_list {
+        ["edge list", "edge list", "edge list"]
+    } else {
+        [
+            "no node-feat.csv.gz",
+            "no node-label.csv.gz",
+            "no split/ folder",
+        ]
+    };
     let (features, feat_dim) = match p.features {
-        Some(f) => f,
+        Some(f) => {
+            if let Some(d) = opts.feat_dim.filter(|&d| d != f.1) {
+                notes.push(format!(
+                    "--feat-dim {d} not used: the dataset has its own {} features",
+                    f.1
+                ));
+            }
+            f
+        }
         None => {
-            ensure_allocatable(
-                n as u128 * opts.feat_dim as u128 * 4,
-                "synthesized features",
-            )?;
+            let dim = opts.feat_dim.unwrap_or(DEFAULT_FEAT_DIM);
+            if dim == 0 || dim > MAX_FEAT_DIM {
+                return Err(Error::invalid(format!(
+                    "--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"
+                )));
+            }
+            ensure_allocatable(n as u128 * dim as u128 * 4, "synthesized features")?;
             notes.push(format!(
-                "{}: {} random N(0,1) features (seed {})",
-                p.missing[0], opts.feat_dim, opts.seed
+                "{}: {dim} random N(0,1) features (seed {})",
+                missing[0], opts.seed
             ));
-            (random_features(n, opts.feat_dim, opts.seed), opts.feat_dim)
+            (random_features(n, dim, opts.seed), dim)
         }
     };
     let (labels, num_classes) = match p.labels {
-        Some(l) => l,
+        Some(y) => {
+            let implied = y
+                .par_iter()
+                .filter(|&&l| l != UNLABELED)
+                .max()
+                .map_or(0, |&m| m as usize + 1);
+            let c = match opts.classes {
+                Some(c) if c < implied => {
+                    // The first offending row, as a line of the label file.
+                    let row = y
+                        .iter()
+                        .position(|&l| l != UNLABELED && l as usize >= c)
+                        .unwrap_or(0);
+                    let msg = format!(
+                        "label {} not below the {c} classes asked for (--classes)",
+                        y[row]
+                    );
+                    return Err(match labels_file {
+                        Some(f) => Error::parse(f, row as u64 + 1, msg),
+                        None => Error::invalid(format!("dataset {}: {msg}", p.name)),
+                    });
+                }
+                Some(c) => c,
+                None => implied,
+            };
+            (y, c)
+        }
         None => {
             let c = opts.classes.unwrap_or(DEFAULT_CLASSES);
-            if c == 0 && n > 0 {
-                return Err(Error::invalid("cannot synthesize labels over 0 classes"));
-            }
+            ensure_allocatable(n as u128 * 4, "synthesized labels")?;
             notes.push(format!(
                 "{}: uniform random labels over {c} classes (seed {})",
-                p.missing[1], opts.seed
+                missing[1], opts.seed
             ));
             (random_labels(n, c, opts.seed), c)
         }
@@ -368,9 +500,10 @@ pub(crate) fn complete(p: Parts, opts: &LoadOptions) -> Result<Dataset> {
     let split = match p.split {
         Some(s) => s,
         None => {
+            ensure_allocatable(n as u128 * 4, "synthesized split")?;
             notes.push(format!(
                 "{}: random split {} (seed {})",
-                p.missing[2],
+                missing[2],
                 split_note(RANDOM_SPLIT),
                 opts.seed
             ));

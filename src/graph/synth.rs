@@ -1,8 +1,11 @@
 //! Seeded synthetic graphs shaped like the papers' datasets: power-law degrees, planted
 //! classes, homophilous edges and class-dependent features.
 //!
-//! Spec: `PRESET[,scale=X][,seed=N]`, e.g. `products-like,scale=0.01`; `scale` multiplies the
-//! preset's node and edge counts (rounded), `seed` (default 0) fixes every random draw.
+//! Spec: `PRESET[,scale=X][,seed=N][,feat_dim=F][,classes=C]`, e.g.
+//! `products-like,scale=0.01`; `scale` multiplies the preset's node and edge counts
+//! (rounded), `seed` (default 0) fixes every random draw, `feat_dim` and `classes` replace
+//! the preset's. [`SynthSpec::with_defaults`] fills what the spec leaves out from
+//! `--seed`, `--feat-dim` and `--classes`.
 //!
 //! | preset | nodes | edges | features | classes | homophily h |
 //! |---|---|---|---|---|---|
@@ -43,7 +46,8 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
 use crate::graph::dataset::{
-    csr_bytes, ensure_allocatable, normal_pair, random_split, round4, split_note, sub_seed, Dataset,
+    csr_bytes, ensure_allocatable, normal_pair, random_split, round4, split_note, sub_seed,
+    Dataset, MAX_CLASSES, MAX_FEAT_DIM,
 };
 use crate::rng::Rng;
 
@@ -117,14 +121,51 @@ pub struct SynthSpec {
 fn spec_help() -> String {
     let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
     format!(
-        "expected PRESET[,scale=X][,seed=N] with PRESET one of {}",
+        "expected PRESET[,scale=X][,seed=N][,feat_dim=F][,classes=C] with PRESET one of {}",
         names.join(", ")
     )
 }
 
 impl SynthSpec {
-    /// Parses `PRESET[,scale=X][,seed=N]`.
+    /// Parses `PRESET[,scale=X][,seed=N][,feat_dim=F][,classes=C]`.
     pub fn parse(spec: &str) -> Result<SynthSpec> {
+        Self::parse_keys(spec).map(|(s, _)| s)
+    }
+
+    /// Parses `spec`, then takes `seed` when the spec has no `seed=`, and `feat_dim` /
+    /// `classes` (when given) when the spec has no `feat_dim=` / `classes=`: the command
+    /// line's `--seed`, `--feat-dim` and `--classes` apply to synthetic graphs too.
+    pub fn with_defaults(
+        spec: &str,
+        seed: u64,
+        feat_dim: Option<usize>,
+        classes: Option<usize>,
+    ) -> Result<SynthSpec> {
+        let (mut s, keys) = Self::parse_keys(spec)?;
+        if !keys.contains(&"seed") {
+            s.seed = seed;
+        }
+        let flag = |name: &str, v: usize, max: usize| {
+            if v == 0 || v > max {
+                Err(Error::invalid(format!(
+                    "--{name} {v}: must be between 1 and {max}"
+                )))
+            } else {
+                Ok(v)
+            }
+        };
+        if let (Some(f), false) = (feat_dim, keys.contains(&"feat_dim")) {
+            s.preset.feat_dim = flag("feat-dim", f, MAX_FEAT_DIM)?;
+        }
+        if let (Some(c), false) = (classes, keys.contains(&"classes")) {
+            s.preset.classes = flag("classes", c, MAX_CLASSES)?;
+        }
+        Ok(s)
+    }
+
+    /// Parses a spec and names the keys it gave.
+    fn parse_keys(spec: &str) -> Result<(SynthSpec, Vec<&'static str>)> {
+        let mut keys = Vec::new();
         let mut parts = spec.split(',').map(str::trim);
         let name = parts.next().unwrap_or("");
         let preset = PRESETS
@@ -154,11 +195,28 @@ impl SynthSpec {
                         return Err(bad());
                     }
                 }
-                "seed" => s.seed = v.trim().parse().map_err(|_| bad())?,
+                "seed" => {
+                    s.seed = v.trim().parse().map_err(|_| bad())?;
+                    keys.push("seed");
+                }
+                "feat_dim" => {
+                    s.preset.feat_dim = v.trim().parse().map_err(|_| bad())?;
+                    if !(1..=MAX_FEAT_DIM).contains(&s.preset.feat_dim) {
+                        return Err(bad());
+                    }
+                    keys.push("feat_dim");
+                }
+                "classes" => {
+                    s.preset.classes = v.trim().parse().map_err(|_| bad())?;
+                    if !(1..=MAX_CLASSES).contains(&s.preset.classes) {
+                        return Err(bad());
+                    }
+                    keys.push("classes");
+                }
                 _ => return Err(bad()),
             }
         }
-        Ok(s)
+        Ok((s, keys))
     }
 
     /// Nodes after scaling.
@@ -179,6 +237,13 @@ impl SynthSpec {
         }
         if self.seed != 0 {
             s.push_str(&format!(",seed={}", self.seed));
+        }
+        let base = PRESETS.iter().find(|p| p.name == self.preset.name);
+        if base.is_none_or(|b| b.feat_dim != self.preset.feat_dim) {
+            s.push_str(&format!(",feat_dim={}", self.preset.feat_dim));
+        }
+        if base.is_none_or(|b| b.classes != self.preset.classes) {
+            s.push_str(&format!(",classes={}", self.preset.classes));
         }
         s
     }
@@ -598,6 +663,17 @@ mod tests {
         assert_eq!(s.preset.name, "products-like");
         assert_eq!((s.num_nodes(), s.num_edges(), s.seed), (24_490, 618_591, 3));
         assert_eq!(s.name(), "products-like,scale=0.01,seed=3");
+        // Flags fill what the spec leaves out; the name says what was used and re-parses.
+        let f = SynthSpec::with_defaults("cora-like", 5, Some(16), Some(3)).unwrap();
+        assert_eq!((f.seed, f.preset.feat_dim, f.preset.classes), (5, 16, 3));
+        assert_eq!(f.name(), "cora-like,seed=5,feat_dim=16,classes=3");
+        assert_eq!(SynthSpec::parse(&f.name()).unwrap(), f);
+        let own = SynthSpec::with_defaults("cora-like,seed=2,classes=4", 5, None, Some(3)).unwrap();
+        assert_eq!(
+            (own.seed, own.preset.classes, own.preset.feat_dim),
+            (2, 4, 1433)
+        );
+        assert!(SynthSpec::with_defaults("cora-like", 0, Some(0), None).is_err());
         assert_eq!("cora-like".parse::<SynthSpec>().unwrap().scale, 1.0);
         for bad in [
             "",
@@ -606,6 +682,8 @@ mod tests {
             "cora-like,scale=x",
             "cora-like,foo=1",
             "cora-like,seed",
+            "cora-like,classes=0",
+            "cora-like,feat_dim=x",
         ] {
             match SynthSpec::parse(bad) {
                 Err(Error::InvalidArgument(m)) => {

@@ -37,11 +37,21 @@ impl LineParser for Parser {
 /// Loads an edge-list file (no cache).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
     if let Some(split) = &opts.split {
-        return Err(Error::invalid(format!(
-            "split {split:?} asked for, but edge list {} has no split folders",
-            path.display()
-        )));
+        return Err(no_split(path, split));
     }
+    complete(load_parts(path)?, opts, None)
+}
+
+/// The error for `--split` on an edge list.
+pub(crate) fn no_split(path: &Path, split: &str) -> Error {
+    Error::invalid(format!(
+        "split {split:?} asked for, but edge list {} has no split folders",
+        path.display()
+    ))
+}
+
+/// Reads the edges; features, labels and the split are left to [`complete`].
+pub(crate) fn load_parts(path: &Path) -> Result<Parts> {
     let (mut src, mut dst) = (Vec::new(), Vec::new());
     text::parse_lines(
         path,
@@ -50,7 +60,27 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
             src.extend_from_slice(&s);
             dst.extend_from_slice(&d);
         },
-    )?;
+    )
+    .map_err(|e| match e {
+        // A file that fails on its first line was probably never an edge list.
+        Error::Parse { path, line: 1, msg } => Error::parse(
+            path,
+            1,
+            format!(
+                "{msg} (a file, not a dataset folder, is read as an edge list of `src dst` \
+                 lines; for OGB's layout give the folder holding raw/)"
+            ),
+        ),
+        e => e,
+    })?;
+    if src.is_empty() {
+        return Err(Error::parse(
+            path,
+            0,
+            "no edges found: a graph without edges cannot train a GNN (read as an edge list \
+             of `src dst` lines, because it is a file and not a dataset folder)",
+        ));
+    }
     let n = src
         .par_iter()
         .chain(dst.par_iter())
@@ -62,28 +92,26 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
     )?;
     let graph = Csr::from_edges(n, &src, &dst)?;
     drop((src, dst));
-    let mut name = path
+    let file = path
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "edges".to_string());
+    let mut name = file.clone();
     // "email-Enron.txt.gz" -> "email-Enron"
     for ext in [".gz", ".txt", ".csv", ".tsv", ".edges", ".el"] {
         if let Some(s) = name.strip_suffix(ext) {
             name = s.to_string();
         }
     }
-    if n == 0 {
-        return Err(Error::parse(path, 0, "no edges found"));
-    }
-    complete(
-        Parts {
-            name,
-            graph,
-            features: None,
-            labels: None,
-            split: None,
-            missing: ["edge list", "edge list", "edge list"],
-        },
-        opts,
-    )
+    Ok(Parts {
+        name,
+        graph,
+        features: None,
+        labels: None,
+        split: None,
+        edge_list: true,
+        notes: vec![format!(
+            "{file} is a file, not a dataset folder: read as an edge list (`src dst` per line)"
+        )],
+    })
 }

@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
 use crate::graph::dataset::{
-    complete, csr_bytes, ensure_allocatable, Dataset, LoadOptions, Parts, Split, UNLABELED,
+    complete, csr_bytes, ensure_allocatable, Dataset, LoadOptions, Parts, Split, MAX_CLASSES,
+    UNLABELED,
 };
 use crate::graph::io::text::{self, parse_f32, parse_node_id, parse_u64, short, LineParser};
 
@@ -50,6 +51,17 @@ impl OgbFiles {
     /// a split folder must exist.
     pub fn locate(dir: &Path, split: Option<&str>) -> Result<OgbFiles> {
         let raw = dir.join("raw");
+        if !raw.is_dir() {
+            return Err(Error::io(
+                dir,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "not a dataset folder: no raw/ inside (OGB's layout: raw/edge.csv.gz, \
+                     raw/num-node-list.csv.gz, optional raw/node-feat.csv.gz, \
+                     raw/node-label.csv.gz and split/NAME/{train,valid,test}.csv.gz)",
+                ),
+            ));
+        }
         let required = |name: &str| -> Result<PathBuf> {
             let p = raw.join(name);
             if p.is_file() {
@@ -119,22 +131,30 @@ impl OgbFiles {
         })
     }
 
-    /// Every file with whether it is present, for cache keys.
+    /// Every file with whether it is present, for cache keys; labels are paths relative
+    /// to the dataset folder.
     pub fn all(&self) -> Vec<(String, Option<&Path>)> {
         let mut v = vec![
-            ("num-node-list".to_string(), Some(self.num_nodes.as_path())),
-            ("edge".to_string(), Some(self.edges.as_path())),
-            ("num-edge-list".to_string(), self.num_edges.as_deref()),
-            ("node-feat".to_string(), self.features.as_deref()),
-            ("node-label".to_string(), self.labels.as_deref()),
+            (
+                "raw/num-node-list.csv.gz".to_string(),
+                Some(self.num_nodes.as_path()),
+            ),
+            ("raw/edge.csv.gz".to_string(), Some(self.edges.as_path())),
+            (
+                "raw/num-edge-list.csv.gz".to_string(),
+                self.num_edges.as_deref(),
+            ),
+            ("raw/node-feat.csv.gz".to_string(), self.features.as_deref()),
+            ("raw/node-label.csv.gz".to_string(), self.labels.as_deref()),
         ];
         match &self.split {
             Some(s) => {
-                v.push((format!("split/{}/train", s.name), Some(s.train.as_path())));
-                v.push((format!("split/{}/valid", s.name), s.valid.as_deref()));
-                v.push((format!("split/{}/test", s.name), s.test.as_deref()));
+                let f = |part: &str| format!("split/{}/{part}.csv.gz", s.name);
+                v.push((f("train"), Some(s.train.as_path())));
+                v.push((f("valid"), s.valid.as_deref()));
+                v.push((f("test"), s.test.as_deref()));
             }
-            None => v.push(("split".to_string(), None)),
+            None => v.push(("split/".to_string(), None)),
         }
         v
     }
@@ -159,17 +179,24 @@ fn split_names(split_dir: &Path) -> Result<Vec<String>> {
 /// Loads an OGB folder (no cache).
 pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let files = OgbFiles::locate(dir, opts.split.as_deref())?;
-    load_files(dir, &files, opts)
+    complete(load_parts(dir, &files)?, opts, files.labels.as_deref())
 }
 
-/// Loads the files found by [`OgbFiles::locate`].
-pub fn load_files(dir: &Path, files: &OgbFiles, opts: &LoadOptions) -> Result<Dataset> {
+/// Reads the files found by [`OgbFiles::locate`]; nothing is synthesized.
+pub(crate) fn load_parts(dir: &Path, files: &OgbFiles) -> Result<Parts> {
     let n = read_count(&files.num_nodes, "number of nodes")?;
-    if n > u32::MAX as u64 {
+    if n > u32::MAX as u64 - 1 {
         return Err(Error::parse(
             &files.num_nodes,
             1,
             format!("{n} nodes do not fit u32 node ids"),
+        ));
+    }
+    if n == 0 {
+        return Err(Error::parse(
+            &files.num_nodes,
+            1,
+            "0 nodes: the dataset is empty",
         ));
     }
     let num_edges = match &files.num_edges {
@@ -177,6 +204,13 @@ pub fn load_files(dir: &Path, files: &OgbFiles, opts: &LoadOptions) -> Result<Da
         None => None,
     };
     let (src, dst) = read_edges(&files.edges, n, num_edges.map_or(0, |(_, m)| m))?;
+    if src.is_empty() {
+        return Err(Error::parse(
+            &files.edges,
+            0,
+            "no edges: a graph without edges cannot train a GNN (each node would see only itself)",
+        ));
+    }
     if let Some((p, m)) = num_edges {
         if m != src.len() as u64 {
             return Err(Error::parse(
@@ -194,19 +228,17 @@ pub fn load_files(dir: &Path, files: &OgbFiles, opts: &LoadOptions) -> Result<Da
         Some(p) => Some(read_features(p, n)?),
         None => None,
     };
+    let mut notes = Vec::new();
     let labels = match &files.labels {
-        Some(p) => Some(read_labels(p, n, opts.classes)?),
+        Some(p) => {
+            let (y, note) = read_labels(p, n)?;
+            notes.extend(note);
+            Some(y)
+        }
         None => None,
     };
     let split = match &files.split {
-        Some(s) => {
-            let opt = |p: &Option<PathBuf>| p.as_ref().map_or(Ok(Vec::new()), |p| read_ids(p, n));
-            Some(Split {
-                train: read_ids(&s.train, n)?,
-                valid: opt(&s.valid)?,
-                test: opt(&s.test)?,
-            })
-        }
+        Some(s) => Some(read_split(s, n)?),
         None => None,
     };
     ensure_allocatable(csr_bytes(n as usize, src.len()), "graph")?;
@@ -218,21 +250,50 @@ pub fn load_files(dir: &Path, files: &OgbFiles, opts: &LoadOptions) -> Result<Da
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "dataset".to_string());
-    complete(
-        Parts {
-            name,
-            graph,
-            features,
-            labels,
-            split,
-            missing: [
-                "no node-feat.csv.gz",
-                "no node-label.csv.gz",
-                "no split/ folder",
-            ],
-        },
-        opts,
-    )
+    Ok(Parts {
+        name,
+        graph,
+        features,
+        labels,
+        split,
+        edge_list: false,
+        notes,
+    })
+}
+
+/// Reads a split folder's files; an id twice in one file, or in two parts, is an error
+/// naming the file and line (and the other file).
+fn read_split(s: &SplitFiles, n: u64) -> Result<Split> {
+    let opt = |p: &Option<PathBuf>| p.as_ref().map_or(Ok(Vec::new()), |p| read_ids(p, n));
+    let split = Split {
+        train: read_ids(&s.train, n)?,
+        valid: opt(&s.valid)?,
+        test: opt(&s.test)?,
+    };
+    ensure_allocatable(n as u128 * 8, "split check")?;
+    // Where each node was first seen: 0 none, else part index + 1 and its line.
+    let mut seen: Vec<(u8, u32)> = vec![(0, 0); n as usize];
+    let files: [Option<&Path>; 3] = [Some(&s.train), s.valid.as_deref(), s.test.as_deref()];
+    for (k, ids) in [&split.train, &split.valid, &split.test].iter().enumerate() {
+        let Some(file) = files[k] else { continue };
+        for (i, &v) in ids.iter().enumerate() {
+            let slot = &mut seen[v as usize];
+            if slot.0 != 0 {
+                let (other, line) = (slot.0 as usize - 1, slot.1);
+                let msg = if other == k {
+                    format!("node {v} listed twice (first on line {line})")
+                } else {
+                    format!(
+                        "node {v} is also in {} (line {line}): the split parts overlap",
+                        files[other].map_or(String::new(), |p| p.display().to_string())
+                    )
+                };
+                return Err(Error::parse(file, i as u64 + 1, msg));
+            }
+            *slot = (k as u8 + 1, (i + 1).min(u32::MAX as usize) as u32);
+        }
+    }
+    Ok(split)
 }
 
 /// Checks that a per-node file has exactly `n` rows.
@@ -373,18 +434,16 @@ fn read_features(path: &Path, n: u64) -> Result<(Vec<f32>, usize)> {
 }
 
 /// One label per line: a non-negative integer (or integral float), or empty / NaN for none.
-struct LabelParser {
-    classes: Option<usize>,
-}
+struct LabelParser;
 impl LineParser for LabelParser {
     type Out = Vec<u32>;
     fn line(&self, line: &str, out: &mut Vec<u32>) -> std::result::Result<(), String> {
-        out.push(parse_label(line, self.classes)?);
+        out.push(parse_label(line)?);
         Ok(())
     }
 }
 
-fn parse_label(field: &str, classes: Option<usize>) -> std::result::Result<u32, String> {
+fn parse_label(field: &str) -> std::result::Result<u32, String> {
     let f = field.trim_matches(|c| c == ' ' || c == '\t');
     if f.is_empty() || f.eq_ignore_ascii_case("nan") {
         return Ok(UNLABELED);
@@ -404,39 +463,73 @@ fn parse_label(field: &str, classes: Option<usize>) -> std::result::Result<u32, 
             if !x.is_finite() || x.fract() != 0.0 {
                 return Err(format!("label {} is not an integer", short(f)));
             }
-            if x >= UNLABELED as f64 {
-                return Err(format!("label {} too large", short(f)));
+            if x >= MAX_CLASSES as f64 {
+                return Err(format!(
+                    "label {} implies more than {MAX_CLASSES} classes (the limit)",
+                    short(f)
+                ));
             }
             x as u64
         }
     };
-    if v >= UNLABELED as u64 {
-        return Err(format!("label {v} too large"));
-    }
-    if let Some(c) = classes {
-        if v >= c as u64 {
-            return Err(format!("label {v} not below the {c} classes asked for"));
-        }
+    if v >= MAX_CLASSES as u64 {
+        return Err(format!(
+            "label {v} implies {} classes, above the limit of {MAX_CLASSES}",
+            v as u128 + 1
+        ));
     }
     Ok(v as u32)
 }
 
-/// Labels and the class count (given, or largest label + 1).
-fn read_labels(path: &Path, n: u64, classes: Option<usize>) -> Result<(Vec<u32>, usize)> {
+/// Labels, checked against the node count, and a note when the largest label stands far
+/// above the others (one stray label would otherwise silently widen the model).
+fn read_labels(path: &Path, n: u64) -> Result<(Vec<u32>, Option<String>)> {
     let mut y = Vec::new();
-    let rows = text::parse_lines(
-        path,
-        |_| Ok(LabelParser { classes }),
-        |c| y.extend_from_slice(&c),
-    )?;
+    let rows = text::parse_lines(path, |_| Ok(LabelParser), |c| y.extend_from_slice(&c))?;
     check_rows(path, rows, n, "node labels")?;
-    let c = classes.unwrap_or_else(|| {
-        y.iter()
-            .filter(|&&l| l != UNLABELED)
-            .max()
-            .map_or(0, |&m| m as usize + 1)
+    let Some((row, &max)) = y
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| l != UNLABELED)
+        .max_by_key(|(i, &l)| (l, std::cmp::Reverse(*i)))
+    else {
+        return Ok((y, None));
+    };
+    let line = row as u64 + 1;
+    if max as u64 >= n {
+        return Err(Error::parse(
+            path,
+            line,
+            format!(
+                "label {max} implies {} classes, more than the {n} nodes",
+                max as u64 + 1
+            ),
+        ));
+    }
+    let next = y
+        .iter()
+        .filter(|&&l| l != UNLABELED && l != max)
+        .max()
+        .map_or(0, |&l| l as u64 + 1);
+    let note = (max as u64 >= 2 * next + 16).then(|| {
+        format!(
+            "{}:{line}: label {max} is far above the others (the next largest is {}): {} classes, most of them without a node",
+            short_path(path),
+            next.saturating_sub(1),
+            max as u64 + 1
+        )
     });
-    Ok((y, c))
+    Ok((y, note))
+}
+
+/// `raw/NAME` or `split/S/NAME`: the part of a path inside its dataset folder.
+fn short_path(path: &Path) -> String {
+    let parts: Vec<_> = path.iter().map(|s| s.to_string_lossy()).collect();
+    let k = parts
+        .iter()
+        .rposition(|p| p == "raw" || p == "split")
+        .unwrap_or(parts.len().saturating_sub(1));
+    parts[k..].join("/")
 }
 
 /// One node id per line.
@@ -467,13 +560,14 @@ mod tests {
 
     #[test]
     fn labels() {
-        assert_eq!(parse_label("3", None), Ok(3));
-        assert_eq!(parse_label("3.0", None), Ok(3));
-        assert_eq!(parse_label("", None), Ok(UNLABELED));
-        assert_eq!(parse_label("NaN", None), Ok(UNLABELED));
-        assert!(parse_label("-1", None).unwrap_err().contains("negative"));
-        assert!(parse_label("2.5", None).unwrap_err().contains("integer"));
-        assert!(parse_label("abc", None).is_err());
-        assert!(parse_label("7", Some(7)).unwrap_err().contains("below"));
+        assert_eq!(parse_label("3"), Ok(3));
+        assert_eq!(parse_label("3.0"), Ok(3));
+        assert_eq!(parse_label(""), Ok(UNLABELED));
+        assert_eq!(parse_label("NaN"), Ok(UNLABELED));
+        assert!(parse_label("-1").unwrap_err().contains("negative"));
+        assert!(parse_label("2.5").unwrap_err().contains("integer"));
+        assert!(parse_label("abc").is_err());
+        assert!(parse_label("4294967294").unwrap_err().contains("limit"));
+        assert!(parse_label("1e12").unwrap_err().contains("limit"));
     }
 }

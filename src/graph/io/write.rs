@@ -13,14 +13,15 @@
 //! file is valid gzip: `MultiGzDecoder`, `zcat`, Python's `gzip` and pandas read all of it.
 
 use std::fmt::Write as _;
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::fs;
+use std::io::Write;
 use std::path::Path;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use rayon::prelude::*;
 
+use crate::atomic::AtomicFile;
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
 use crate::graph::dataset::{Dataset, UNLABELED};
@@ -31,8 +32,19 @@ pub const SPLIT_NAME: &str = "bench";
 /// Uncompressed bytes per gzip member.
 const MEMBER_BYTES: usize = 4 << 20;
 
-/// Writes `dataset` under `dir` (created if needed) in the OGB raw layout.
+/// Writes `dataset` under `dir` (created if needed) in the OGB raw layout. Each file is
+/// written atomically ([`crate::atomic`]).
 pub fn write_ogb(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
+    write_ogb_with(dataset, dir, &mut |_, _, _| {})
+}
+
+/// [`write_ogb`], calling `progress(file, bytes, seconds)` after each file (`file` relative
+/// to `dir`), so a long write shows where it is.
+pub fn write_ogb_with(
+    dataset: &Dataset,
+    dir: impl AsRef<Path>,
+    progress: &mut dyn FnMut(&str, u64, f64),
+) -> Result<()> {
     let dir = dir.as_ref();
     dataset.validate()?;
     if dataset.feat_dim == 0 && dataset.num_nodes() > 0 {
@@ -46,21 +58,33 @@ pub fn write_ogb(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
     for p in [&raw, &split] {
         fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
     }
+    let mut timed = |rel: &str, r: Result<u64>, t: std::time::Instant| -> Result<()> {
+        progress(rel, r?, t.elapsed().as_secs_f64());
+        Ok(())
+    };
+    let now = std::time::Instant::now;
     let (src, dst) = edges_in_input_order(&d.graph)?;
-    write_gz(&raw.join("edge.csv.gz"), src.len(), 16, |i, s| {
+    let t = now();
+    let r = write_gz(&raw.join("edge.csv.gz"), src.len(), 16, |i, s| {
         push_u64(s, src[i] as u64);
         s.push(',');
         push_u64(s, dst[i] as u64);
-    })?;
+    });
+    timed("raw/edge.csv.gz", r, t)?;
     drop((src, dst));
-    write_gz(&raw.join("num-node-list.csv.gz"), 1, 12, |_, s| {
+    let t = now();
+    let r = write_gz(&raw.join("num-node-list.csv.gz"), 1, 12, |_, s| {
         push_u64(s, d.num_nodes() as u64)
-    })?;
-    write_gz(&raw.join("num-edge-list.csv.gz"), 1, 12, |_, s| {
+    });
+    timed("raw/num-node-list.csv.gz", r, t)?;
+    let t = now();
+    let r = write_gz(&raw.join("num-edge-list.csv.gz"), 1, 12, |_, s| {
         push_u64(s, d.num_edges() as u64)
-    })?;
+    });
+    timed("raw/num-edge-list.csv.gz", r, t)?;
     let dim = d.feat_dim;
-    write_gz(
+    let t = now();
+    let r = write_gz(
         &raw.join("node-feat.csv.gz"),
         d.num_nodes(),
         dim * 8,
@@ -73,8 +97,10 @@ pub fn write_ogb(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
                 let _ = write!(s, "{x}");
             }
         },
-    )?;
-    write_gz(
+    );
+    timed("raw/node-feat.csv.gz", r, t)?;
+    let t = now();
+    let r = write_gz(
         &raw.join("node-label.csv.gz"),
         d.num_nodes(),
         4,
@@ -82,7 +108,8 @@ pub fn write_ogb(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
             UNLABELED => s.push_str("nan"),
             l => push_u64(s, l as u64),
         },
-    )?;
+    );
+    timed("raw/node-label.csv.gz", r, t)?;
     for (part, ids) in [
         ("train", &d.split.train),
         ("valid", &d.split.valid),
@@ -96,7 +123,9 @@ pub fn write_ogb(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
             }
             continue;
         }
-        write_gz(&p, ids.len(), 8, |i, s| push_u64(s, ids[i] as u64))?;
+        let t = now();
+        let r = write_gz(&p, ids.len(), 8, |i, s| push_u64(s, ids[i] as u64));
+        timed(&format!("split/{SPLIT_NAME}/{part}.csv.gz"), r, t)?;
     }
     Ok(())
 }
@@ -147,20 +176,22 @@ fn push_u64(s: &mut String, mut v: u64) {
 }
 
 /// Writes `rows` lines (`row(i, buf)` appends line `i` without its `\n`) as a multi-member
-/// gzip file; `row_bytes` is a size hint for cutting chunks.
+/// gzip file, atomically; `row_bytes` is a size hint for cutting chunks. Returns the bytes
+/// written.
 fn write_gz(
     path: &Path,
     rows: usize,
     row_bytes: usize,
     row: impl Fn(usize, &mut String) + Sync,
-) -> Result<()> {
+) -> Result<u64> {
     let per_chunk = (MEMBER_BYTES / row_bytes.max(1)).max(1);
     let chunks = rows.div_ceil(per_chunk);
     // Chunks compressed per round: enough to keep every thread busy, few enough to bound
     // memory.
     let round = rayon::current_num_threads().max(1) * 2;
-    let file = File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut file = AtomicFile::create(path)?;
+    let w = file.writer();
+    let mut bytes = 0u64;
     let mut c0 = 0;
     while c0 < chunks.max(1) {
         let c1 = (c0 + round).min(chunks.max(1));
@@ -182,8 +213,10 @@ fn write_gz(
         for m in members {
             let m = m.map_err(|e| Error::io(path, e))?;
             w.write_all(&m).map_err(|e| Error::io(path, e))?;
+            bytes += m.len() as u64;
         }
         c0 = c1;
     }
-    w.flush().map_err(|e| Error::io(path, e))
+    file.commit()?;
+    Ok(bytes)
 }
