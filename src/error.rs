@@ -31,9 +31,11 @@ pub enum Error {
         got: &'static str,
     },
 
-    /// An allocation would pass the device's memory budget.
+    /// An allocation would pass the device's memory budget, or (with `budget` equal to
+    /// [`NO_BUDGET`]) the system refused it.
     #[error(
-        "out of memory on {device}: requested {requested} bytes with {live} bytes live, budget {budget} bytes"
+        "out of memory on {device}: requested {requested} bytes with {live} bytes live, {}",
+        budget_text(*.budget)
     )]
     OutOfMemory {
         device: Device,
@@ -72,6 +74,18 @@ pub enum Error {
         line: u64,
         msg: String,
     },
+}
+
+/// The `budget` of an [`Error::OutOfMemory`] that no budget caused: the system allocator
+/// (or the driver) refused the request.
+pub const NO_BUDGET: u64 = u64::MAX;
+
+fn budget_text(budget: u64) -> String {
+    if budget == NO_BUDGET {
+        "and the system refused it".to_string()
+    } else {
+        format!("budget {budget} bytes")
+    }
 }
 
 impl Error {
