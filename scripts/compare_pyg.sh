@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs `espalier bench` and the PyG peer (shared/bench/pyg_peer.py) on the same graph
+# Runs `espalier bench` and the PyTorch Geometric reference script
+# (shared/bench/pyg_peer.py, "the peer" below) on the same graph
 # folder (OGB raw layout) with the same settings, and prints each side's per-epoch
 # medians and their ratio, phase by phase.
 #
@@ -36,7 +37,13 @@ if [ ! -e "$dir/raw/node-label.csv.gz" ] && [ ! -e "$dir/raw/node-label.csv" ]; 
     extra=(--classes 47)
 fi
 
-"$espalier" bench --dataset "$dir" --model "$model" --aggr "$aggr" --fanouts "$fanouts" \
+# espalier rejects a flag the model does not read: --aggr goes to SAGE only.
+model_flags=(--model "$model")
+if [ "$model" = sage ]; then
+    model_flags+=(--aggr "$aggr")
+fi
+
+"$espalier" bench --dataset "$dir" "${model_flags[@]}" --fanouts "$fanouts" \
     --micro-batches "$k" --hidden "$hidden" --seed "$seed" --device "$device" \
     --warmup "$warmup" --epochs "$epochs" "${extra[@]}" --json "$out/espalier.json" >&2
 "$python" "$peer" "$dir" --model "$model" --aggr "$aggr" --fanouts "$fanouts" -K "$k" \
