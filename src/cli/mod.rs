@@ -6,6 +6,7 @@ mod devices;
 mod gen;
 mod partition;
 mod partition_graph;
+mod plot;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +36,10 @@ pub enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Write a synthetic graph in OGB's raw layout, so other tools read the same graph.
     Gen(gen::GenArgs),
+    /// Chart the JSON of `train --json`, `partition --json` and `bench --json` as SVG or
+    /// PNG: loss and accuracy per epoch, peak memory per micro-batch against the budget,
+    /// time per phase.
+    Plot(plot::PlotArgs),
     /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
     #[command(after_help = devices::HELP)]
     Devices(devices::DevicesArgs),
@@ -62,6 +67,7 @@ pub fn run(cli: Cli) -> Result<()> {
             bench::run(&a)
         }
         Some(Command::Gen(a)) => gen::run(&a),
+        Some(Command::Plot(a)) => plot::run(&a),
         Some(Command::Devices(a)) => devices::run(&a),
     }
 }
