@@ -199,10 +199,13 @@ fn parse_peaks(v: &Value, label: &str, path: &Path) -> Result<Option<Peaks>> {
     Ok(Some(Peaks {
         label: label.to_string(),
         which: format!(
-            "epoch {}, batch {}, K {}",
+            "epoch {}, batch {}, K {}{}",
             num(last, "epoch", path)? as u64 + 1,
             num(last, "batch", path)? as u64,
-            bars.len()
+            bars.len(),
+            last.get("partitioner")
+                .and_then(Value::as_str)
+                .map_or(String::new(), |p| format!(", {p}"))
         ),
         budget: budget(v),
         bars,
@@ -513,18 +516,17 @@ fn draw_phases<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, runs: &[PhaseR
         .margin(16)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .build_cartesian_2d((0..n as i32).into_segmented(), 0f64..(top * 1.2).max(1e-3))
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..(top * 1.2).max(1e-3))
         .map_err(|e| e.to_string())?;
-    let names = |v: &SegmentValue<i32>| match v {
-        SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => runs
-            .get(*i as usize)
-            .map_or(String::new(), |r| r.label.clone()),
-        SegmentValue::Last => String::new(),
+    // A run's label under its bar, at whole x; nothing between runs.
+    let names = |v: &f64| match whole(v).parse::<usize>() {
+        Ok(i) => runs.get(i).map_or(String::new(), |r| r.label.clone()),
+        Err(_) => String::new(),
     };
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(n + 1)
+        .x_labels(2 * n + 1)
         .x_label_formatter(&names)
         .y_desc("milliseconds")
         .label_style(text_style())
@@ -537,16 +539,8 @@ fn draw_phases<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, runs: &[PhaseR
             .draw_series(runs.iter().enumerate().map(|(i, r)| {
                 let y0: f64 = r.seconds[..p].iter().sum::<f64>() * 1e3;
                 let y1 = y0 + r.seconds[p] * 1e3;
-                let i = i as i32;
-                let mut bar = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), y0),
-                        (SegmentValue::Exact(i + 1), y1),
-                    ],
-                    col.filled(),
-                );
-                bar.set_margin(0, 0, 25, 25);
-                bar
+                let x = i as f64;
+                Rectangle::new([(x - 0.3, y0), (x + 0.3, y1)], col.filled())
             }))
             .map_err(|e| e.to_string())?
             .label(*phase)
