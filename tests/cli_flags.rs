@@ -209,3 +209,34 @@ fn a_software_wgpu_adapter_is_announced_once() {
         assert_eq!(warnings, 0, "{} is hardware: {err}", first.name);
     }
 }
+
+#[test]
+fn another_model_drops_a_workloads_model_only_flags() {
+    // betty-products-lstm sets --aggr lstm; with --model gat that flag goes, so the error
+    // is about the explicit --heads 0 (checked before any data is loaded), not --aggr.
+    fails_with(
+        &[
+            "bench",
+            "--workload",
+            "betty-products-lstm",
+            "--model",
+            "gat",
+            "--heads",
+            "0",
+        ],
+        &["--heads must be at least 1"],
+    );
+    // An explicit --aggr with another model is still the user's error.
+    fails_with(
+        &[
+            "bench",
+            "--workload",
+            "cora-sage-mean",
+            "--model",
+            "gcn",
+            "--aggr",
+            "sum",
+        ],
+        &["--aggr does not apply to --model gcn"],
+    );
+}
