@@ -73,7 +73,13 @@ if [ ! -e "$dir/raw/node-label.csv.gz" ] && [ ! -e "$dir/raw/node-label.csv" ]; 
     extra=(--classes 47)
 fi
 
-"$espalier" --threads "$threads" bench --dataset "$dir" --model "$model" --aggr "$aggr" --fanouts "$fanouts" \
+# espalier rejects a flag the model does not read: --aggr goes to SAGE only.
+model_flags=(--model "$model")
+if [ "$model" = sage ]; then
+    model_flags+=(--aggr "$aggr")
+fi
+
+"$espalier" --threads "$threads" bench --dataset "$dir" "${model_flags[@]}" --fanouts "$fanouts" \
     --micro-batches "$k" --hidden "$hidden" --seed "$seed" --device "$device" \
     --warmup "$warmup" --epochs "$epochs" "${extra[@]}" --json "$out/espalier.json" >&2
 OMP_WAIT_POLICY=PASSIVE "$python" "$peer" "$dir" --threads "$threads" --model "$model" --aggr "$aggr" --fanouts "$fanouts" -K "$k" \

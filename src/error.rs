@@ -31,9 +31,11 @@ pub enum Error {
         got: &'static str,
     },
 
-    /// An allocation would pass the device's memory budget.
+    /// An allocation would pass the device's memory budget, or (with `budget` equal to
+    /// [`NO_BUDGET`]) the system refused it.
     #[error(
-        "out of memory on {device}: requested {requested} bytes with {live} bytes live, budget {budget} bytes"
+        "out of memory on {device}: requested {requested} bytes with {live} bytes live, {}",
+        budget_text(*.budget)
     )]
     OutOfMemory {
         device: Device,
@@ -81,6 +83,18 @@ fn parse_message(path: &std::path::Path, line: u64, msg: &str) -> String {
         format!("{}: {msg}", path.display())
     } else {
         format!("{}:{line}: {msg}", path.display())
+    }
+}
+
+/// The `budget` of an [`Error::OutOfMemory`] that no budget caused: the system allocator
+/// (or the driver) refused the request.
+pub const NO_BUDGET: u64 = u64::MAX;
+
+fn budget_text(budget: u64) -> String {
+    if budget == NO_BUDGET {
+        "and the system refused it".to_string()
+    } else {
+        format!("budget {budget} bytes")
     }
 }
 

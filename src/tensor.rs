@@ -142,6 +142,18 @@ fn numel_of(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// Values of `shape`, or an error when the count overflows (a shape built from user input).
+fn checked_numel(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "a tensor of shape {shape:?} has more values than this machine can address"
+            ))
+        })
+}
+
 impl Tensor {
     fn from_parts(
         storage: Arc<RwLock<Storage>>,
@@ -181,7 +193,7 @@ impl Tensor {
     }
 
     fn from_cpu_vec<T: CpuElem>(data: Vec<T>, shape: &[usize], dtype: DType) -> Result<Tensor> {
-        if data.len() != numel_of(shape) {
+        if data.len() != checked_numel(shape)? {
             return Err(Error::shape(
                 "tensor",
                 format!("{} values do not fill shape {:?}", data.len(), shape),
@@ -223,16 +235,19 @@ impl Tensor {
 
     /// A tensor filled with `value` (cast to the dtype).
     pub fn full(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
-        let n = numel_of(shape);
+        let n = checked_numel(shape)?;
         match device {
             Device::Cpu => {
-                let alloc = cpu::reserve::<u8>(n * dtype.size())?;
+                let bytes = n.checked_mul(dtype.size()).ok_or_else(|| {
+                    Error::invalid(format!("a tensor of shape {shape:?} is too large"))
+                })?;
+                let alloc = cpu::reserve::<u8>(bytes)?;
                 let data = match dtype {
-                    DType::F32 => CpuData::F32(vec![value as f32; n]),
-                    DType::F64 => CpuData::F64(vec![value; n]),
-                    DType::U32 => CpuData::U32(vec![value as u32; n]),
-                    DType::F16 => CpuData::F16(vec![half::f16::from_f64(value); n]),
-                    DType::BF16 => CpuData::BF16(vec![half::bf16::from_f64(value); n]),
+                    DType::F32 => CpuData::F32(cpu::try_filled(n, value as f32)?),
+                    DType::F64 => CpuData::F64(cpu::try_filled(n, value)?),
+                    DType::U32 => CpuData::U32(cpu::try_filled(n, value as u32)?),
+                    DType::F16 => CpuData::F16(cpu::try_filled(n, half::f16::from_f64(value))?),
+                    DType::BF16 => CpuData::BF16(cpu::try_filled(n, half::bf16::from_f64(value))?),
                 };
                 let buf = CpuBuffer::from_reserved(data, alloc);
                 Ok(Self::from_storage(

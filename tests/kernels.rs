@@ -3,6 +3,8 @@
 //! why it skipped. Also checks the one-stem-per-op layout across `src/ops`, `shaders` and
 //! `kernels`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -21,8 +23,9 @@ fn stems(dir: &str, ext: &str) -> BTreeSet<String> {
 #[test]
 fn every_kernel_compiles_with_nvrtc() {
     let Some((major, minor)) = nvrtc::version() else {
-        println!(
-            "skipping the NVRTC compile check: no NVRTC library (libnvrtc.so.13 or .12) found"
+        common::skip_backend(
+            "cuda",
+            "the NVRTC compile check: no NVRTC library (libnvrtc.so.13 or .12) found",
         );
         return;
     };
@@ -48,7 +51,7 @@ fn every_kernel_compiles_with_nvrtc() {
 #[test]
 fn a_compile_error_carries_the_nvrtc_log() {
     if !nvrtc::available() {
-        println!("skipping: no NVRTC library found");
+        common::skip_backend("cuda", "no NVRTC library found");
         return;
     }
     let err = nvrtc::compile(

@@ -224,7 +224,7 @@ fn autograd_parity_of_every_new_op() {
 #[test]
 fn split_aggregator_ops_match_unsplit() {
     if wgpu_devices().is_empty() {
-        println!("skipping split parity: no wgpu device");
+        common::skip_backend("wgpu", "split parity: no wgpu device");
         return;
     }
     const CAP: u64 = 16 << 10;

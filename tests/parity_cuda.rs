@@ -17,7 +17,7 @@ fn cuda() -> Option<Device> {
     match Device::Cuda(0).memory() {
         Ok(_) => Some(Device::Cuda(0)),
         Err(e) => {
-            println!("skipping: {e}");
+            common::skip_backend("cuda", e);
             None
         }
     }

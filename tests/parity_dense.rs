@@ -630,7 +630,7 @@ fn mixing_cpu_and_device_tensors_is_a_device_mismatch() {
 fn chunked_launches_match_unchunked() {
     let devs = wgpu_devices();
     if devs.is_empty() {
-        println!("skipping split parity: no wgpu device");
+        common::skip_backend("wgpu", "split parity: no wgpu device");
         return;
     }
     const CAP: u64 = 1 << 20;

@@ -287,7 +287,7 @@ fn dispatches_past_65535_workgroups() {
 fn split_graph_ops_match_unsplit() {
     let devs = wgpu_devices();
     if devs.is_empty() {
-        println!("skipping split parity: no wgpu device");
+        common::skip_backend("wgpu", "split parity: no wgpu device");
         return;
     }
     const CAP: u64 = 32 << 10;

@@ -9,6 +9,8 @@
 //! software Vulkan). On the CPU this configuration reaches 0.76-0.79 test accuracy over
 //! seeds 0-4 (0.760 for seed 0), so every run must reach 0.75.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -45,7 +47,7 @@ fn gpus() -> Vec<Device> {
         .filter(|dev| match dev.memory() {
             Ok(_) => true,
             Err(e) => {
-                println!("skipping {}: {e}", dev.backend());
+                common::skip_backend(dev.backend(), e);
                 false
             }
         })

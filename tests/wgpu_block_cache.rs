@@ -2,6 +2,8 @@
 //! them, and freed with the block. Alone in its test binary: it reads the device's live
 //! bytes, which concurrent tests would change.
 
+mod common;
+
 use std::sync::Arc;
 
 use espalier::graph::Block;
@@ -13,7 +15,7 @@ fn block_buffers_are_uploaded_once_and_freed_with_the_block() {
     let mem = match dev.memory() {
         Ok(m) => m,
         Err(e) => {
-            println!("skipping: {e}");
+            common::skip_backend("wgpu", e);
             return;
         }
     };

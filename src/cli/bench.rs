@@ -1,7 +1,8 @@
 //! `espalier bench`: train a named workload (or the given flags) for `--warmup` plus
 //! `--epochs` epochs and report the median of each phase, the epoch time, seeds per second,
 //! the peak device bytes and K, as a table and as JSON. Workloads are named after the
-//! papers' experiments and the PyG peer's rows (`shared/bench/README.md`); explicit flags
+//! papers' experiments and the rows of the PyTorch Geometric reference script
+//! (`pyg_peer.py`, which `scripts/compare_pyg.sh` runs beside espalier); explicit flags
 //! override a workload's.
 
 use std::collections::HashSet;
@@ -111,7 +112,8 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "cora-sage-mean",
-        about: "the peer's Cora row (SAGE-mean 25,10, full batch, K 1 and 4); pass \
+        about: "the Cora row of the PyTorch Geometric reference script (pyg_peer.py, run \
+                by scripts/compare_pyg.sh): SAGE-mean 25,10, full batch, K 1 and 4; pass \
                 --dataset DIR/cora for the real graph",
         flags: &[
             ("--dataset", "synthetic:cora-like"),
@@ -125,9 +127,10 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "enron-sage-mean",
-        about: "the peer's email-enron row (SAGE-mean 10,25, full batch, K 1 and 4); the \
-                default is a synthetic graph of enron's node count: pass --dataset \
-                DIR/email-enron for the real one",
+        about: "the email-enron row of the PyTorch Geometric reference script \
+                (pyg_peer.py): SAGE-mean 10,25, full batch, K 1 and 4; the default is a \
+                synthetic graph of enron's node count: pass --dataset DIR/email-enron for \
+                the real one",
         flags: &[
             ("--dataset", "synthetic:arxiv-like,scale=0.2167"),
             ("--model", "sage"),
@@ -140,9 +143,10 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "syn100k-sage-mean",
-        about: "the peer's synthetic 100k-node row (SAGE-mean 10,25, K 1 and 4) on our \
-                products-like generator at 100k nodes / 2.5M edges: not the peer's graph \
-                (write one with the peer's --write-ogb and pass --dataset DIR for that)",
+        about: "the synthetic 100k-node row of the PyTorch Geometric reference script \
+                (pyg_peer.py): SAGE-mean 10,25, K 1 and 4, on our products-like generator \
+                at 100k nodes / 2.5M edges, not that script's graph (write it with \
+                pyg_peer.py --write-ogb and pass --dataset DIR for that)",
         flags: &[
             ("--dataset", "synthetic:products-like,scale=0.0408"),
             ("--model", "sage"),
@@ -202,11 +206,16 @@ fn merge(a: &BenchArgs, w: &Workload) -> Result<(BenchArgs, Vec<usize>)> {
         .map(|id| id.as_str().to_string())
         .collect();
     let k_given = explicit.contains("micro_batches") || explicit.contains("memory_budget");
+    // Another model drops the workload's flags for its own (an aggregator means nothing
+    // to GAT, and such a flag is an error).
+    let model_given = explicit.contains("model");
     let mut argv = Vec::new();
     for (flag, value) in w.flags {
         let id = flag.trim_start_matches('-').replace('-', "_");
         let k_flag = id == "micro_batches" || id == "memory_budget";
-        let overridden = explicit.contains(&id) || (k_given && k_flag);
+        let model_flag = MODEL_ONLY_FLAGS.contains(&id.as_str());
+        let overridden =
+            explicit.contains(&id) || (k_given && k_flag) || (model_given && model_flag);
         if !overridden {
             argv.push(flag.to_string());
             argv.push(value.to_string());
@@ -216,6 +225,10 @@ fn merge(a: &BenchArgs, w: &Workload) -> Result<(BenchArgs, Vec<usize>)> {
     let ks = if k_given { Vec::new() } else { w.ks.to_vec() };
     Ok((parse(&argv)?, ks))
 }
+
+/// Flags (as clap ids) that only some models read: a workload's are dropped when
+/// `--model` is given.
+const MODEL_ONLY_FLAGS: &[&str] = &["aggr", "lstm_split", "heads", "attn_dropout", "self_loops"];
 
 /// One measured configuration.
 #[derive(Serialize)]
@@ -332,7 +345,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     for k in ks {
         let mut c: CommonArgs = a.common.clone();
         if let Some(k) = k {
-            c.micro_batches = k;
+            c.micro_batches = Some(k);
         }
         runs.push(measure(&a, &c, &data, &graph)?);
     }
@@ -371,16 +384,18 @@ fn measure(
         },
     )?;
     let device = config.device;
+    let model = config.model.label();
     let mut trainer = Trainer::new(data, graph.clone(), config)?;
+    trainer.model.set_lstm_split(c.lstm_split)?;
+    trainer.estimator.lstm_split = c.lstm_split;
     eprintln!(
-        "bench: {} on {}, device {device}, {} warm-up + {} measured epochs, {}",
+        "bench: {} on {model}, device {device}, {} warm-up + {} measured epochs, {}",
         data.name,
-        c.model,
         a.warmup,
         a.epochs,
         match &c.memory_budget {
             Some(b) => format!("budget {b}"),
-            None => format!("K {}", c.micro_batches),
+            None => format!("K {}", c.micro_batches()),
         }
     );
     for e in 0..a.warmup {

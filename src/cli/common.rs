@@ -1,12 +1,17 @@
 //! Flags shared by `espalier train` and `espalier partition`: dataset, model, sampling,
-//! micro-batching, device. Defaults follow the PyG peer (`shared/bench/pyg_peer.py`).
+//! micro-batching, device. Defaults follow the PyTorch Geometric reference script
+//! (`pyg_peer.py`, which `scripts/compare_pyg.sh` runs beside espalier).
+//!
+//! Model flags that only one model reads (`--aggr`, `--lstm-split`, `--heads`,
+//! `--attn-dropout`, `--self-loops`) are optional: their defaults apply per model, and
+//! giving one to a model that does not use it is an error rather than silently ignored.
 
 use clap::Args;
 
 use espalier::error::{Error, Result};
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, ModelConfig, ModelKind};
-use espalier::partition::{self, parse_bytes};
+use espalier::partition::{self, format_bytes, parse_bytes};
 use espalier::train::{BatchSize, FeatureDType, MicroConfig, OptimizerKind, TrainConfig};
 use espalier::Device;
 
@@ -45,20 +50,25 @@ pub struct CommonArgs {
     /// Model: sage, gcn or gat.
     #[arg(long, default_value = "sage")]
     pub model: String,
-    /// SAGE aggregator: mean, sum, pool or lstm (DGL semantics, run per degree bucket).
-    #[arg(long, default_value = "mean")]
-    pub aggr: String,
-    /// GAT: attention heads of the hidden layers (concatenated; the output layer has one),
-    /// as the PyG peer's --heads. --hidden is the width per head.
-    #[arg(long, default_value_t = 4)]
-    pub heads: usize,
-    /// GAT: dropout on attention weights (the peer has none).
-    #[arg(long, default_value_t = 0.0)]
-    pub attn_dropout: f64,
-    /// GAT: add a self-loop to every dst node without one (PyG's default).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub self_loops: bool,
-    /// SAGE-LSTM: split the explosion bucket into pieces of at most this many dst nodes.
+    /// SAGE only: the aggregator, mean (default), sum, pool or lstm (DGL semantics, run per
+    /// degree bucket).
+    #[arg(long)]
+    pub aggr: Option<String>,
+    /// GAT only: attention heads of the hidden layers (default 4; concatenated, the output
+    /// layer has one), as --heads of the PyTorch Geometric reference script. --hidden is
+    /// the width per head.
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// GAT only: dropout on attention weights, in [0, 1) (default 0, as the PyTorch
+    /// Geometric reference script).
+    #[arg(long)]
+    pub attn_dropout: Option<f64>,
+    /// GAT only: add a self-loop to every dst node without one (default true, PyG's
+    /// default).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub self_loops: Option<bool>,
+    /// SAGE-LSTM only: split the explosion bucket into pieces of at most this many dst
+    /// nodes.
     #[arg(long)]
     pub lstm_split: Option<usize>,
     /// Number of layers (default: one per fanout).
@@ -67,9 +77,10 @@ pub struct CommonArgs {
     /// Hidden width.
     #[arg(long, default_value_t = 256)]
     pub hidden: usize,
-    /// Neighbours sampled per layer, input layer first (DGL order); -1 = all.
-    /// Default 25,10; with --layers N alone, 10 per layer.
-    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    /// Neighbours sampled per layer, input layer first (DGL order), each at least 1 or -1
+    /// for all (`--fanouts -1,-1` and `--fanouts=-1,-1` alike). Default 25,10; with
+    /// --layers N alone, 10 per layer.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub fanouts: Option<Vec<i64>>,
     /// Seeds per batch, or `full` for all training seeds in one batch.
     #[arg(long, default_value = "full")]
@@ -81,10 +92,10 @@ pub struct CommonArgs {
     /// Its state counts in the memory a micro-batch must leave room for.
     #[arg(long, default_value = "adam")]
     pub optimizer: String,
-    /// Micro-batches per batch (gradients accumulate, one optimizer step per batch); with
-    /// --memory-budget, the least number tried.
-    #[arg(long, default_value_t = 1)]
-    pub micro_batches: usize,
+    /// Micro-batches per batch, K (gradients accumulate, one optimizer step per batch); with
+    /// --memory-budget, the least number tried. Default 1 (`partition --compare`: 8).
+    #[arg(long)]
+    pub micro_batches: Option<usize>,
     /// How seeds are split into micro-batches: random, range, metis, betty, cherry,
     /// buffalo or grem (`docs/PARTITIONING.md`).
     #[arg(long, default_value = "random")]
@@ -112,6 +123,9 @@ pub struct CommonArgs {
 impl CommonArgs {
     /// Fanouts, input layer first.
     pub fn fanouts(&self) -> Result<Vec<i64>> {
+        if self.layers == Some(0) {
+            return Err(Error::invalid("--layers must be at least 1"));
+        }
         let f = match (&self.fanouts, self.layers) {
             (Some(f), Some(l)) if f.len() != l => {
                 return Err(Error::invalid(format!(
@@ -126,7 +140,168 @@ impl CommonArgs {
         if f.is_empty() {
             return Err(Error::invalid("--fanouts needs at least one layer"));
         }
+        if let Some(bad) = f.iter().find(|&&x| x != -1 && x < 1) {
+            return Err(Error::invalid(format!(
+                "--fanouts: {bad} is not a fanout: give a neighbour count of at least 1, or -1 \
+                 for all neighbours"
+            )));
+        }
         Ok(f)
+    }
+
+    /// The model and its aggregator, after checking that every model flag given explicitly
+    /// is one the model reads: a flag the model would ignore is an error naming both.
+    pub fn model_kind(&self) -> Result<(ModelKind, Aggregator)> {
+        let kind = self.model.parse::<ModelKind>()?;
+        let aggr = match &self.aggr {
+            Some(a) => a.parse::<Aggregator>()?,
+            None => Aggregator::Mean,
+        };
+        let unused = |flag: &str, users: &str| {
+            Error::invalid(format!(
+                "{flag} does not apply to --model {}: only {users} reads it (drop {flag})",
+                self.model
+            ))
+        };
+        if kind != ModelKind::Sage && self.aggr.is_some() {
+            return Err(unused("--aggr", "sage"));
+        }
+        if self.lstm_split.is_some() && (kind, aggr) != (ModelKind::Sage, Aggregator::Lstm) {
+            return Err(if kind == ModelKind::Sage {
+                Error::invalid(format!(
+                    "--lstm-split does not apply to --aggr {}: only sage with --aggr lstm reads \
+                     it (drop --lstm-split)",
+                    aggr.name()
+                ))
+            } else {
+                unused("--lstm-split", "sage with --aggr lstm")
+            });
+        }
+        if self.lstm_split == Some(0) {
+            return Err(Error::invalid("--lstm-split must be at least 1"));
+        }
+        if kind != ModelKind::Gat {
+            for (flag, given) in [
+                ("--heads", self.heads.is_some()),
+                ("--attn-dropout", self.attn_dropout.is_some()),
+                ("--self-loops", self.self_loops.is_some()),
+            ] {
+                if given {
+                    return Err(unused(flag, "gat"));
+                }
+            }
+        }
+        if self.heads == Some(0) {
+            return Err(Error::invalid("--heads must be at least 1"));
+        }
+        if let Some(p) = self.attn_dropout {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::invalid(format!(
+                    "--attn-dropout {p} must be in [0, 1)"
+                )));
+            }
+        }
+        if self.hidden == 0 {
+            return Err(Error::invalid("--hidden must be at least 1"));
+        }
+        if self.classes == Some(0) {
+            return Err(Error::invalid("--classes must be at least 1"));
+        }
+        Ok((kind, aggr))
+    }
+
+    /// The model these flags describe for `in_dim` input features and `classes` classes,
+    /// validated (on the CPU, against the memory the machine has available); a model too
+    /// large to build names the flag to lower.
+    pub fn model_config(&self, in_dim: usize, classes: usize) -> Result<ModelConfig> {
+        self.checked_model(Some(in_dim), classes)
+    }
+
+    /// [`CommonArgs::model_config`]; with `in_dim` unknown (before the dataset is loaded),
+    /// the widths that do not depend on it are checked with a single input feature.
+    fn checked_model(&self, in_dim: Option<usize>, classes: usize) -> Result<ModelConfig> {
+        let before_load = in_dim.is_none();
+        let in_dim = in_dim.unwrap_or(1);
+        let (kind, aggr) = self.model_kind()?;
+        let model = ModelConfig {
+            kind,
+            aggr,
+            in_dim,
+            hidden: self.hidden,
+            out_dim: classes,
+            layers: self.fanouts()?.len(),
+            dropout: self.dropout,
+            heads: self.heads.unwrap_or(4),
+            attn_dropout: self.attn_dropout.unwrap_or(0.0),
+            self_loops: self.self_loops.unwrap_or(true),
+        };
+        let on_cpu = matches!(self.device.parse::<Device>(), Ok(Device::Cpu));
+        let host = if on_cpu && !before_load {
+            host_available_bytes()
+        } else {
+            None
+        };
+        let state = match self.optimizer.parse::<OptimizerKind>() {
+            Ok(OptimizerKind::Sgd) => 1,
+            _ => 2,
+        };
+        let check = |m: &ModelConfig| -> Result<()> {
+            m.validate()?;
+            if let Some(avail) = host {
+                // Parameters, their gradients and the optimizer state, before any
+                // activation: past what the machine has, the system would kill the run.
+                let need = m
+                    .num_parameters()?
+                    .saturating_mul(4)
+                    .saturating_mul(2 + state);
+                if need > avail {
+                    return Err(Error::invalid(format!(
+                        "the model's {} parameters, their gradients and the optimizer state \
+                         alone need {}, more than the {} of memory this machine has available",
+                        m.num_parameters()?,
+                        format_bytes(need),
+                        format_bytes(avail)
+                    )));
+                }
+            }
+            Ok(())
+        };
+        let Err(e) = check(&model) else {
+            return Ok(model);
+        };
+        // Name the flag whose value makes the model too large: the first one that, set to
+        // 1, lets the model pass.
+        let gat = kind == ModelKind::Gat;
+        let with = |f: &dyn Fn(&mut ModelConfig)| {
+            let mut m = model.clone();
+            f(&mut m);
+            check(&m).is_ok()
+        };
+        let classes_flag = match self.classes {
+            Some(c) => format!("--classes {c}"),
+            None => format!("the dataset's {classes} classes"),
+        };
+        let blame = if with(&|m| m.out_dim = 1) {
+            classes_flag
+        } else if gat && with(&|m| m.heads = 1) {
+            format!("--heads {}", model.heads)
+        } else if with(&|m| m.hidden = 1) {
+            format!("--hidden {}", self.hidden)
+        } else if gat && with(&|m| (m.hidden, m.heads) = (1, 1)) {
+            format!("--hidden {} with --heads {}", self.hidden, model.heads)
+        } else {
+            return Err(e);
+        };
+        let why = match e {
+            Error::InvalidArgument(m) => m,
+            other => other.to_string(),
+        };
+        let even = if before_load {
+            "even with a single input feature, "
+        } else {
+            ""
+        };
+        Err(Error::invalid(format!("{blame} is too large: {even}{why}")))
     }
 
     /// Checks the cheap flags, then loads the dataset and the graph to sample from.
@@ -135,10 +310,11 @@ impl CommonArgs {
         device.memory()?;
         self.fanouts()?;
         partition::by_name(&self.partitioner)?;
-        partition::check_k(self.micro_batches, usize::MAX)?;
+        partition::check_k(self.micro_batches(), usize::MAX)?;
         self.budget()?;
-        self.model.parse::<ModelKind>()?;
-        self.aggr.parse::<Aggregator>()?;
+        // The model flags, before loading anything: the sizes that do not depend on the
+        // dataset are checked again once its widths are known.
+        self.checked_model(None, self.classes.unwrap_or(1))?;
         self.batch_size.parse::<BatchSize>()?;
         self.optimizer.parse::<OptimizerKind>()?;
         self.feature_dtype.parse::<FeatureDType>()?;
@@ -190,6 +366,11 @@ impl CommonArgs {
         Ok((data, graph))
     }
 
+    /// K: `--micro-batches`, or 1.
+    pub fn micro_batches(&self) -> usize {
+        self.micro_batches.unwrap_or(1)
+    }
+
     /// The memory budget in bytes, if one is given.
     pub fn budget(&self) -> Result<Option<u64>> {
         self.memory_budget
@@ -202,18 +383,7 @@ impl CommonArgs {
     /// (epochs, learning rate, weight decay, evaluation).
     pub fn config(&self, data: &Dataset, train: TrainOnly) -> Result<TrainConfig> {
         let fanouts = self.fanouts()?;
-        let model = ModelConfig {
-            kind: self.model.parse::<ModelKind>()?,
-            aggr: self.aggr.parse::<Aggregator>()?,
-            in_dim: data.feat_dim,
-            hidden: self.hidden,
-            out_dim: data.num_classes,
-            layers: fanouts.len(),
-            dropout: self.dropout,
-            heads: self.heads,
-            attn_dropout: self.attn_dropout,
-            self_loops: self.self_loops,
-        };
+        let model = self.model_config(data.feat_dim, data.num_classes)?;
         Ok(TrainConfig {
             model,
             fanouts,
@@ -227,13 +397,22 @@ impl CommonArgs {
             eval_every: train.eval_every,
             eval_batch_size: train.eval_batch_size,
             micro: MicroConfig {
-                micro_batches: self.micro_batches,
+                micro_batches: self.micro_batches(),
                 partitioner: self.partitioner.clone(),
                 memory_budget: self.budget()?,
             },
             feature_dtype: self.feature_dtype.parse()?,
         })
     }
+}
+
+/// Bytes of memory the system can still give (Linux: `MemAvailable` of /proc/meminfo);
+/// `None` where that is unknown.
+fn host_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
 }
 
 /// Settings only training reads.

@@ -7,6 +7,7 @@ mod devices;
 mod gen;
 mod partition;
 mod partition_graph;
+mod plot;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +39,10 @@ pub enum Command {
     Gen(gen::GenArgs),
     /// See or clear the dataset cache: `espalier cache ls`, `espalier cache clear`.
     Cache(cache::CacheArgs),
+    /// Chart the JSON of `train --json`, `partition --json` and `bench --json` as SVG or
+    /// PNG: loss and accuracy per epoch, peak memory per micro-batch against the budget,
+    /// time per phase.
+    Plot(plot::PlotArgs),
     /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
     #[command(after_help = devices::HELP)]
     Devices(devices::DevicesArgs),
@@ -66,6 +71,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Some(Command::Gen(a)) => gen::run(&a),
         Some(Command::Cache(a)) => cache::run(&a),
+        Some(Command::Plot(a)) => plot::run(&a),
         Some(Command::Devices(a)) => devices::run(&a),
     }
 }

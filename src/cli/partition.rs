@@ -32,7 +32,9 @@ pub struct PartitionArgs {
     #[arg(long)]
     pub json: Option<String>,
     /// Run every partitioner on the same batches and print one table (with --graph-only:
-    /// both grem and metis).
+    /// both grem and metis). Splits each batch into K = 8 micro-batches unless
+    /// --micro-batches or --memory-budget is given (with K = 1 every partitioner would
+    /// return the whole batch).
     #[arg(long)]
     pub compare: bool,
     /// Partition the whole graph (grem or metis) instead of sampled batches: edge cut,
@@ -59,11 +61,21 @@ struct GraphReport<'a> {
     graph_cuts: &'a [partition_graph::GraphCut],
 }
 
+/// K of `--compare` when neither `--micro-batches` nor `--memory-budget` is given.
+pub const COMPARE_K: usize = 8;
+
 pub fn run(a: &PartitionArgs) -> Result<()> {
-    let c = &a.common;
     if a.graph_only {
         return run_graph(a);
     }
+    let mut common = a.common.clone();
+    if a.compare && common.micro_batches.is_none() && common.memory_budget.is_none() {
+        common.micro_batches = Some(COMPARE_K);
+        eprintln!(
+            "--compare: K = {COMPARE_K} micro-batches per batch (set --micro-batches to change it)"
+        );
+    }
+    let c = &common;
     let (data, graph) = c.load()?;
     let config = c.config(
         &data,
@@ -76,8 +88,8 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
         },
     )?;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
-    trainer.model.set_lstm_split(a.common.lstm_split)?;
-    trainer.estimator.lstm_split = a.common.lstm_split;
+    trainer.model.set_lstm_split(c.lstm_split)?;
+    trainer.estimator.lstm_split = c.lstm_split;
     let names: Vec<&str> = if a.compare {
         partition::NAMES.to_vec()
     } else {

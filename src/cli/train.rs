@@ -12,7 +12,8 @@ use espalier::train::{EpochStats, Trainer};
 
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};
 
-/// Flags of `espalier train`. Defaults follow the PyG peer (`shared/bench/pyg_peer.py`).
+/// Flags of `espalier train`. Defaults follow the PyTorch Geometric reference script
+/// (`pyg_peer.py`, which `scripts/compare_pyg.sh` runs beside espalier).
 #[derive(Parser, Debug, Clone)]
 #[command(name = "train")]
 pub struct TrainArgs {
@@ -100,9 +101,8 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     }
     let micro = &trainer.config.micro;
     eprintln!(
-        "model {:?}/{:?}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}, micro-batches {} ({}){}",
-        trainer.config.model.kind,
-        trainer.config.model.aggr,
+        "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}, micro-batches {} ({}){}",
+        trainer.config.model.label(),
         trainer.config.model.layers,
         c.hidden,
         espalier::nn::Module::num_parameters(&trainer.model),

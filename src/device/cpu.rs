@@ -4,7 +4,7 @@
 //! precision through the very same kernels (generic over [`Float`]). Indices are u32.
 
 use crate::device::{Allocation, Device, MemoryTracker};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::float::Float;
 
 static CPU_MEMORY: MemoryTracker = MemoryTracker::new(Device::Cpu);
@@ -64,7 +64,42 @@ impl CpuBuffer {
 /// Reserves the bytes of `len` values of `T` before computing them, so that a kernel
 /// over budget fails before doing work. Fill the vector, then wrap it with [`CpuBuffer::from_reserved`].
 pub fn reserve<T: Copy>(len: usize) -> Result<Allocation> {
-    memory().alloc((len * std::mem::size_of::<T>()) as u64)
+    memory().alloc(bytes_of::<T>(len)?)
+}
+
+/// Bytes of `len` values of `T`; a count whose bytes do not fit in 64 bits is out of
+/// memory, not an overflow.
+fn bytes_of<T>(len: usize) -> Result<u64> {
+    (len as u64)
+        .checked_mul(std::mem::size_of::<T>() as u64)
+        .ok_or_else(|| refused(u64::MAX))
+}
+
+/// The error for an allocation of `bytes` the system allocator refused.
+fn refused(bytes: u64) -> Error {
+    Error::OutOfMemory {
+        device: Device::Cpu,
+        requested: bytes,
+        live: memory().live(),
+        budget: crate::error::NO_BUDGET,
+    }
+}
+
+/// An empty vector with room for `len` values of `T`, or [`Error::OutOfMemory`] when the
+/// system cannot give that much (instead of aborting the process, as `Vec::with_capacity`
+/// does). Every CPU buffer whose size comes from user input is allocated through here.
+pub fn try_vec<T>(len: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| refused(bytes_of::<T>(len).unwrap_or(u64::MAX)))?;
+    Ok(v)
+}
+
+/// `len` copies of `value`, allocated as [`try_vec`].
+pub fn try_filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>> {
+    let mut v = try_vec(len)?;
+    v.resize(len, value);
+    Ok(v)
 }
 
 impl CpuBuffer {
@@ -116,10 +151,11 @@ pub fn from_fn<T: Float + CpuElem>(len: usize, f: impl Fn(usize) -> T + Sync) ->
     use rayon::prelude::*;
     let alloc = reserve::<T>(len)?;
     let f = &f;
-    let v: Vec<T> = if len >= crate::float::PAR_MIN {
-        (0..len).into_par_iter().map(f).collect()
+    let mut v: Vec<T> = try_vec(len)?;
+    if len >= crate::float::PAR_MIN {
+        v.par_extend((0..len).into_par_iter().map(f));
     } else {
-        (0..len).map(f).collect()
-    };
+        v.extend((0..len).map(f));
+    }
     Ok(CpuBuffer::from_reserved(T::wrap(v), alloc))
 }

@@ -46,7 +46,7 @@ impl MemoryTracker {
     pub fn alloc(&'static self, bytes: u64) -> Result<Allocation> {
         let mut s = self.lock();
         if let Some(budget) = s.budget {
-            if s.live + bytes > budget {
+            if s.live.saturating_add(bytes) > budget {
                 return Err(Error::OutOfMemory {
                     device: self.device,
                     requested: bytes,
@@ -55,7 +55,7 @@ impl MemoryTracker {
                 });
             }
         }
-        s.live += bytes;
+        s.live = s.live.saturating_add(bytes);
         s.peak = s.peak.max(s.live);
         Ok(Allocation {
             tracker: self,
@@ -126,7 +126,7 @@ pub fn size_class(bytes: u64) -> u64 {
     let b = bytes.max(256);
     let p = 63 - b.leading_zeros() as u64; // 2^p <= b < 2^(p+1)
     let step = 1u64 << (p - 2);
-    b.div_ceil(step) * step
+    b.div_ceil(step).saturating_mul(step)
 }
 
 /// Free device buffers kept for reuse, by size class. Shared by the GPU backends: freed

@@ -73,16 +73,15 @@ impl GatLayer {
                 "gat: {heads} heads of width {out_per_head}: both must be positive"
             )));
         }
-        let width = heads * out_per_head;
+        let width = heads.checked_mul(out_per_head).ok_or_else(|| {
+            Error::invalid(format!(
+                "gat: {heads} heads of width {out_per_head} overflow the address space"
+            ))
+        })?;
         // PyG draws att [1, H, D] Glorot-uniform over (H, D).
         let bound = (6.0 / (heads + out_per_head) as f64).sqrt();
-        let mut attn = || {
-            let v = (0..width)
-                .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
-                .collect();
-            Ok::<_, Error>(Tensor::from_f32(v, &[width], device)?.requires_grad_leaf())
-        };
-        let (attn_src, attn_dst) = (attn()?, attn()?);
+        let attn_src = init::uniform(&[width], bound, rng, device)?;
+        let attn_dst = init::uniform(&[width], bound, rng, device)?;
         Ok(GatLayer {
             fc: Linear::new(in_dim, width, false, rng, device)?,
             attn_src,

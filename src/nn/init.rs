@@ -3,8 +3,8 @@
 //! Glorot (Xavier) uniform: U(−a, a) with a = √(6 / (fan_in + fan_out)), the default of
 //! DGL's and PyG's GNN layers. Kaiming (He) uniform for ReLU: a = √(6 / fan_in).
 
-use crate::device::Device;
-use crate::error::Result;
+use crate::device::{cpu, Device};
+use crate::error::{Error, Result};
 use crate::rng::Rng;
 use crate::tensor::Tensor;
 
@@ -24,16 +24,29 @@ pub fn weight(
     rng: &mut Rng,
     device: Device,
 ) -> Result<Tensor> {
-    let n = fan_in * fan_out;
     let bound = match init {
         Init::GlorotUniform => (6.0 / (fan_in + fan_out).max(1) as f64).sqrt(),
         Init::KaimingUniform => (6.0 / fan_in.max(1) as f64).sqrt(),
         Init::Zeros => 0.0,
     };
-    let data = (0..n)
-        .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
-        .collect();
-    Ok(Tensor::from_f32(data, &[fan_in, fan_out], device)?.requires_grad_leaf())
+    uniform(&[fan_in, fan_out], bound, rng, device)
+}
+
+/// An f32 parameter of `shape` drawn from U(−bound, bound) with `rng`, as a leaf on
+/// `device`. The host buffer is allocated fallibly: a width from user input that does
+/// not fit in memory is an error, not an abort.
+pub fn uniform(shape: &[usize], bound: f64, rng: &mut Rng, device: Device) -> Result<Tensor> {
+    let n = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "a parameter of shape {shape:?} has more values than this machine can address"
+            ))
+        })?;
+    let mut data = cpu::try_vec(n)?;
+    data.extend((0..n).map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32));
+    Ok(Tensor::from_f32(data, shape, device)?.requires_grad_leaf())
 }
 
 /// A zero f32 parameter of `shape`, as a leaf on `device`.

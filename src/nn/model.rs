@@ -45,6 +45,11 @@ impl std::str::FromStr for ModelKind {
     }
 }
 
+/// Most values one parameter tensor may hold: the GPU kernels index buffers with 32-bit
+/// integers, and every backend runs the same models. [`ModelConfig::validate`] checks it
+/// before anything is allocated.
+pub const MAX_PARAMETER_VALUES: u64 = u32::MAX as u64;
+
 /// Shape of a model.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ModelConfig {
@@ -92,14 +97,140 @@ impl ModelConfig {
                 )));
             }
         }
+        self.check_sizes()?;
         Ok(())
     }
 
+    /// The model as a user names it, with only what applies to its kind: `sage-mean`,
+    /// `sage-lstm`, `gcn`, `gat (4 heads)`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            ModelKind::Sage => format!("sage-{}", self.aggr.name()),
+            ModelKind::Gcn => "gcn".to_string(),
+            ModelKind::Gat if self.heads == 1 => "gat (1 head)".to_string(),
+            ModelKind::Gat => format!("gat ({} heads)", self.heads),
+        }
+    }
+
+    /// The widths that set a tensor's size, for errors: `input 1433, hidden 256, 4 heads,
+    /// 7 classes` (heads only for GAT).
+    fn describe_widths(&self) -> String {
+        let heads = match self.kind {
+            ModelKind::Gat => format!(", {} heads", self.heads),
+            _ => String::new(),
+        };
+        format!(
+            "input {}, hidden {}{heads}, {} classes",
+            self.in_dim, self.hidden, self.out_dim
+        )
+    }
+
+    /// The shape of every parameter tensor, layer by layer in the order [`Gnn::new`]
+    /// creates them, as `(layer, name, shape)`. Products are checked: widths from user
+    /// input that overflow are an error, never a wrapped size or a panic.
+    pub fn parameter_shapes(&self) -> Result<Vec<(usize, &'static str, Vec<u64>)>> {
+        let too_big = || {
+            Error::invalid(format!(
+                "model too large: its widths ({}) overflow 64 bits",
+                self.describe_widths()
+            ))
+        };
+        let mul = |a: u64, b: u64| a.checked_mul(b).ok_or_else(too_big);
+        let (hidden, heads) = (self.hidden as u64, self.heads as u64);
+        let hidden_out = match self.kind {
+            ModelKind::Gat => mul(heads, hidden)?,
+            _ => hidden,
+        };
+        let mut shapes = Vec::new();
+        for l in 0..self.layers {
+            let last = l + 1 == self.layers;
+            let i = if l == 0 {
+                self.in_dim as u64
+            } else {
+                hidden_out
+            };
+            let o = if last {
+                self.out_dim as u64
+            } else {
+                hidden_out
+            };
+            match self.kind {
+                ModelKind::Sage => {
+                    shapes.push((l, "fc_self.weight", vec![i, o]));
+                    shapes.push((l, "fc_neigh.weight", vec![i, o]));
+                    match self.aggr {
+                        Aggregator::Pool => {
+                            shapes.push((l, "fc_pool.weight", vec![i, i]));
+                            shapes.push((l, "fc_pool.bias", vec![i]));
+                        }
+                        Aggregator::Lstm => {
+                            let i4 = mul(i, 4)?;
+                            shapes.push((l, "lstm.weight_ih", vec![i, i4]));
+                            shapes.push((l, "lstm.weight_hh", vec![i, i4]));
+                            shapes.push((l, "lstm.bias", vec![i4]));
+                        }
+                        Aggregator::Mean | Aggregator::Sum => {}
+                    }
+                    shapes.push((l, "bias", vec![o]));
+                }
+                ModelKind::Gcn => {
+                    shapes.push((l, "fc.weight", vec![i, o]));
+                    shapes.push((l, "bias", vec![o]));
+                }
+                ModelKind::Gat => {
+                    shapes.push((l, "fc.weight", vec![i, o]));
+                    shapes.push((l, "attn_src", vec![o]));
+                    shapes.push((l, "attn_dst", vec![o]));
+                    shapes.push((l, "bias", vec![o]));
+                }
+            }
+        }
+        for (_, _, shape) in &shapes {
+            shape.iter().try_fold(1u64, |n, &d| mul(n, d))?;
+        }
+        Ok(shapes)
+    }
+
+    /// Number of parameter values, computed from the widths without allocating anything
+    /// (checked: see [`ModelConfig::parameter_shapes`]).
+    pub fn num_parameters(&self) -> Result<u64> {
+        self.parameter_shapes()?
+            .iter()
+            .try_fold(0u64, |n, (_, _, s)| n.checked_add(s.iter().product()))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "model too large: its parameter count ({}) overflows 64 bits",
+                    self.describe_widths()
+                ))
+            })
+    }
+
+    /// Every parameter tensor holds at most [`MAX_PARAMETER_VALUES`] values, checked
+    /// before anything is allocated.
+    fn check_sizes(&self) -> Result<()> {
+        for (l, name, shape) in self.parameter_shapes()? {
+            let n: u64 = shape.iter().product();
+            if n > MAX_PARAMETER_VALUES {
+                let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+                return Err(Error::invalid(format!(
+                    "model too large: layer {l}'s {name} would be [{}] = {n} values ({} GiB of \
+                     f32); one parameter tensor holds at most {} values (the GPU kernels index \
+                     with 32 bits)",
+                    dims.join(", "),
+                    (n as f64 * 4.0 / (1u64 << 30) as f64).round(),
+                    MAX_PARAMETER_VALUES
+                )));
+            }
+        }
+        self.num_parameters().map(|_| ())
+    }
+
     /// Input and output width of layer `l` (for GAT, a hidden layer's output is
-    /// `heads · hidden`).
+    /// `heads · hidden`). Saturates instead of overflowing (widths that large fail
+    /// [`ModelConfig::validate`]).
     pub fn widths(&self, l: usize) -> (usize, usize) {
         let hidden_out = match self.kind {
-            ModelKind::Gat => self.heads * self.hidden,
+            ModelKind::Gat => self.heads.saturating_mul(self.hidden),
             _ => self.hidden,
         };
         let i = if l == 0 { self.in_dim } else { hidden_out };

@@ -54,6 +54,18 @@ impl std::str::FromStr for Aggregator {
     }
 }
 
+impl Aggregator {
+    /// The name `--aggr` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregator::Mean => "mean",
+            Aggregator::Sum => "sum",
+            Aggregator::Pool => "pool",
+            Aggregator::Lstm => "lstm",
+        }
+    }
+}
+
 /// One GraphSAGE layer.
 #[derive(Clone, Debug)]
 pub struct SageLayer {
@@ -86,17 +98,13 @@ impl LstmParams {
     /// PyTorch's initialisation: every value U(−1/√F, 1/√F).
     pub fn new(f: usize, rng: &mut Rng, device: Device) -> Result<Self> {
         let bound = 1.0 / (f.max(1) as f64).sqrt();
-        let mut draw = |shape: &[usize]| {
-            let n = shape.iter().product();
-            let v = (0..n)
-                .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
-                .collect();
-            Ok::<_, Error>(Tensor::from_f32(v, shape, device)?.requires_grad_leaf())
-        };
+        let f4 = f.checked_mul(4).ok_or_else(|| {
+            Error::invalid(format!("sage-lstm: width {f} overflows the address space"))
+        })?;
         Ok(LstmParams {
-            weight_ih: draw(&[f, 4 * f])?,
-            weight_hh: draw(&[f, 4 * f])?,
-            bias: draw(&[4 * f])?,
+            weight_ih: init::uniform(&[f, f4], bound, rng, device)?,
+            weight_hh: init::uniform(&[f, f4], bound, rng, device)?,
+            bias: init::uniform(&[f4], bound, rng, device)?,
         })
     }
 

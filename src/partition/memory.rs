@@ -114,6 +114,14 @@ use crate::nn::{Aggregator, ModelConfig, ModelKind};
 /// Bytes of one value (f32 and u32 alike).
 const WORD: u64 = 4;
 
+/// Bytes of a `[rows, cols]` buffer of 4-byte values, saturating: widths from user input
+/// can be absurd, and an estimate that saturates simply fits no budget.
+fn bytes_of(rows: usize, cols: usize) -> u64 {
+    (rows as u64)
+        .saturating_mul(cols as u64)
+        .saturating_mul(WORD)
+}
+
 /// What stays on the device between micro-batches besides the parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resident {
@@ -177,7 +185,7 @@ impl MemoryEstimator {
         let mut r = Replay::new(self.round());
         let x = r.input(1, self.model.in_dim);
         let _ = self.forward(&mut r, &sizes, x);
-        r.params.iter().sum()
+        r.params.iter().fold(0u64, |a, &b| a.saturating_add(b))
     }
 
     /// Number of parameter values the replay declares (checked against the model).
@@ -193,7 +201,9 @@ impl MemoryEstimator {
         let mut r = Replay::new(|b| b);
         let x = r.input(1, self.model.in_dim);
         let _ = self.forward(&mut r, &sizes, x);
-        r.params.iter().map(|&b| (b / WORD) as usize).sum()
+        r.params
+            .iter()
+            .fold(0usize, |a, &b| a.saturating_add((b / WORD) as usize))
     }
 
     /// `R`: parameters, plus held gradients and optimizer state as `state` says.
@@ -205,7 +215,7 @@ impl MemoryEstimator {
             } else {
                 0
             } + u64::from(state.grads);
-        p * factor
+        p.saturating_mul(factor)
     }
 
     /// `A`: the highest bytes a training micro-batch adds on top of the resident ones.
@@ -256,7 +266,9 @@ impl MemoryEstimator {
         total_seeds: usize,
         state: Resident,
     ) -> Result<u64> {
-        Ok(self.resident_bytes(state) + self.activation_bytes(sizes, total_seeds)?)
+        Ok(self
+            .resident_bytes(state)
+            .saturating_add(self.activation_bytes(sizes, total_seeds)?))
     }
 
     /// Mirror of [`crate::nn::Gnn::forward`] in training mode.
@@ -446,9 +458,9 @@ fn sage_lstm(
     let (i, o) = (s.in_dim, s.out_dim);
     let w_self = r.param(i, o);
     let w_neigh = r.param(i, o);
-    let w_ih = r.param(i, 4 * i);
-    let w_hh = r.param(i, 4 * i);
-    let b = r.param(1, 4 * i);
+    let w_ih = r.param(i, i.saturating_mul(4));
+    let w_hh = r.param(i, i.saturating_mul(4));
+    let b = r.param(1, i.saturating_mul(4));
     let bias = r.param(1, o);
     let h_dst = r.slice_rows(h, s.num_dst);
     let buckets = lstm_buckets(&sizes.degree_hist, split);
@@ -596,10 +608,10 @@ impl Replay {
     }
 
     fn alloc(&mut self, rows: usize, cols: usize) -> usize {
-        let b = (self.round)(rows as u64 * cols as u64 * WORD);
+        let b = (self.round)(bytes_of(rows, cols));
         self.bytes.push(b);
         self.refs.push(1);
-        self.live += b;
+        self.live = self.live.saturating_add(b);
         self.peak = self.peak.max(self.live);
         self.bytes.len() - 1
     }
@@ -612,7 +624,7 @@ impl Replay {
     fn release(&mut self, buf: usize) {
         self.refs[buf] -= 1;
         if self.refs[buf] == 0 {
-            self.live -= self.bytes[buf];
+            self.live = self.live.saturating_sub(self.bytes[buf]);
         }
     }
 
@@ -630,8 +642,7 @@ impl Replay {
 
     /// A parameter: resident, so its buffer adds nothing to `live`.
     fn param(&mut self, rows: usize, cols: usize) -> Val {
-        self.params
-            .push((self.round)(rows as u64 * cols as u64 * WORD));
+        self.params.push((self.round)(bytes_of(rows, cols)));
         self.leaf_grads.push(None);
         self.bytes.push(0);
         self.refs.push(1);
@@ -862,12 +873,12 @@ impl Replay {
         let f = w_hh.rows;
         let rows = xg.rows;
         let out = self.alloc(num_dst, f);
-        let acts = self.alloc(rows, 4 * f);
+        let acts = self.alloc(rows, f.saturating_mul(4));
         let cs = self.alloc(rows, f);
         for &(m, k) in &buckets {
             let mut hb: Option<usize> = None;
             for _ in 0..k {
-                let hw = hb.map(|_| self.alloc(m, 4 * f));
+                let hw = hb.map(|_| self.alloc(m, f.saturating_mul(4)));
                 let next = self.alloc(m, f);
                 if let Some(prev) = hb.replace(next) {
                     self.release(prev);
@@ -887,11 +898,11 @@ impl Replay {
             &[xg, w_hh],
             vec![],
             Box::new(move |r, _| {
-                let dxg = r.alloc(rows, 4 * f);
+                let dxg = r.alloc(rows, f.saturating_mul(4));
                 for &(m, k) in &buckets {
                     let mut dh: Option<usize> = None;
                     for t in (0..k).rev() {
-                        let dz = r.alloc(m, 4 * f);
+                        let dz = r.alloc(m, f.saturating_mul(4));
                         let next = (t > 0).then(|| r.alloc(m, f));
                         if t > 0 {
                             r.release(dz);
@@ -909,7 +920,7 @@ impl Replay {
                 r.release(acts);
                 r.release(cs);
                 let dw = hprev.map(|hp| {
-                    let dw = r.alloc(f, 4 * f);
+                    let dw = r.alloc(f, f.saturating_mul(4));
                     r.release(hp);
                     dw
                 });
@@ -1022,7 +1033,7 @@ impl Replay {
         let b = self.bytes[buf];
         self.bytes.push(b);
         self.refs.push(1);
-        self.live += b;
+        self.live = self.live.saturating_add(b);
         self.peak = self.peak.max(self.live);
         self.bytes.len() - 1
     }

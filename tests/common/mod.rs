@@ -56,16 +56,49 @@ pub fn rand_idx(len: usize, n: u32, seed: u64) -> Tensor {
     .unwrap()
 }
 
-/// The non-CPU devices present; prints why each absent backend is skipped.
+/// Whether `REQUIRE_GPU` (its value `policy`) makes a missing `backend` ("wgpu" or
+/// "cuda") a failure: `1`, `true`, `yes` or `all` require every GPU backend, `wgpu` or
+/// `cuda` (or a comma-separated list) only those; unset, empty or `0` none.
+pub fn backend_required(policy: Option<&str>, backend: &str) -> bool {
+    let Some(p) = policy.map(str::trim) else {
+        return false;
+    };
+    match p.to_ascii_lowercase().as_str() {
+        "" | "0" | "false" | "no" => false,
+        "1" | "true" | "yes" | "all" => true,
+        list => list.split(',').any(|b| b.trim() == backend),
+    }
+}
+
+/// Prints why a test skips `backend`, or, when `REQUIRE_GPU` requires that backend,
+/// fails the test with the same reason: on a machine that should have the GPU, a skip
+/// would hide a broken driver or build.
+pub fn skip_backend(backend: &str, why: impl std::fmt::Display) {
+    skip_backend_with(std::env::var("REQUIRE_GPU").ok().as_deref(), backend, why)
+}
+
+/// [`skip_backend`] with the `REQUIRE_GPU` value given.
+pub fn skip_backend_with(policy: Option<&str>, backend: &str, why: impl std::fmt::Display) {
+    if backend_required(policy, backend) {
+        panic!(
+            "REQUIRE_GPU={}: {backend} is required but unavailable: {why}",
+            policy.unwrap_or_default()
+        );
+    }
+    println!("skipping {backend}: {why}");
+}
+
+/// The non-CPU devices present; prints why each absent backend is skipped (a failure
+/// under `REQUIRE_GPU`, see [`skip_backend`]).
 pub fn gpu_devices() -> Vec<Device> {
     let mut out = Vec::new();
     match Device::Wgpu(0).memory() {
         Ok(_) => out.push(Device::Wgpu(0)),
-        Err(e) => println!("skipping wgpu parity: {e}"),
+        Err(e) => skip_backend("wgpu", format!("parity: {e}")),
     }
     match Device::Cuda(0).memory() {
         Ok(_) => out.push(Device::Cuda(0)),
-        Err(e) => println!("skipping cuda parity: {e}"),
+        Err(e) => skip_backend("cuda", format!("parity: {e}")),
     }
     out
 }

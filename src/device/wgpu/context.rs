@@ -149,6 +149,20 @@ fn unavailable(index: u32, reason: impl Into<String>) -> Error {
     }
 }
 
+/// The warning for a software adapter (lavapipe, llvmpipe, SwiftShader, WARP: wgpu
+/// reports them as [`wgpu::DeviceType::Cpu`]), printed once per process when the first
+/// context on one is created; `None` for a hardware adapter.
+pub fn software_warning(index: u32, info: &wgpu::AdapterInfo) -> Option<String> {
+    (info.device_type == wgpu::DeviceType::Cpu).then(|| {
+        format!(
+            "warning: wgpu:{index} ({}) is a software adapter: it emulates a GPU on the CPU and \
+             is far slower than a GPU (and than --device cpu); `espalier devices` lists the \
+             adapters",
+            info.name
+        )
+    })
+}
+
 fn create(index: u32) -> Result<Context> {
     let list = raw_adapters();
     if list.is_empty() {
@@ -164,6 +178,10 @@ fn create(index: u32) -> Result<Context> {
         )
     })?;
     let info = adapter.get_info();
+    if let Some(w) = software_warning(index, &info) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| eprintln!("{w}"));
+    }
     let limits = adapter.limits();
     let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16;
     let features = adapter.features() & wanted;

@@ -15,6 +15,6 @@ mod split;
 
 pub use block::BlockBuffers;
 pub use buffer::WgpuBuffer;
-pub use context::{adapters, context, resolve_adapter, AdapterSummary, Context};
+pub use context::{adapters, context, resolve_adapter, software_warning, AdapterSummary, Context};
 pub use launch::{Kernel, WG};
 pub use split::{Follow, Window};

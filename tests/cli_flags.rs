@@ -1,0 +1,242 @@
+//! What a user trusts on the command line: sizes too large for memory are errors naming
+//! the flag (never an abort), model flags the chosen model would ignore are errors, the
+//! model line shows only what applies, `--fanouts -1,-1` parses, `partition --compare`
+//! splits batches by default, help texts name the PyG reference script, and a software
+//! wgpu adapter is announced.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn espalier(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_espalier"))
+        .args(args)
+        .output()
+        .expect("the espalier binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Exit code 1 with an error on standard error that contains every one of `needles`:
+/// not a panic (101), not a signal (an abort has no exit code).
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let out = espalier(args);
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{args:?}: {:?}\n{err}",
+        out.status
+    );
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: `{n}` not in\n{err}");
+    }
+}
+
+fn succeeds(args: &[&str]) -> String {
+    let out = espalier(args);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{args:?}: {:?}\n{err}", out.status);
+    err
+}
+
+const SMALL: &[&str] = &["--epochs", "1", "--hidden", "8"];
+
+fn train(extra: &[&str]) -> Vec<String> {
+    let mut v = vec!["train".to_string()];
+    v.extend(SMALL.iter().map(|s| s.to_string()));
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn sizes_past_memory_are_errors_naming_the_flag_not_aborts() {
+    for (flags, flag) in [
+        (&["--hidden", "1000000000"][..], "--hidden 1000000000"),
+        (
+            &["--model", "gat", "--heads", "1000000"][..],
+            "--heads 1000000",
+        ),
+        (&["--classes", "4000000000"][..], "--classes 4000000000"),
+    ] {
+        let mut v = vec!["train", "--epochs", "1"];
+        v.extend(flags);
+        fails_with(&v, &[flag, "too large"]);
+        let mut v = vec!["partition", "--no-run"];
+        v.extend(flags);
+        fails_with(&v, &[flag, "too large"]);
+    }
+}
+
+#[test]
+fn flags_the_model_does_not_read_are_errors_naming_flag_and_model() {
+    for (flags, needles) in [
+        (
+            &["--model", "gcn", "--aggr", "lstm"][..],
+            &["--aggr", "gcn"][..],
+        ),
+        (
+            &["--model", "gat", "--aggr", "pool"][..],
+            &["--aggr", "gat"][..],
+        ),
+        (&["--heads", "2"][..], &["--heads", "sage"][..]),
+        (
+            &["--model", "gcn", "--heads", "2"][..],
+            &["--heads", "gcn"][..],
+        ),
+        (
+            &["--model", "gcn", "--attn-dropout", "0.1"][..],
+            &["--attn-dropout", "gcn"][..],
+        ),
+        (
+            &["--self-loops", "false"][..],
+            &["--self-loops", "sage"][..],
+        ),
+        (&["--lstm-split", "4"][..], &["--lstm-split", "lstm"][..]),
+        (
+            &["--model", "gat", "--lstm-split", "4"][..],
+            &["--lstm-split", "gat"][..],
+        ),
+    ] {
+        fails_with(&args(&train(flags)), needles);
+    }
+}
+
+#[test]
+fn model_line_shows_only_what_applies() {
+    for (flags, line, absent) in [
+        (&["--model", "gcn"][..], "model gcn:", "Mean"),
+        (&["--aggr", "sum"][..], "model sage-sum:", "Gcn"),
+        (
+            &["--model", "gat", "--heads", "2"][..],
+            "model gat (2 heads):",
+            "Mean",
+        ),
+    ] {
+        let err = succeeds(&args(&train(flags)));
+        assert!(err.contains(line), "{flags:?}: `{line}` not in\n{err}");
+        assert!(!err.contains(absent), "{flags:?}: `{absent}` in\n{err}");
+    }
+}
+
+#[test]
+fn fanouts_of_minus_one_parse_after_a_space() {
+    let err = succeeds(&args(&train(&["--fanouts", "-1,-1"])));
+    assert!(err.contains("fanouts [-1, -1]"), "{err}");
+    let err = succeeds(&args(&train(&["--fanouts", "-1,5"])));
+    assert!(err.contains("fanouts [-1, 5]"), "{err}");
+    for bad in ["0,5", "-2,3", "-1,-5"] {
+        fails_with(
+            &args(&train(&["--fanouts", bad])),
+            &["--fanouts", "-1 for all"],
+        );
+    }
+}
+
+#[test]
+fn partition_compare_splits_into_eight_micro_batches_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("compare.json");
+    let json = json.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut v = vec!["partition", "--compare", "--no-run", "--hidden", "8"];
+        v.extend(extra);
+        v.extend(["--json", json]);
+        let err = succeeds(&v);
+        let text = std::fs::read_to_string(json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let ks: Vec<u64> = v["micro_batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["k"].as_u64().unwrap())
+            .collect();
+        (err, ks)
+    };
+    let (err, ks) = run(&[]);
+    assert!(ks.iter().all(|&k| k == 8), "{ks:?}");
+    assert!(err.contains("K = 8"), "the default is announced: {err}");
+    let (_, ks) = run(&["--micro-batches", "3"]);
+    assert!(ks.iter().all(|&k| k == 3), "{ks:?}");
+}
+
+#[test]
+fn help_and_workloads_name_the_pyg_reference_script_not_a_peer() {
+    for a in [
+        &["train", "--help"][..],
+        &["partition", "--help"][..],
+        &["bench", "--help"][..],
+        &["bench", "--list"][..],
+    ] {
+        let out = espalier(a);
+        assert!(out.status.success(), "{a:?}");
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        for vague in ["the peer", "peer's", "pyg peer"] {
+            assert!(!text.contains(vague), "{a:?} speaks of `{vague}`:\n{text}");
+        }
+    }
+    let list = String::from_utf8_lossy(&espalier(&["bench", "--list"]).stdout).into_owned();
+    assert!(
+        list.contains("PyTorch Geometric reference script"),
+        "{list}"
+    );
+    let help = String::from_utf8_lossy(&espalier(&["partition", "--help"]).stdout).into_owned();
+    assert!(help.contains("K = 8"), "{help}");
+}
+
+#[test]
+fn a_software_wgpu_adapter_is_announced_once() {
+    let adapters = espalier::device::wgpu::adapters();
+    let Some(first) = adapters.first() else {
+        common::skip_backend("wgpu", "no adapter");
+        return;
+    };
+    let out = espalier(&args(&train(&["--device", "wgpu", "--eval-every", "0"])));
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let warnings = err.matches("is a software adapter").count();
+    if first.device_type == "Cpu" {
+        assert_eq!(warnings, 1, "{err}");
+        assert!(err.contains("emulates a GPU on the CPU"), "{err}");
+    } else {
+        assert_eq!(warnings, 0, "{} is hardware: {err}", first.name);
+    }
+}
+
+#[test]
+fn another_model_drops_a_workloads_model_only_flags() {
+    // betty-products-lstm sets --aggr lstm; with --model gat that flag goes, so the error
+    // is about the explicit --heads 0 (checked before any data is loaded), not --aggr.
+    fails_with(
+        &[
+            "bench",
+            "--workload",
+            "betty-products-lstm",
+            "--model",
+            "gat",
+            "--heads",
+            "0",
+        ],
+        &["--heads must be at least 1"],
+    );
+    // An explicit --aggr with another model is still the user's error.
+    fails_with(
+        &[
+            "bench",
+            "--workload",
+            "cora-sage-mean",
+            "--model",
+            "gcn",
+            "--aggr",
+            "sum",
+        ],
+        &["--aggr does not apply to --model gcn"],
+    );
+}
