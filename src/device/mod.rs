@@ -75,8 +75,9 @@ impl Device {
     /// - CPU: none, ever (ops return when their work is done): always 0.
     ///
     /// Not counted: the driver's own internal staging of small pageable uploads, popping
-    /// wgpu's error scopes (which waits for no GPU work), and device creation. The
-    /// difference of two readings is the waits of the work in between.
+    /// wgpu's error scopes (which waits for no GPU work), device creation, and trimming a
+    /// CUDA pool on a driver without stream-ordered allocation (each free synchronises
+    /// there). The difference of two readings is the waits of the work in between.
     pub fn host_waits(self) -> Result<u64> {
         match self {
             Device::Cpu => Ok(0),
