@@ -307,6 +307,18 @@ impl Tensor {
                 };
                 Storage::Cpu(CpuBuffer::new(data)?)
             }
+            // Indices uploaded from the host keep their host copy, so that ops needing them
+            // there (range checks, transposes) do not read them back.
+            Device::Wgpu(i) if self.host_indices() => {
+                let ctx = wgpu_dev::context(i)?;
+                let values = Arc::new(bytemuck::pod_collect_to_vec(&host));
+                Storage::Wgpu(WgpuBuffer::from_u32(&ctx, values)?)
+            }
+            Device::Cuda(i) if self.host_indices() => {
+                let ctx = cuda_dev::context(i)?;
+                let values = Arc::new(bytemuck::pod_collect_to_vec(&host));
+                Storage::Cuda(CudaBuffer::from_u32(&ctx, values)?)
+            }
             Device::Wgpu(i) => {
                 self.expect_gpu_dtype()?;
                 Storage::Wgpu(WgpuBuffer::from_bytes(&wgpu_dev::context(i)?, &host)?)
@@ -322,6 +334,11 @@ impl Tensor {
             self.dtype(),
             device,
         ))
+    }
+
+    /// True for a u32 tensor on the CPU: its upload keeps a host copy.
+    fn host_indices(&self) -> bool {
+        self.dtype() == DType::U32 && self.device() == Device::Cpu
     }
 
     /// f64 tensors stay on the CPU: GPU kernels hold f32 values.
@@ -394,9 +411,16 @@ impl Tensor {
         self.0.storage.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Write access to the storage (in-place optimizer updates).
+    /// Write access to the storage (in-place optimizer updates). Forgets a GPU buffer's
+    /// host copy of its values, which the write may change.
     pub fn storage_mut(&self) -> RwLockWriteGuard<'_, Storage> {
-        self.0.storage.write().unwrap_or_else(|e| e.into_inner())
+        let mut s = self.0.storage.write().unwrap_or_else(|e| e.into_inner());
+        match &mut *s {
+            Storage::Cpu(_) => {}
+            Storage::Wgpu(b) => b.forget_host(),
+            Storage::Cuda(b) => b.forget_host(),
+        }
+        s
     }
 
     /// True when no other tensor shares this tensor's storage.

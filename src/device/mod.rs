@@ -4,6 +4,9 @@
 //! backend, always present), a wgpu adapter or a CUDA device by ordinal. Each device has one
 //! [`MemoryTracker`] through which every allocation of that device passes, so live and peak
 //! bytes are exact and an optional budget makes any device behave like a smaller GPU.
+//!
+//! Each device also counts its blocking host waits ([`Device::host_waits`]): every point
+//! where the host thread stops until the device has done queued work.
 
 pub mod cpu;
 pub mod cuda;
@@ -45,7 +48,7 @@ impl Device {
         Ok(())
     }
 
-    /// Live, peak and budget bytes of this device.
+    /// Live, reserved, peak and budget bytes of this device.
     pub fn memory_stats(self) -> Result<MemoryStats> {
         Ok(self.memory()?.stats())
     }
@@ -58,6 +61,38 @@ impl Device {
             Device::Cpu => Ok(()),
             Device::Wgpu(i) => self::wgpu::context(i)?.sync(),
             Device::Cuda(i) => self::cuda::context(i)?.sync(),
+        }
+    }
+
+    /// Blocking host waits on this device since the process started: a monotonic count of
+    /// the times the host thread stopped until queued device work was done. Counted:
+    ///
+    /// - CUDA: every stream synchronisation ([`Device::sync`]), every device-to-host read
+    ///   (`to_vec_*`, `item`, an op reading a status or label word back), and every upload
+    ///   that blocked on a page-locked staging chunk still in transfer;
+    /// - wgpu: every `device.poll` that waits ([`Device::sync`]), which every readback
+    ///   (map and read) goes through, so one `to_vec_*` counts one;
+    /// - CPU: none, ever (ops return when their work is done): always 0.
+    ///
+    /// Not counted: the driver's own internal staging of small pageable uploads, popping
+    /// wgpu's error scopes (which waits for no GPU work), device creation, and trimming a
+    /// CUDA pool on a driver without stream-ordered allocation (each free synchronises
+    /// there). The difference of two readings is the waits of the work in between.
+    pub fn host_waits(self) -> Result<u64> {
+        match self {
+            Device::Cpu => Ok(0),
+            Device::Wgpu(i) => Ok(self::wgpu::context(i)?.host_waits()),
+            Device::Cuda(i) => Ok(self::cuda::context(i)?.host_waits()),
+        }
+    }
+
+    /// Frees the free buffers a GPU backend's pool keeps (nothing on the CPU); returns
+    /// the bytes given back to the device.
+    pub fn trim_pool(self) -> Result<u64> {
+        match self {
+            Device::Cpu => Ok(0),
+            Device::Wgpu(i) => Ok(self::wgpu::context(i)?.trim_pool()),
+            Device::Cuda(i) => Ok(self::cuda::context(i)?.trim_pool()),
         }
     }
 

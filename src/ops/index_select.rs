@@ -12,11 +12,15 @@
 //! sort (for each target row, the positions `i` that hit it, in increasing order) and each
 //! target row sums its contributions in that order. One task owns one output row, so the
 //! result is deterministic and independent of the thread count. GPU backends read the
-//! index back, upload the same transposed index and run one invocation per (target row,
-//! feature), each summing its positions in order; the gather runs one invocation per
+//! index on the host, upload the same transposed index and run one invocation per (target
+//! row, feature), each summing its positions in order; the gather runs one invocation per
 //! output value. On CUDA (`kernels/index_select.cu`) a warp owns a target row, lanes over
 //! its features, with the same order. The backward rule reuses the indices the forward
-//! pass read back.
+//! pass had on the host.
+//!
+//! GPU index tensors uploaded from the host keep their values there
+//! (`WgpuBuffer::host_u32`, `CudaBuffer::host_u32`), so checking or transposing them
+//! waits for nothing; only indices computed on the device are read back (a host wait).
 //!
 //! Indices are checked: one out of range is an [`Error::InvalidArgument`] naming its
 //! position and value.
@@ -59,7 +63,8 @@ type HostIndices = Option<Arc<Vec<u32>>>;
 /// Rows `idx` of `x`: `[n, f]` gathered by `u32 [m]` gives `[m, f]`. Indices may repeat.
 /// Works on u32 tensors too (without gradient), e.g. to gather labels by node id.
 ///
-/// On a GPU the indices are read back to be checked (a synchronisation point).
+/// On a GPU the indices are checked on the host: from the copy kept by their upload, or
+/// read back (a synchronisation point) if they were computed on the device.
 pub fn index_select(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
     gather_rows(x, idx, None)
 }
@@ -67,7 +72,8 @@ pub fn index_select(x: &Tensor, idx: &Tensor) -> Result<Tensor> {
 /// Sums the rows of `src` (`[m, f]`) into `n` rows: row `idx[i]` of the result receives
 /// `src[i, :]`; rows no index names are zero. Deterministic (see the module docs).
 ///
-/// On a GPU the indices are read back to be transposed on the host.
+/// On a GPU the indices are transposed on the host: from the copy kept by their upload, or
+/// read back (a synchronisation point) if they were computed on the device.
 pub fn scatter_add(src: &Tensor, idx: &Tensor, n: usize) -> Result<Tensor> {
     scatter_rows(src, idx, n, None)
 }
@@ -104,7 +110,7 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
             (cpu_output(buf, vec![m, f], x), None)
         }
         (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
-            let host = host_indices(OP, idx, host, || ib.read())?;
+            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
             check_indices(OP, &host, n)?;
             u32_count(OP, "the output", m * f)?;
             // With f > 0, n * f fitting u32 bounds n too; with f = 0 nothing runs.
@@ -113,7 +119,7 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
             (wgpu_output(out, vec![m, f], x), Some(host))
         }
         (Storage::Cuda(b), Storage::Cuda(ib)) => {
-            let host = host_indices(OP, idx, host, || ib.read())?;
+            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
             check_indices(OP, &host, n)?;
             let total = u32_count(OP, "the output", m * f)?;
             u32_count(OP, "x", n * f)?;
@@ -155,7 +161,7 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
             (cpu_output(buf, vec![n, f], src), None)
         }
         (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
-            let host = host_indices(OP, idx, host, || ib.read())?;
+            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
             let t = TransposedIndex::build(OP, &host, n)?;
             u32_count(OP, "src", m * f)?;
             u32_count(OP, "the output", n * f)?;
@@ -163,7 +169,7 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
             (wgpu_output(out, vec![n, f], src), Some(host))
         }
         (Storage::Cuda(b), Storage::Cuda(ib)) => {
-            let host = host_indices(OP, idx, host, || ib.read())?;
+            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
             let t = TransposedIndex::build(OP, &host, n)?;
             u32_count(OP, "src", m * f)?;
             let total = u32_count(OP, "the output", n * f)?;
@@ -301,17 +307,19 @@ fn wgpu_scatter(src: &WgpuBuffer, t: &TransposedIndex, m: usize, f: usize) -> Re
     Ok(out)
 }
 
-/// The values of `idx` (a u32 tensor on a GPU), from `known` or read back by `read`.
+/// The values of `idx` (a u32 tensor on a GPU): `known` (from the forward pass), else the
+/// host copy its upload kept (`uploaded`), else read back by `read`.
 fn host_indices(
     op: &'static str,
     idx: &Tensor,
     known: HostIndices,
+    uploaded: HostIndices,
     read: impl FnOnce() -> Result<Vec<u8>>,
 ) -> Result<Arc<Vec<u32>>> {
     if idx.dtype() != DType::U32 {
         return Err(idx.dtype_error(op, "u32"));
     }
-    match known {
+    match known.or(uploaded) {
         Some(h) => Ok(h),
         None => Ok(Arc::new(bytemuck::pod_collect_to_vec(&read()?))),
     }

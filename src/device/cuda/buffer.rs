@@ -10,14 +10,12 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 
 use crate::device::cuda::context::{driver_err, Context};
+use crate::device::cuda::staging::{PinnedChunk, CHUNK_BYTES};
 use crate::device::{size_class, Allocation};
 use crate::error::Result;
 
-/// Bytes of each of the two pinned staging buffers; uploads of at least one go through
-/// them (a feature upload of a Cora-sized batch, 15 MB, already does, but for its tail).
-const STAGING_BYTES: usize = 4 << 20;
-/// Uploads at least this large go through pinned staging buffers.
-const PINNED_MIN: usize = STAGING_BYTES;
+/// Uploads at least this large go through the pinned staging chunks.
+const PINNED_MIN: usize = CHUNK_BYTES;
 
 /// A pooled device buffer of at least `len` bytes.
 pub struct CudaBuffer {
@@ -26,6 +24,9 @@ pub struct CudaBuffer {
     pub len: u64,
     class: u64,
     ctx: Arc<Context>,
+    /// The u32 values the buffer was uploaded from, kept while nothing writes the buffer
+    /// (see [`CudaBuffer::host_u32`]).
+    host: Option<Arc<Vec<u32>>>,
     _alloc: Allocation,
 }
 
@@ -40,23 +41,23 @@ impl std::fmt::Debug for CudaBuffer {
 }
 
 impl CudaBuffer {
-    /// A buffer of `len` bytes with undefined contents.
+    /// A buffer of `len` bytes with undefined contents. A driver out-of-memory is retried
+    /// once after freeing the pool's free buffers, then returned as
+    /// [`crate::Error::OutOfMemory`].
     pub fn new(ctx: &Arc<Context>, len: u64) -> Result<CudaBuffer> {
         let class = size_class(len);
-        let alloc = ctx.memory().alloc(class)?;
-        let pooled = ctx.pool.take(class);
-        let slice = match pooled {
-            Some(s) => s,
+        let (slice, alloc) = ctx.pool.acquire(class, |class| {
             // SAFETY: the contents are undefined until a kernel or copy writes them; every
             // caller writes before reading (zeros() clears, from_bytes() copies).
-            None => unsafe { ctx.stream.alloc::<u32>((class / 4) as usize) }
-                .map_err(|e| driver_err("alloc", e))?,
-        };
+            unsafe { ctx.stream.alloc::<u32>((class / 4) as usize) }
+                .map_err(|e| ctx.alloc_err(class, e))
+        })?;
         Ok(CudaBuffer {
             slice: Some(slice),
             len,
             class,
             ctx: ctx.clone(),
+            host: None,
             _alloc: alloc,
         })
     }
@@ -71,44 +72,60 @@ impl CudaBuffer {
     }
 
     /// A buffer holding `bytes` (padded with zeros to a whole word). Large uploads go
-    /// through the context's two page-locked staging buffers in turn, so the copy of one
-    /// chunk into pinned memory overlaps the transfer of the previous one, and the
-    /// transfer runs at the bus's pinned rate rather than through the driver's bounce buffer.
+    /// through the context's page-locked staging chunks (see [`super::staging`] for why a
+    /// chunk is never overwritten before its transfer ran), so the copy of one chunk into
+    /// pinned memory overlaps the transfer of the previous ones, and the transfer runs at
+    /// the bus's pinned rate rather than through the driver's bounce buffer.
     pub fn from_bytes(ctx: &Arc<Context>, bytes: &[u8]) -> Result<CudaBuffer> {
         let mut b = Self::new(ctx, bytes.len() as u64)?;
         if bytes.is_empty() {
             return Ok(b);
         }
-        // Whole staging-sized chunks go through pinned memory; the tail (and any small
-        // upload) is copied from pageable memory.
+        // Whole chunks go through pinned memory; the tail (and any small upload) is copied
+        // from pageable memory, which the driver copies into its own staging memory before
+        // `memcpy_htod` returns, so the vector may be dropped at once.
         let pinned_len = if bytes.len() >= PINNED_MIN {
-            bytes.len() / STAGING_BYTES * STAGING_BYTES
+            bytes.len() / CHUNK_BYTES * CHUNK_BYTES
         } else {
             0
         };
         if pinned_len > 0 {
-            let mut staging = ctx.staging.lock().unwrap_or_else(|e| e.into_inner());
-            while staging.len() < 2 {
-                // SAFETY: the contents are written below before any transfer reads them.
-                let s = unsafe { ctx.cuda.alloc_pinned::<u8>(STAGING_BYTES) }
-                    .map_err(|e| driver_err("pinned host alloc", e))?;
-                staging.push(s);
-            }
-            for (i, chunk) in bytes[..pinned_len].chunks(STAGING_BYTES).enumerate() {
-                let pinned = &mut staging[i % 2];
-                // Waits until this staging buffer's previous transfer has finished.
-                pinned
+            let mut ring = ctx.staging.lock().unwrap_or_else(|e| e.into_inner());
+            for (i, chunk) in bytes[..pinned_len].chunks(CHUNK_BYTES).enumerate() {
+                let claim = ring.claim(|| {
+                    // SAFETY: the contents are written below before any transfer reads them.
+                    let host = unsafe { ctx.cuda.alloc_pinned::<u8>(CHUNK_BYTES) }
+                        .map_err(|e| driver_err("pinned host alloc", e))?;
+                    let copied = ctx
+                        .cuda
+                        .new_event(None)
+                        .map_err(|e| driver_err("staging event", e))?;
+                    Ok(PinnedChunk { host, copied })
+                })?;
+                if claim.waited {
+                    ctx.count_host_wait();
+                }
+                let staged = ring.chunk_mut(claim.index);
+                // cudarc's own event of the slice is never recorded on a single stream
+                // (see `staging`), so this does not wait; the claim above did.
+                staged
+                    .host
                     .as_mut_slice()
                     .map_err(|e| driver_err("pinned host buffer", e))?
                     .copy_from_slice(chunk);
-                let start = i * STAGING_BYTES;
+                let start = i * CHUNK_BYTES;
                 // SAFETY: the word buffer viewed as bytes; `pinned_len` bytes lie inside it.
                 let mut dst = unsafe { b.slice_mut().transmute_mut::<u8>(pinned_len) }
                     .ok_or_else(|| driver_err("upload", "staging range outside the buffer"))?;
-                let mut dst = dst.slice_mut(start..start + STAGING_BYTES);
+                let mut dst = dst.slice_mut(start..start + CHUNK_BYTES);
                 ctx.stream
-                    .memcpy_htod(&*pinned, &mut dst)
+                    .memcpy_htod(&staged.host, &mut dst)
                     .map_err(|e| driver_err("upload", e))?;
+                // Completes once the transfer just queued (and all work before it) ran.
+                staged
+                    .copied
+                    .record(&ctx.stream)
+                    .map_err(|e| driver_err("staging event", e))?;
             }
         }
         let tail = &bytes[pinned_len..];
@@ -122,6 +139,26 @@ impl CudaBuffer {
                 .map_err(|e| driver_err("upload", e))?;
         }
         Ok(b)
+    }
+
+    /// A buffer holding `values`, which it keeps on the host as well (see
+    /// [`CudaBuffer::host_u32`]).
+    pub fn from_u32(ctx: &Arc<Context>, values: Arc<Vec<u32>>) -> Result<CudaBuffer> {
+        let mut b = Self::from_bytes(ctx, bytemuck::cast_slice(&values))?;
+        b.host = Some(values);
+        Ok(b)
+    }
+
+    /// The u32 values this buffer was uploaded from by [`CudaBuffer::from_u32`], while
+    /// nothing has written it since: ops that need indices on the host (to check or
+    /// transpose them) read them here instead of waiting for a readback.
+    pub fn host_u32(&self) -> Option<Arc<Vec<u32>>> {
+        self.host.clone()
+    }
+
+    /// Drops the host copy of the values: the buffer is about to be written.
+    pub fn forget_host(&mut self) {
+        self.host = None;
     }
 
     /// Copies the first `bytes` bytes (a multiple of 4) of `src` over this buffer's start,
@@ -144,8 +181,9 @@ impl CudaBuffer {
         self.slice.as_ref().expect("slice present until drop")
     }
 
-    /// The device words, mutably.
+    /// The device words, mutably (forgets the host copy of the values).
     pub fn slice_mut(&mut self) -> &mut CudaSlice<u32> {
+        self.host = None;
         self.slice.as_mut().expect("slice present until drop")
     }
 
@@ -161,6 +199,8 @@ impl CudaBuffer {
             return Ok(Vec::new());
         }
         let view = self.slice().slice(..words);
+        // A copy into pageable memory returns once it is done: a host wait.
+        self.ctx.count_host_wait();
         let host = self
             .ctx
             .stream

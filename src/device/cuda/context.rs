@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
-use crate::device::{Device, MemoryTracker};
+use crate::device::cuda::staging::{PinnedChunk, Ring, MAX_CHUNKS};
+use crate::device::{BufferPool, Device, MemoryTracker};
 use crate::error::{Error, Result};
 
 /// What `espalier devices` shows of a CUDA device.
@@ -90,14 +91,16 @@ pub struct Context {
     pub peak_bandwidth: f64,
     pub(crate) memory: &'static MemoryTracker,
     pub(crate) pool: crate::device::BufferPool<cudarc::driver::CudaSlice<u32>>,
+    /// Blocking host waits so far (see [`crate::Device::host_waits`]).
+    pub(crate) host_waits: std::sync::atomic::AtomicU64,
     pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     pub(crate) functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
     pub(crate) blas: OnceLock<std::result::Result<Arc<cudarc::cublas::CudaBlas>, String>>,
     /// Run GEMMs with `kernels/matmul.cu` instead of cuBLAS (`ESPALIER_CUDA_GEMM=kernel`,
     /// or [`Context::force_gemm_kernel`]).
     pub(crate) gemm_kernel: std::sync::atomic::AtomicBool,
-    /// Two page-locked staging buffers for uploads, used in turn (see `CudaBuffer::from_bytes`).
-    pub(crate) staging: Mutex<Vec<cudarc::driver::PinnedHostSlice<u8>>>,
+    /// Page-locked staging chunks for uploads, used in turn (see [`super::staging`]).
+    pub(crate) staging: Mutex<Ring<PinnedChunk>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -133,6 +136,8 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
         * attr(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)? as f64
         * 2.0
         / 8.0;
+    let memory: &'static MemoryTracker =
+        Box::leak(Box::new(MemoryTracker::new(Device::Cuda(index))));
     let ctx = Arc::new(Context {
         index,
         name: cuda.name().map_err(drv)?,
@@ -142,12 +147,13 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
         peak_bandwidth,
         cuda,
         stream,
-        memory: Box::leak(Box::new(MemoryTracker::new(Device::Cuda(index)))),
-        pool: Default::default(),
+        memory,
+        pool: BufferPool::new(memory),
+        host_waits: 0.into(),
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
-        staging: Mutex::new(Vec::new()),
+        staging: Mutex::new(Ring::new(MAX_CHUNKS)),
         gemm_kernel: std::env::var("ESPALIER_CUDA_GEMM")
             .is_ok_and(|v| v == "kernel")
             .into(),
@@ -168,6 +174,27 @@ pub fn driver_version() -> (i32, i32) {
         return (0, 0);
     }
     (v / 1000, (v % 1000) / 10)
+}
+
+/// See [`Context::alloc_err`]; apart so that the mapping is tested without a device.
+pub(crate) fn alloc_error(
+    memory: &MemoryTracker,
+    total_bytes: u64,
+    bytes: u64,
+    code: cudarc::driver::sys::CUresult,
+    e: &dyn std::fmt::Display,
+) -> Error {
+    if code == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        let s = memory.stats();
+        Error::OutOfMemory {
+            device: memory.device(),
+            requested: bytes,
+            live: s.live,
+            budget: s.budget.map_or(total_bytes, |b| b.min(total_bytes)),
+        }
+    } else {
+        driver_err(&format!("alloc of {bytes} bytes"), e)
+    }
 }
 
 /// Wraps a CUDA driver error.
@@ -211,15 +238,78 @@ impl Context {
         self.gemm_kernel.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Waits for all queued work.
+    /// Waits for all queued work (a host wait).
     pub fn sync(&self) -> Result<()> {
+        self.count_host_wait();
         self.stream
             .synchronize()
             .map_err(|e| driver_err("synchronize", e))
     }
 
-    /// Frees every pooled buffer no tensor holds.
-    pub fn trim_pool(&self) {
-        self.pool.clear();
+    /// Frees every pooled buffer no tensor holds; returns the bytes freed.
+    pub fn trim_pool(&self) -> u64 {
+        self.pool.trim()
+    }
+
+    /// Counts one blocking host wait (a synchronisation, a readback, a staging event).
+    pub(crate) fn count_host_wait(&self) {
+        self.host_waits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Blocking host waits on this device so far (see [`crate::Device::host_waits`]).
+    pub fn host_waits(&self) -> u64 {
+        self.host_waits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The error of a failed device allocation of `bytes`: the driver's out-of-memory is
+    /// [`Error::OutOfMemory`] (with the device's total memory, or the budget if smaller,
+    /// as its budget); anything else is a backend error.
+    pub(crate) fn alloc_err(&self, bytes: u64, e: cudarc::driver::DriverError) -> Error {
+        alloc_error(self.memory, self.total_bytes, bytes, e.0, &e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::sys::CUresult;
+
+    #[test]
+    fn the_drivers_out_of_memory_is_a_typed_out_of_memory() {
+        let mem: &'static MemoryTracker = Box::leak(Box::new(MemoryTracker::new(Device::Cuda(5))));
+        let e = alloc_error(
+            mem,
+            1 << 30,
+            4096,
+            CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+            &"oom",
+        );
+        match e {
+            Error::OutOfMemory {
+                device,
+                requested,
+                live,
+                budget,
+            } => {
+                assert_eq!(device, Device::Cuda(5));
+                assert_eq!((requested, live, budget), (4096, 0, 1 << 30));
+            }
+            other => panic!("expected OutOfMemory, got {other}"),
+        }
+        mem.set_budget(Some(1 << 20));
+        let e = alloc_error(mem, 1 << 30, 64, CUresult::CUDA_ERROR_OUT_OF_MEMORY, &"oom");
+        assert!(matches!(e, Error::OutOfMemory { budget, .. } if budget == 1 << 20));
+        let e = alloc_error(mem, 1 << 30, 64, CUresult::CUDA_ERROR_INVALID_VALUE, &"bad");
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    backend: "cuda",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

@@ -16,6 +16,7 @@ mod buffer;
 mod context;
 mod launch;
 pub mod nvrtc;
+mod staging;
 
 pub use block::BlockBuffers;
 pub use buffer::CudaBuffer;

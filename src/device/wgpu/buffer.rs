@@ -18,6 +18,9 @@ pub struct WgpuBuffer {
     pub len: u64,
     class: u64,
     ctx: Arc<Context>,
+    /// The u32 values the buffer was uploaded from, kept while nothing writes the buffer
+    /// (see [`WgpuBuffer::host_u32`]).
+    host: Option<Arc<Vec<u32>>>,
     _alloc: Allocation,
 }
 
@@ -44,11 +47,8 @@ impl WgpuBuffer {
                 ),
             });
         }
-        let alloc = ctx.memory().alloc(class)?;
-        let pooled = ctx.pool.take(class);
-        let buffer = match pooled {
-            Some(b) => b,
-            None => ctx.checked("create_buffer", || {
+        let (buffer, alloc) = ctx.pool.acquire(class, |class| {
+            ctx.checked_alloc("create_buffer", Some(class), || {
                 ctx.device.create_buffer(&wgpu::BufferDescriptor {
                     label: None,
                     size: class,
@@ -57,13 +57,14 @@ impl WgpuBuffer {
                         | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
                 })
-            })?,
-        };
+            })
+        })?;
         Ok(WgpuBuffer {
             buffer: Some(buffer),
             len,
             class,
             ctx: ctx.clone(),
+            host: None,
             _alloc: alloc,
         })
     }
@@ -81,6 +82,26 @@ impl WgpuBuffer {
             ctx.checked("upload", || ctx.queue.write_buffer(b.raw(), 0, bytes))?;
         }
         Ok(b)
+    }
+
+    /// A buffer holding `values`, which it keeps on the host as well (see
+    /// [`WgpuBuffer::host_u32`]).
+    pub fn from_u32(ctx: &Arc<Context>, values: Arc<Vec<u32>>) -> Result<WgpuBuffer> {
+        let mut b = Self::from_bytes(ctx, bytemuck::cast_slice(&values))?;
+        b.host = Some(values);
+        Ok(b)
+    }
+
+    /// The u32 values this buffer was uploaded from by [`WgpuBuffer::from_u32`], while
+    /// nothing has written it since: ops that need indices on the host (to check or
+    /// transpose them) read them here instead of waiting for a readback.
+    pub fn host_u32(&self) -> Option<Arc<Vec<u32>>> {
+        self.host.clone()
+    }
+
+    /// Drops the host copy of the values: the buffer is about to be written.
+    pub fn forget_host(&mut self) {
+        self.host = None;
     }
 
     /// A zero-filled buffer of `len` bytes.

@@ -117,6 +117,8 @@ pub struct Context {
     pub(crate) uncaptured: Arc<Mutex<Vec<String>>>,
     /// Test cap on the bytes of one chunked binding (0: none); see `set_chunk_cap`.
     pub(crate) chunk_cap: std::sync::atomic::AtomicU64,
+    /// Blocking host waits so far (see [`crate::Device::host_waits`]).
+    pub(crate) host_waits: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Context {
@@ -210,10 +212,11 @@ fn create(index: u32) -> Result<Context> {
         features,
         info,
         memory,
-        pool: Default::default(),
+        pool: crate::device::BufferPool::new(memory),
         pipelines: Mutex::new(HashMap::new()),
         uncaptured,
         chunk_cap: std::sync::atomic::AtomicU64::new(0),
+        host_waits: 0.into(),
     })
 }
 
@@ -226,11 +229,33 @@ impl Context {
     /// Runs `f` inside validation and out-of-memory error scopes; any error wgpu reports
     /// (in the scopes or uncaptured) becomes [`Error::Backend`] naming `what`.
     pub fn checked<R>(&self, what: &str, f: impl FnOnce() -> R) -> Result<R> {
+        self.checked_alloc(what, None, f)
+    }
+
+    /// [`Context::checked`] for `f` creating a buffer of `bytes`: wgpu's out-of-memory
+    /// error becomes [`Error::OutOfMemory`] (with the budget, or the adapter's largest
+    /// buffer size if none is set, as its budget), so that the pool trims and retries.
+    pub(crate) fn checked_alloc<R>(
+        &self,
+        what: &str,
+        bytes: Option<u64>,
+        f: impl FnOnce() -> R,
+    ) -> Result<R> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let r = f();
+        // Popping a scope waits for no GPU work: it is not a host wait.
         let v = pollster::block_on(validation.pop());
         let o = pollster::block_on(oom.pop());
+        if let (None, Some(_), Some(requested)) = (&v, &o, bytes) {
+            let s = self.memory.stats();
+            return Err(Error::OutOfMemory {
+                device: Device::Wgpu(self.index),
+                requested,
+                live: s.live,
+                budget: s.budget.unwrap_or(self.limits.max_buffer_size),
+            });
+        }
         if let Some(e) = v.or(o) {
             return Err(Error::Backend {
                 backend: "wgpu",
@@ -248,8 +273,10 @@ impl Context {
         Ok(r)
     }
 
-    /// Waits for all submitted work.
+    /// Waits for all submitted work (a host wait).
     pub fn sync(&self) -> Result<()> {
+        self.host_waits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.device
             .poll(wgpu::PollType::Wait {
                 submission_index: None,
@@ -262,8 +289,13 @@ impl Context {
             })
     }
 
-    /// Frees every pooled buffer that no tensor holds.
-    pub fn trim_pool(&self) {
-        self.pool.clear();
+    /// Frees every pooled buffer that no tensor holds; returns the bytes freed.
+    pub fn trim_pool(&self) -> u64 {
+        self.pool.trim()
+    }
+
+    /// Blocking host waits on this adapter so far (see [`crate::Device::host_waits`]).
+    pub fn host_waits(&self) -> u64 {
+        self.host_waits.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
