@@ -374,6 +374,9 @@ fn patience_stops_early_and_the_json_says_so() {
         .iter()
         .all(|e| e["valid_acc"].as_f64().unwrap() <= best));
     assert_eq!(v["best_valid_epoch"].as_u64().unwrap() as usize, n - 2);
+    let never = train(&["--patience", "2", "--eval-every", "0"]);
+    assert_eq!(never.status.code(), Some(1));
+    assert!(stderr(&never).contains("eval_every"), "{}", stderr(&never));
 }
 
 #[test]

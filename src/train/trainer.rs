@@ -516,6 +516,11 @@ impl<'a> Trainer<'a> {
         if config.patience == Some(0) {
             return Err(Error::invalid("patience must be at least 1 evaluation"));
         }
+        if config.patience.is_some() && config.eval_every == 0 {
+            return Err(Error::invalid(
+                "early stopping (patience) needs validation during training: eval_every > 0",
+            ));
+        }
         if config.fanouts.len() != config.model.layers {
             return Err(Error::invalid(format!(
                 "{} fanouts for {} layers: give one fanout per layer",
