@@ -336,7 +336,9 @@ impl CommonArgs {
         let t = std::time::Instant::now();
         let (data, status) = graph::load_with_status(&self.dataset, &opts)?;
         if let Some(line) = status.message() {
-            eprintln!("{line}");
+            if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+                eprintln!("{line}");
+            }
         }
         for note in &data.notes {
             if crate::cli::log::enabled(crate::cli::log::Level::Warn) {
