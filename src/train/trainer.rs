@@ -417,6 +417,7 @@ impl DatasetId {
 const RESUMABLE_CHANGES: &[&str] = &[
     "epochs",
     "device",
+    "eval_every",
     "eval_batch_size",
     "patience",
     "on_nan",
@@ -629,8 +630,9 @@ impl<'a> Trainer<'a> {
 
     /// Restores the model, the optimizer and the finished epochs' figures from a
     /// checkpoint. Refuses one written for another dataset or another configuration (all
-    /// fields but those that do not change what is computed: epochs, device, evaluation
-    /// batch size, patience, on-nan and micro-batching), naming the fields that differ.
+    /// fields but those that do not change the trained weights: epochs, device, evaluation
+    /// frequency and batch size, patience, on-nan and micro-batching), naming the fields
+    /// that differ.
     pub fn resume(&mut self, path: &Path) -> Result<()> {
         let ck = checkpoint::open(path)?;
         let parse = |key: &str, e: serde_json::Error| {
@@ -681,7 +683,7 @@ impl<'a> Trainer<'a> {
             if !diffs.is_empty() {
                 return Err(Error::invalid(format!(
                     "{} was written with another configuration: {}; resume with the same \
-                     settings (only epochs, device, eval batch size, patience, on-nan and \
+                     settings (only epochs, device, evaluation, patience, on-nan and \
                      micro-batching may change)",
                     path.display(),
                     diffs.join(", ")
