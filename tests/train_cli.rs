@@ -159,8 +159,8 @@ fn json_to_stdout_is_the_only_thing_on_stdout() {
     assert!(stderr(&out).contains("test accuracy"), "{}", stderr(&out));
 }
 
-#[test]
-fn sigint_stops_the_run_writes_a_partial_json_and_exits_130() {
+/// Sends `signal` during epoch 2 and checks the partial JSON and the exit code.
+fn stops_on(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("partial.json");
     let mut child = espalier()
@@ -186,7 +186,7 @@ fn sigint_stops_the_run_writes_a_partial_json_and_exits_130() {
         }
     }
     let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
@@ -198,6 +198,16 @@ fn sigint_stops_the_run_writes_a_partial_json_and_exits_130() {
     let n = v["epochs"].as_array().unwrap().len();
     assert!((2..100000).contains(&n), "{n} epochs");
     assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
+}
+
+#[test]
+fn sigint_stops_the_run_writes_a_partial_json_and_exits_130() {
+    stops_on("-INT");
+}
+
+#[test]
+fn sigterm_stops_the_run_like_sigint() {
+    stops_on("-TERM");
 }
 
 #[test]
