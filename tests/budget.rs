@@ -50,6 +50,7 @@ fn config(data: &Dataset, kind: ModelKind, aggr: Aggregator, budget: Option<u64>
             memory_budget: budget,
         },
         feature_dtype: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -55,6 +55,7 @@ fn config(
             memory_budget: budget,
         },
         feature_dtype: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -192,6 +192,7 @@ fn train_config(data: &Dataset, kind: ModelKind, aggr: Aggregator, epochs: usize
         eval_batch_size: 4096,
         micro: MicroConfig::default(),
         feature_dtype: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -53,6 +53,7 @@ fn train(data: &Dataset, model: ModelConfig, fanouts: Vec<i64>, epochs: usize, l
         eval_batch_size: 4096,
         micro: Default::default(),
         feature_dtype: Default::default(),
+        ..Default::default()
     };
     let graph = Arc::new(data.graph.symmetrize());
     let mut trainer = Trainer::new(data, graph, config).unwrap();

@@ -80,6 +80,7 @@ fn config(data: &Dataset, device: Device, feature_dtype: FeatureDType) -> TrainC
         eval_batch_size: 4096,
         micro: Default::default(),
         feature_dtype,
+        ..Default::default()
     }
 }
 

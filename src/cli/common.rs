@@ -336,17 +336,22 @@ impl CommonArgs {
         let t = std::time::Instant::now();
         let (data, status) = graph::load_with_status(&self.dataset, &opts)?;
         if let Some(line) = status.message() {
-            eprintln!("{line}");
+            if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+                eprintln!("{line}");
+            }
         }
         for note in &data.notes {
-            eprintln!("note: {note}");
+            if crate::cli::log::enabled(crate::cli::log::Level::Warn) {
+                eprintln!("note: {note}");
+            }
         }
         let graph = if self.symmetrize {
             data.graph.symmetrize()
         } else {
             data.graph.clone()
         };
-        eprintln!(
+        if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+            eprintln!(
             "dataset {}: {} nodes, {} edges{}, {} features, {} classes, split {}/{}/{} ({:.2}s)",
             data.name,
             data.num_nodes(),
@@ -363,6 +368,7 @@ impl CommonArgs {
             data.split.test.len(),
             t.elapsed().as_secs_f64()
         );
+        }
         Ok((data, graph))
     }
 
@@ -402,6 +408,7 @@ impl CommonArgs {
                 memory_budget: self.budget()?,
             },
             feature_dtype: self.feature_dtype.parse()?,
+            ..Default::default()
         })
     }
 }
@@ -425,13 +432,23 @@ pub struct TrainOnly {
     pub eval_batch_size: usize,
 }
 
-/// Writes `value` as pretty JSON to `path`, or to standard output for `-`.
+/// Writes `value` as pretty JSON to `path` (atomically, creating its parent folder), or
+/// to standard output for `-`.
 pub fn write_json(path: &str, value: &impl serde::Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(|e| Error::invalid(e.to_string()))?;
     if path == "-" {
         println!("{text}");
         Ok(())
     } else {
-        std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+        espalier::atomic::write(std::path::Path::new(path), (text + "\n").as_bytes())
     }
+}
+
+/// Checks before long work that `--json PATH` can be written (`-` always can).
+pub fn check_json_path(path: &str) -> Result<()> {
+    if path == "-" {
+        return Ok(());
+    }
+    espalier::atomic::check_writable(std::path::Path::new(path))
+        .map_err(|e| Error::invalid(format!("--json {path}: {e}")))
 }

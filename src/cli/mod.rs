@@ -5,6 +5,7 @@ mod cache;
 mod common;
 mod devices;
 mod gen;
+mod log;
 mod partition;
 mod partition_graph;
 mod plot;

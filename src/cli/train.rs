@@ -1,16 +1,26 @@
 //! `espalier train`: train a GNN and report loss, accuracy, time per phase and memory.
+//!
+//! Standard output carries the result only: the final line, or with `--json -` the JSON
+//! alone; everything else goes to standard error, as much as the log level asks
+//! ([`crate::cli::log`]). Ctrl-C (or SIGTERM) stops after the current batch, writes the
+//! partial JSON (`"interrupted": true`) and exits with code 130; a second one quits at once.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use espalier::error::{Error, Result};
 use espalier::partition::format_bytes;
-use espalier::train::{EpochStats, Trainer};
+use espalier::train::{EpochStats, LrSchedule, OnNan, Summary, Trainer};
 
-use crate::cli::common::{write_json, CommonArgs, TrainOnly};
+use crate::cli::common::{check_json_path, write_json, CommonArgs, TrainOnly};
+use crate::cli::log::{self, Level};
+
+/// The exit code of a run stopped by a signal (128 + SIGINT), as shells report it.
+pub const INTERRUPTED_EXIT: i32 = 130;
 
 /// Flags of `espalier train`. Defaults follow the PyTorch Geometric reference script
 /// (`pyg_peer.py`, which `scripts/compare_pyg.sh` runs beside espalier).
@@ -19,22 +29,45 @@ use crate::cli::common::{write_json, CommonArgs, TrainOnly};
 pub struct TrainArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Training epochs.
+    /// Training epochs (with --resume: the run's total, so a larger number extends it).
     #[arg(long, default_value_t = 50)]
     pub epochs: usize,
-    /// Learning rate.
+    /// Learning rate (the initial one under --lr-schedule).
     #[arg(long, default_value_t = 0.01)]
     pub lr: f64,
+    /// Learning-rate schedule, stepped per epoch: none, step (times --lr-gamma every
+    /// --lr-step-size epochs, as torch's StepLR) or cosine (to 0 over the epochs, as
+    /// CosineAnnealingLR with T_max = epochs).
+    #[arg(long, default_value = "none")]
+    pub lr_schedule: String,
+    /// `--lr-schedule step`: epochs between two decays.
+    #[arg(long)]
+    pub lr_step_size: Option<usize>,
+    /// `--lr-schedule step`: the factor of each decay.
+    #[arg(long, default_value_t = 0.1)]
+    pub lr_gamma: f64,
     /// Weight decay (added to the gradient for adam and sgd; decoupled for adamw).
     #[arg(long, default_value_t = 5e-4)]
     pub weight_decay: f64,
-    /// Write a checkpoint (safetensors) here after every epoch.
+    /// Early stopping: stop after N evaluations in a row without a better validation
+    /// accuracy.
+    #[arg(long)]
+    pub patience: Option<usize>,
+    /// A batch whose loss is NaN or infinite: stop (error, exit code 1, the last checkpoint
+    /// kept) or skip-batch (drop its gradients, count it, go on; an epoch whose every batch
+    /// is skipped still stops).
+    #[arg(long, default_value = "stop")]
+    pub on_nan: String,
+    /// Write a checkpoint (safetensors) here after every epoch (atomically: a crash keeps
+    /// the previous one).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
-    /// Resume from this checkpoint (continues with the epochs it had not done).
+    /// Resume from this checkpoint (continues with the epochs it had not done; refuses one
+    /// of another configuration or dataset).
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// Write the JSON summary to this file, or `-` for standard output.
+    /// Write the JSON summary to this file (checked before training, written atomically),
+    /// or `-` for standard output (then nothing else goes there).
     #[arg(long)]
     pub json: Option<String>,
     /// Evaluate on the validation nodes every N epochs (0: only at the end).
@@ -43,6 +76,12 @@ pub struct TrainArgs {
     /// Seeds per evaluation batch.
     #[arg(long, default_value_t = 4096)]
     pub eval_batch_size: usize,
+    /// Print only errors and the final line (ESPALIER_LOG=error).
+    #[arg(long, short = 'q', conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print every epoch with its per-phase times and learning rate (ESPALIER_LOG=debug).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 impl TrainArgs {
@@ -50,34 +89,116 @@ impl TrainArgs {
     pub fn default_args() -> TrainArgs {
         TrainArgs::parse_from(["train"])
     }
+
+    fn schedule(&self) -> Result<LrSchedule> {
+        match (self.lr_schedule.as_str(), self.lr_step_size) {
+            ("step", None) => Err(Error::invalid(
+                "--lr-schedule step needs --lr-step-size N (epochs between decays)",
+            )),
+            (s, Some(_)) if s != "step" => Err(Error::invalid(
+                "--lr-step-size applies to --lr-schedule step only",
+            )),
+            (s, n) => LrSchedule::parse(s, n.unwrap_or(1), self.lr_gamma),
+        }
+    }
 }
 
+/// One epoch in at most 100 columns.
 fn epoch_line(e: &EpochStats, total: usize) -> String {
     let valid = e
         .valid_acc
         .map_or("   -  ".to_string(), |v| format!("{v:.4}"));
-    let p = &e.phases;
+    let skipped = if e.skipped_batches > 0 {
+        format!("  skipped {}", e.skipped_batches)
+    } else {
+        String::new()
+    };
     format!(
-        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s (sample {:.3} part {:.3} slice {:.3} gather {:.3} fwd {:.3} bwd {:.3} opt {:.3})  micro-batches {}",
-        e.epoch + 1,
-        e.loss,
-        e.train_acc,
-        e.seconds,
-        p.sample,
-        p.partition,
-        p.slice,
-        p.gather,
-        p.forward,
-        p.backward,
-        p.optimizer,
-        e.micro_batches
+        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s  micro-batches {}{skipped}",
+        e.epoch, e.loss, e.train_acc, e.seconds, e.micro_batches
     )
 }
 
+/// The per-phase detail of `--verbose`.
+fn phase_line(e: &EpochStats) -> String {
+    let p = &e.phases;
+    let test = e
+        .test_acc
+        .map_or(String::new(), |t| format!("  test {t:.4} (best valid)"));
+    format!(
+        "    lr {:.3e}  sample {:.3} part {:.3} slice {:.3} gather {:.3} fwd {:.3} bwd {:.3} opt {:.3}{test}",
+        e.lr, p.sample, p.partition, p.slice, p.gather, p.forward, p.backward, p.optimizer
+    )
+}
+
+/// The one line a run ends with (also under --quiet).
+fn final_line(s: &Summary) -> String {
+    let best = match (
+        s.best_valid_acc,
+        s.best_valid_epoch,
+        s.test_acc_at_best_valid,
+    ) {
+        (Some(v), Some(e), Some(t)) => format!("  best valid {v:.4} (epoch {e}): test {t:.4}"),
+        _ => String::new(),
+    };
+    format!(
+        "test accuracy {:.4}  valid accuracy {:.4}  final loss {:.4}{best}  peak {:.1} MiB  {:.2}s training{}",
+        s.test_acc,
+        s.valid_acc,
+        s.final_loss,
+        s.peak_bytes as f64 / (1u64 << 20) as f64,
+        s.train_seconds,
+        if s.stopped_early { "  (stopped early)" } else { "" }
+    )
+}
+
+/// The stop flag, set by SIGINT/SIGTERM (installed once per process).
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    if let Some(f) = FLAG.get() {
+        return Ok(f.clone());
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    ctrlc::set_handler(move || {
+        if f.swap(true, Ordering::SeqCst) {
+            eprintln!("second interrupt: quitting now");
+            std::process::exit(INTERRUPTED_EXIT);
+        }
+        eprintln!("interrupt: stopping after the current batch (again to quit now)");
+    })
+    .map_err(|e| Error::invalid(format!("cannot install the Ctrl-C handler: {e}")))?;
+    Ok(FLAG.get_or_init(|| flag).clone())
+}
+
 pub fn run(a: &TrainArgs) -> Result<()> {
+    log::init(a.quiet, a.verbose)?;
     let c = &a.common;
+    // Everything checkable before loading and training: a bad output path or flag must not
+    // cost the run.
+    let on_nan: OnNan = a.on_nan.parse()?;
+    let schedule = a.schedule()?;
+    if a.patience == Some(0) {
+        return Err(Error::invalid("--patience must be at least 1"));
+    }
+    if let Some(path) = &a.json {
+        check_json_path(path)?;
+    }
+    if let Some(path) = &a.checkpoint {
+        espalier::atomic::check_writable(path)
+            .map_err(|e| Error::invalid(format!("--checkpoint {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &a.resume {
+        if !path.is_file() {
+            return Err(Error::invalid(format!(
+                "--resume {}: no such checkpoint file",
+                path.display()
+            )));
+        }
+    }
+    let json_to_stdout = a.json.as_deref() == Some("-");
     let (data, graph) = c.load()?;
-    let config = c.config(
+    let mut config = c.config(
         &data,
         TrainOnly {
             epochs: a.epochs,
@@ -87,64 +208,103 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             eval_batch_size: a.eval_batch_size,
         },
     )?;
+    config.on_nan = on_nan;
+    config.lr_schedule = schedule;
+    config.patience = a.patience;
     let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
     trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
         trainer.resume(path)?;
-        eprintln!(
-            "resumed from {} after epoch {}",
-            path.display(),
-            trainer.start_epoch
-        );
+        if log::enabled(Level::Info) {
+            eprintln!(
+                "resumed from {} after epoch {}",
+                path.display(),
+                trainer.start_epoch
+            );
+        }
     }
     let micro = &trainer.config.micro;
-    eprintln!(
-        "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}, micro-batches {} ({}){}",
-        trainer.config.model.label(),
-        trainer.config.model.layers,
-        c.hidden,
-        espalier::nn::Module::num_parameters(&trainer.model),
-        trainer.config.fanouts,
-        c.batch_size,
-        micro.micro_batches,
-        micro.partitioner,
-        micro
-            .memory_budget
-            .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)))
-    );
+    if log::enabled(Level::Info) {
+        eprintln!(
+            "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}, micro-batches {} ({}){}",
+            trainer.config.model.label(),
+            trainer.config.model.layers,
+            c.hidden,
+            espalier::nn::Module::num_parameters(&trainer.model),
+            trainer.config.fanouts,
+            c.batch_size,
+            micro.micro_batches,
+            micro.partitioner,
+            micro
+                .memory_budget
+                .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)))
+        );
+    }
+    trainer.set_stop_flag(stop_flag()?);
 
     let total = a.epochs;
-    let pb = ProgressBar::new(total.saturating_sub(trainer.start_epoch) as u64);
+    let pb = if log::enabled(Level::Info) {
+        ProgressBar::new(total.saturating_sub(trainer.start_epoch) as u64)
+    } else {
+        ProgressBar::hidden()
+    };
     pb.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} epochs  {msg}  [{elapsed} < {eta}]")
             .map_err(|e| Error::invalid(e.to_string()))?,
     );
-    let every = (total / 25).max(1);
+    let every = if log::enabled(Level::Debug) {
+        1
+    } else {
+        (total / 25).max(1)
+    };
+    let say = |line: String| {
+        if pb.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            pb.println(line);
+        }
+    };
     let summary = trainer.run(a.checkpoint.as_deref(), &mut |e| {
         pb.inc(1);
         pb.set_message(format!("loss {:.4}", e.loss));
-        if (e.epoch + 1) % every == 0 || e.epoch + 1 == total || e.epoch == 0 {
-            let line = epoch_line(e, total);
-            if pb.is_hidden() {
-                eprintln!("{line}");
-            } else {
-                pb.println(line);
-            }
+        if log::enabled(Level::Info) && (e.epoch % every == 0 || e.epoch == total || e.epoch == 1) {
+            say(epoch_line(e, total));
         }
-    })?;
+        if log::enabled(Level::Debug) {
+            say(phase_line(e));
+        }
+    });
     pb.finish_and_clear();
-    println!(
-        "test accuracy {:.4}  valid accuracy {:.4}  final loss {:.4}  peak {:.1} MiB  {:.2}s training",
-        summary.test_acc,
-        summary.valid_acc,
-        summary.final_loss,
-        summary.peak_bytes as f64 / (1u64 << 20) as f64,
-        summary.train_seconds
-    );
+    let summary = summary?;
+    let result = if summary.already_finished {
+        format!(
+            "already finished: {} holds all {} epochs of this run; its final figures: {}",
+            a.resume
+                .as_deref()
+                .map_or("the checkpoint".into(), |p| p.display().to_string()),
+            summary.epochs.len(),
+            final_line(&summary)
+        )
+    } else if summary.interrupted {
+        format!(
+            "interrupted after {} finished epochs (of {total})",
+            summary.epochs.len()
+        )
+    } else {
+        final_line(&summary)
+    };
+    if json_to_stdout || summary.interrupted {
+        eprintln!("{result}");
+    } else {
+        println!("{result}");
+    }
     if let Some(path) = &a.json {
         write_json(path, &summary)?;
+    }
+    if summary.interrupted {
+        std::process::exit(INTERRUPTED_EXIT);
     }
     Ok(())
 }

@@ -243,6 +243,70 @@ impl ModelConfig {
     }
 }
 
+impl Default for ModelConfig {
+    /// The CLI's defaults: GraphSAGE-mean, 2 layers, hidden 256, dropout 0.5 (GAT: 4
+    /// heads, no attention dropout, self-loops). `in_dim` and `out_dim` are 0: set them, or
+    /// let `Trainer::new` take them from the dataset.
+    fn default() -> Self {
+        ModelConfig {
+            kind: ModelKind::Sage,
+            aggr: Aggregator::Mean,
+            in_dim: 0,
+            hidden: 256,
+            out_dim: 0,
+            layers: 2,
+            dropout: 0.5,
+            heads: 4,
+            attn_dropout: 0.0,
+            self_loops: true,
+        }
+    }
+}
+
+/// Builder-style setters, one per field: `ModelConfig::default().kind(ModelKind::Gcn).hidden(64)`.
+impl ModelConfig {
+    pub fn kind(mut self, kind: ModelKind) -> Self {
+        self.kind = kind;
+        self
+    }
+    pub fn aggr(mut self, aggr: Aggregator) -> Self {
+        self.aggr = aggr;
+        self
+    }
+    pub fn in_dim(mut self, n: usize) -> Self {
+        self.in_dim = n;
+        self
+    }
+    pub fn hidden(mut self, n: usize) -> Self {
+        self.hidden = n;
+        self
+    }
+    pub fn out_dim(mut self, n: usize) -> Self {
+        self.out_dim = n;
+        self
+    }
+    pub fn layers(mut self, n: usize) -> Self {
+        self.layers = n;
+        self
+    }
+    pub fn dropout(mut self, p: f64) -> Self {
+        self.dropout = p;
+        self
+    }
+    pub fn heads(mut self, n: usize) -> Self {
+        self.heads = n;
+        self
+    }
+    pub fn attn_dropout(mut self, p: f64) -> Self {
+        self.attn_dropout = p;
+        self
+    }
+    pub fn self_loops(mut self, on: bool) -> Self {
+        self.self_loops = on;
+        self
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Layer {
     Sage(SageLayer),

@@ -91,6 +91,9 @@ pub(crate) struct BatchOutcome {
     pub seeds: usize,
     pub phases: Phases,
     pub stats: PartitionStats,
+    /// The batch's loss was not finite (NaN or infinite): its gradients were dropped and
+    /// no optimizer step was taken; the caller decides whether to stop or go on.
+    pub non_finite: bool,
 }
 
 /// Host-side preparation: slice (unless the micro-batch is the whole batch), gather.
@@ -178,6 +181,7 @@ impl Trainer<'_> {
                 seeds: 0,
                 phases,
                 stats: PartitionStats::default(),
+                non_finite: false,
             },
         };
 
@@ -221,7 +225,12 @@ impl Trainer<'_> {
         }
         stats.set_redundancy(full_inputs);
         run.out.phases.slice = stats.slice_s;
-        if pass == Pass::Train {
+        if pass == Pass::Train && !run.out.loss_sum.is_finite() {
+            // A diverged batch: its gradients are not applied (they would spread NaN into
+            // every parameter and the optimizer state).
+            run.out.non_finite = true;
+            self.optim.zero_grad();
+        } else if pass == Pass::Train {
             let t = Instant::now();
             self.optim.step()?;
             self.optim.zero_grad();

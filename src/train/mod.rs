@@ -4,11 +4,13 @@ pub mod checkpoint;
 pub mod features;
 pub mod micro;
 pub mod optim;
+pub mod schedule;
 pub mod trainer;
 
 pub use features::{gather_host, FeatureDType, FeatureStore};
 pub use micro::{MicroConfig, SAFETY_MARGIN};
 pub use optim::{Adam, Optimizer, Sgd};
+pub use schedule::LrSchedule;
 pub use trainer::{
-    gather_rows, BatchSize, EpochStats, OptimizerKind, Phases, Summary, TrainConfig, Trainer,
+    gather_rows, BatchSize, EpochStats, OnNan, OptimizerKind, Phases, Summary, TrainConfig, Trainer,
 };

@@ -17,6 +17,8 @@ pub trait Optimizer {
     fn zero_grad(&self);
     /// The learning rate.
     fn lr(&self) -> f64;
+    /// Sets the learning rate of the next steps (a schedule calls this once per epoch).
+    fn set_lr(&mut self, lr: f64);
     /// Bytes of optimizer state per parameter byte (for memory estimates).
     fn state_factor(&self) -> usize;
     /// The state as named tensors (`m.3`: first moment of parameter 3) and the step count.
@@ -107,6 +109,10 @@ impl Optimizer for Sgd {
 
     fn lr(&self) -> f64 {
         self.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
     }
 
     fn state_factor(&self) -> usize {
@@ -204,6 +210,10 @@ impl Optimizer for Adam {
 
     fn lr(&self) -> f64 {
         self.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
     }
 
     fn state_factor(&self) -> usize {

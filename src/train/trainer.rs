@@ -6,10 +6,11 @@
 
 use std::cell::Cell;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::autograd::no_grad;
 use crate::device::Device;
@@ -26,6 +27,7 @@ use crate::train::checkpoint;
 use crate::train::features::{gather_host, FeatureDType, FeatureStore};
 use crate::train::micro::{MicroConfig, Pass, SAFETY_MARGIN};
 use crate::train::optim::{Adam, Optimizer, Sgd};
+use crate::train::schedule::LrSchedule;
 
 /// How many seeds one batch holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -74,7 +76,39 @@ impl std::str::FromStr for OptimizerKind {
     }
 }
 
-/// Everything a training run needs besides the data.
+/// What a batch whose loss is NaN or infinite (a diverging run) does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnNan {
+    /// Stop the run with an error; the last checkpoint (of a finite epoch) is kept.
+    #[default]
+    Stop,
+    /// Drop the batch's gradients (no optimizer step), count it in the epoch's
+    /// `skipped_batches`, and go on; an epoch whose every batch is skipped still stops.
+    SkipBatch,
+}
+
+impl std::str::FromStr for OnNan {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "stop" => Ok(OnNan::Stop),
+            "skip-batch" => Ok(OnNan::SkipBatch),
+            _ => Err(Error::invalid(format!(
+                "unknown --on-nan `{s}`: expected stop or skip-batch"
+            ))),
+        }
+    }
+}
+
+/// Everything a training run needs besides the data. `TrainConfig::default()` is what
+/// `espalier train` runs with no flags; the setters change one field each:
+///
+/// ```
+/// use espalier::train::TrainConfig;
+/// let c = TrainConfig::default().epochs(20).lr(0.005).fanouts(vec![10, 10, 5]);
+/// assert_eq!(c.model.layers, 3);
+/// ```
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainConfig {
     pub model: ModelConfig,
@@ -96,6 +130,123 @@ pub struct TrainConfig {
     pub micro: MicroConfig,
     /// Precision of the host feature matrix and of its uploads (f32, f16 or bf16).
     pub feature_dtype: FeatureDType,
+    /// What a batch with a NaN or infinite loss does.
+    pub on_nan: OnNan,
+    /// How the learning rate changes over the epochs (from `lr`).
+    pub lr_schedule: LrSchedule,
+    /// Early stopping: stop after this many evaluations in a row without a better
+    /// validation accuracy (`None`: train all epochs).
+    pub patience: Option<usize>,
+}
+
+impl Default for TrainConfig {
+    /// The CLI's defaults (the PyG peer's): SAGE-mean, 2 layers of 256, fanouts 25,10, full
+    /// batch, 50 epochs of Adam at 0.01 with weight decay 5e-4, on the CPU. The model's
+    /// `in_dim` and `out_dim` are 0: [`Trainer::new`] takes them from the dataset.
+    fn default() -> Self {
+        TrainConfig {
+            model: ModelConfig::default(),
+            fanouts: vec![25, 10],
+            batch_size: BatchSize::Full,
+            epochs: 50,
+            optimizer: OptimizerKind::Adam,
+            lr: 0.01,
+            weight_decay: 5e-4,
+            seed: 0,
+            device: Device::Cpu,
+            eval_every: 1,
+            eval_batch_size: 4096,
+            micro: MicroConfig::default(),
+            feature_dtype: FeatureDType::default(),
+            on_nan: OnNan::default(),
+            lr_schedule: LrSchedule::default(),
+            patience: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Sets the model.
+    pub fn model(mut self, model: ModelConfig) -> Self {
+        self.model = model;
+        self
+    }
+    /// Sets the fanouts, input layer first, and the model's layer count to match.
+    pub fn fanouts(mut self, fanouts: Vec<i64>) -> Self {
+        self.model.layers = fanouts.len();
+        self.fanouts = fanouts;
+        self
+    }
+    /// Sets the batch size.
+    pub fn batch_size(mut self, b: BatchSize) -> Self {
+        self.batch_size = b;
+        self
+    }
+    /// Sets the number of epochs.
+    pub fn epochs(mut self, n: usize) -> Self {
+        self.epochs = n;
+        self
+    }
+    /// Sets the optimizer.
+    pub fn optimizer(mut self, o: OptimizerKind) -> Self {
+        self.optimizer = o;
+        self
+    }
+    /// Sets the (initial) learning rate.
+    pub fn lr(mut self, lr: f64) -> Self {
+        self.lr = lr;
+        self
+    }
+    /// Sets the weight decay.
+    pub fn weight_decay(mut self, wd: f64) -> Self {
+        self.weight_decay = wd;
+        self
+    }
+    /// Sets the seed of initialisation, sampling, dropout and partitioning.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    /// Sets the training device.
+    pub fn device(mut self, d: Device) -> Self {
+        self.device = d;
+        self
+    }
+    /// Evaluates on the validation nodes every `n` epochs (0: only at the end).
+    pub fn eval_every(mut self, n: usize) -> Self {
+        self.eval_every = n;
+        self
+    }
+    /// Sets the seeds per evaluation (and prediction) batch.
+    pub fn eval_batch_size(mut self, n: usize) -> Self {
+        self.eval_batch_size = n;
+        self
+    }
+    /// Sets micro-batching (K, partitioner, memory budget).
+    pub fn micro(mut self, m: MicroConfig) -> Self {
+        self.micro = m;
+        self
+    }
+    /// Sets the precision of the host features.
+    pub fn feature_dtype(mut self, d: FeatureDType) -> Self {
+        self.feature_dtype = d;
+        self
+    }
+    /// Sets what a batch with a NaN or infinite loss does.
+    pub fn on_nan(mut self, o: OnNan) -> Self {
+        self.on_nan = o;
+        self
+    }
+    /// Sets the learning-rate schedule.
+    pub fn lr_schedule(mut self, s: LrSchedule) -> Self {
+        self.lr_schedule = s;
+        self
+    }
+    /// Sets early stopping's patience (evaluations without a better validation accuracy).
+    pub fn patience(mut self, p: Option<usize>) -> Self {
+        self.patience = p;
+        self
+    }
 }
 
 fn serialize_display<S: serde::Serializer>(
@@ -108,7 +259,7 @@ fn serialize_display<S: serde::Serializer>(
 /// Seconds per phase of an epoch, summed over its batches and micro-batches. `slice` and
 /// `gather` (host work) run on a helper thread while the previous micro-batch computes,
 /// so the phases can add up to more than the epoch.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Phases {
     pub sample: f64,
     /// Choosing K and partitioning the seeds.
@@ -136,30 +287,58 @@ impl Phases {
 }
 
 /// One epoch's figures.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EpochStats {
+    /// 1-based, as on the console: `1` is the first epoch.
     pub epoch: usize,
-    /// Mean training loss over the epoch's seeds.
+    /// Mean training loss over the epoch's seeds (of the batches not skipped).
     pub loss: f64,
     /// Training accuracy (dropout on, as measured during training).
     pub train_acc: f64,
     pub valid_acc: Option<f64>,
+    /// Test accuracy, evaluated only at an epoch whose validation accuracy is the best so
+    /// far (the OGB rule: report the test accuracy at the best validation epoch).
+    #[serde(default)]
+    pub test_acc: Option<f64>,
+    /// Learning rate of the epoch (after the schedule).
+    #[serde(default)]
+    pub lr: f64,
     pub seconds: f64,
     pub phases: Phases,
     pub batches: usize,
+    /// Batches whose loss was NaN or infinite and whose gradients were dropped
+    /// (`OnNan::SkipBatch`).
+    #[serde(default)]
+    pub skipped_batches: usize,
     /// Micro-batches run over the epoch's batches.
     pub micro_batches: usize,
 }
 
-/// The result of a run (`--json`).
+/// The result of a run (`--json`). Accuracies not measured (an interrupted run has no
+/// final evaluation) are NaN, written as `null`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     pub dataset: String,
     pub config: TrainConfig,
     pub num_parameters: usize,
+    /// Test accuracy of the final model.
     pub test_acc: f64,
+    /// Validation accuracy of the final model.
     pub valid_acc: f64,
     pub final_loss: f64,
+    /// The best validation accuracy of the evaluated epochs, the (1-based) epoch it was
+    /// reached at, and the test accuracy then (the OGB leaderboard's figure).
+    pub best_valid_acc: Option<f64>,
+    pub best_valid_epoch: Option<usize>,
+    pub test_acc_at_best_valid: Option<f64>,
+    /// Early stopping (`patience`) ended the run before its last epoch.
+    pub stopped_early: bool,
+    /// A stop request (Ctrl-C) ended the run: `epochs` holds the epochs finished so far.
+    pub interrupted: bool,
+    /// The resumed checkpoint had already finished the run: nothing was trained and the
+    /// figures are the stored ones.
+    pub already_finished: bool,
+    /// Every epoch of the run, resumed ones included.
     pub epochs: Vec<EpochStats>,
     /// Highest bytes live on the training device during the run.
     pub peak_bytes: u64,
@@ -192,6 +371,121 @@ pub struct Trainer<'a> {
     micro_log: Vec<PartitionStats>,
     /// Restores the device's previous budget when the trainer goes.
     _budget: Option<BudgetGuard>,
+    /// Figures of the finished epochs (from a resumed checkpoint, then the run's).
+    pub history: Vec<EpochStats>,
+    /// The final figures stored in a resumed checkpoint of a finished run.
+    stored_final: Option<FinalFigures>,
+    /// Set from elsewhere (a signal handler) to stop after the current batch.
+    stop: Option<Arc<AtomicBool>>,
+}
+
+/// A run's final figures, kept in its last checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct FinalFigures {
+    valid_acc: f64,
+    test_acc: f64,
+    final_loss: f64,
+    stopped_early: bool,
+}
+
+/// What identifies a dataset in a checkpoint: resuming on another is refused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct DatasetId {
+    name: String,
+    nodes: usize,
+    edges: usize,
+    features: usize,
+    classes: usize,
+    train: usize,
+}
+
+impl DatasetId {
+    fn of(d: &Dataset) -> DatasetId {
+        DatasetId {
+            name: d.name.clone(),
+            nodes: d.num_nodes(),
+            edges: d.graph.num_edges(),
+            features: d.feat_dim,
+            classes: d.num_classes,
+            train: d.split.train.len(),
+        }
+    }
+}
+
+/// Configuration fields that may change when a run is resumed: they do not change what
+/// the model computes (`epochs` is how a run is extended).
+const RESUMABLE_CHANGES: &[&str] = &[
+    "epochs",
+    "device",
+    "eval_every",
+    "eval_batch_size",
+    "patience",
+    "on_nan",
+    "micro.micro_batches",
+    "micro.partitioner",
+    "micro.memory_budget",
+];
+
+/// `value`'s leaves by dotted path.
+fn flatten(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&p, v, out);
+            }
+        }
+        v => out.push((prefix.to_string(), v.to_string())),
+    }
+}
+
+fn json<T: Serialize + ?Sized>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::invalid(e.to_string()))
+}
+
+/// How an epoch ended.
+enum EpochEnd {
+    Done(EpochStats),
+    /// A stop request arrived before its last batch.
+    Interrupted,
+    /// A batch's loss was not finite under `OnNan::Stop`, or every batch's was.
+    Diverged(String),
+}
+
+/// The best validation accuracy so far and the evaluations since it.
+#[derive(Default)]
+struct Best {
+    acc: Option<f64>,
+    epoch: Option<usize>,
+    test: Option<f64>,
+    since: usize,
+}
+
+impl Best {
+    fn from_history(h: &[EpochStats]) -> Best {
+        let mut b = Best::default();
+        for e in h {
+            if let Some(v) = e.valid_acc {
+                if b.improves(v) {
+                    b.acc = Some(v);
+                    b.epoch = Some(e.epoch);
+                    b.test = e.test_acc;
+                    b.since = 0;
+                } else {
+                    b.since += 1;
+                }
+            }
+        }
+        b
+    }
+
+    fn improves(&self, v: f64) -> bool {
+        self.acc.is_none_or(|b| v > b)
+    }
 }
 
 /// Puts a device's previous memory budget back when dropped.
@@ -210,8 +504,24 @@ impl Drop for BudgetGuard {
 impl<'a> Trainer<'a> {
     /// Builds the model and optimizer. `graph` is the graph to sample from (the dataset's,
     /// symmetrized or not).
-    pub fn new(data: &'a Dataset, graph: Arc<Csr>, config: TrainConfig) -> Result<Self> {
+    pub fn new(data: &'a Dataset, graph: Arc<Csr>, mut config: TrainConfig) -> Result<Self> {
+        // 0 widths (ModelConfig::default()) mean: the dataset's.
+        if config.model.in_dim == 0 {
+            config.model.in_dim = data.feat_dim;
+        }
+        if config.model.out_dim == 0 {
+            config.model.out_dim = data.num_classes;
+        }
         config.model.validate()?;
+        config.lr_schedule.validate()?;
+        if config.patience == Some(0) {
+            return Err(Error::invalid("patience must be at least 1 evaluation"));
+        }
+        if config.patience.is_some() && config.eval_every == 0 {
+            return Err(Error::invalid(
+                "early stopping (patience) needs validation during training: eval_every > 0",
+            ));
+        }
         if config.fanouts.len() != config.model.layers {
             return Err(Error::invalid(format!(
                 "{} fanouts for {} layers: give one fanout per layer",
@@ -294,21 +604,127 @@ impl<'a> Trainer<'a> {
             peak_seen: Cell::new(0),
             micro_log: Vec::new(),
             _budget: budget,
+            history: Vec::new(),
+            stored_final: None,
+            stop: None,
             config,
         })
     }
 
-    /// Restores the model and optimizer from a checkpoint.
+    /// Makes the run stop after the current batch once `flag` is set (e.g. by a Ctrl-C
+    /// handler): [`Trainer::run`] then returns the finished epochs with `interrupted`.
+    pub fn set_stop_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.stop = Some(flag);
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst))
+    }
+
+    /// After [`Trainer::resume`]: the checkpoint had finished the run (all epochs done, or
+    /// stopped early), so [`Trainer::run`] trains nothing and reports the stored figures.
+    pub fn finished(&self) -> bool {
+        self.start_epoch >= self.config.epochs
+            || self.stored_final.as_ref().is_some_and(|f| f.stopped_early)
+    }
+
+    /// Restores the model, the optimizer and the finished epochs' figures from a
+    /// checkpoint. Refuses one written for another dataset or another configuration (all
+    /// fields but those that do not change the trained weights: epochs, device, evaluation
+    /// frequency and batch size, patience, on-nan and micro-batching), naming the fields
+    /// that differ.
     pub fn resume(&mut self, path: &Path) -> Result<()> {
-        self.start_epoch = checkpoint::load(path, &self.model, self.optim.as_mut())?;
+        let ck = checkpoint::open(path)?;
+        let parse = |key: &str, e: serde_json::Error| {
+            Error::parse(path, 0, format!("checkpoint metadata `{key}`: {e}"))
+        };
+        if let Some(stored) = ck.meta.get("dataset") {
+            let stored: DatasetId =
+                serde_json::from_str(stored).map_err(|e| parse("dataset", e))?;
+            let here = DatasetId::of(self.data);
+            if stored != here {
+                return Err(Error::invalid(format!(
+                    "{} was trained on another dataset: {} ({} nodes, {} edges, {} features, \
+                     {} classes, {} training nodes) there, {} ({} nodes, {} edges, {} \
+                     features, {} classes, {} training nodes) here",
+                    path.display(),
+                    stored.name,
+                    stored.nodes,
+                    stored.edges,
+                    stored.features,
+                    stored.classes,
+                    stored.train,
+                    here.name,
+                    here.nodes,
+                    here.edges,
+                    here.features,
+                    here.classes,
+                    here.train
+                )));
+            }
+        }
+        if let Some(stored) = ck.meta.get("config") {
+            let stored: serde_json::Value =
+                serde_json::from_str(stored).map_err(|e| parse("config", e))?;
+            let here = serde_json::to_value(&self.config).map_err(|e| parse("config", e))?;
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            flatten("", &stored, &mut a);
+            flatten("", &here, &mut b);
+            let stored: std::collections::HashMap<_, _> = a.into_iter().collect();
+            let diffs: Vec<String> = b
+                .iter()
+                .filter(|(k, _)| !RESUMABLE_CHANGES.contains(&k.as_str()))
+                // A field an older checkpoint lacks is not compared.
+                .filter_map(|(k, v)| {
+                    let s = stored.get(k)?;
+                    (s != v).then(|| format!("{k} ({s} in the checkpoint, {v} now)"))
+                })
+                .collect();
+            if !diffs.is_empty() {
+                return Err(Error::invalid(format!(
+                    "{} was written with another configuration: {}; resume with the same \
+                     settings (only epochs, device, evaluation, patience, on-nan and \
+                     micro-batching may change)",
+                    path.display(),
+                    diffs.join(", ")
+                )));
+            }
+        }
+        ck.restore(&self.model, self.optim.as_mut())?;
+        self.start_epoch = ck.epoch;
+        self.history = match ck.meta.get("history") {
+            Some(h) => serde_json::from_str(h).map_err(|e| parse("history", e))?,
+            None => Vec::new(),
+        };
+        self.stored_final = match ck.meta.get("final") {
+            Some(f) => Some(serde_json::from_str(f).map_err(|e| parse("final", e))?),
+            None => None,
+        };
         Ok(())
     }
 
-    /// Writes a checkpoint after `epochs_done` epochs.
+    /// Writes a checkpoint after `epochs_done` epochs, with the configuration, the
+    /// dataset's identity and the figures of the epochs in [`Trainer::history`].
     pub fn save(&self, path: &Path, epochs_done: usize) -> Result<()> {
-        let json =
-            serde_json::to_string(&self.config).map_err(|e| Error::invalid(e.to_string()))?;
-        checkpoint::save(path, &self.model, self.optim.as_ref(), epochs_done, &json)
+        self.save_with(path, epochs_done, None)
+    }
+
+    fn save_with(&self, path: &Path, epochs_done: usize, fin: Option<&FinalFigures>) -> Result<()> {
+        let mut extra = vec![
+            ("dataset", json(&DatasetId::of(self.data))?),
+            ("history", json(&self.history)?),
+        ];
+        if let Some(f) = fin {
+            extra.push(("final", json(f)?));
+        }
+        checkpoint::save(
+            path,
+            &self.model,
+            self.optim.as_ref(),
+            epochs_done,
+            &json(&self.config)?,
+            &extra,
+        )
     }
 
     /// Gathers the rows of `ids` from the host feature matrix onto the training device
@@ -353,36 +769,75 @@ impl<'a> Trainer<'a> {
         Ok(blocks.into_iter().map(Arc::new).collect())
     }
 
-    /// One epoch over the training seeds.
+    /// One epoch over the training seeds; `epoch` is 0-based (the stats' `epoch` is
+    /// 1-based). A NaN or infinite loss is an error under `OnNan::Stop`.
     pub fn train_epoch(&mut self, epoch: usize) -> Result<EpochStats> {
+        match self.train_epoch_inner(epoch, false)? {
+            EpochEnd::Done(s) => Ok(s),
+            EpochEnd::Diverged(msg) => Err(Error::invalid(msg)),
+            EpochEnd::Interrupted => Err(Error::invalid("interrupted")),
+        }
+    }
+
+    fn train_epoch_inner(&mut self, epoch: usize, stoppable: bool) -> Result<EpochEnd> {
         let t0 = Instant::now();
         let mut ph = Phases::default();
         let (mut loss_sum, mut correct, mut seen, mut micro) = (0.0, 0usize, 0usize, 0usize);
+        let mut skipped = 0usize;
         let batches = self.batches(epoch);
         for (b, seeds) in batches.iter().enumerate() {
             let out = self.run_batch(epoch, b, seeds, Pass::Train)?;
             ph.add(&out.phases);
+            micro += out.stats.batches.len();
+            self.micro_log.push(out.stats);
+            if out.non_finite {
+                let what = format!(
+                    "the loss of epoch {} (batch {} of {}) is {}",
+                    epoch + 1,
+                    b + 1,
+                    batches.len(),
+                    out.loss_sum
+                );
+                if self.config.on_nan == OnNan::Stop {
+                    return Ok(EpochEnd::Diverged(format!(
+                        "training diverged: {what} (its gradients were not applied)"
+                    )));
+                }
+                skipped += 1;
+                if skipped == batches.len() {
+                    return Ok(EpochEnd::Diverged(format!(
+                        "training diverged: every batch of epoch {} had a NaN or infinite \
+                         loss ({what})",
+                        epoch + 1
+                    )));
+                }
+                continue;
+            }
             loss_sum += out.loss_sum;
             correct += out.correct;
             seen += out.seeds;
-            micro += out.stats.batches.len();
-            self.micro_log.push(out.stats);
+            if stoppable && b + 1 < batches.len() && self.stop_requested() {
+                return Ok(EpochEnd::Interrupted);
+            }
         }
         let valid_acc = if self.config.eval_every > 0 && (epoch + 1) % self.config.eval_every == 0 {
             Some(self.evaluate(&self.data.split.valid)?)
         } else {
             None
         };
-        Ok(EpochStats {
-            epoch,
+        Ok(EpochEnd::Done(EpochStats {
+            epoch: epoch + 1,
             loss: loss_sum / seen.max(1) as f64,
             train_acc: correct as f64 / seen.max(1) as f64,
             valid_acc,
+            test_acc: None,
+            lr: self.optim.lr(),
             seconds: t0.elapsed().as_secs_f64(),
             phases: ph,
             batches: batches.len(),
+            skipped_batches: skipped,
             micro_batches: micro,
-        })
+        }))
     }
 
     /// Samples and partitions the batches of `epoch` without training: with `run`, every
@@ -467,41 +922,238 @@ impl<'a> Trainer<'a> {
     }
 
     /// Trains for the configured epochs (from `start_epoch`), calling `on_epoch` after
-    /// each, and checkpointing every epoch to `checkpoint` if given.
+    /// each, and checkpointing every epoch to `checkpoint` if given (checked writable
+    /// before the first epoch; a diverged epoch is never written, so the last checkpoint
+    /// stays the last good one). The learning rate follows `lr_schedule`; with `patience`
+    /// the run stops early; a stop flag ([`Trainer::set_stop_flag`]) ends it after the
+    /// current batch with `interrupted` set. After resuming a finished run nothing is
+    /// trained and the stored figures come back (`already_finished`).
     pub fn run(
         &mut self,
         checkpoint: Option<&Path>,
         on_epoch: &mut dyn FnMut(&EpochStats),
     ) -> Result<Summary> {
+        if let Some(path) = checkpoint {
+            crate::atomic::check_writable(path)?;
+        }
         let mem = self.config.device.memory()?;
         mem.reset_peak();
         self.peak_seen.set(0);
+        let mut best = Best::from_history(&self.history);
+        if self.finished() {
+            let fin = match self.stored_final.clone() {
+                Some(f) => f,
+                // Finished but saved before the final evaluation: evaluate now.
+                None => FinalFigures {
+                    valid_acc: self.evaluate(&self.data.split.valid)?,
+                    test_acc: self.evaluate(&self.data.split.test)?,
+                    final_loss: self.history.last().map_or(f64::NAN, |e| e.loss),
+                    stopped_early: false,
+                },
+            };
+            return Ok(self.summary(fin, &best, 0.0, false, true));
+        }
         let t0 = Instant::now();
-        let mut epochs = Vec::new();
+        let (mut stopped_early, mut interrupted) = (false, false);
         for epoch in self.start_epoch..self.config.epochs {
-            let stats = self.train_epoch(epoch)?;
+            let lr = self
+                .config
+                .lr_schedule
+                .lr_at(self.config.lr, epoch, self.config.epochs);
+            self.optim.set_lr(lr);
+            let mut stats = match self.train_epoch_inner(epoch, true)? {
+                EpochEnd::Done(s) => s,
+                EpochEnd::Interrupted => {
+                    interrupted = true;
+                    break;
+                }
+                EpochEnd::Diverged(msg) => {
+                    let kept = match (checkpoint, self.history.last()) {
+                        (Some(p), Some(e)) => format!(
+                            "; {} keeps the weights after epoch {}",
+                            p.display(),
+                            e.epoch
+                        ),
+                        _ => String::new(),
+                    };
+                    return Err(Error::invalid(format!(
+                        "{msg}: stopped (try a lower learning rate){kept}"
+                    )));
+                }
+            };
+            if let Some(v) = stats.valid_acc {
+                if best.improves(v) {
+                    let test = no_grad(|| self.evaluate(&self.data.split.test))?;
+                    stats.test_acc = Some(test);
+                    best = Best {
+                        acc: Some(v),
+                        epoch: Some(stats.epoch),
+                        test: Some(test),
+                        since: 0,
+                    };
+                } else {
+                    best.since += 1;
+                }
+            }
             on_epoch(&stats);
-            epochs.push(stats);
+            self.history.push(stats);
             if let Some(path) = checkpoint {
                 self.save(path, epoch + 1)?;
             }
+            if self.config.patience.is_some_and(|p| best.since >= p) {
+                stopped_early = epoch + 1 < self.config.epochs;
+                break;
+            }
+            if self.stop_requested() {
+                interrupted = epoch + 1 < self.config.epochs;
+                break;
+            }
         }
         let train_seconds = t0.elapsed().as_secs_f64();
-        let valid_acc = self.evaluate(&self.data.split.valid)?;
-        let test_acc = self.evaluate(&self.data.split.test)?;
+        let final_loss = self.history.last().map_or(f64::NAN, |e| e.loss);
+        let fin = if interrupted {
+            // Stop promptly: no final evaluation.
+            FinalFigures {
+                valid_acc: f64::NAN,
+                test_acc: f64::NAN,
+                final_loss,
+                stopped_early,
+            }
+        } else {
+            let fin = FinalFigures {
+                valid_acc: self.evaluate(&self.data.split.valid)?,
+                test_acc: self.evaluate(&self.data.split.test)?,
+                final_loss,
+                stopped_early,
+            };
+            if let Some(path) = checkpoint {
+                let done = self.history.last().map_or(self.start_epoch, |e| e.epoch);
+                self.save_with(path, done, Some(&fin))?;
+            }
+            fin
+        };
         self.fold_peak();
-        Ok(Summary {
+        let mut s = self.summary(fin, &best, train_seconds, interrupted, false);
+        s.micro_batches = std::mem::take(&mut self.micro_log);
+        Ok(s)
+    }
+
+    fn summary(
+        &self,
+        fin: FinalFigures,
+        best: &Best,
+        train_seconds: f64,
+        interrupted: bool,
+        already_finished: bool,
+    ) -> Summary {
+        Summary {
             dataset: self.data.name.clone(),
             config: self.config.clone(),
             num_parameters: self.model.num_parameters(),
-            test_acc,
-            valid_acc,
-            final_loss: epochs.last().map_or(f64::NAN, |e| e.loss),
-            epochs,
+            test_acc: fin.test_acc,
+            valid_acc: fin.valid_acc,
+            final_loss: fin.final_loss,
+            best_valid_acc: best.acc,
+            best_valid_epoch: best.epoch,
+            test_acc_at_best_valid: best.test,
+            stopped_early: fin.stopped_early,
+            interrupted,
+            already_finished,
+            epochs: self.history.clone(),
             peak_bytes: self.peak_seen.get(),
             train_seconds,
-            micro_batches: std::mem::take(&mut self.micro_log),
-        })
+            micro_batches: Vec::new(),
+        }
+    }
+
+    /// Logits of `nodes` (`[nodes.len(), classes]`, on the CPU) from full-neighbour
+    /// inference: every layer aggregates all neighbours (fanout -1), no dropout, in
+    /// batches of `eval_batch_size` seeds (halved while one runs out of memory).
+    pub fn predict(&self, nodes: &[u32]) -> Result<Tensor> {
+        self.infer(&self.model, nodes, false)
+    }
+
+    /// Node embeddings: the last hidden layer's output (after its ReLU) for `nodes`
+    /// (`[nodes.len(), hidden]`, on the CPU), from full-neighbour inference as in
+    /// [`Trainer::predict`]. Needs a model of at least two layers; GAT is not supported
+    /// (its truncated stack would change the last layer's heads).
+    pub fn embeddings(&self, nodes: &[u32]) -> Result<Tensor> {
+        let cfg = &self.config.model;
+        if cfg.layers < 2 {
+            return Err(Error::invalid(
+                "a one-layer model has no hidden layer to take embeddings from",
+            ));
+        }
+        if cfg.kind == crate::nn::ModelKind::Gat {
+            return Err(Error::invalid(
+                "embeddings of GAT models are not supported (use predict for logits)",
+            ));
+        }
+        // The first layers - 1 layers of the model, sharing its weights' values.
+        let mut head = cfg.clone();
+        head.layers -= 1;
+        head.out_dim = cfg.widths(cfg.layers - 2).1;
+        let degrees = self.graph.in_degrees();
+        let trunk = Gnn::new(head, Some(&degrees), 0, self.config.device)?;
+        let full: std::collections::HashMap<String, Tensor> =
+            self.model.named_parameters("m").into_iter().collect();
+        for (name, p) in trunk.named_parameters("m") {
+            let src = full
+                .get(&name)
+                .filter(|t| t.shape() == p.shape())
+                .ok_or_else(|| {
+                    Error::invalid(format!("embeddings: parameter `{name}` has no counterpart"))
+                })?;
+            ops::assign(&p, src)?;
+        }
+        self.infer(&trunk, nodes, true)
+    }
+
+    fn infer(&self, model: &Gnn, nodes: &[u32], relu: bool) -> Result<Tensor> {
+        let n = self.data.num_nodes();
+        if let Some(&v) = nodes.iter().find(|&&v| v as usize >= n) {
+            return Err(Error::invalid(format!(
+                "node {v} is out of range: the graph has {n} nodes"
+            )));
+        }
+        let fanouts = vec![-1i64; model.config.layers];
+        let width = model.config.widths(model.config.layers - 1).1;
+        let mut out: Vec<f32> = Vec::with_capacity(nodes.len() * width);
+        let mut size = self.config.eval_batch_size.max(1);
+        let (mut at, mut i) = (0usize, 0u64);
+        no_grad(|| -> Result<()> {
+            while at < nodes.len() {
+                let seeds = &nodes[at..(at + size).min(nodes.len())];
+                let run = || -> Result<Vec<f32>> {
+                    let blocks: Vec<Arc<Block>> = sample_blocks(
+                        &self.graph,
+                        seeds,
+                        &fanouts,
+                        mix64(self.config.seed ^ (u64::MAX - i)),
+                    )?
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect();
+                    let x = self.gather_features(&blocks[0].src_nodes)?;
+                    let mut h = model.forward(&blocks, &x, &Forward::default())?;
+                    if relu {
+                        h = ops::relu(&h)?;
+                    }
+                    h.to_vec_f32()
+                };
+                match run() {
+                    Ok(rows) => {
+                        out.extend_from_slice(&rows);
+                        at += seeds.len();
+                        i += 1;
+                    }
+                    Err(Error::OutOfMemory { .. }) if size > 1 => size = size.div_ceil(2),
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })?;
+        Tensor::from_f32(out, &[nodes.len(), width], Device::Cpu)
     }
 }
 

@@ -1,0 +1,72 @@
+//! The library's conveniences: `TrainConfig::default()` with setters trains as is (the
+//! model's widths taken from the data), and `predict`/`embeddings` run full-neighbour
+//! inference.
+
+use std::sync::Arc;
+
+use espalier::graph::{self, LoadOptions};
+use espalier::nn::{ModelConfig, ModelKind};
+use espalier::ops;
+use espalier::train::{BatchSize, TrainConfig, Trainer};
+
+fn data() -> espalier::graph::Dataset {
+    graph::load("synthetic:cora-like,scale=0.2", &LoadOptions::default()).unwrap()
+}
+
+#[test]
+fn default_config_with_setters_trains_and_predict_agrees_with_evaluate() {
+    let data = data();
+    let graph = Arc::new(data.graph.symmetrize());
+    let config = TrainConfig::default()
+        .model(ModelConfig::default().hidden(16))
+        .fanouts(vec![-1, -1])
+        .batch_size(BatchSize::Full)
+        .epochs(3)
+        .eval_batch_size(37);
+    let mut t = Trainer::new(&data, graph, config).unwrap();
+    assert_eq!(t.config.model.in_dim, data.feat_dim);
+    assert_eq!(t.config.model.out_dim, data.num_classes);
+    let s = t.run(None, &mut |_| {}).unwrap();
+    let test = &data.split.test;
+    let logits = t.predict(test).unwrap();
+    assert_eq!(logits.shape(), &[test.len(), data.num_classes]);
+    // With all neighbours in training too, evaluate samples exactly what predict uses.
+    let pred = ops::argmax_rows(&logits).unwrap().to_vec_u32().unwrap();
+    let correct = pred
+        .iter()
+        .zip(test)
+        .filter(|(&p, &v)| p == data.labels[v as usize])
+        .count();
+    assert_eq!(correct as f64 / test.len() as f64, s.test_acc);
+    // Batching does not change the result.
+    let one: Vec<f32> = t.predict(&test[..1]).unwrap().to_vec_f32().unwrap();
+    let all = logits.to_vec_f32().unwrap();
+    assert_eq!(&all[..data.num_classes], &one[..]);
+    let emb = t.embeddings(test).unwrap();
+    assert_eq!(emb.shape(), &[test.len(), 16]);
+    assert!(emb.to_vec_f32().unwrap().iter().all(|&x| x >= 0.0));
+    let err = t.predict(&[u32::MAX]).unwrap_err().to_string();
+    assert!(err.contains("out of range"), "{err}");
+}
+
+#[test]
+fn embeddings_need_a_hidden_layer_and_refuse_gat() {
+    let data = data();
+    let graph = Arc::new(data.graph.symmetrize());
+    let one = TrainConfig::default()
+        .model(ModelConfig::default().hidden(8))
+        .fanouts(vec![5]);
+    let t = Trainer::new(&data, graph.clone(), one).unwrap();
+    assert!(t.embeddings(&[0]).is_err());
+    let gat = TrainConfig::default()
+        .model(
+            ModelConfig::default()
+                .kind(ModelKind::Gat)
+                .hidden(4)
+                .heads(2),
+        )
+        .fanouts(vec![5, 5]);
+    let t = Trainer::new(&data, graph, gat).unwrap();
+    assert!(t.embeddings(&[0]).unwrap_err().to_string().contains("GAT"));
+    assert_eq!(t.predict(&[0, 1]).unwrap().shape(), &[2, data.num_classes]);
+}
