@@ -8,11 +8,7 @@ use espalier::graph::{self, LoadOptions};
 use espalier::train::{TrainConfig, Trainer};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let default = match root.join("data/cora") {
-        d if d.is_dir() => d,
-        _ => root.join("../shared/data/cora"), // until the repository holds its copy
-    };
+    let default = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/cora");
     let dir = std::env::args()
         .nth(1)
         .unwrap_or(default.display().to_string());

@@ -144,3 +144,40 @@ fn a_sage_lstm_step_on_a_gpu_waits_for_nothing_until_read() {
         }
     }
 }
+
+/// The trainer reports each epoch's host waits in its statistics (and so in `--json`):
+/// none on the CPU; on a GPU the same count every epoch for the same work (full batch,
+/// K = 2, evaluation every epoch), and at least one (the loss is read back).
+#[test]
+fn each_epoch_reports_its_host_waits() {
+    use espalier::graph::{self, LoadOptions};
+    use espalier::nn::ModelConfig;
+    use espalier::train::{BatchSize, MicroConfig, TrainConfig, Trainer};
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let data = graph::load("synthetic:cora-like,scale=0.1", &LoadOptions::default()).unwrap();
+    let graph = Arc::new(data.graph.symmetrize());
+    let mut devices = vec![Device::Cpu];
+    devices.extend(common::gpu_devices());
+    for dev in devices {
+        let config = TrainConfig::default()
+            .model(ModelConfig::default().hidden(8))
+            .fanouts(vec![5, 5])
+            .batch_size(BatchSize::Full)
+            .epochs(3)
+            .device(dev)
+            .micro(MicroConfig {
+                micro_batches: 2,
+                ..MicroConfig::default()
+            });
+        let mut t = Trainer::new(&data, graph.clone(), config).unwrap();
+        let s = t.run(None, &mut |_| {}).unwrap();
+        let w: Vec<u64> = s.epochs.iter().map(|e| e.host_waits).collect();
+        println!("{dev}: host waits per epoch {w:?}");
+        if dev == Device::Cpu {
+            assert_eq!(w, vec![0, 0, 0]);
+        } else {
+            assert!(w[1] > 0, "{dev}: the loss is read back at least once");
+            assert_eq!(w[1], w[2], "{dev}: the same work waits as often");
+        }
+    }
+}

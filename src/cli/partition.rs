@@ -196,7 +196,7 @@ fn print_compare(all: &[PartitionStats]) {
         println!(
             "{:<8} {:>5} {:>3} {:>10.3} {:>11} {:>11} {:>11} {:>11} {:>9.4}s {:>8.4}s {:>9.3}s",
             s.partitioner,
-            format!("{}/{}", s.epoch + 1, s.batch),
+            format!("{}/{}", s.epoch, s.batch),
             s.k,
             s.redundancy,
             format_bytes(est_max),
@@ -213,7 +213,7 @@ fn print_compare(all: &[PartitionStats]) {
 fn print_stats(s: &PartitionStats) {
     println!(
         "epoch {} batch {}: k {}  partitioner {}  redundancy {:.3}  partition {:.4}s  slice {:.4}s{}",
-        s.epoch + 1,
+        s.epoch,
         s.batch,
         s.k,
         s.partitioner,

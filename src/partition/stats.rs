@@ -23,7 +23,7 @@ pub struct MicroBatchStats {
 /// One batch's partition (one entry per epoch for full-batch training).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PartitionStats {
-    /// Epoch of the batch.
+    /// Epoch of the batch, 1-based like the console and `EpochStats::epoch`.
     pub epoch: usize,
     /// Index of the batch in its epoch.
     pub batch: usize,

@@ -163,7 +163,7 @@ impl Trainer<'_> {
         let parts = self.plan(&slicer, seeds, epoch)?;
         phases.partition = t.elapsed().as_secs_f64();
         let mut stats = PartitionStats {
-            epoch,
+            epoch: epoch + 1,
             batch: b,
             k: parts.len(),
             partitioner: self.partitioner.name().to_string(),

@@ -312,6 +312,11 @@ pub struct EpochStats {
     pub skipped_batches: usize,
     /// Micro-batches run over the epoch's batches.
     pub micro_batches: usize,
+    /// Times the host blocked on the device during the epoch (evaluation included):
+    /// synchronisations and device-to-host reads, see `Device::host_waits`. Always 0 on
+    /// the CPU.
+    #[serde(default)]
+    pub host_waits: u64,
 }
 
 /// The result of a run (`--json`). Accuracies not measured (an interrupted run has no
@@ -781,6 +786,7 @@ impl<'a> Trainer<'a> {
 
     fn train_epoch_inner(&mut self, epoch: usize, stoppable: bool) -> Result<EpochEnd> {
         let t0 = Instant::now();
+        let waits0 = self.config.device.host_waits()?;
         let mut ph = Phases::default();
         let (mut loss_sum, mut correct, mut seen, mut micro) = (0.0, 0usize, 0usize, 0usize);
         let mut skipped = 0usize;
@@ -837,6 +843,7 @@ impl<'a> Trainer<'a> {
             batches: batches.len(),
             skipped_batches: skipped,
             micro_batches: micro,
+            host_waits: self.config.device.host_waits()? - waits0,
         }))
     }
 
