@@ -13,21 +13,32 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// Operand shapes do not fit the op.
     #[error("{op}: shape mismatch: {msg}")]
-    Shape { op: &'static str, msg: String },
+    Shape {
+        /// The op.
+        op: &'static str,
+        /// What does not fit.
+        msg: String,
+    },
 
     /// Operands live on different devices.
     #[error("{op}: operands on different devices ({lhs} and {rhs})")]
     DeviceMismatch {
+        /// The op.
         op: &'static str,
+        /// The first operand's device.
         lhs: Device,
+        /// The other operand's device.
         rhs: Device,
     },
 
     /// An operand has the wrong element type.
     #[error("{op}: expected dtype {expected}, got {got}")]
     DType {
+        /// The op.
         op: &'static str,
+        /// The dtype the op takes.
         expected: &'static str,
+        /// The operand's dtype.
         got: &'static str,
     },
 
@@ -38,19 +49,33 @@ pub enum Error {
         budget_text(*.budget)
     )]
     OutOfMemory {
+        /// The device that ran out.
         device: Device,
+        /// Bytes asked for.
         requested: u64,
+        /// Bytes allocated at the time.
         live: u64,
+        /// The budget in bytes, or [`NO_BUDGET`].
         budget: u64,
     },
 
     /// A backend cannot be used on this machine, with the reason.
     #[error("backend {backend} unavailable: {reason}")]
-    BackendUnavailable { backend: String, reason: String },
+    BackendUnavailable {
+        /// The backend, e.g. `cuda:0`.
+        backend: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
 
     /// A backend call failed (driver, shader or kernel compile errors carry their log).
     #[error("{backend}: {msg}")]
-    Backend { backend: &'static str, msg: String },
+    Backend {
+        /// The backend: `wgpu` or `cuda`.
+        backend: &'static str,
+        /// What failed.
+        msg: String,
+    },
 
     /// Misuse of the autograd graph (backward twice, backward from a non-scalar...).
     #[error("autograd: {0}")]
@@ -63,7 +88,9 @@ pub enum Error {
     /// A file could not be opened, read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The system's error.
         source: std::io::Error,
     },
 
@@ -71,8 +98,11 @@ pub enum Error {
     /// and then no line number is shown: `path: msg`).
     #[error("{}", parse_message(path, *line, msg))]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// 1-based line, 0 for the whole file.
         line: u64,
+        /// What is wrong.
         msg: String,
     },
 }

@@ -17,9 +17,11 @@ use crate::error::{Error, Result};
 /// Element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// 32-bit float.
     F32,
     /// CPU only: for gradient checks in double precision.
     F64,
+    /// 32-bit unsigned index.
     U32,
     /// IEEE half precision: storage of feature matrices only (`--feature-dtype f16`),
     /// widened to f32 by [`crate::ops::widen`]. GPU buffers hold two values per word.
@@ -58,8 +60,11 @@ impl DType {
 /// A tensor's data on its device.
 #[derive(Debug)]
 pub enum Storage {
+    /// On the CPU.
     Cpu(CpuBuffer),
+    /// On a wgpu adapter.
     Wgpu(WgpuBuffer),
+    /// On a CUDA device.
     Cuda(CudaBuffer),
 }
 

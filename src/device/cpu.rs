@@ -17,12 +17,16 @@ pub fn memory() -> &'static MemoryTracker {
 /// Typed CPU data.
 #[derive(Debug)]
 pub enum CpuData {
+    /// f32 values.
     F32(Vec<f32>),
+    /// f64 values (gradient checks).
     F64(Vec<f64>),
+    /// u32 indices.
     U32(Vec<u32>),
     /// Half-precision storage of feature matrices (`--feature-dtype`); widened to f32 by
     /// [`crate::ops::widen`] before any arithmetic.
     F16(Vec<half::f16>),
+    /// bfloat16 storage of feature matrices, widened like `F16`.
     BF16(Vec<half::bf16>),
 }
 
@@ -42,6 +46,7 @@ impl CpuData {
 /// A counted CPU allocation.
 #[derive(Debug)]
 pub struct CpuBuffer {
+    /// The values.
     pub data: CpuData,
     _alloc: Allocation,
 }
@@ -114,8 +119,11 @@ impl CpuBuffer {
 
 /// Conversion between typed vectors and [`CpuData`] for generic CPU kernels.
 pub trait CpuElem: Copy + Send + Sync + 'static {
+    /// Wraps a vector as [`CpuData`].
     fn wrap(v: Vec<Self>) -> CpuData;
+    /// The values, if `d` holds this type.
     fn slice(d: &CpuData) -> Option<&[Self]>;
+    /// The values, mutable, if `d` holds this type.
     fn slice_mut(d: &mut CpuData) -> Option<&mut [Self]>;
 }
 

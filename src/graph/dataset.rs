@@ -39,8 +39,11 @@ pub const RANDOM_SPLIT: (f64, f64, f64) = (0.08, 0.10, 0.20);
 /// Train, validation and test node ids.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Split {
+    /// Training node ids.
     pub train: Vec<u32>,
+    /// Validation node ids.
     pub valid: Vec<u32>,
+    /// Test node ids.
     pub test: Vec<u32>,
 }
 
@@ -53,10 +56,13 @@ pub struct Dataset {
     pub graph: Csr,
     /// Row-major `num_nodes x feat_dim`.
     pub features: Vec<f32>,
+    /// Features per node.
     pub feat_dim: usize,
     /// One class per node; [`UNLABELED`] for none.
     pub labels: Vec<u32>,
+    /// Number of classes; every label but [`UNLABELED`] is below it.
     pub num_classes: usize,
+    /// Train, validation and test node ids.
     pub split: Split,
     /// What was synthesized, for the user (e.g. "no node-feat.csv.gz: 100 random features").
     pub notes: Vec<String>,

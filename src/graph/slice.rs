@@ -35,8 +35,11 @@ const CHUNK: usize = 1024;
 /// Sizes of one block: what the memory estimator reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct BlockSizes {
+    /// Source nodes.
     pub num_src: usize,
+    /// Destination nodes.
     pub num_dst: usize,
+    /// Edges.
     pub num_edges: usize,
     /// `degree_hist[d]`: dst nodes with in-degree `d` (as [`degree_histogram`]).
     pub degree_hist: Vec<usize>,

@@ -59,10 +59,15 @@ pub const SPLIT: (f64, f64, f64) = (0.10, 0.10, 0.20);
 /// A named size and shape.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Preset {
+    /// Name, e.g. `cora-like`.
     pub name: &'static str,
+    /// Node count at scale 1.
     pub nodes: u64,
+    /// Edge count at scale 1.
     pub edges: u64,
+    /// Features per node.
     pub feat_dim: usize,
+    /// Number of classes.
     pub classes: usize,
     /// Fraction of each node's out-edges drawn inside its class.
     pub homophily: f64,
@@ -113,8 +118,11 @@ pub const PRESETS: [Preset; 4] = [
 /// A preset, a scale and a seed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SynthSpec {
+    /// The preset.
     pub preset: Preset,
+    /// Multiplies the preset's node and edge counts.
     pub scale: f64,
+    /// Seed of the generator.
     pub seed: u64,
 }
 

@@ -46,6 +46,7 @@ pub struct GatLayer {
     pub attn_dst: Tensor,
     /// `[heads·D]`.
     pub bias: Tensor,
+    /// Number of attention heads.
     pub heads: usize,
     /// Add a self-loop to every dst node without one before attending.
     pub self_loops: bool,
@@ -54,7 +55,9 @@ pub struct GatLayer {
 /// Attention dropout of one forward pass: probability and mask key.
 #[derive(Clone, Copy, Debug)]
 pub struct AttnDropout {
+    /// Dropout probability.
     pub p: f64,
+    /// Mask key (see [`crate::ops::dropout_key`]).
     pub key: u32,
 }
 

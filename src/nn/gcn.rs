@@ -20,7 +20,9 @@ use crate::tensor::Tensor;
 /// One GCN layer.
 #[derive(Clone, Debug)]
 pub struct GcnLayer {
+    /// `[in, out]`, no bias.
     pub fc: Linear,
+    /// `[out]`.
     pub bias: Tensor,
 }
 

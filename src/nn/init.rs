@@ -11,8 +11,11 @@ use crate::tensor::Tensor;
 /// How to initialise a weight matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Init {
+    /// Glorot (Xavier) uniform.
     GlorotUniform,
+    /// Kaiming (He) uniform, for ReLU.
     KaimingUniform,
+    /// All zeros.
     Zeros,
 }
 

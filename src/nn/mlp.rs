@@ -10,7 +10,9 @@ use crate::tensor::Tensor;
 /// `Linear → act → … → Linear`.
 #[derive(Clone, Debug)]
 pub struct Mlp {
+    /// The linear layers, input first.
     pub layers: Vec<Linear>,
+    /// Applied between layers (not after the last).
     pub activation: Activation,
 }
 

@@ -42,11 +42,17 @@ pub fn join(prefix: &str, name: &str) -> String {
 /// A parameter-free activation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Activation {
+    /// `x`.
     Identity,
+    /// `max(x, 0)`.
     Relu,
+    /// Leaky ReLU with this slope: `x` if positive, else `slope · x`.
     LeakyRelu(f64),
+    /// ELU with this alpha: `x` if positive, else `alpha (eˣ - 1)`.
     Elu(f64),
+    /// `1 / (1 + e⁻ˣ)`.
     Sigmoid,
+    /// `tanh(x)`.
     Tanh,
 }
 

@@ -33,9 +33,13 @@ use crate::tensor::Tensor;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Aggregator {
+    /// Mean of the neighbours.
     Mean,
+    /// Sum of the neighbours.
     Sum,
+    /// Element-wise max of the neighbours after a linear layer and ReLU.
     Pool,
+    /// An LSTM over the neighbours.
     Lstm,
 }
 
@@ -69,8 +73,11 @@ impl Aggregator {
 /// One GraphSAGE layer.
 #[derive(Clone, Debug)]
 pub struct SageLayer {
+    /// How neighbours are aggregated.
     pub aggr: Aggregator,
+    /// `[in, out]`: the node's own features.
     pub fc_self: Linear,
+    /// `[in, out]`: the aggregated neighbours.
     pub fc_neigh: Linear,
     /// `pool` only: the per-neighbour transform before the max.
     pub fc_pool: Option<Linear>,
@@ -80,6 +87,7 @@ pub struct SageLayer {
     /// sampling, the explosion bucket) into pieces of at most this many dst nodes, to cap
     /// one launch's buffers. `None` (the default): no split.
     pub lstm_split: Option<usize>,
+    /// `[out]`.
     pub bias: Tensor,
 }
 

@@ -11,10 +11,15 @@ use crate::graph::Block;
 /// The CSR (dst -> in-edges) and its transpose (src -> out-edges) of one block.
 #[derive(Debug)]
 pub struct BlockBuffers {
+    /// `num_dst + 1` offsets into `indices`.
     pub indptr: CudaBuffer,
+    /// Local source index of each edge, grouped by destination.
     pub indices: CudaBuffer,
+    /// `num_src + 1` offsets into `t_dst` / `t_edges`.
     pub t_indptr: CudaBuffer,
+    /// Local destination of each out-edge, grouped by source.
     pub t_dst: CudaBuffer,
+    /// Position in `indices` of each out-edge.
     pub t_edges: CudaBuffer,
 }
 

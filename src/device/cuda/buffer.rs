@@ -72,7 +72,7 @@ impl CudaBuffer {
     }
 
     /// A buffer holding `bytes` (padded with zeros to a whole word). Large uploads go
-    /// through the context's page-locked staging chunks (see [`super::staging`] for why a
+    /// through the context's page-locked staging chunks (see the `staging` module for why a
     /// chunk is never overwritten before its transfer ran), so the copy of one chunk into
     /// pinned memory overlaps the transfer of the previous ones, and the transfer runs at
     /// the bus's pinned rate rather than through the driver's bounce buffer.

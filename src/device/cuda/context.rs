@@ -12,10 +12,15 @@ use crate::error::{Error, Result};
 /// What `espalier devices` shows of a CUDA device.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct CudaDeviceSummary {
+    /// The `N` of `cuda:N`.
     pub index: u32,
+    /// The device's name.
     pub name: String,
+    /// Compute capability (major, minor).
     pub compute_capability: (i32, i32),
+    /// Total device memory in bytes.
     pub total_bytes: u64,
+    /// Streaming multiprocessors.
     pub multiprocessors: u32,
     /// Theoretical memory bandwidth in bytes/s (memory clock × bus width × 2).
     pub peak_bandwidth: f64,
@@ -79,11 +84,17 @@ pub fn devices() -> std::result::Result<Vec<CudaDeviceSummary>, String> {
 
 /// One device's context, stream, caches and memory accounting.
 pub struct Context {
+    /// The `N` of `cuda:N`.
     pub index: u32,
+    /// The driver context.
     pub cuda: Arc<CudaContext>,
+    /// The stream every launch and copy goes on.
     pub stream: Arc<CudaStream>,
+    /// The device's name.
     pub name: String,
+    /// Compute capability (major, minor).
     pub compute_capability: (i32, i32),
+    /// Total device memory in bytes.
     pub total_bytes: u64,
     /// Streaming multiprocessors: grid-stride launches size their grids by it.
     pub sm_count: u32,

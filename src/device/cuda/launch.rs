@@ -19,8 +19,11 @@ pub const BLOCK: u32 = 256;
 /// A CUDA entry point: its file stem, its source (prelude included) and its name.
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
+    /// File stem: `kernels/<stem>.cu`.
     pub stem: &'static str,
+    /// CUDA source, prelude included.
     pub source: &'static str,
+    /// Entry point name, e.g. `unary_f32`.
     pub entry: &'static str,
 }
 
@@ -52,8 +55,11 @@ pub enum Arg<'a> {
     Buf(&'a CudaBuffer),
     /// A buffer from its `n`-th 4-byte word on, as a device pointer.
     BufAt(&'a CudaBuffer, usize),
+    /// A `u32` scalar.
     U32(u32),
+    /// A `u64` scalar.
     U64(u64),
+    /// An `f32` scalar.
     F32(f32),
 }
 
@@ -154,7 +160,7 @@ impl Context {
     }
 
     /// A launch of [`BLOCK`] threads per block covering `n` threads, capped at
-    /// [`Context::max_blocks`] (kernels loop with a grid stride).
+    /// `Context::max_blocks` (kernels loop with a grid stride).
     pub fn grid_1d(&self, n: u64) -> LaunchConfig {
         let blocks = n.div_ceil(BLOCK as u64).clamp(1, self.max_blocks()) as u32;
         LaunchConfig {

@@ -9,16 +9,27 @@ use crate::error::{Error, Result};
 /// What `espalier devices` shows of an adapter.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct AdapterSummary {
+    /// The `N` of `wgpu:N`.
     pub index: u32,
+    /// The adapter's name.
     pub name: String,
+    /// The graphics API (Vulkan, Metal, Dx12, Gl).
     pub backend: String,
+    /// Discrete, integrated, virtual or CPU.
     pub device_type: String,
+    /// Driver name and version.
     pub driver: String,
+    /// Largest storage buffer binding, in bytes.
     pub max_storage_buffer_binding_size: u64,
+    /// Largest buffer, in bytes.
     pub max_buffer_size: u64,
+    /// Most workgroups per dispatch dimension.
     pub max_compute_workgroups_per_dimension: u32,
+    /// Workgroup shared memory, in bytes.
     pub max_compute_workgroup_storage_size: u32,
+    /// Whether the adapter supports timestamp queries.
     pub timestamp_queries: bool,
+    /// Whether shaders may use `f16`.
     pub shader_f16: bool,
 }
 
@@ -104,11 +115,17 @@ pub fn resolve_adapter(spec: &str) -> Result<u32> {
 
 /// One adapter's device, queue, caches and memory accounting.
 pub struct Context {
+    /// The `N` of `wgpu:N`.
     pub index: u32,
+    /// The logical device.
     pub device: wgpu::Device,
+    /// Its queue.
     pub queue: wgpu::Queue,
+    /// The limits the device was created with.
     pub limits: wgpu::Limits,
+    /// The features the device was created with.
     pub features: wgpu::Features,
+    /// The adapter's info.
     pub info: wgpu::AdapterInfo,
     pub(crate) memory: &'static MemoryTracker,
     pub(crate) pool: crate::device::BufferPool<wgpu::Buffer>,

@@ -33,8 +33,11 @@ const MIN_PARAM_WORDS: usize = 16;
 /// A WGSL entry point: its file stem, its source and its function name.
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
+    /// File stem: `shaders/<stem>.wgsl`.
     pub stem: &'static str,
+    /// WGSL source.
     pub source: &'static str,
+    /// Entry point name.
     pub entry: &'static str,
 }
 

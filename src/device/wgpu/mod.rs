@@ -4,7 +4,7 @@
 //! One [`Context`] per adapter per process holds the device and queue, a pipeline cache
 //! keyed by shader and entry point, a caching buffer pool by size class, and the adapter's
 //! memory tracker. wgpu's validation errors are captured with error scopes and an
-//! uncaptured-error handler and returned as [`Error::Backend`]; wgpu's default handler,
+//! uncaptured-error handler and returned as [`crate::Error::Backend`]; wgpu's default handler,
 //! which panics, is never left installed.
 
 mod block;

@@ -80,11 +80,18 @@ pub enum CacheStatus {
     Hit(PathBuf),
     /// Parsed, then written to this file; `fallback` says why it is not beside the data.
     Written {
+        /// The cache file.
         path: PathBuf,
+        /// Why it is not beside the data, if so.
         fallback: Option<String>,
     },
     /// A stale or corrupt file was found (reason), the data parsed again and written here.
-    Rewritten { path: PathBuf, reason: String },
+    Rewritten {
+        /// The cache file.
+        path: PathBuf,
+        /// What was wrong with the old one.
+        reason: String,
+    },
     /// Parsed, but no cache folder could be written (reasons).
     NotWritten(String),
 }
@@ -137,7 +144,9 @@ pub fn human_bytes(b: u64) -> String {
 /// A cache folder to try, and why it is a fallback (`None`: the usual place).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheDir {
+    /// The folder.
     pub path: PathBuf,
+    /// Why it is a fallback; `None` for the usual place.
     pub fallback: Option<String>,
 }
 
@@ -668,12 +677,17 @@ fn read(path: &Path, key: Option<&[String]>) -> std::result::Result<Parts, Strin
 /// One cache entry, as `espalier cache ls` shows it.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The cache file.
     pub path: PathBuf,
     /// The dataset's name (folder or file name), empty when unreadable.
     pub dataset: String,
+    /// File size in bytes.
     pub bytes: u64,
+    /// Last modification time, if the system gives one.
     pub modified: Option<SystemTime>,
+    /// Node count from the header (0 when unreadable).
     pub nodes: u64,
+    /// Edge count from the header (0 when unreadable).
     pub edges: u64,
     /// Why the entry cannot be used (another version, corrupt header), if so.
     pub problem: Option<String>,

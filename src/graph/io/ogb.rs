@@ -29,20 +29,30 @@ use crate::graph::io::text::{self, parse_f32, parse_node_id, parse_u64, short, L
 /// The files one load reads; `None` for an optional file that is absent.
 #[derive(Clone, Debug)]
 pub struct OgbFiles {
+    /// `raw/num-node-list.csv.gz`.
     pub num_nodes: PathBuf,
+    /// `raw/edge.csv.gz`.
     pub edges: PathBuf,
+    /// `raw/num-edge-list.csv.gz`.
     pub num_edges: Option<PathBuf>,
+    /// `raw/node-feat.csv.gz`.
     pub features: Option<PathBuf>,
+    /// `raw/node-label.csv.gz`.
     pub labels: Option<PathBuf>,
+    /// The split folder's files, if there is a split.
     pub split: Option<SplitFiles>,
 }
 
 /// The files of one split folder.
 #[derive(Clone, Debug)]
 pub struct SplitFiles {
+    /// The split folder's name.
     pub name: String,
+    /// `train.csv.gz`.
     pub train: PathBuf,
+    /// `valid.csv.gz`.
     pub valid: Option<PathBuf>,
+    /// `test.csv.gz`.
     pub test: Option<PathBuf>,
 }
 
