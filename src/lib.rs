@@ -5,6 +5,8 @@
 //! crate holds the tensor and autograd core, the backends (CPU reference, wgpu, CUDA), the
 //! graph machinery (storage, loaders, sampling, blocks), the models and the trainer.
 
+#![warn(missing_docs)]
+
 pub mod atomic;
 pub mod autograd;
 pub mod device;

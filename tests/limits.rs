@@ -10,6 +10,14 @@ use espalier::nn::{Aggregator, Gnn, ModelConfig, ModelKind, Module};
 use espalier::partition::{MemoryEstimator, Resident};
 use espalier::{DType, Device, Error, Tensor};
 
+/// The CPU's memory tracker is one per process: tests of this binary that allocate on the
+/// CPU, or read its live bytes, run one at a time.
+static CPU_TRACKER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    CPU_TRACKER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn config(kind: ModelKind, aggr: Aggregator) -> ModelConfig {
     ModelConfig {
         kind,
@@ -36,6 +44,7 @@ const KINDS: [(ModelKind, Aggregator); 6] = [
 
 #[test]
 fn parameter_shapes_computed_from_widths_match_the_built_model() {
+    let _cpu = serial();
     for (kind, aggr) in KINDS {
         let c = config(kind, aggr);
         let model = Gnn::new(c.clone(), Some(&[1, 2, 3]), 0, Device::Cpu).unwrap();
@@ -63,6 +72,7 @@ fn parameter_shapes_computed_from_widths_match_the_built_model() {
 
 #[test]
 fn widths_past_the_tensor_limit_fail_validation_before_any_allocation() {
+    let _cpu = serial();
     let live = Device::Cpu.memory().unwrap().live();
     for (kind, aggr) in KINDS {
         for (hidden, heads, classes) in [
@@ -100,6 +110,7 @@ fn widths_past_the_tensor_limit_fail_validation_before_any_allocation() {
 
 #[test]
 fn a_cpu_allocation_the_system_refuses_is_out_of_memory() {
+    let _cpu = serial();
     // 2^52 bytes: more than a 48-bit address space can map, whatever the overcommit mode.
     let e = Tensor::zeros(&[1 << 50], DType::F32, Device::Cpu).unwrap_err();
     match e {
@@ -130,6 +141,7 @@ fn e_text() -> String {
 
 #[test]
 fn accounting_saturates_instead_of_overflowing() {
+    let _cpu = serial();
     static T: MemoryTracker = MemoryTracker::new(Device::Cpu);
     let a = T.alloc(u64::MAX - 1).unwrap();
     let b = T.alloc(10).unwrap();
@@ -143,6 +155,7 @@ fn accounting_saturates_instead_of_overflowing() {
 
 #[test]
 fn the_estimator_saturates_on_absurd_widths() {
+    let _cpu = serial();
     let mut c = config(ModelKind::Sage, Aggregator::Lstm);
     (c.in_dim, c.hidden, c.out_dim, c.layers) = (usize::MAX / 2, usize::MAX / 2, 3, 2);
     let e = MemoryEstimator::new(c, Device::Wgpu(0), 2);

@@ -26,8 +26,11 @@ use crate::tensor::Tensor;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
+    /// GraphSAGE (`--aggr` picks the aggregator).
     Sage,
+    /// GCN, normalised with the graph's degrees.
     Gcn,
+    /// GAT, multi-head attention.
     Gat,
 }
 
@@ -53,12 +56,19 @@ pub const MAX_PARAMETER_VALUES: u64 = u32::MAX as u64;
 /// Shape of a model.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ModelConfig {
+    /// Which model.
     pub kind: ModelKind,
+    /// SAGE's neighbour aggregator (ignored by GCN and GAT).
     pub aggr: Aggregator,
+    /// Input feature width.
     pub in_dim: usize,
+    /// Hidden width (per head for GAT).
     pub hidden: usize,
+    /// Output width: the number of classes.
     pub out_dim: usize,
+    /// Number of layers (one per fanout).
     pub layers: usize,
+    /// Dropout probability between layers.
     pub dropout: f64,
     /// GAT: attention heads of the hidden layers (the output layer has one).
     pub heads: usize,
@@ -265,42 +275,52 @@ impl Default for ModelConfig {
 
 /// Builder-style setters, one per field: `ModelConfig::default().kind(ModelKind::Gcn).hidden(64)`.
 impl ModelConfig {
+    /// Sets the model kind.
     pub fn kind(mut self, kind: ModelKind) -> Self {
         self.kind = kind;
         self
     }
+    /// Sets the SAGE aggregator.
     pub fn aggr(mut self, aggr: Aggregator) -> Self {
         self.aggr = aggr;
         self
     }
+    /// Sets the input width (0: taken from the dataset by `Trainer::new`).
     pub fn in_dim(mut self, n: usize) -> Self {
         self.in_dim = n;
         self
     }
+    /// Sets the hidden width.
     pub fn hidden(mut self, n: usize) -> Self {
         self.hidden = n;
         self
     }
+    /// Sets the output width (0: the dataset's class count, by `Trainer::new`).
     pub fn out_dim(mut self, n: usize) -> Self {
         self.out_dim = n;
         self
     }
+    /// Sets the number of layers.
     pub fn layers(mut self, n: usize) -> Self {
         self.layers = n;
         self
     }
+    /// Sets the dropout probability.
     pub fn dropout(mut self, p: f64) -> Self {
         self.dropout = p;
         self
     }
+    /// Sets GAT's attention heads.
     pub fn heads(mut self, n: usize) -> Self {
         self.heads = n;
         self
     }
+    /// Sets GAT's attention dropout.
     pub fn attn_dropout(mut self, p: f64) -> Self {
         self.attn_dropout = p;
         self
     }
+    /// Sets whether GAT adds a self-loop to every dst node without one.
     pub fn self_loops(mut self, on: bool) -> Self {
         self.self_loops = on;
         self
@@ -328,6 +348,7 @@ pub struct Forward {
 /// A stack of GNN layers.
 #[derive(Clone, Debug)]
 pub struct Gnn {
+    /// The configuration the layers were built from.
     pub config: ModelConfig,
     layers: Vec<Layer>,
     /// GCN only: `1/√(d+1)` per graph node.

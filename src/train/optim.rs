@@ -58,8 +58,11 @@ fn check_lr(lr: f64, weight_decay: f64) -> Result<()> {
 pub struct Sgd {
     params: Vec<Tensor>,
     velocity: Vec<Option<Tensor>>,
+    /// Learning rate.
     pub lr: f64,
+    /// Momentum factor (0: plain SGD).
     pub momentum: f64,
+    /// L2 penalty added to the gradient.
     pub weight_decay: f64,
 }
 
@@ -142,10 +145,15 @@ pub struct Adam {
     params: Vec<Tensor>,
     moments: Vec<Option<(Tensor, Tensor)>>,
     step: u64,
+    /// Learning rate.
     pub lr: f64,
+    /// Decays of the first and second moment estimates.
     pub betas: (f64, f64),
+    /// Added to the denominator's square root.
     pub eps: f64,
+    /// Weight decay: L2 on the gradient, or decoupled (AdamW).
     pub weight_decay: f64,
+    /// Decoupled weight decay (AdamW) instead of L2.
     pub decoupled: bool,
 }
 

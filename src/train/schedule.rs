@@ -14,7 +14,12 @@ pub enum LrSchedule {
     #[default]
     None,
     /// The rate times `gamma` every `step_size` epochs.
-    Step { step_size: usize, gamma: f64 },
+    Step {
+        /// Epochs between two decays.
+        step_size: usize,
+        /// Factor applied at each decay.
+        gamma: f64,
+    },
     /// From the configured rate down to 0 along a half cosine over the run's epochs.
     Cosine,
 }

@@ -57,8 +57,11 @@ impl std::str::FromStr for BatchSize {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OptimizerKind {
+    /// Adam with L2 weight decay (`torch.optim.Adam`).
     Adam,
+    /// Adam with decoupled weight decay (`torch.optim.AdamW`).
     AdamW,
+    /// SGD with momentum 0.9.
     Sgd,
 }
 
@@ -111,16 +114,24 @@ impl std::str::FromStr for OnNan {
 /// ```
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainConfig {
+    /// The model to train.
     pub model: ModelConfig,
     /// One fanout per layer, input layer first; -1 = all neighbours.
     pub fanouts: Vec<i64>,
+    /// Seeds per batch.
     pub batch_size: BatchSize,
+    /// Epochs to train (a resume continues to this count).
     pub epochs: usize,
+    /// Which optimizer.
     pub optimizer: OptimizerKind,
+    /// Learning rate (before any schedule).
     pub lr: f64,
+    /// Weight decay.
     pub weight_decay: f64,
+    /// Seed of initialisation, sampling, dropout and partitioning.
     pub seed: u64,
     #[serde(serialize_with = "serialize_display")]
+    /// Device the model trains on.
     pub device: Device,
     /// Evaluate on the validation nodes every this many epochs (0: only at the end).
     pub eval_every: usize,
@@ -261,6 +272,7 @@ fn serialize_display<S: serde::Serializer>(
 /// so the phases can add up to more than the epoch.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Phases {
+    /// Sampling the full batch's blocks.
     pub sample: f64,
     /// Choosing K and partitioning the seeds.
     pub partition: f64,
@@ -270,7 +282,9 @@ pub struct Phases {
     pub gather: f64,
     /// Upload, forward and loss.
     pub forward: f64,
+    /// Backward of every micro-batch.
     pub backward: f64,
+    /// Optimizer step.
     pub optimizer: f64,
 }
 
@@ -295,6 +309,7 @@ pub struct EpochStats {
     pub loss: f64,
     /// Training accuracy (dropout on, as measured during training).
     pub train_acc: f64,
+    /// Validation accuracy, at epochs that evaluate (`eval_every`).
     pub valid_acc: Option<f64>,
     /// Test accuracy, evaluated only at an epoch whose validation accuracy is the best so
     /// far (the OGB rule: report the test accuracy at the best validation epoch).
@@ -303,8 +318,11 @@ pub struct EpochStats {
     /// Learning rate of the epoch (after the schedule).
     #[serde(default)]
     pub lr: f64,
+    /// Wall-clock seconds of the epoch, evaluation included.
     pub seconds: f64,
+    /// Seconds per phase.
     pub phases: Phases,
+    /// Batches in the epoch.
     pub batches: usize,
     /// Batches whose loss was NaN or infinite and whose gradients were dropped
     /// (`OnNan::SkipBatch`).
@@ -323,18 +341,24 @@ pub struct EpochStats {
 /// final evaluation) are NaN, written as `null`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
+    /// Dataset name.
     pub dataset: String,
+    /// The run's configuration.
     pub config: TrainConfig,
+    /// Trainable parameters of the model.
     pub num_parameters: usize,
     /// Test accuracy of the final model.
     pub test_acc: f64,
     /// Validation accuracy of the final model.
     pub valid_acc: f64,
+    /// Mean training loss of the last epoch.
     pub final_loss: f64,
     /// The best validation accuracy of the evaluated epochs, the (1-based) epoch it was
     /// reached at, and the test accuracy then (the OGB leaderboard's figure).
     pub best_valid_acc: Option<f64>,
+    /// Epoch (1-based) of the best validation accuracy.
     pub best_valid_epoch: Option<usize>,
+    /// Test accuracy at that epoch.
     pub test_acc_at_best_valid: Option<f64>,
     /// Early stopping (`patience`) ended the run before its last epoch.
     pub stopped_early: bool,
@@ -347,6 +371,7 @@ pub struct Summary {
     pub epochs: Vec<EpochStats>,
     /// Highest bytes live on the training device during the run.
     pub peak_bytes: u64,
+    /// Seconds of training (evaluation included).
     pub train_seconds: f64,
     /// One entry per batch (per epoch in full-batch training): K, partitioner, redundancy,
     /// times, and per micro-batch seeds, input nodes, estimated and measured peaks.
@@ -355,12 +380,17 @@ pub struct Summary {
 
 /// A model, its optimizer and the data it trains on.
 pub struct Trainer<'a> {
+    /// The dataset trained on.
     pub data: &'a Dataset,
     /// The feature matrix in `config.feature_dtype`.
     pub features: FeatureStore<'a>,
+    /// The graph sampled from (symmetrized or not, as configured).
     pub graph: Arc<Csr>,
+    /// The model.
     pub model: Gnn,
+    /// The optimizer and its state.
     pub optim: Box<dyn Optimizer>,
+    /// The run's configuration (widths filled in from the data).
     pub config: TrainConfig,
     /// Epochs already completed (after a resume).
     pub start_epoch: usize,

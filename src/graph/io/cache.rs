@@ -28,7 +28,7 @@
 //!                                   2: labels, 3: split, 4: read from an edge-list file)
 //! 16  num_nodes u64   24 num_edges u64   32 feat_dim u64
 //! 40  train u64       48 valid u64       56 test u64       64 meta_len u64
-//! 72  checksum u64 (of everything after the header)
+//! 72  checksum u64 (of the header's first 72 bytes and everything after the header)
 //! 80  meta: JSON {key, name, notes}
 //!     indptr u64[n+1], indices u32[E], edge_ids u64[E] (flag 0),
 //!     features f32[n*feat_dim] (flag 1), labels u32[n] (flag 2),
@@ -55,12 +55,14 @@ const MAGIC: &[u8; 8] = b"ESPLCACH";
 /// Bump when the format or the loaders' semantics change: old files then read as stale.
 /// 2: entries hold only what the files hold (no seed-dependent stand-ins), keys name files
 /// relative to the dataset.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The visible cache folder created beside the data.
 pub const DIR_NAME: &str = "espalier-cache";
 /// Extension of cache entries.
 pub const EXT: &str = "espc";
 const HEADER: usize = 80;
+/// Offset of the checksum, the header's last field.
+const CHECKSUM_AT: usize = 72;
 const FLAG_EDGE_IDS: u32 = 1;
 const FLAG_FEATURES: u32 = 2;
 const FLAG_LABELS: u32 = 4;
@@ -482,10 +484,13 @@ fn arrays<'a>(meta: &'a [u8], p: &'a Parts) -> Vec<&'a [u8]> {
     a
 }
 
-fn checksum(arrays: &[&[u8]]) -> u64 {
-    arrays
-        .iter()
-        .fold(VERSION as u64, |h, a| mix64(h ^ hash_bytes(a)))
+/// Hash of the header's first 72 bytes (everything but the checksum itself, so a flipped
+/// flag or size bit is caught too) and of every array after it.
+fn checksum(header: &[u8], arrays: &[&[u8]]) -> u64 {
+    arrays.iter().fold(
+        mix64(VERSION as u64 ^ hash_bytes(&header[..CHECKSUM_AT])),
+        |h, a| mix64(h ^ hash_bytes(a)),
+    )
 }
 
 fn write(dir: &Path, file_name: &str, key: &[String], p: &Parts) -> Result<PathBuf> {
@@ -526,7 +531,8 @@ fn write(dir: &Path, file_name: &str, key: &[String], p: &Parts) -> Result<PathB
     ] {
         header.extend_from_slice(&(v as u64).to_le_bytes());
     }
-    header.extend_from_slice(&checksum(&arrays).to_le_bytes());
+    let sum = checksum(&header, &arrays);
+    header.extend_from_slice(&sum.to_le_bytes());
     let mut f = AtomicFile::create(&path)?;
     let w = f.writer();
     let io_err = |e| Error::io(&path, e);
@@ -540,6 +546,8 @@ fn write(dir: &Path, file_name: &str, key: &[String], p: &Parts) -> Result<PathB
 
 /// The header and metadata of an entry.
 struct Head {
+    /// The header's bytes before the checksum.
+    prefix: [u8; CHECKSUM_AT],
     flags: u32,
     sizes: [u64; 7],
     checksum: u64,
@@ -602,7 +610,8 @@ fn read_head(f: &mut File, len: u64) -> std::result::Result<Head, String> {
     Ok(Head {
         flags,
         sizes,
-        checksum: u64_at(72),
+        checksum: u64_at(CHECKSUM_AT),
+        prefix: h[..CHECKSUM_AT].try_into().unwrap_or([0; CHECKSUM_AT]),
         meta,
         meta_bytes,
     })
@@ -667,7 +676,7 @@ fn read(path: &Path, key: Option<&[String]>) -> std::result::Result<Parts, Strin
         edge_list: has(FLAG_EDGE_LIST),
         notes: head.meta.notes,
     };
-    if checksum(&arrays(&head.meta_bytes, &parts)) != head.checksum {
+    if checksum(&head.prefix, &arrays(&head.meta_bytes, &parts)) != head.checksum {
         return Err("checksum mismatch (corrupt)".into());
     }
     parts.check().map_err(|e| format!("invalid content: {e}"))?;
