@@ -82,19 +82,7 @@ fn folders(w: &Where) -> Result<(Vec<PathBuf>, Option<PathBuf>)> {
 /// Whether `e` belongs to the dataset at `data` (its folder or file name).
 fn belongs(e: &Entry, data: &std::path::Path) -> bool {
     let canonical = data.canonicalize().unwrap_or_else(|_| data.to_path_buf());
-    let stem: String = canonical
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let stem = espalier::graph::io::cache::entry_stem(&canonical);
     let file = e
         .path
         .file_name()

@@ -293,19 +293,7 @@ fn load_in(path: &Path, opts: &LoadOptions, dirs: &[CacheDir]) -> Result<(Datase
     for (label, file) in inputs {
         key.push(file_state(&label, file)?);
     }
-    let stem: String = canonical
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let stem = entry_stem(&canonical);
     // The identity: where the dataset is (canonically) and which split; not its content,
     // so a changed file rebuilds this entry instead of adding another.
     let ident = format!("{}\n{}", canonical.display(), key[1]);
@@ -757,4 +745,22 @@ pub fn clear(dir: &Path, matches: &dyn Fn(&Entry) -> bool) -> Result<(usize, u64
         bytes += e.bytes;
     }
     Ok((files, bytes))
+}
+
+/// The readable start of a cache entry's file name for the dataset at the canonical path
+/// `canonical`: its last component with every character outside `[A-Za-z0-9._-]` as `_`.
+pub fn entry_stem(canonical: &Path) -> String {
+    canonical
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
