@@ -11,12 +11,12 @@
 use rayon::prelude::*;
 
 use crate::autograd::record;
-use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::rows::u32_count;
+use crate::ops::rows::{rows_from_fn, u32_count};
 use crate::ops::{cpu_output, cuda_output, neg, reshape, sum_all, sum_dim, wgpu_output};
 
 const SHADER: &str = include_str!("../../shaders/binary.wgsl");
@@ -50,16 +50,6 @@ impl BinaryOp {
             BinaryOp::Sub => "sub",
             BinaryOp::Mul => "mul",
             BinaryOp::Div => "div",
-        }
-    }
-
-    #[inline]
-    fn apply<T: Float>(self, x: T, y: T) -> T {
-        match self {
-            BinaryOp::Add => x + y,
-            BinaryOp::Sub => x - y,
-            BinaryOp::Mul => x * y,
-            BinaryOp::Div => x / y,
         }
     }
 }
@@ -210,14 +200,50 @@ fn reduce_to(g: &Tensor, bc: Broadcast, shape: &[usize]) -> Result<Tensor> {
     }
 }
 
-fn cpu_binary<T: Float + CpuElem>(
+fn cpu_binary<T: Float + CpuElem + Default>(
     op: BinaryOp,
     x: &[T],
     y: &[T],
     bc: Broadcast,
     cols: usize,
 ) -> Result<CpuBuffer> {
-    cpu::from_fn(x.len(), |i| op.apply(x[i], y[bc.index(i, cols)]))
+    // One loop per op, so each inner loop is a plain vectorisable zip (an op or broadcast
+    // decided per element kept the compiler from vectorising anything).
+    match op {
+        BinaryOp::Add => cpu_rows(x, y, bc, cols, |a, b| a + b),
+        BinaryOp::Sub => cpu_rows(x, y, bc, cols, |a, b| a - b),
+        BinaryOp::Mul => cpu_rows(x, y, bc, cols, |a, b| a * b),
+        BinaryOp::Div => cpu_rows(x, y, bc, cols, |a, b| a / b),
+    }
+}
+
+/// `f(x, b)` row by row, `b` being `y` taken through the broadcast.
+fn cpu_rows<T: Float + CpuElem + Default>(
+    x: &[T],
+    y: &[T],
+    bc: Broadcast,
+    cols: usize,
+    f: impl Fn(T, T) -> T + Sync,
+) -> Result<CpuBuffer> {
+    let rows = x.len() / cols;
+    rows_from_fn(rows, cols, x.len(), |i, out: &mut [T]| {
+        let xr = &x[i * cols..(i + 1) * cols];
+        let zip = |out: &mut [T], yr: &[T]| {
+            for ((o, &a), &b) in out.iter_mut().zip(xr).zip(yr) {
+                *o = f(a, b);
+            }
+        };
+        match bc {
+            Broadcast::None => zip(out, &y[i * cols..(i + 1) * cols]),
+            Broadcast::Row => zip(out, &y[..cols]),
+            Broadcast::Col | Broadcast::Scalar => {
+                let b = y[bc.index(i * cols, cols)];
+                for (o, &a) in out.iter_mut().zip(xr) {
+                    *o = f(a, b);
+                }
+            }
+        }
+    })
 }
 
 /// `a + b` (b broadcast).

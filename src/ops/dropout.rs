@@ -21,7 +21,9 @@ use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
 use crate::ops::{cpu_output, cuda_output, wgpu_output};
-use crate::rng::{mix64, uniform3};
+#[cfg(test)]
+use crate::rng::uniform3;
+use crate::rng::{mix64, pcg};
 use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "dropout";
@@ -174,23 +176,90 @@ fn cpu_mask<T: Float + CpuElem>(
     key: u32,
     ids: Option<&[u32]>,
 ) -> Result<CpuBuffer> {
-    let threshold = p as f32;
+    let keep_from = keep_threshold(p);
     let scale = T::from_f64(1.0 / (1.0 - p));
+    let key_hash = pcg(key);
     rows_from_fn(r, c, 2 * r * c, |i, row: &mut [T]| {
         let id = ids.map_or(i as u32, |ids| ids[i]);
+        // hash3(key, id, j) = pcg(row_hash ^ j): two of its three rounds are per row.
+        let row_hash = pcg(key_hash ^ id);
         let xi = &x[i * c..(i + 1) * c];
-        for (j, (o, &v)) in row.iter_mut().zip(xi).enumerate() {
-            if uniform3(key, id, j as u32) >= threshold {
-                *o = v * scale;
-            }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe { mask_row_avx2(row, xi, row_hash, keep_from, scale) };
+            return;
         }
+        mask_row(row, xi, row_hash, keep_from, scale);
     })
+}
+
+/// One row of the mask applied to `x`: element j is kept when
+/// `pcg(row_hash ^ j) >> 8 >= keep_from`. A select, not a branch, so the loop vectorises
+/// (the hash's per-lane variable shift needs AVX2 on x86); a dropped element is 0 even when
+/// x is infinite or NaN.
+#[inline(always)]
+fn mask_row<T: Float>(out: &mut [T], x: &[T], row_hash: u32, keep_from: u32, scale: T) {
+    for ((o, &v), j) in out.iter_mut().zip(x).zip(0u32..) {
+        let keep = pcg(row_hash ^ j) >> 8 >= keep_from;
+        *o = if keep { v * scale } else { T::ZERO };
+    }
+}
+
+/// [`mask_row`] compiled for AVX2 (8 hashes per instruction).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mask_row_avx2<T: Float>(out: &mut [T], x: &[T], row_hash: u32, keep_from: u32, scale: T) {
+    mask_row(out, x, row_hash, keep_from, scale)
+}
+
+/// The integer form of the keep test `uniform3(..) >= p as f32`: `uniform3` is
+/// `(h >> 8) · 2⁻²⁴` with `h >> 8 < 2²⁴`, exact in f32, so it is at least `t = p as f32`
+/// exactly when `h >> 8 ≥ ⌈t · 2²⁴⌉` (`t · 2²⁴` is exact in f64).
+fn keep_threshold(p: f64) -> u32 {
+    ((p as f32) as f64 * 16_777_216.0).ceil() as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device::Device;
+
+    #[test]
+    fn the_integer_keep_test_equals_the_float_one() {
+        for p in [
+            0.0,
+            1e-9,
+            0.1,
+            0.25,
+            0.3,
+            0.5,
+            0.6,
+            0.999_999_9,
+            0.999_999_99,
+        ] {
+            let from = keep_threshold(p);
+            for (a, b) in [(0u32, 0u32), (1, 7), (12345, 99), (u32::MAX, 3)] {
+                for key in [0u32, 1, 0xdead_beef] {
+                    let h = crate::rng::hash3(key, a, b);
+                    assert_eq!(
+                        h >> 8 >= from,
+                        uniform3(key, a, b) >= p as f32,
+                        "p {p} key {key} ({a}, {b})"
+                    );
+                }
+            }
+            // At the boundary itself: the smallest kept 24-bit value and the one below.
+            let t = p as f32;
+            for v in [from.saturating_sub(1), from, from + 1] {
+                let u = v as f32 * (1.0 / 16_777_216.0);
+                assert_eq!(v >= from, u >= t, "p {p} v {v}");
+            }
+        }
+    }
 
     fn ones(r: usize, c: usize) -> Tensor {
         Tensor::from_f32(vec![1.0; r * c], &[r, c], Device::Cpu).unwrap()
