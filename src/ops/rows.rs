@@ -50,6 +50,29 @@ fn fill_rows<T: Send>(out: &mut [T], cols: usize, work: usize, f: impl Fn(usize,
     }
 }
 
+/// Values per chunk of [`map_from_fn`]: large enough to amortise a task, small enough to
+/// stay in the L2 cache.
+const MAP_CHUNK: usize = 1 << 14;
+
+/// A new buffer of `len` values filled by `f(start, chunk)` over consecutive chunks
+/// (`chunk` holds the values `start..start + chunk.len()`), in parallel for large `len`.
+/// A loop over a chunk's slice vectorises where a closure called per index does not.
+pub(crate) fn map_from_fn<T: CpuElem + Default>(
+    len: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) -> Result<CpuBuffer> {
+    let alloc = cpu::reserve::<T>(len)?;
+    let mut out = vec![T::default(); len];
+    if parallel(len) {
+        out.par_chunks_mut(MAP_CHUNK)
+            .enumerate()
+            .for_each(|(i, chunk)| f(i * MAP_CHUNK, chunk));
+    } else {
+        f(0, &mut out);
+    }
+    Ok(CpuBuffer::from_reserved(T::wrap(out), alloc))
+}
+
 /// The indices of `t`, a u32 tensor whose CPU data is `data`; a dtype error naming `op`
 /// otherwise.
 pub(crate) fn u32_data<'a>(op: &'static str, t: &Tensor, data: &'a CpuData) -> Result<&'a [u32]> {

@@ -17,12 +17,12 @@
 //! the next op usually keeps anyway), so no extra activation is saved.
 
 use crate::autograd::record;
-use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::u32_count;
+use crate::ops::rows::{map_from_fn, u32_count};
 use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
@@ -238,8 +238,62 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     }))
 }
 
-fn cpu_forward<T: Float + CpuElem>(op: UnaryOp, x: &[T]) -> Result<CpuBuffer> {
-    cpu::from_fn(x.len(), |i| op.forward(x[i]))
+/// Runs `$body` with `$o` bound to `op` in an arm of its own, so that inside `$body` the
+/// op's variant is a constant: `forward`/`derivative` fold to one formula and an
+/// elementwise loop over slices vectorises (a match per element kept it scalar).
+macro_rules! by_op {
+    ($op:expr, $o:ident => $body:expr) => {
+        match $op {
+            UnaryOp::Neg => {
+                let $o = UnaryOp::Neg;
+                $body
+            }
+            UnaryOp::Relu => {
+                let $o = UnaryOp::Relu;
+                $body
+            }
+            UnaryOp::LeakyRelu(a) => {
+                let $o = UnaryOp::LeakyRelu(a);
+                $body
+            }
+            UnaryOp::Elu(a) => {
+                let $o = UnaryOp::Elu(a);
+                $body
+            }
+            UnaryOp::Sigmoid => {
+                let $o = UnaryOp::Sigmoid;
+                $body
+            }
+            UnaryOp::Tanh => {
+                let $o = UnaryOp::Tanh;
+                $body
+            }
+            UnaryOp::Exp => {
+                let $o = UnaryOp::Exp;
+                $body
+            }
+            UnaryOp::Log => {
+                let $o = UnaryOp::Log;
+                $body
+            }
+            UnaryOp::AddScalar(c) => {
+                let $o = UnaryOp::AddScalar(c);
+                $body
+            }
+            UnaryOp::MulScalar(c) => {
+                let $o = UnaryOp::MulScalar(c);
+                $body
+            }
+        }
+    };
+}
+
+fn cpu_forward<T: Float + CpuElem + Default>(op: UnaryOp, x: &[T]) -> Result<CpuBuffer> {
+    by_op!(op, o => map_from_fn(x.len(), move |start, out: &mut [T]| {
+        for (y, &v) in out.iter_mut().zip(&x[start..]) {
+            *y = o.forward(v);
+        }
+    }))
 }
 
 /// `ḡ · f'(saved)`: the fused backward kernel of every unary op.
@@ -284,8 +338,12 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
     }
 }
 
-fn cpu_backward<T: Float + CpuElem>(op: UnaryOp, g: &[T], s: &[T]) -> Result<CpuBuffer> {
-    cpu::from_fn(g.len(), |i| g[i] * op.derivative(s[i]))
+fn cpu_backward<T: Float + CpuElem + Default>(op: UnaryOp, g: &[T], s: &[T]) -> Result<CpuBuffer> {
+    by_op!(op, o => map_from_fn(g.len(), move |start, out: &mut [T]| {
+        for ((y, &gv), &sv) in out.iter_mut().zip(&g[start..]).zip(&s[start..]) {
+            *y = gv * o.derivative(sv);
+        }
+    }))
 }
 
 /// `-x`.
