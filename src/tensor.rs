@@ -300,6 +300,31 @@ impl Tensor {
         if device == self.device() {
             return Ok(self);
         }
+        // Indices uploaded from the host keep their host copy, so that ops needing them
+        // there (range checks, transposes) do not read them back. One copy of the values,
+        // shared by the device buffer's host side.
+        if let Some(values) = self.cpu_u32() {
+            let values = Arc::new(values);
+            let storage = match device {
+                Device::Wgpu(i) => Some(Storage::Wgpu(WgpuBuffer::from_u32(
+                    &wgpu_dev::context(i)?,
+                    values,
+                )?)),
+                Device::Cuda(i) => Some(Storage::Cuda(CudaBuffer::from_u32(
+                    &cuda_dev::context(i)?,
+                    values,
+                )?)),
+                Device::Cpu => None,
+            };
+            if let Some(storage) = storage {
+                return Ok(Self::from_storage(
+                    storage,
+                    self.shape().to_vec(),
+                    self.dtype(),
+                    device,
+                ));
+            }
+        }
         let host = self.host_bytes()?;
         let storage = match device {
             Device::Cpu => {
@@ -311,18 +336,6 @@ impl Tensor {
                     DType::BF16 => CpuData::BF16(bytemuck::pod_collect_to_vec(&host)),
                 };
                 Storage::Cpu(CpuBuffer::new(data)?)
-            }
-            // Indices uploaded from the host keep their host copy, so that ops needing them
-            // there (range checks, transposes) do not read them back.
-            Device::Wgpu(i) if self.host_indices() => {
-                let ctx = wgpu_dev::context(i)?;
-                let values = Arc::new(bytemuck::pod_collect_to_vec(&host));
-                Storage::Wgpu(WgpuBuffer::from_u32(&ctx, values)?)
-            }
-            Device::Cuda(i) if self.host_indices() => {
-                let ctx = cuda_dev::context(i)?;
-                let values = Arc::new(bytemuck::pod_collect_to_vec(&host));
-                Storage::Cuda(CudaBuffer::from_u32(&ctx, values)?)
             }
             Device::Wgpu(i) => {
                 self.expect_gpu_dtype()?;
@@ -341,9 +354,16 @@ impl Tensor {
         ))
     }
 
-    /// True for a u32 tensor on the CPU: its upload keeps a host copy.
-    fn host_indices(&self) -> bool {
-        self.dtype() == DType::U32 && self.device() == Device::Cpu
+    /// A copy of the values of a u32 tensor on the CPU (what an index upload keeps on the
+    /// host); `None` for any other tensor.
+    fn cpu_u32(&self) -> Option<Vec<u32>> {
+        match &*self.storage() {
+            Storage::Cpu(CpuBuffer {
+                data: CpuData::U32(v),
+                ..
+            }) => Some(v.to_vec()),
+            _ => None,
+        }
     }
 
     /// f64 tensors stay on the CPU: GPU kernels hold f32 values.
