@@ -8,6 +8,8 @@
 //! submissions plus a wait for the queue. Either way it includes each op's output
 //! allocation from the pool and its per-dispatch overhead, as training sees them.
 //!
+//! `tiny_op_overhead` is wall time per op on 64 values: the host's cost of one dispatch.
+//!
 //! `cargo bench --bench wgpu_ops -- --warm-up-time 1 --measurement-time 2` for a quick run.
 //! With `ESPALIER_BENCH_LARGE=1` (for real GPUs) the sizes grow until launch overhead no
 //! longer hides the kernels: 64 Mi values elementwise and a 4096³ matmul.
@@ -108,6 +110,8 @@ fn time(ctx: &Context, iters: u64, op: &dyn Fn() -> Result<Tensor>) -> Duration 
         for _ in 0..iters {
             black_box(op().unwrap());
         }
+        // The ops are recorded: submit them before the closing timestamp.
+        ctx.submit().unwrap();
         stamp(ctx, &set, 1);
         Duration::from_nanos(elapsed_ns(ctx, &set) as u64)
     } else {
@@ -172,5 +176,33 @@ fn elementwise(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, matmul, elementwise);
+/// Host cost per op where the kernel is negligible (64 values): recording (or, before
+/// batching, creating and submitting) one dispatch, measured as wall time over many ops
+/// and one final sync. This is the per-op floor every small op of a training step pays.
+fn tiny(c: &mut Criterion) {
+    let Some(ctx) = adapter() else { return };
+    let dev = Device::Wgpu(ctx.index);
+    let mut g = c.benchmark_group("wgpu/tiny_op_overhead");
+    let x = randn(&[1, 64], 5, dev);
+    let y = randn(&[1, 64], 6, dev);
+    g.throughput(Throughput::Elements(1));
+    let wall = |iters: u64, op: &dyn Fn() -> Result<Tensor>| {
+        ctx.sync().unwrap();
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(op().unwrap());
+        }
+        ctx.sync().unwrap();
+        start.elapsed()
+    };
+    g.bench_function("relu_64", |bench| {
+        bench.iter_custom(|iters| wall(iters, &|| ops::relu(&x)))
+    });
+    g.bench_function("add_64", |bench| {
+        bench.iter_custom(|iters| wall(iters, &|| ops::add(&x, &y)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, matmul, elementwise, tiny);
 criterion_main!(benches);

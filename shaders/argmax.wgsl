@@ -24,11 +24,6 @@ struct Params {
 var<workgroup> best_v: array<f32, 64>;
 var<workgroup> best_i: array<u32, 64>;
 
-// A bit test: `v != v` may be folded away by drivers that assume no NaN.
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // True when (v, i) comes before (bv, bi).
 fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
     let vn = is_nan(v);

@@ -26,10 +26,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> src: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dst: array<f32>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
 @compute @workgroup_size(256)
 fn binary_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear(gid, nwg);

@@ -56,25 +56,6 @@ struct Params {
 var<workgroup> part: array<f32, 256>;
 var<workgroup> bad: array<u32, 256>;
 
-fn nan_max(a: f32, b: f32) -> f32 {
-    if is_nan(a) {
-        return a;
-    }
-    if b > a || is_nan(b) {
-        return b;
-    }
-    return a;
-}
-
-// Bit tests: `v != v` may be folded away by drivers that assume no NaN.
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
-fn finite(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u;
-}
-
 // The label of global row `row`, clamped into the row.
 fn label_col(row: u32) -> u32 {
     return min(labels[row - p.v_base], p.c - 1u);
@@ -97,34 +78,18 @@ fn ce_rows_f32(
             m = nan_max(m, x[base + j]);
         }
     }
-    part[t] = m;
-    workgroupBarrier();
-    for (var half = 32u; half > 0u; half >>= 1u) {
-        if t < half {
-            part[t] = nan_max(part[t], part[t + half]);
-        }
-        workgroupBarrier();
-    }
-    let mx = part[0];
-    workgroupBarrier();
+    let mx = wg_max64(t, m);
     var s = 0.0;
     if live {
         for (var j = t; j < c; j += 64u) {
             s += exp(x[base + j] - mx);
         }
     }
-    part[t] = s;
-    workgroupBarrier();
-    for (var half = 32u; half > 0u; half >>= 1u) {
-        if t < half {
-            part[t] += part[t + half];
-        }
-        workgroupBarrier();
-    }
+    let total = wg_sum64(t, s);
     if t == 0u && live {
         var l = 0.0;
         if finite(mx) {
-            l = log(part[0]);
+            l = log(total);
         }
         lse[row - p.v_base] = mx + l;
         row_loss[row - p.v_base] = l - (x[base + label_col(row)] - mx);

@@ -47,10 +47,6 @@ struct Params {
 @group(0) @binding(8) var<storage, read> rows: array<u32>;
 @group(0) @binding(9) var<storage, read_write> table: array<u32>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
 @compute @workgroup_size(256)
 fn gather_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear(gid, nwg);

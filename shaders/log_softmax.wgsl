@@ -24,28 +24,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> y: array<f32>;
 @group(0) @binding(5) var<storage, read_write> gx: array<f32>;
 
-var<workgroup> part: array<f32, 64>;
-
-// The larger of two values, a NaN winning so that it propagates.
-fn nan_max(a: f32, b: f32) -> f32 {
-    if is_nan(a) {
-        return a;
-    }
-    if b > a || is_nan(b) {
-        return b;
-    }
-    return a;
-}
-
-// Bit tests: `v != v` may be folded away by drivers that assume no NaN.
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
-fn finite(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u;
-}
-
 @compute @workgroup_size(64)
 fn log_softmax_f32(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -64,33 +42,17 @@ fn log_softmax_f32(
             m = nan_max(m, x[base + j]);
         }
     }
-    part[t] = m;
-    workgroupBarrier();
-    for (var half = 32u; half > 0u; half >>= 1u) {
-        if t < half {
-            part[t] = nan_max(part[t], part[t + half]);
-        }
-        workgroupBarrier();
-    }
-    let mx = part[0];
-    workgroupBarrier();
+    let mx = wg_max64(t, m);
     var s = 0.0;
     if live {
         for (var j = t; j < c; j += 64u) {
             s += exp(x[base + j] - mx);
         }
     }
-    part[t] = s;
-    workgroupBarrier();
-    for (var half = 32u; half > 0u; half >>= 1u) {
-        if t < half {
-            part[t] += part[t + half];
-        }
-        workgroupBarrier();
-    }
+    let total = wg_sum64(t, s);
     var l = 0.0;
     if finite(mx) {
-        l = log(part[0]);
+        l = log(total);
     }
     if live {
         for (var j = t; j < c; j += 64u) {
@@ -115,15 +77,7 @@ fn log_softmax_backward_f32(
             s += g[base + j];
         }
     }
-    part[t] = s;
-    workgroupBarrier();
-    for (var half = 32u; half > 0u; half >>= 1u) {
-        if t < half {
-            part[t] += part[t + half];
-        }
-        workgroupBarrier();
-    }
-    let total = part[0];
+    let total = wg_sum64(t, s);
     if live {
         for (var j = t; j < c; j += 64u) {
             gx[base + j] = g[base + j] - exp(y[base + j]) * total;

@@ -50,25 +50,6 @@ struct Params {
 @group(0) @binding(15) var<storage, read> steps: array<u32>;
 @group(0) @binding(16) var<storage, read_write> hprev: array<f32>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
-// tanh that stays finite for any |x| (some drivers build tanh from exp and overflow).
-fn tanh_s(x: f32) -> f32 {
-    let e = exp(-2.0 * abs(x));
-    return sign(x) * (1.0 - e) / (1.0 + e);
-}
-
-// Never exponentiates a positive number.
-fn sigmoid(x: f32) -> f32 {
-    if x >= 0.0 {
-        return 1.0 / (1.0 + exp(-x));
-    }
-    let e = exp(x);
-    return e / (1.0 + e);
-}
-
 @compute @workgroup_size(256)
 fn lstm_step_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = linear(gid, nwg);

@@ -42,10 +42,6 @@ struct Params {
 
 var<workgroup> partial: array<f32, 256>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
 @compute @workgroup_size(256)
 fn sum_rows_f32(
     @builtin(workgroup_id) wid: vec3<u32>,

@@ -47,15 +47,6 @@ struct Params {
 @group(0) @binding(10) var<storage, read> g: array<f32>;
 @group(0) @binding(11) var<storage, read_write> grad_x: array<f32>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
-// From the bits: WGSL lets a compiler assume floats are never NaN, bit tests stay exact.
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // True when candidate (v, edge e) comes before the running (m, edge a) in the CPU's order.
 fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
     if is_nan(v) {

@@ -26,10 +26,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read> g: array<f32>;
 @group(0) @binding(6) var<storage, read_write> dx: array<f32>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
 @compute @workgroup_size(256)
 fn segment_softmax_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = linear(gid, nwg);

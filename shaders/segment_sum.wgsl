@@ -43,10 +43,6 @@ struct Params {
 @group(0) @binding(7) var<storage, read> g: array<f32>;
 @group(0) @binding(8) var<storage, read_write> grad_x: array<f32>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
 @compute @workgroup_size(256)
 fn segment_sum_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear(gid, nwg);

@@ -22,10 +22,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> s: array<f32>;
 @group(0) @binding(5) var<storage, read_write> gout: array<f32>;
 
-fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
-}
-
 fn forward(op: u32, a: f32, v: f32) -> f32 {
     switch op {
         case 0u: { return -v; }

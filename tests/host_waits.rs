@@ -7,7 +7,6 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use espalier::graph::Block;
 use espalier::nn::{Aggregator, SageLayer};
 use espalier::rng::Rng;
 use espalier::{ops, Device, Tensor};
@@ -19,19 +18,6 @@ fn waits(dev: Device) -> u64 {
     dev.host_waits().unwrap()
 }
 
-/// dst 0 <- {1, 3, 0}, dst 1 <- {}, dst 2 <- {4, 4, 2, 1, 3}; six src rows.
-fn block() -> Arc<Block> {
-    Arc::new(
-        Block::new(
-            6,
-            vec![0, 3, 3, 8],
-            vec![1, 3, 0, 4, 4, 2, 1, 3],
-            vec![10, 11, 12, 13, 14, 15],
-        )
-        .unwrap(),
-    )
-}
-
 /// Forward and backward of one SAGE layer with `aggr` on `dev`; returns the input's
 /// gradient tensor (still on the device).
 fn sage_step(aggr: Aggregator, dev: Device) -> Tensor {
@@ -41,7 +27,7 @@ fn sage_step(aggr: Aggregator, dev: Device) -> Tensor {
         .to_device(dev)
         .unwrap()
         .requires_grad_leaf();
-    let out = layer.forward(&block(), &h).unwrap();
+    let out = layer.forward(&common::small_block(), &h).unwrap();
     ops::sum_all(&out).unwrap().backward().unwrap();
     h.grad().unwrap()
 }

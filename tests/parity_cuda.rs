@@ -142,6 +142,28 @@ fn widen_matches_the_cpu_exactly_on_every_gpu() {
     }
 }
 
+#[test]
+fn widen_of_every_f16_bit_pattern_matches_the_cpu_bit_for_bit() {
+    // Zeros of both signs, subnormals, infinities and NaNs (the CPU's conversion makes a NaN
+    // quiet): every one of the 65,536 values.
+    let h: Vec<half::f16> = (0..=u16::MAX).map(half::f16::from_bits).collect();
+    let t = Tensor::from_f16(h, &[65_536], Device::Cpu).unwrap();
+    let bits = |t: &Tensor| -> Vec<u32> {
+        let v = ops::widen(t).unwrap().to_vec_f32().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    let want = bits(&t);
+    for dev in gpu_devices() {
+        let got = bits(&t.clone().to_device(dev).unwrap());
+        if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "{dev}: f16 bits {i:#06x} widen to {:#010x}, the CPU gives {:#010x}",
+                got[i], want[i]
+            );
+        }
+    }
+}
+
 /// A block of `num_dst` dst rows over `num_src` sources with power-law-ish in-degrees
 /// (some rows empty, one hub of 300 edges), duplicates and self-loops included.
 fn skewed_block(num_src: usize, num_dst: usize, seed: u64) -> Arc<Block> {

@@ -215,6 +215,8 @@ pub fn size_class(bytes: u64) -> u64 {
 pub struct BufferPool<B> {
     tracker: &'static MemoryTracker,
     free: Mutex<HashMap<u64, Vec<B>>>,
+    /// Run after every trim (see [`BufferPool::on_trim`]).
+    on_trim: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl<B> std::fmt::Debug for BufferPool<B> {
@@ -229,7 +231,15 @@ impl<B> BufferPool<B> {
         BufferPool {
             tracker,
             free: Mutex::new(HashMap::new()),
+            on_trim: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets what runs after every trim (once; a later call is ignored): a backend whose
+    /// caches hold references to pooled buffers drops them there, so that the buffers'
+    /// memory is really freed.
+    pub fn on_trim(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_trim.set(f);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<B>>> {
@@ -295,6 +305,9 @@ impl<B> BufferPool<B> {
         self.tracker.unreserve(bytes);
         // The buffers are dropped (freed) here, outside the lock.
         drop(freed);
+        if let Some(f) = self.on_trim.get() {
+            f();
+        }
         bytes
     }
 

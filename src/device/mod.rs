@@ -71,7 +71,7 @@ impl Device {
     ///   (`to_vec_*`, `item`, an op reading a status or label word back), and every upload
     ///   that blocked on a page-locked staging chunk still in transfer;
     /// - wgpu: every `device.poll` that waits ([`Device::sync`]), which every readback
-    ///   (map and read) goes through, so one `to_vec_*` counts one;
+    ///   (submit, map and read) goes through, so one `to_vec_*` counts one;
     /// - CPU: none, ever (ops return when their work is done): always 0.
     ///
     /// Not counted: the driver's own internal staging of small pageable uploads, popping
@@ -83,6 +83,18 @@ impl Device {
             Device::Cpu => Ok(0),
             Device::Wgpu(i) => Ok(self::wgpu::context(i)?.host_waits()),
             Device::Cuda(i) => Ok(self::cuda::context(i)?.host_waits()),
+        }
+    }
+
+    /// Command submissions to the device's queue so far: on wgpu, one per submitted
+    /// recording (ops record into one command encoder, submitted when the host reads a
+    /// result, at [`Device::sync`], when the recording's parameter ring is full, or before an
+    /// upload into a buffer the recording may still read). The CPU and CUDA (whose kernels go straight to a stream) report 0.
+    /// The difference of two readings is the submissions of the work in between.
+    pub fn submits(self) -> Result<u64> {
+        match self {
+            Device::Wgpu(i) => Ok(self::wgpu::context(i)?.submits()),
+            Device::Cpu | Device::Cuda(_) => Ok(0),
         }
     }
 

@@ -8,8 +8,9 @@
 //!
 //! GPU buffers hold two half values per 32-bit word (little-endian). The kernels
 //! (`shaders/widen.wgsl`, `kernels/widen.cu`) give one thread a word, that is two outputs.
-//! WGSL widens f16 with the core builtin `unpack2x16float`, so no adapter needs the
-//! optional shader-f16 feature; bf16 is the top half of an f32 and widens by a shift.
+//! WGSL widens f16 by moving its bits (not with `unpack2x16float`, which needs a
+//! capability some downlevel adapters lack), so no adapter needs an optional feature; bf16
+//! is the top half of an f32 and widens by a shift.
 
 use rayon::prelude::*;
 

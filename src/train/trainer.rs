@@ -335,6 +335,10 @@ pub struct EpochStats {
     /// the CPU.
     #[serde(default)]
     pub host_waits: u64,
+    /// Command submissions to the device's queue during the epoch (wgpu records ops and
+    /// submits when the host needs a result, see `Device::submits`). Always 0 on the CPU
+    /// and CUDA.
+    pub submits: u64,
 }
 
 /// The result of a run (`--json`). Accuracies not measured (an interrupted run has no
@@ -817,6 +821,7 @@ impl<'a> Trainer<'a> {
     fn train_epoch_inner(&mut self, epoch: usize, stoppable: bool) -> Result<EpochEnd> {
         let t0 = Instant::now();
         let waits0 = self.config.device.host_waits()?;
+        let submits0 = self.config.device.submits()?;
         let mut ph = Phases::default();
         let (mut loss_sum, mut correct, mut seen, mut micro) = (0.0, 0usize, 0usize, 0usize);
         let mut skipped = 0usize;
@@ -874,6 +879,7 @@ impl<'a> Trainer<'a> {
             skipped_batches: skipped,
             micro_batches: micro,
             host_waits: self.config.device.host_waits()? - waits0,
+            submits: self.config.device.submits()? - submits0,
         }))
     }
 

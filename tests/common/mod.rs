@@ -1,6 +1,9 @@
 //! Shared test helpers: random tensors and the GPU devices to compare with the CPU.
 #![allow(dead_code)]
 
+use std::sync::Arc;
+
+use espalier::graph::Block;
 use espalier::rng::Rng;
 use espalier::{ops, DType, Device, Result, Tensor};
 
@@ -262,4 +265,18 @@ pub fn repo_data(name: &str) -> Option<std::path::PathBuf> {
         println!("skipped: {} not found", p.display());
         None
     }
+}
+
+/// A small block with an empty row and duplicates: dst 0 <- {1, 3, 0}, dst 1 <- {},
+/// dst 2 <- {4, 4, 2, 1, 3}; six src rows.
+pub fn small_block() -> Arc<Block> {
+    Arc::new(
+        Block::new(
+            6,
+            vec![0, 3, 3, 8],
+            vec![1, 3, 0, 4, 4, 2, 1, 3],
+            vec![10, 11, 12, 13, 14, 15],
+        )
+        .unwrap(),
+    )
 }

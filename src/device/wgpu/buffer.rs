@@ -73,13 +73,13 @@ impl WgpuBuffer {
     pub fn from_bytes(ctx: &Arc<Context>, bytes: &[u8]) -> Result<WgpuBuffer> {
         let b = Self::new(ctx, bytes.len() as u64)?;
         if bytes.len() % 4 != 0 {
-            // write_buffer needs a multiple of 4 bytes: an odd count of 2-byte values
-            // (f16, bf16) is padded with zeros to a whole word.
+            // Copies move whole words: an odd count of 2-byte values (f16, bf16) is padded
+            // with zeros to a whole word.
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
-            ctx.checked("upload", || ctx.queue.write_buffer(b.raw(), 0, &padded))?;
-        } else if !bytes.is_empty() {
-            ctx.checked("upload", || ctx.queue.write_buffer(b.raw(), 0, bytes))?;
+            ctx.upload(b.raw(), &padded)?;
+        } else {
+            ctx.upload(b.raw(), bytes)?;
         }
         Ok(b)
     }
@@ -107,11 +107,7 @@ impl WgpuBuffer {
     /// A zero-filled buffer of `len` bytes.
     pub fn zeros(ctx: &Arc<Context>, len: u64) -> Result<WgpuBuffer> {
         let b = Self::new(ctx, len)?;
-        ctx.checked("clear_buffer", || {
-            let mut enc = ctx.device.create_command_encoder(&Default::default());
-            enc.clear_buffer(b.raw(), 0, None);
-            ctx.queue.submit([enc.finish()]);
-        })?;
+        ctx.record_clear(b.raw());
         Ok(b)
     }
 
@@ -126,55 +122,48 @@ impl WgpuBuffer {
         &self.ctx
     }
 
-    /// Copies the first `len` bytes back to the host (waits for queued work).
+    /// Copies the first `len` bytes back to the host: submits the open recording with the
+    /// copy into a pooled staging buffer and waits for it (one host wait).
     pub fn read(&self) -> Result<Vec<u8>> {
         let ctx = &self.ctx;
         if self.len == 0 {
             return Ok(Vec::new());
         }
         let size = self.len.div_ceil(4) * 4;
-        let staging = ctx.checked("readback", || {
-            let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("readback"),
-                size,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let mut enc = ctx.device.create_command_encoder(&Default::default());
-            enc.copy_buffer_to_buffer(self.raw(), 0, &staging, 0, size);
-            ctx.queue.submit([enc.finish()]);
-            staging
-        })?;
+        let staging = ctx.staging(size)?;
+        ctx.record_copy(self.raw(), 0, &staging.buffer, 0, size);
+        let index = ctx.submit()?;
         let (tx, rx) = std::sync::mpsc::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            let _ = tx.send(r);
-        });
-        ctx.sync()?;
+        staging
+            .buffer
+            .slice(..size)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        ctx.wait(index)?;
+        let failed = |msg: String| Error::Backend {
+            backend: "wgpu",
+            msg: format!("readback: {msg}"),
+        };
         rx.recv()
-            .map_err(|_| Error::Backend {
-                backend: "wgpu",
-                msg: "readback: map callback never ran".into(),
-            })?
-            .map_err(|e| Error::Backend {
-                backend: "wgpu",
-                msg: format!("readback: {e}"),
-            })?;
+            .map_err(|_| failed("map callback never ran".into()))?
+            .map_err(|e| failed(e.to_string()))?;
         let data = staging
-            .get_mapped_range(..)
-            .map_err(|e| Error::Backend {
-                backend: "wgpu",
-                msg: format!("readback: {e}"),
-            })?
+            .buffer
+            .slice(..size)
+            .get_mapped_range()
+            .map_err(|e| failed(e.to_string()))?[..self.len as usize]
             .to_vec();
-        staging.unmap();
-        Ok(data[..self.len as usize].to_vec())
+        staging.buffer.unmap();
+        ctx.put_staging(staging);
+        Ok(data)
     }
 }
 
 impl Drop for WgpuBuffer {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            self.ctx.pool.put(self.class, b);
+            self.ctx.retire(self.class, b);
         }
     }
 }

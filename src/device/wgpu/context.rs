@@ -129,14 +129,34 @@ pub struct Context {
     pub info: wgpu::AdapterInfo,
     pub(crate) memory: &'static MemoryTracker,
     pub(crate) pool: crate::device::BufferPool<wgpu::Buffer>,
-    pub(crate) pipelines: Mutex<HashMap<(&'static str, &'static str), Arc<wgpu::ComputePipeline>>>,
+    pub(crate) pipelines:
+        Mutex<HashMap<(&'static str, &'static str), Arc<super::launch::Pipeline>>>,
     /// Errors wgpu reported outside any error scope, taken by the next check.
     pub(crate) uncaptured: Arc<Mutex<Vec<String>>>,
     /// Test cap on the bytes of one chunked binding (0: none); see `set_chunk_cap`.
     pub(crate) chunk_cap: std::sync::atomic::AtomicU64,
     /// Blocking host waits so far (see [`crate::Device::host_waits`]).
     pub(crate) host_waits: std::sync::atomic::AtomicU64,
+    /// Queue submissions so far (see [`crate::Device::submits`]).
+    pub(crate) submits: std::sync::atomic::AtomicU64,
+    /// The open recording (see `recorder.rs`).
+    pub(crate) recorder: Mutex<super::recorder::Recorder>,
+    /// The parameter ring: one uniform slot per recorded dispatch.
+    pub(crate) ring: wgpu::Buffer,
+    /// Bind groups by (layout, bindings); shared with the pool, which clears it on a trim.
+    pub(crate) bind_groups: Arc<Mutex<super::launch::BindGroupCache>>,
+    /// Mappable readback buffers by size class, reused across reads.
+    pub(crate) staging: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
 }
+
+/// A mappable readback buffer of size class `class`.
+pub(crate) struct Staging {
+    pub(crate) buffer: wgpu::Buffer,
+    class: u64,
+}
+
+/// Readback buffers larger than this are freed after use instead of kept.
+const STAGING_KEEP: u64 = 16 << 20;
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -221,6 +241,19 @@ fn create(index: u32) -> Result<Context> {
     }));
     let memory: &'static MemoryTracker =
         Box::leak(Box::new(MemoryTracker::new(Device::Wgpu(index))));
+    let ring = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("params ring"),
+        size: super::recorder::RING_BYTES,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let bind_groups = Arc::new(Mutex::new(super::launch::BindGroupCache::new()));
+    let pool = crate::device::BufferPool::new(memory);
+    let cache = bind_groups.clone();
+    // A cached bind group keeps its buffers alive: freeing the pool's buffers must drop them.
+    pool.on_trim(Box::new(move || {
+        cache.lock().unwrap_or_else(|e| e.into_inner()).clear()
+    }));
     Ok(Context {
         index,
         device,
@@ -229,11 +262,16 @@ fn create(index: u32) -> Result<Context> {
         features,
         info,
         memory,
-        pool: crate::device::BufferPool::new(memory),
+        pool,
         pipelines: Mutex::new(HashMap::new()),
         uncaptured,
         chunk_cap: std::sync::atomic::AtomicU64::new(0),
         host_waits: 0.into(),
+        submits: 0.into(),
+        recorder: Mutex::new(Default::default()),
+        ring,
+        bind_groups,
+        staging: Mutex::new(HashMap::new()),
     })
 }
 
@@ -290,25 +328,56 @@ impl Context {
         Ok(r)
     }
 
-    /// Waits for all submitted work (a host wait).
+    /// Submits the open recording and waits for all submitted work (a host wait).
     pub fn sync(&self) -> Result<()> {
-        self.host_waits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: None,
-            })
-            .map(|_| ())
-            .map_err(|e| Error::Backend {
-                backend: "wgpu",
-                msg: format!("poll: {e}"),
-            })
+        self.submit()?;
+        self.wait(None)
     }
 
-    /// Frees every pooled buffer that no tensor holds; returns the bytes freed.
+    /// Frees every pooled buffer that no tensor holds (and the kept readback buffers);
+    /// returns the bytes of device buffers freed.
     pub fn trim_pool(&self) -> u64 {
+        self.staging
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.pool.trim()
+    }
+
+    /// A mappable readback buffer of at least `size` bytes, kept from an earlier read or
+    /// created.
+    pub(crate) fn staging(&self, size: u64) -> Result<Staging> {
+        let class = crate::device::size_class(size);
+        let kept = self
+            .staging
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&class)
+            .and_then(Vec::pop);
+        let buffer = match kept {
+            Some(b) => b,
+            None => self.checked_alloc("readback buffer", Some(class), || {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("readback"),
+                    size: class,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?,
+        };
+        Ok(Staging { buffer, class })
+    }
+
+    /// Returns a readback buffer (unmapped) for later reads.
+    pub(crate) fn put_staging(&self, s: Staging) {
+        if s.class <= STAGING_KEEP {
+            self.staging
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(s.class)
+                .or_default()
+                .push(s.buffer);
+        }
     }
 
     /// Blocking host waits on this adapter so far (see [`crate::Device::host_waits`]).

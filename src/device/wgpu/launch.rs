@@ -3,8 +3,7 @@
 //! Every shader follows one binding convention: `@group(0) @binding(0)` is a uniform
 //! block of 32-bit parameter words (f32 parameters travel as their bits); the storage
 //! buffers are passed with their binding numbers, and exactly those the entry point uses
-//! (pipelines take the automatic layout, which lists only the bindings an entry reads or
-//! writes). Entry points of one shader that need different access to a buffer use
+//! (the layout lists only the bindings an entry reads or writes). Entry points of one shader that need different access to a buffer use
 //! different binding numbers. One-dimensional launches cover `n` invocations with workgroups of [`WG`]
 //! threads on a 2-D grid, so more than 65,535 workgroups is never a problem: a shader
 //! computes its linear index as `gid.x + gid.y * nwg.x * WG` and checks it against `n`.
@@ -16,8 +15,13 @@
 //! split large operands their own way bind windows of their buffers (ranges of rows, CSR
 //! edge ranges, tiles of a gathered operand) with the helpers of `split.rs`
 //! ([`Context::split`], [`Context::window`], [`Context::launch_windows`]), sized by
-//! [`Context::chunk_bytes`]. The uniform block is
-//! zero-padded to at least 16 words, so an entry may leave a shader's trailing words unset.
+//! [`Context::chunk_bytes`].
+//!
+//! The parameter block is a slot of the context's uniform ring, bound with a dynamic offset
+//! (`layout.rs`, `recorder.rs`); unset trailing words read as 0, so an entry may leave a
+//! shader's trailing words unset. Pipelines use explicit layouts read from the shader by
+//! naga, bind groups are cached per (layout, bindings), and dispatches are recorded, not
+//! submitted one by one.
 
 use std::sync::Arc;
 
@@ -26,9 +30,6 @@ use crate::error::{Error, Result};
 
 /// Threads per workgroup of 1-D kernels.
 pub const WG: u32 = 256;
-
-/// Parameter words every uniform block holds at least (zero-padded).
-const MIN_PARAM_WORDS: usize = 16;
 
 /// A WGSL entry point: its file stem, its source and its function name.
 #[derive(Clone, Copy, Debug)]
@@ -41,8 +42,26 @@ pub struct Kernel {
     pub entry: &'static str,
 }
 
+/// A compute pipeline with its explicit bind-group layout.
+pub(crate) struct Pipeline {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+    /// Whether the entry reads the parameter block (binding 0).
+    params: bool,
+}
+
+/// Bind groups kept per (layout, storage bindings); cleared when the pool frees buffers
+/// (a cached bind group keeps its buffers alive) and when it grows past [`BIND_GROUPS_CAP`].
+pub(crate) type BindGroupCache = std::collections::HashMap<
+    (wgpu::BindGroupLayout, Vec<(u32, wgpu::Buffer, u64, u64)>),
+    wgpu::BindGroup,
+>;
+
+/// Cached bind groups past which the cache starts over.
+const BIND_GROUPS_CAP: usize = 8192;
+
 impl Context {
-    fn pipeline(&self, k: &Kernel) -> Result<Arc<wgpu::ComputePipeline>> {
+    fn pipeline(&self, k: &Kernel) -> Result<Arc<Pipeline>> {
         let key = (k.stem, k.entry);
         if let Some(p) = self
             .pipelines
@@ -52,25 +71,47 @@ impl Context {
         {
             return Ok(p.clone());
         }
-        // Validate with naga first: its messages name the line, and an invalid module
-        // never reaches the driver.
-        crate::device::wgpu_shader::validate(k.stem, k.source)?;
+        // naga validates the module first (in `entries`): its messages name the line, and
+        // an invalid module never reaches the driver.
+        let entries = super::layout::entries(k.stem, k.source, k.entry)?;
+        let params = entries.first().is_some_and(|e| e.binding == 0);
         let p = self.checked(&format!("pipeline {}::{}", k.stem, k.entry), || {
+            let layout = self
+                .device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some(k.entry),
+                    entries: &entries,
+                });
+            let pipeline_layout =
+                self.device
+                    .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                        label: Some(k.entry),
+                        bind_group_layouts: &[Some(&layout)],
+                        immediate_size: 0,
+                    });
             let module = self
                 .device
                 .create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(k.stem),
-                    source: wgpu::ShaderSource::Wgsl(k.source.into()),
+                    source: wgpu::ShaderSource::Wgsl(
+                        crate::device::wgpu_shader::with_prelude(k.source).into(),
+                    ),
                 });
-            self.device
+            let pipeline = self
+                .device
                 .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                     label: Some(k.entry),
-                    layout: None,
+                    layout: Some(&pipeline_layout),
                     module: &module,
                     entry_point: Some(k.entry),
                     compilation_options: Default::default(),
                     cache: None,
-                })
+                });
+            Pipeline {
+                pipeline,
+                layout,
+                params,
+            }
         })?;
         let p = Arc::new(p);
         self.pipelines
@@ -78,6 +119,56 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, p.clone());
         Ok(p)
+    }
+
+    /// The bind group of `binds` (and the parameter ring, when the entry reads it) for
+    /// pipeline `p`, from the cache or created.
+    fn bind_group(&self, k: &Kernel, p: &Pipeline, binds: &[Binding]) -> Result<wgpu::BindGroup> {
+        let key = (
+            p.layout.clone(),
+            binds
+                .iter()
+                .map(|b| (b.slot, b.buffer.raw().clone(), b.offset, b.size.max(4)))
+                .collect::<Vec<_>>(),
+        );
+        let mut cache = self.bind_groups.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(g) = cache.get(&key) {
+            return Ok(g.clone());
+        }
+        let mut entries = Vec::with_capacity(binds.len() + 1);
+        if p.params {
+            entries.push(wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &self.ring,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(super::layout::PARAM_BYTES),
+                }),
+            });
+        }
+        for (slot, buffer, offset, size) in &key.1 {
+            entries.push(wgpu::BindGroupEntry {
+                binding: *slot,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset: *offset,
+                    // An empty tensor still binds one word: bindings cannot be empty.
+                    size: wgpu::BufferSize::new(*size),
+                }),
+            });
+        }
+        let g = self.checked(&format!("bind group {}::{}", k.stem, k.entry), || {
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(k.entry),
+                layout: &p.layout,
+                entries: &entries,
+            })
+        })?;
+        if cache.len() >= BIND_GROUPS_CAP {
+            cache.clear();
+        }
+        cache.insert(key, g.clone());
+        Ok(g)
     }
 
     /// The 2-D grid of workgroups covering `n` invocations of [`WG`] threads.
@@ -232,14 +323,12 @@ impl Context {
         if size == 0 {
             return Ok(());
         }
-        self.checked("copy_buffer_to_buffer", || {
-            let mut enc = self.device.create_command_encoder(&Default::default());
-            enc.copy_buffer_to_buffer(src.raw(), src_offset, dst.raw(), dst_offset, size);
-            self.queue.submit([enc.finish()]);
-        })
+        self.record_copy(src.raw(), src_offset, dst.raw(), dst_offset, size);
+        Ok(())
     }
 
-    /// Records one dispatch of `k` with `binds` and submits it. A binding past
+    /// Records one dispatch of `k` with `binds` into the open recording (see
+    /// `recorder.rs`; nothing is submitted here). A binding past
     /// [`Context::chunk_bytes`] is an error naming it: past the adapter's limit the driver
     /// would reject it, and past a test cap it shows an op that does not split.
     pub(super) fn dispatch(
@@ -264,49 +353,29 @@ impl Context {
                 ),
             });
         }
-        let pipeline = self.pipeline(k)?;
-        // Padded to at least MIN_PARAM_WORDS: a shader's Params struct may declare words
-        // that one of its entries leaves unset (they read as 0).
-        let mut words = params.to_vec();
-        words.resize(params.len().div_ceil(4).max(MIN_PARAM_WORDS / 4) * 4, 0);
-        self.checked(&format!("dispatch {}::{}", k.stem, k.entry), || {
-            use wgpu::util::DeviceExt;
-            let uniform = self
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("params"),
-                    contents: bytemuck::cast_slice(&words),
-                    usage: wgpu::BufferUsages::UNIFORM,
-                });
-            let mut entries = vec![wgpu::BindGroupEntry {
-                binding: 0,
-                resource: uniform.as_entire_binding(),
-            }];
-            for b in binds {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: b.slot,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: b.buffer.raw(),
-                        offset: b.offset,
-                        // An empty tensor still binds one word: bindings cannot be empty.
-                        size: wgpu::BufferSize::new(b.size.max(4)),
-                    }),
-                });
-            }
-            let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(k.entry),
-                layout: &pipeline.get_bind_group_layout(0),
-                entries: &entries,
+        if params.len() as u64 * 4 > super::layout::PARAM_BYTES {
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!(
+                    "{}::{}: {} parameter words pass the {}-byte parameter block",
+                    k.stem,
+                    k.entry,
+                    params.len(),
+                    super::layout::PARAM_BYTES
+                ),
             });
-            let mut enc = self.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = enc.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &bind, &[]);
-                pass.dispatch_workgroups(grid.0, grid.1, grid.2);
-            }
-            self.queue.submit([enc.finish()]);
-        })
+        }
+        let pipeline = self.pipeline(k)?;
+        let bind = self.bind_group(k, &pipeline, binds)?;
+        // Unset trailing words of the slot read as 0: a shader's Params struct may declare
+        // words that one of its entries leaves unset.
+        self.record_dispatch(
+            k.entry,
+            &pipeline.pipeline,
+            &bind,
+            pipeline.params.then_some(params),
+            grid,
+        )
     }
 }
 

@@ -11,6 +11,8 @@ mod block;
 mod buffer;
 mod context;
 mod launch;
+mod layout;
+mod recorder;
 mod split;
 
 pub use block::BlockBuffers;
