@@ -201,6 +201,20 @@ fn tiny(c: &mut Criterion) {
     g.bench_function("add_64", |bench| {
         bench.iter_custom(|iters| wall(iters, &|| ops::add(&x, &y)))
     });
+    // The host's share alone: recording without the final wait (the recording is submitted
+    // outside the timed region, or where the parameter ring fills).
+    g.bench_function("relu_64_record_only", |bench| {
+        bench.iter_custom(|iters| {
+            ctx.sync().unwrap();
+            let start = Instant::now();
+            for _ in 0..iters {
+                black_box(ops::relu(&x).unwrap());
+            }
+            let t = start.elapsed();
+            ctx.sync().unwrap();
+            t
+        })
+    });
     g.finish();
 }
 

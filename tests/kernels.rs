@@ -69,7 +69,10 @@ fn a_compile_error_carries_the_nvrtc_log() {
 #[test]
 fn ops_shaders_and_kernels_share_their_stems() {
     let cus = stems("kernels", "cu");
-    let wgsl = stems("shaders", "wgsl");
+    let mut wgsl = stems("shaders", "wgsl");
+    // The shared helpers of each backend: kernels/prelude.cuh and shaders/prelude.wgsl.
+    assert!(wgsl.remove("prelude"), "shaders/prelude.wgsl is missing");
+    assert!(stems("kernels", "cuh").contains("prelude"));
     let ops = stems("src/ops", "rs");
     for stem in &cus {
         assert!(

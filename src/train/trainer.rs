@@ -338,6 +338,7 @@ pub struct EpochStats {
     /// Command submissions to the device's queue during the epoch (wgpu records ops and
     /// submits when the host needs a result, see `Device::submits`). Always 0 on the CPU
     /// and CUDA.
+    #[serde(default)]
     pub submits: u64,
 }
 
