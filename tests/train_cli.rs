@@ -159,6 +159,27 @@ fn json_to_stdout_is_the_only_thing_on_stdout() {
     assert!(stderr(&out).contains("test accuracy"), "{}", stderr(&out));
 }
 
+#[test]
+fn profile_is_off_by_default_recorded_in_the_json_and_does_not_change_the_losses() {
+    let losses = |v: &serde_json::Value| -> Vec<f64> {
+        v["epochs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["loss"].as_f64().unwrap())
+            .collect()
+    };
+    let plain = train(&["--json", "-"]);
+    ok(&plain);
+    let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert_eq!(plain["config"]["profile"], false);
+    let profiled = train(&["--json", "-", "--profile"]);
+    ok(&profiled);
+    let profiled: serde_json::Value = serde_json::from_slice(&profiled.stdout).unwrap();
+    assert_eq!(profiled["config"]["profile"], true);
+    assert_eq!(losses(&plain), losses(&profiled));
+}
+
 /// Sends `signal` during epoch 2 and checks the partial JSON and the exit code.
 fn stops_on(signal: &str) {
     let dir = tempfile::tempdir().unwrap();

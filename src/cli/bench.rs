@@ -383,6 +383,11 @@ fn measure(
             eval_batch_size: 4096,
         },
     )?;
+    // The report is per phase: each must be charged its own device time.
+    let config = TrainConfig {
+        profile: true,
+        ..config
+    };
     let device = config.device;
     let model = config.model.label();
     let mut trainer = Trainer::new(data, graph.clone(), config)?;

@@ -58,6 +58,12 @@ pub struct TrainArgs {
     /// is skipped still stops).
     #[arg(long, default_value = "stop")]
     pub on_nan: String,
+    /// On a GPU, wait for the device after each micro-batch's forward and backward and after
+    /// the optimizer step, so the per-phase seconds (--verbose, --json) are device time.
+    /// Slower: without it nothing inside a batch waits, and the host enqueues the next
+    /// micro-batch while the device runs this one. No effect on the CPU.
+    #[arg(long)]
+    pub profile: bool,
     /// Write a checkpoint (safetensors) here after every epoch (atomically: a crash keeps
     /// the previous one).
     #[arg(long)]
@@ -211,6 +217,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     config.on_nan = on_nan;
     config.lr_schedule = schedule;
     config.patience = a.patience;
+    config.profile = a.profile;
     let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;

@@ -8,6 +8,13 @@
 //! parameter gradients survive a micro-batch; after all K, one optimizer step, so the step
 //! sees the full batch's gradient (up to float summation order).
 //!
+//! On a GPU nothing in the micro-batch loop waits for the device: each micro-batch's loss
+//! and predictions stay on the device and the batch reads them all at its end (two reads,
+//! after the last backward: `settle`), so the host enqueues micro-batch k + 1 while the
+//! device still runs k. With `TrainConfig::profile` the host also waits after forward,
+//! backward and the optimizer step, so that each phase is charged its own device time. On
+//! the CPU ops finish before they return and the values are read at once.
+//!
 //! A helper thread prepares the next micro-batch (slicing and the host feature gather)
 //! while the current one computes; a rendezvous channel keeps it exactly one ahead. It
 //! produces host vectors only, so the device's memory tracker sees nothing of it.
@@ -130,10 +137,17 @@ fn prepare(
 
 /// One micro-batch's forward and backward, as run.
 struct Computed {
-    ce: f64,
-    pred: Vec<u32>,
+    readout: Readout,
     forward_s: f64,
     backward_s: f64,
+}
+
+/// A micro-batch's mean cross-entropy and predicted classes.
+enum Readout {
+    /// Read at once (the CPU: nothing to wait for).
+    Host { ce: f64, pred: Vec<u32> },
+    /// Still on the device: `ce` of shape `[1]`, `pred` of `[n]`; read at the batch's end.
+    Device { ce: Tensor, pred: Tensor },
 }
 
 /// State of one batch's run shared by its micro-batches.
@@ -142,6 +156,8 @@ struct Run<'s> {
     total: usize,
     epoch: usize,
     out: BatchOutcome,
+    /// Device readouts not read yet, with their micro-batch's seeds.
+    pending: Vec<(Tensor, Tensor, Vec<u32>)>,
 }
 
 impl Trainer<'_> {
@@ -183,6 +199,7 @@ impl Trainer<'_> {
                 stats: PartitionStats::default(),
                 non_finite: false,
             },
+            pending: Vec::new(),
         };
 
         if pass == Pass::Plan {
@@ -222,6 +239,7 @@ impl Trainer<'_> {
                 Ok(())
             })?;
             stats.k = stats.batches.len();
+            self.settle(&mut run)?;
         }
         stats.set_redundancy(full_inputs);
         run.out.phases.slice = stats.slice_s;
@@ -234,7 +252,9 @@ impl Trainer<'_> {
             let t = Instant::now();
             self.optim.step()?;
             self.optim.zero_grad();
-            self.config.device.sync()?;
+            if self.config.profile {
+                self.config.device.sync()?;
+            }
             run.out.phases.optimizer = t.elapsed().as_secs_f64();
         } else {
             self.optim.zero_grad();
@@ -268,16 +288,13 @@ impl Trainer<'_> {
                     let compute_s = t.elapsed().as_secs_f64();
                     run.out.phases.forward += c.forward_s;
                     run.out.phases.backward += c.backward_s;
-                    run.out.loss_sum += c.ce * seeds.len() as f64;
-                    run.out.correct += c
-                        .pred
-                        .iter()
-                        .zip(&seeds)
-                        .filter(|(&p, &s)| p == self.data.labels[s as usize])
-                        .count();
-                    run.out.seeds += seeds.len();
+                    let n = seeds.len();
+                    match c.readout {
+                        Readout::Host { ce, pred } => self.count(&mut run.out, ce, &pred, &seeds),
+                        Readout::Device { ce, pred } => run.pending.push((ce, pred, seeds)),
+                    }
                     stats.batches.push(MicroBatchStats {
-                        seeds: seeds.len(),
+                        seeds: n,
                         input_nodes: sizes[0].num_src,
                         est_peak_bytes: est,
                         peak_bytes: Some(mem.peak()),
@@ -313,6 +330,46 @@ impl Trainer<'_> {
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
+    }
+
+    /// Adds one micro-batch's loss and correct predictions to the batch's.
+    fn count(&self, out: &mut BatchOutcome, ce: f64, pred: &[u32], seeds: &[u32]) {
+        out.loss_sum += ce * seeds.len() as f64;
+        out.correct += pred
+            .iter()
+            .zip(seeds)
+            .filter(|(&p, &s)| p == self.data.labels[s as usize])
+            .count();
+        out.seeds += seeds.len();
+    }
+
+    /// Reads the device readouts of the batch's micro-batches: their losses in one read,
+    /// their predictions in another (the batch's only host waits on a GPU without
+    /// `profile`, charged to the backward phase, whose device work they wait for).
+    fn settle(&self, run: &mut Run<'_>) -> Result<()> {
+        if run.pending.is_empty() {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let pending = std::mem::take(&mut run.pending);
+        let ces: Vec<Tensor> = pending
+            .iter()
+            .map(|(ce, _, _)| ce.view(&[1, 1]))
+            .collect::<Result<_>>()?;
+        let preds: Vec<Tensor> = pending
+            .iter()
+            .map(|(_, pred, seeds)| pred.view(&[seeds.len(), 1]))
+            .collect::<Result<_>>()?;
+        let ce = ops::concat(&ces.iter().collect::<Vec<_>>(), 0)?.to_vec_f32()?;
+        let pred = ops::concat(&preds.iter().collect::<Vec<_>>(), 0)?.to_vec_u32()?;
+        let mut at = 0;
+        for ((_, _, seeds), ce) in pending.iter().zip(ce) {
+            let n = seeds.len();
+            self.count(&mut run.out, ce as f64, &pred[at..at + n], seeds);
+            at += n;
+        }
+        run.out.phases.backward += t.elapsed().as_secs_f64();
         Ok(())
     }
 
@@ -364,23 +421,38 @@ impl Trainer<'_> {
         };
         let logits = self.model.forward(&p.blocks, &x, &fwd)?;
         let ce = ops::cross_entropy(&logits, &y, None)?;
-        let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
+        let pred = ops::argmax_rows(&logits.detach())?;
         let loss = if n != run.total {
             ops::mul_scalar(&ce, n as f64 / run.total as f64)?
         } else {
             ce.clone()
         };
         drop(logits);
-        // GPU ops return once queued: sync so each phase is charged its own device time.
-        device.sync()?;
+        // GPU ops return once queued: only a profiling run waits, so that each phase is
+        // charged its own device time.
+        if self.config.profile {
+            device.sync()?;
+        }
         let forward_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
         loss.backward()?;
-        device.sync()?;
+        if self.config.profile {
+            device.sync()?;
+        }
         let backward_s = t.elapsed().as_secs_f64();
+        let readout = if device == crate::Device::Cpu {
+            Readout::Host {
+                ce: ce.item()?,
+                pred: pred.to_vec_u32()?,
+            }
+        } else {
+            Readout::Device {
+                ce: ce.detach(),
+                pred,
+            }
+        };
         Ok(Computed {
-            ce: ce.item()?,
-            pred,
+            readout,
             forward_s,
             backward_s,
         })

@@ -148,6 +148,13 @@ pub struct TrainConfig {
     /// Early stopping: stop after this many evaluations in a row without a better
     /// validation accuracy (`None`: train all epochs).
     pub patience: Option<usize>,
+    /// On a GPU, wait for the device after each micro-batch's forward and backward and after
+    /// the optimizer step, so that each phase in the statistics is charged its own device
+    /// time. Off, nothing inside a batch waits for the device (the phases then show the
+    /// host's time to enqueue the work, and the batch's closing read carries the rest); the
+    /// CPU is the same either way.
+    #[serde(default)]
+    pub profile: bool,
 }
 
 impl Default for TrainConfig {
@@ -172,6 +179,7 @@ impl Default for TrainConfig {
             on_nan: OnNan::default(),
             lr_schedule: LrSchedule::default(),
             patience: None,
+            profile: false,
         }
     }
 }
@@ -256,6 +264,11 @@ impl TrainConfig {
     /// Sets early stopping's patience (evaluations without a better validation accuracy).
     pub fn patience(mut self, p: Option<usize>) -> Self {
         self.patience = p;
+        self
+    }
+    /// Sets whether phases are timed with device waits (see [`TrainConfig::profile`]).
+    pub fn profile(mut self, on: bool) -> Self {
+        self.profile = on;
         self
     }
 }
@@ -461,6 +474,7 @@ const RESUMABLE_CHANGES: &[&str] = &[
     "eval_batch_size",
     "patience",
     "on_nan",
+    "profile",
     "micro.micro_batches",
     "micro.partitioner",
     "micro.memory_budget",
