@@ -422,6 +422,15 @@ impl Trainer<'_> {
         let logits = self.model.forward(&p.blocks, &x, &fwd)?;
         let ce = ops::cross_entropy(&logits, &y, None)?;
         let pred = ops::argmax_rows(&logits.detach())?;
+        // The CPU reads the predictions at once (nothing to wait for), so they hold no
+        // memory during backward: the estimator's replay assumes so.
+        let (pred, pred_host) = if device == crate::Device::Cpu {
+            let host = pred.to_vec_u32()?;
+            drop(pred);
+            (None, Some(host))
+        } else {
+            (Some(pred), None)
+        };
         let loss = if n != run.total {
             ops::mul_scalar(&ce, n as f64 / run.total as f64)?
         } else {
@@ -440,16 +449,15 @@ impl Trainer<'_> {
             device.sync()?;
         }
         let backward_s = t.elapsed().as_secs_f64();
-        let readout = if device == crate::Device::Cpu {
-            Readout::Host {
-                ce: ce.item()?,
-                pred: pred.to_vec_u32()?,
-            }
-        } else {
-            Readout::Device {
+        let readout = match (pred, pred_host) {
+            (Some(pred), _) => Readout::Device {
                 ce: ce.detach(),
                 pred,
-            }
+            },
+            (None, pred) => Readout::Host {
+                ce: ce.item()?,
+                pred: pred.unwrap_or_default(),
+            },
         };
         Ok(Computed {
             readout,
