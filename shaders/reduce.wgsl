@@ -1,12 +1,13 @@
 // Sums over a dimension of a 2-D tensor, and its inverse expand (src/ops/reduce.rs).
 // Every sum adds in a fixed order, so results are deterministic; no atomics.
-// Every dispatch covers a range of the work (src/device/wgpu/split.rs): `first` is its
-// first item (global index), `count` how many; x (v) and out (expanded) are windows whose
-// first elements are x_base and out_base, indexed with global element indices. expand_f32
-// runs through Context::launch_followed, whose words lead with the same four.
+// Every dispatch covers a range of the work (src/device/wgpu/split.rs): `base` is its
+// first item (global index), `n` how many; out (expanded) and x (v) are windows whose
+// first elements are same_base and follow_base (out has one value per item, x is read
+// through a map), indexed with global element indices. expand_f32 runs through
+// Context::launch_followed, which sets the same four.
 //
 // sum_rows_f32:       0 params, 1 x (read), 2 out (read_write). Workgroup of 256 threads
-//                     per work item w = first + wid.x + wid.y * nwg.x (row = w / nb,
+//                     per work item w = base + wid.x + wid.y * nwg.x (row = w / nb,
 //                     blk = w % nb): thread t adds columns blk*1024 + t + 256e (e = 0..3),
 //                     then a tree over the workgroup; out[w] = out[row * nb + blk].
 //                     The host repeats it with c = nb until nb = 1 (long rows, sum_all).
@@ -23,10 +24,10 @@
 // 1-D invocation index: i = gid.x + gid.y * nwg.x * 256 (local to the dispatch).
 
 struct Params {
-    count: u32,     // work items, rows, invocations or elements in this dispatch
-    first: u32,     // global index of the dispatch's first item
-    out_base: u32,  // first element of the out (expanded) window
-    x_base: u32,    // first element of the x (v) window
+    n: u32,            // work items, rows, invocations or elements in this dispatch
+    base: u32,         // global index of the dispatch's first item
+    same_base: u32,    // first element of the out (expanded) window
+    follow_base: u32,  // first element of the x (v) window
     c: u32,         // columns
     d: u32,         // sum_rows: blocks per row nb; sum_cols: rows per block R; expand: dim
     r: u32,         // sum_cols: rows
@@ -51,8 +52,8 @@ fn sum_rows_f32(
     let c = p.c;
     let nb = p.d;
     let local = wid.x + wid.y * nwg.x;
-    let live = local < p.count;
-    let w = p.first + local;
+    let live = local < p.n;
+    let w = p.base + local;
     let row = w / nb;
     let blk = w % nb;
     var acc = 0.0;
@@ -60,7 +61,7 @@ fn sum_rows_f32(
         for (var e = 0u; e < 4u; e++) {
             let col = blk * 1024u + e * 256u + t;
             if col < c {
-                acc += x[row * c + col - p.x_base];
+                acc += x[row * c + col - p.follow_base];
             }
         }
     }
@@ -73,54 +74,54 @@ fn sum_rows_f32(
         workgroupBarrier();
     }
     if t == 0u && live {
-        out[w - p.out_base] = partial[0];
+        out[w - p.same_base] = partial[0];
     }
 }
 
 @compute @workgroup_size(256)
 fn sum_rows_small_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear(gid, nwg);
-    if i >= p.count {
+    if i >= p.n {
         return;
     }
-    let row = p.first + i;
+    let row = p.base + i;
     let c = p.c;
     var acc = 0.0;
     for (var j = 0u; j < c; j++) {
-        acc += x[row * c + j - p.x_base];
+        acc += x[row * c + j - p.follow_base];
     }
-    out[row - p.out_base] = acc;
+    out[row - p.same_base] = acc;
 }
 
 @compute @workgroup_size(256)
 fn sum_cols_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let local = linear(gid, nwg);
-    if local >= p.count {
+    if local >= p.n {
         return;
     }
     let c = p.c;
-    let i = p.first + local;
+    let i = p.base + local;
     let blk = i / c;
     let col = i % c;
     let start = max(blk * p.d, p.row_lo);
     let end = min(min(p.r, blk * p.d + p.d), p.row_hi);
     var acc = 0.0;
     if start > blk * p.d {
-        acc = out[i - p.out_base];
+        acc = out[i - p.same_base];
     }
     for (var row = start; row < end; row++) {
-        acc += x[row * c + col - p.x_base];
+        acc += x[row * c + col - p.follow_base];
     }
-    out[i - p.out_base] = acc;
+    out[i - p.same_base] = acc;
 }
 
 @compute @workgroup_size(256)
 fn expand_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = linear(gid, nwg);
-    if i >= p.count {
+    if i >= p.n {
         return;
     }
-    let gi = p.first + i;
+    let gi = p.base + i;
     let c = p.c;
-    expanded[gi - p.out_base] = v[select(gi / c, gi % c, p.d == 0u) - p.x_base];
+    expanded[gi - p.same_base] = v[select(gi / c, gi % c, p.d == 0u) - p.follow_base];
 }

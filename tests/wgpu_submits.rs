@@ -164,3 +164,33 @@ fn a_training_epoch_waits_and_submits_per_batch_not_per_micro_batch() {
         assert_eq!(k4.2, k4p.2, "{dev}: profiling does not change the loss");
     }
 }
+
+#[test]
+fn a_launch_with_another_shaders_params_is_an_error_naming_both() {
+    use espalier::device::wgpu::{self as backend, BinaryParams, Kernel, UnaryParams};
+    for dev in common::wgpu_devices() {
+        let Device::Wgpu(i) = dev else { continue };
+        let ctx = backend::context(i).unwrap();
+        let k = Kernel {
+            stem: "unary",
+            source: include_str!("../shaders/unary.wgsl"),
+            entry: "unary_f32",
+        };
+        let x = Tensor::from_f32(vec![1.0; 4], &[4], dev).unwrap();
+        let storage = x.storage();
+        let espalier::tensor::Storage::Wgpu(b) = &*storage else {
+            unreachable!()
+        };
+        let e = ctx
+            .launch(&k, &BinaryParams::default(), &[(1, b), (2, b)], 4)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unary::unary_f32") && e.contains("shaders/binary.wgsl"),
+            "{e}"
+        );
+        // The matching struct is accepted.
+        ctx.launch(&k, &UnaryParams::default(), &[(1, b)], 0)
+            .unwrap();
+    }
+}

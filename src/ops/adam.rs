@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::device::cpu::CpuElem;
 use crate::device::cuda::{self, Arg};
+use crate::device::wgpu::AdamParams;
 use crate::device::wgpu::Kernel;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
@@ -73,20 +74,21 @@ pub fn adam_update(
             // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.
             let t = h.step as i32;
             let bits = |x: f64| (x as f32).to_bits();
-            let words = [
-                bits(h.lr),
-                bits(h.beta1),
-                bits(h.beta2),
-                bits(h.eps),
-                bits(h.weight_decay),
-                bits(1.0 - h.beta1.powi(t)),
-                bits(1.0 - h.beta2.powi(t)),
-                bits(1.0 - h.lr * h.weight_decay),
-                h.decoupled as u32,
-            ];
+            let params = AdamParams {
+                lr: bits(h.lr),
+                b1: bits(h.beta1),
+                b2: bits(h.beta2),
+                eps: bits(h.eps),
+                wd: bits(h.weight_decay),
+                bc1: bits(1.0 - h.beta1.powi(t)),
+                bc2: bits(1.0 - h.beta2.powi(t)),
+                shrink: bits(1.0 - h.lr * h.weight_decay),
+                decoupled: h.decoupled as u32,
+                ..Default::default()
+            };
             let n = param.numel() as u64;
             p.ctx()
-                .launch_chunked(&KERNEL, &words, &[(1, p), (2, g), (3, m), (4, v)], &[], n)?;
+                .launch_chunked(&KERNEL, params, &[(1, p), (2, g), (3, m), (4, v)], &[], n)?;
         }
         (Storage::Cuda(p), Storage::Cuda(g), Storage::Cuda(m), Storage::Cuda(v)) => {
             // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.

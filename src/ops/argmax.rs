@@ -6,6 +6,7 @@
 
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::ArgmaxParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -55,9 +56,15 @@ pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
             // One workgroup per row, in ranges of rows that fit one binding.
             for (r0, r1) in ctx.split(OP, r, |a, b| (b - a) * c)? {
                 let (xw, ow) = (ctx.rows_window(b, r0, r1, c), ctx.window(&out, r0, r1));
-                let words = [(r1 - r0) as u32, c as u32, r0 as u32, xw.base, ow.base];
+                let params = ArgmaxParams {
+                    r: (r1 - r0) as u32,
+                    c: c as u32,
+                    r0: r0 as u32,
+                    x_base: xw.base,
+                    out_base: ow.base,
+                };
                 let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
-                ctx.launch_windows_grid(&KERNEL, &words, &[(1, &xw), (2, &ow)], grid)?;
+                ctx.launch_windows_grid(&KERNEL, &params, &[(1, &xw), (2, &ow)], grid)?;
             }
             Storage::Wgpu(out)
         }

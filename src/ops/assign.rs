@@ -7,6 +7,7 @@
 
 use crate::device::cpu::CpuData;
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::AssignParams;
 use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
@@ -51,7 +52,11 @@ pub(crate) fn fill(ctx: &std::sync::Arc<Context>, n: usize, word: u32) -> Result
         return WgpuBuffer::zeros(ctx, bytes);
     }
     let out = WgpuBuffer::new(ctx, bytes)?;
-    ctx.launch_chunked(&FILL, &[word], &[(1, &out)], &[], n as u64)?;
+    let params = AssignParams {
+        word,
+        ..Default::default()
+    };
+    ctx.launch_chunked(&FILL, params, &[(1, &out)], &[], n as u64)?;
     Ok(out)
 }
 

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::BinaryParams;
 use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
@@ -115,7 +116,12 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         }
         (Storage::Wgpu(x), Storage::Wgpu(y)) => {
             let out = WgpuBuffer::new(x.ctx(), x.len)?;
-            let words = [cols as u32, op as u32, bc as u32];
+            let params = BinaryParams {
+                cols: cols as u32,
+                op: op as u32,
+                bcast: bc as u32,
+                ..Default::default()
+            };
             // b follows a through the broadcast: each range binds the values it reads.
             let follow = match bc {
                 Broadcast::None => Follow::Same,
@@ -125,7 +131,7 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             };
             let same = [(1, x), (3, &out)];
             x.ctx()
-                .launch_followed(&KERNEL, &words, &same, Some((2, y, follow)), a.numel())?;
+                .launch_followed(&KERNEL, params, &same, Some((2, y, follow)), a.numel())?;
             wgpu_output(out, a.shape().to_vec(), a)
         }
         (Storage::Cuda(x), Storage::Cuda(y)) => {
@@ -302,8 +308,13 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
         }
         (Storage::Wgpu(d), Storage::Wgpu(s)) => {
             let n = dst.numel();
-            d.ctx()
-                .launch_chunked(&ADD_ASSIGN, &[], &[(4, s), (5, d)], &[], n as u64)?;
+            d.ctx().launch_chunked(
+                &ADD_ASSIGN,
+                BinaryParams::default(),
+                &[(4, s), (5, d)],
+                &[],
+                n as u64,
+            )?;
         }
         (Storage::Cuda(d), Storage::Cuda(s)) => {
             let n = u32_count("add_assign", "dst", dst.numel())?;

@@ -10,6 +10,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::ConcatParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::ops::rows::{dims2, rows_from_fn, u32_count};
@@ -150,10 +151,21 @@ fn wgpu_concat(
             for (r0, r1) in ctx.split("concat", r, span)? {
                 let (lo, hi) = dst(r0, r1);
                 let (sw, dw) = (ctx.rows_window(b, r0, r1, c), ctx.window(&out, lo, hi));
-                let words = [(r1 - r0) * c, c, cols, start, r0];
-                let words = words.map(|v| v as u32);
-                let words = [&words[..], &[sw.base, dw.base]].concat();
-                ctx.launch_windows(&COLS, &words, &[(1, &sw), (2, &dw)], ((r1 - r0) * c) as u64)?;
+                let params = ConcatParams {
+                    n: ((r1 - r0) * c) as u32,
+                    width: c as u32,
+                    dst_cols: cols as u32,
+                    col0: start as u32,
+                    r0: r0 as u32,
+                    src_base: sw.base,
+                    dst_base: dw.base,
+                };
+                ctx.launch_windows(
+                    &COLS,
+                    &params,
+                    &[(1, &sw), (2, &dw)],
+                    ((r1 - r0) * c) as u64,
+                )?;
             }
         }
     }

@@ -34,6 +34,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::CrossEntropyParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -274,7 +275,7 @@ fn cuda_forward(
     Ok((loss, lse))
 }
 
-/// Parameter words of the cross-entropy kernels for rows `r0..r1` of `[n, c]`, with the
+/// Parameters of the cross-entropy kernels for rows `r0..r1` of `[n, c]`, with the
 /// windows' first elements and the `first`/`last` flags of the mean.
 fn words(
     n: usize,
@@ -282,17 +283,17 @@ fn words(
     (r0, r1): (usize, usize),
     bases: (u32, u32),
     flags: (bool, bool),
-) -> [u32; 8] {
-    [
-        (r1 - r0) as u32,
-        c as u32,
-        (1.0 / n as f64 as f32).to_bits(),
-        r0 as u32,
-        bases.0,
-        bases.1,
-        flags.0 as u32,
-        flags.1 as u32,
-    ]
+) -> CrossEntropyParams {
+    CrossEntropyParams {
+        r: (r1 - r0) as u32,
+        c: c as u32,
+        inv_n: (1.0 / n as f64 as f32).to_bits(),
+        r0: r0 as u32,
+        x_base: bases.0,
+        v_base: bases.1,
+        first: flags.0 as u32,
+        last: flags.1 as u32,
+    }
 }
 
 /// The loss (one value) and per-row `lse` on the device; a bad label is an error. Row

@@ -16,6 +16,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::DropoutParams;
 use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -146,22 +147,23 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
                 _ => None,
             };
             let out = WgpuBuffer::new(b.ctx(), b.len)?;
-            let words = [
-                c as u32,
+            let params = DropoutParams {
+                c: c as u32,
                 key,
-                (p as f32).to_bits(),
-                ((1.0 / (1.0 - p)) as f32).to_bits(),
-            ];
+                threshold: (p as f32).to_bits(),
+                scale: ((1.0 / (1.0 - p)) as f32).to_bits(),
+                ..Default::default()
+            };
             let same = [(1, b), (2, &out)];
             match ids {
                 Some(ids) => {
                     let follow = Some((3, ids, Follow::Col(c)));
                     b.ctx()
-                        .launch_followed(&BY_ID, &words, &same, follow, r * c)?
+                        .launch_followed(&BY_ID, params, &same, follow, r * c)?
                 }
                 None => b
                     .ctx()
-                    .launch_followed(&BY_ROW, &words, &same, None, r * c)?,
+                    .launch_followed(&BY_ROW, params, &same, None, r * c)?,
             }
             Ok(wgpu_output(out, vec![r, c], x))
         }

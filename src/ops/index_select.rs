@@ -30,6 +30,7 @@ use std::sync::Arc;
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::IndexSelectParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -250,18 +251,19 @@ fn by_tiles(
         let (iw, rw) = (ctx.window(idx, r0, r1), ctx.rows_window(rows, r0, r1, f));
         for &(t0, t1) in &tiles {
             let tw = ctx.rows_window(table, t0, t1, f);
-            let words = [
-                (r1 - r0) * f,
-                f,
-                r0,
-                iw.base as usize,
-                rw.base as usize,
-                t0,
-                t1,
-            ];
-            let words = [&words.map(|v| v as u32)[..], &[tw.base]].concat();
+            let params = IndexSelectParams {
+                n: ((r1 - r0) * f) as u32,
+                f: f as u32,
+                r0: r0 as u32,
+                idx_base: iw.base,
+                out_base: rw.base,
+                t0: t0 as u32,
+                t1: t1 as u32,
+                x_base: tw.base,
+                ..Default::default()
+            };
             let binds = [(1, &iw), (row_slot, &rw), (table_slot, &tw)];
-            ctx.launch_windows(kernel, &words, &binds, ((r1 - r0) * f) as u64)?;
+            ctx.launch_windows(kernel, &params, &binds, ((r1 - r0) * f) as u64)?;
         }
     }
     Ok(())
@@ -287,21 +289,20 @@ fn wgpu_scatter(src: &WgpuBuffer, t: &TransposedIndex, m: usize, f: usize) -> Re
         let ow = ctx.rows_window(&out, r0, r1, f);
         for (i, &(t0, t1)) in tiles.iter().enumerate() {
             let sw = ctx.rows_window(src, t0, t1, f);
-            let words = [
-                (r1 - r0) * f,
-                f,
-                r0,
-                iw.base as usize,
-                ow.base as usize,
-                t0,
-                t1,
-            ];
-            let words = [
-                &words.map(|v| v as u32)[..],
-                &[sw.base, pw.base, (i == 0) as u32],
-            ];
+            let params = IndexSelectParams {
+                n: ((r1 - r0) * f) as u32,
+                f: f as u32,
+                r0: r0 as u32,
+                idx_base: iw.base,
+                out_base: ow.base,
+                t0: t0 as u32,
+                t1: t1 as u32,
+                x_base: sw.base,
+                pos_base: pw.base,
+                first: (i == 0) as u32,
+            };
             let binds = [(4, &iw), (5, &pw), (6, &sw), (7, &ow)];
-            ctx.launch_windows(&SCATTER, &words.concat(), &binds, ((r1 - r0) * f) as u64)?;
+            ctx.launch_windows(&SCATTER, &params, &binds, ((r1 - r0) * f) as u64)?;
         }
     }
     Ok(out)

@@ -10,6 +10,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::LogSoftmaxParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -76,9 +77,14 @@ fn launch_rows(k: &Kernel, r: usize, c: usize, buffers: &[(u32, &WgpuBuffer)]) -
             .map(|&(slot, b)| (slot, ctx.rows_window(b, r0, r1, c)))
             .collect();
         let binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
-        let words = [(r1 - r0) as u32, c as u32, r0 as u32, windows[0].1.base];
+        let params = LogSoftmaxParams {
+            r: (r1 - r0) as u32,
+            c: c as u32,
+            r0: r0 as u32,
+            base: windows[0].1.base,
+        };
         let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
-        ctx.launch_windows_grid(k, &words, &binds, grid)?;
+        ctx.launch_windows_grid(k, &params, &binds, grid)?;
     }
     Ok(())
 }

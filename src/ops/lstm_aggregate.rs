@@ -50,6 +50,7 @@ use rayon::prelude::*;
 use crate::autograd::{no_grad, record};
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::LstmAggregateParams;
 use crate::device::wgpu::{Context, Kernel, WgpuBuffer, Window};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -574,8 +575,19 @@ fn launch_step(
             windows(ctx, node1, (i0, i1), h),
         ];
         let bases = groups.each_ref().map(|g| g.first().map_or(0, |x| x.1.base));
-        let words = [i1 - i0, h, k, t, offset, i0].map(|v| v as u32);
-        let words = [&words[..], &bases].concat();
+        let [row_base, cs_base, wide_base, node_base] = bases;
+        let words = LstmAggregateParams {
+            m: (i1 - i0) as u32,
+            h: h as u32,
+            k: k as u32,
+            t: t as u32,
+            offset: offset as u32,
+            i0: i0 as u32,
+            row_base,
+            cs_base,
+            wide_base,
+            node_base,
+        };
         let binds: Vec<_> = groups
             .iter()
             .flatten()
@@ -718,8 +730,16 @@ fn wgpu_backward(
                 ctx.window(&idx.steps, r0, r1),
                 ctx.rows_window(&hp, r0, r1, h),
             );
-            let words = [r1 - r0, h, 0, 0, r0, 0].map(|v| v as u32);
-            let words = [&words[..], &[aw.base, cw.base, sw.base, hw.base]].concat();
+            let words = LstmAggregateParams {
+                m: (r1 - r0) as u32,
+                h: h as u32,
+                offset: r0 as u32,
+                row_base: aw.base,
+                cs_base: cw.base,
+                wide_base: sw.base,
+                node_base: hw.base,
+                ..Default::default()
+            };
             let binds = [(8, &aw), (9, &cw), (15, &sw), (16, &hw)];
             ctx.launch_windows(&HPREV, &words, &binds, ((r1 - r0) * h) as u64)?;
         }

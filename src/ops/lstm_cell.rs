@@ -41,6 +41,7 @@ use rayon::prelude::*;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::LstmCellParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -221,14 +222,14 @@ fn launch_rows(k: &Kernel, n: usize, h: usize, bufs: &[(u32, &WgpuBuffer, usize)
             .map(|&(slot, b, w)| (slot, w, ctx.rows_window(b, r0, r1, w * h)))
             .collect();
         let base = |w: usize| windows.iter().find(|x| x.1 == w).map_or(0, |x| x.2.base);
-        let words = [
-            (r1 - r0) as u32,
-            h as u32,
-            r0 as u32,
-            base(4),
-            base(1),
-            base(2),
-        ];
+        let words = LstmCellParams {
+            n: (r1 - r0) as u32,
+            h: h as u32,
+            r0: r0 as u32,
+            base4: base(4),
+            base1: base(1),
+            base2: base(2),
+        };
         let binds: Vec<_> = windows.iter().map(|(slot, _, w)| (*slot, w)).collect();
         ctx.launch_windows(k, &words, &binds, ((r1 - r0) * h) as u64)?;
     }

@@ -32,6 +32,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::MatmulParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::ops::{cpu_output, cuda_output, wgpu_output};
@@ -49,8 +50,6 @@ const COPY2D: Kernel = Kernel {
     source: SHADER,
     entry: "copy2d_f32",
 };
-/// Words of the shader's Params struct (every entry binds all of them).
-const PARAM_WORDS: usize = 19;
 /// Rows and columns of C per workgroup.
 const TILE: usize = 64;
 
@@ -283,11 +282,15 @@ fn gemm(
 ) -> Result<()> {
     let ctx = ops[0].0.ctx();
     let max = ctx.limits.max_compute_workgroups_per_dimension as usize;
-    let mut words = [m, n, k, ta as usize, tb as usize, accumulate as usize]
-        .map(|v| v as u32)
-        .to_vec();
-    // The uniform block binds the whole Params struct, copy2d_f32's words included.
-    words.resize(PARAM_WORDS, 0);
+    let words = MatmulParams {
+        m: m as u32,
+        n: n as u32,
+        k: k as u32,
+        ta: ta as u32,
+        tb: tb as u32,
+        accumulate: accumulate as u32,
+        ..Default::default()
+    };
     let ranges: Vec<_> = (1..)
         .zip(ops)
         .map(|(slot, (buf, (o, l)))| (slot, buf, (o * 4) as u64, (l * 4) as u64))
@@ -370,26 +373,23 @@ fn copy2d(
             let d_lo = off + tr * drs + tc * dcs;
             let sw = ctx.window(src, s_lo, s_lo + (gg - 1) * srs + (hh - 1) * scs + 1);
             let dw = ctx.window(dst, d_lo, d_lo + (gg - 1) * drs + (hh - 1) * dcs + 1);
-            let words = [
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-                gg * hh,
-                hh,
-                tr,
-                tc,
-                r0,
-                c0,
-                srs,
-                scs,
-                drs,
-                dcs,
-                off,
-            ];
-            let words = [&words.map(|v| v as u32)[..], &[sw.base, dw.base]].concat();
+            let u = |v: usize| v as u32;
+            let words = MatmulParams {
+                count: u(gg * hh),
+                w: u(hh),
+                tr: u(tr),
+                tc: u(tc),
+                r0: u(r0),
+                c0: u(c0),
+                srs: u(srs),
+                scs: u(scs),
+                drs: u(drs),
+                dcs: u(dcs),
+                off: u(off),
+                src_base: sw.base,
+                dst_base: dw.base,
+                ..Default::default()
+            };
             ctx.launch_windows(&COPY2D, &words, &[(4, &sw), (5, &dw)], (gg * hh) as u64)?;
         }
     }

@@ -21,6 +21,7 @@ use rayon::prelude::*;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::ReduceParams;
 use crate::device::wgpu::{Follow, Kernel, WgpuBuffer, Window, WG};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
@@ -187,12 +188,16 @@ fn wgpu_expand(v: &WgpuBuffer, r: usize, c: usize, dim: usize) -> Result<WgpuBuf
     } else {
         Follow::Col(c)
     };
-    let words = [c as u32, dim as u32];
-    ctx.launch_followed(&EXPAND, &words, &[(4, &out)], Some((3, v, follow)), r * c)?;
+    let params = ReduceParams {
+        c: c as u32,
+        d: dim as u32,
+        ..Default::default()
+    };
+    ctx.launch_followed(&EXPAND, params, &[(4, &out)], Some((3, v, follow)), r * c)?;
     Ok(out)
 }
 
-/// The sum kernels' parameter words (see the shader): items `i0..i1`, the windows of the
+/// The sum kernels' parameters (see the shader): items `i0..i1`, the windows of the
 /// output and of `x`, columns `c`, the pass's `d`, and the rows `rows` of `r` it sums.
 fn words(
     (i0, i1): (usize, usize),
@@ -201,9 +206,20 @@ fn words(
     d: usize,
     r: usize,
     rows: (usize, usize),
-) -> [u32; 9] {
-    let [count, first, c, d, r, lo, hi] = [i1 - i0, i0, c, d, r, rows.0, rows.1].map(|v| v as u32);
-    [count, first, out.base, x.base, c, d, r, lo, hi]
+) -> ReduceParams {
+    let [n, base, c, d, r, row_lo, row_hi] =
+        [i1 - i0, i0, c, d, r, rows.0, rows.1].map(|v| v as u32);
+    ReduceParams {
+        n,
+        base,
+        same_base: out.base,
+        follow_base: x.base,
+        c,
+        d,
+        r,
+        row_lo,
+        row_hi,
+    }
 }
 
 /// Sum over `dim` of the `[r, c]` f32 matrix in `x`, on its adapter.

@@ -27,6 +27,7 @@ use rayon::prelude::*;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::SegmentMaxParams;
 use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -216,29 +217,29 @@ fn span(at: impl Fn(usize) -> usize, s: usize, e: usize, f: usize) -> usize {
     (e - s + 1).max(at(e) - at(s)).max((e - s) * f)
 }
 
-/// The kernels' parameter words: output rows, the windows' first elements (offsets, edges,
+/// The kernels' parameters: output rows, the windows' first elements (offsets, edges,
 /// outputs), the tile and its window's first element, and whether it is the first tile.
 fn words(
     rows: (usize, usize),
     f: usize,
-    bases: [u32; 3],
+    [ptr_base, edge_base, out_base]: [u32; 3],
     tile: (usize, usize),
     in_base: u32,
     i: usize,
-) -> [u32; 10] {
+) -> SegmentMaxParams {
     let (r0, r1) = rows;
-    [
-        ((r1 - r0) * f) as u32,
-        f as u32,
-        r0 as u32,
-        bases[0],
-        bases[1],
-        bases[2],
-        tile.0 as u32,
-        tile.1 as u32,
+    SegmentMaxParams {
+        n: ((r1 - r0) * f) as u32,
+        f: f as u32,
+        row0: r0 as u32,
+        ptr_base,
+        edge_base,
+        out_base,
+        t0: tile.0 as u32,
+        t1: tile.1 as u32,
         in_base,
-        (i == 0) as u32,
-    ]
+        first: (i == 0) as u32,
+    }
 }
 
 /// True if `v` replaces the running max `m`: larger, or the first NaN.

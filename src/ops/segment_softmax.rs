@@ -25,6 +25,7 @@ use rayon::prelude::*;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::SegmentSoftmaxParams;
 use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -152,13 +153,13 @@ fn wgpu_launch(k: &Kernel, block: &Block, heads: usize, bufs: &[(u32, &WgpuBuffe
             .collect();
         let mut binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
         binds.push((1, &pw));
-        let words = [
-            (d1 - d0) as u32,
-            heads as u32,
-            d0 as u32,
-            pw.base,
-            windows[0].1.base,
-        ];
+        let words = SegmentSoftmaxParams {
+            num_dst: (d1 - d0) as u32,
+            heads: heads as u32,
+            d0: d0 as u32,
+            ptr_base: pw.base,
+            e_base: windows[0].1.base,
+        };
         ctx.launch_windows(k, &words, &binds, ((d1 - d0) * heads) as u64)?;
     }
     Ok(())

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::SegmentSumParams;
 use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -132,12 +133,21 @@ fn launch(
             // Backward, the in-degrees of the tile's dst rows.
             let dw = ctx.window(&bb.indptr, t0, t1 + 1);
             let pw = if forward { &pw } else { &dw };
-            let words = [(r1 - r0) * f, f, mean as usize, r0].map(|v| v as u32);
-            let bases = [
-                pw.base, tw.base, ew.base, ow.base, t0 as u32, t1 as u32, xw.base,
-            ];
-            let flags = [(i == 0) as u32, (i + 1 == tiles.len()) as u32];
-            let words = [&words[..], &bases, &flags].concat();
+            let words = SegmentSumParams {
+                n: ((r1 - r0) * f) as u32,
+                f: f as u32,
+                mean: mean as u32,
+                row0: r0 as u32,
+                ptr_base: pw.base,
+                tptr_base: tw.base,
+                edge_base: ew.base,
+                out_base: ow.base,
+                t0: t0 as u32,
+                t1: t1 as u32,
+                in_base: xw.base,
+                first: (i == 0) as u32,
+                last: (i + 1 == tiles.len()) as u32,
+            };
             let n = ((r1 - r0) * f) as u64;
             if forward {
                 let binds = [(1, pw), (2, &ew), (3, &xw), (4, &ow)];

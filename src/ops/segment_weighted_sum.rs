@@ -29,6 +29,7 @@ use std::sync::Arc;
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::SegmentWeightedSumParams;
 use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -76,10 +77,23 @@ struct Dims {
 }
 
 impl Dims {
-    /// The kernels' parameter words: output rows `r0..r1`, then the rest (see the shader).
-    fn params(self, (r0, r1): (usize, usize), rest: [u32; 11]) -> Vec<u32> {
-        let head = [r1 - r0, self.cols, self.heads, self.per_head, r0].map(|v| v as u32);
-        [&head[..], &rest].concat()
+    /// The kernels' parameters: `rest` with the output rows `r0..r1` and the dimensions
+    /// filled in (see the shader).
+    fn params(
+        self,
+        (r0, r1): (usize, usize),
+        rest: SegmentWeightedSumParams,
+    ) -> SegmentWeightedSumParams {
+        let [rows, cols, heads, per_head, row0] =
+            [r1 - r0, self.cols, self.heads, self.per_head, r0].map(|v| v as u32);
+        SegmentWeightedSumParams {
+            rows,
+            cols,
+            heads,
+            per_head,
+            row0,
+            ..rest
+        }
     }
 
     /// Launches `kernel` (a warp per row of `rows`) on `buffers`, then `rows`, `cols`,
@@ -318,19 +332,17 @@ fn wgpu_forward(x: &WgpuBuffer, a: &WgpuBuffer, b: &Block, dims: Dims) -> Result
         for (i, &(t0, t1)) in tiles.iter().enumerate() {
             let xw = ctx.rows_window(x, t0, t1, cols);
             let (t0, t1) = (t0 as u32, t1 as u32);
-            let rest = [
-                pw.base,
-                ew.base,
-                aw.base,
-                ow.base,
+            let rest = SegmentWeightedSumParams {
+                ptr_base: pw.base,
+                edge_base: ew.base,
+                w_base: aw.base,
+                out_base: ow.base,
                 t0,
                 t1,
-                xw.base,
-                0,
-                0,
-                0,
-                first(i),
-            ];
+                in_base: xw.base,
+                first: first(i),
+                ..Default::default()
+            };
             let binds = [(1, &pw), (2, &ew), (3, &xw), (4, &aw), (5, &ow)];
             let n = ((d1 - d0) * cols) as u64;
             ctx.launch_windows(&FORWARD, &dims.params(range, rest), &binds, n)?;
@@ -360,9 +372,19 @@ fn wgpu_backward_x(a: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Res
                 let aw = ctx.rows_window(a, a0, a1, heads);
                 let [t0, t1, a0, a1] = [t0, t1, a0, a1].map(|v| v as u32);
                 let f = first(i + j);
-                let rest = [
-                    pw.base, dw.base, 0, ow.base, t0, t1, gw.base, a0, a1, aw.base, f,
-                ];
+                let rest = SegmentWeightedSumParams {
+                    ptr_base: pw.base,
+                    edge_base: dw.base,
+                    out_base: ow.base,
+                    t0,
+                    t1,
+                    in_base: gw.base,
+                    a0,
+                    a1,
+                    a_base: aw.base,
+                    first: f,
+                    ..Default::default()
+                };
                 let binds = [(6, &pw), (7, &dw), (8, &ew), (4, &aw), (9, &gw), (10, &ow)];
                 let n = ((u1 - u0) * cols) as u64;
                 ctx.launch_windows(&BACKWARD_X, &dims.params(range, rest), &binds, n)?;
@@ -389,9 +411,16 @@ fn wgpu_backward_a(x: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Res
         for &(t0, t1) in &tiles {
             let xw = ctx.rows_window(x, t0, t1, cols);
             let (t0, t1) = (t0 as u32, t1 as u32);
-            let rest = [
-                pw.base, ew.base, gw.base, ow.base, t0, t1, xw.base, 0, 0, 0, 0,
-            ];
+            let rest = SegmentWeightedSumParams {
+                ptr_base: pw.base,
+                edge_base: ew.base,
+                w_base: gw.base,
+                out_base: ow.base,
+                t0,
+                t1,
+                in_base: xw.base,
+                ..Default::default()
+            };
             let binds = [(1, &pw), (2, &ew), (3, &xw), (9, &gw), (11, &ow)];
             let n = ((d1 - d0) * heads) as u64;
             ctx.launch_windows(&BACKWARD_A, &dims.params(range, rest), &binds, n)?;

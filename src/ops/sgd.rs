@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use crate::device::cpu::CpuElem;
 use crate::device::cuda::{self, Arg};
 use crate::device::wgpu::Kernel;
+use crate::device::wgpu::SgdParams;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
 use crate::ops::rows::u32_count;
@@ -72,22 +73,23 @@ pub fn sgd_update(
         }
         (Storage::Wgpu(p), Storage::Wgpu(g)) => {
             let bits = |x: f64| (x as f32).to_bits();
-            let words = [
-                bits(h.lr),
-                bits(h.momentum),
-                bits(h.weight_decay),
-                h.first as u32,
-            ];
+            let params = SgdParams {
+                lr: bits(h.lr),
+                mu: bits(h.momentum),
+                wd: bits(h.weight_decay),
+                first: h.first as u32,
+                ..Default::default()
+            };
             let n = param.numel() as u64;
             match vel.as_deref_mut() {
                 Some(Storage::Wgpu(v)) => {
                     p.ctx()
-                        .launch_chunked(&MOMENTUM, &words, &[(1, p), (2, g), (3, v)], &[], n)?
+                        .launch_chunked(&MOMENTUM, params, &[(1, p), (2, g), (3, v)], &[], n)?
                 }
                 Some(_) => return Err(mismatch(param, velocity)),
                 None => p
                     .ctx()
-                    .launch_chunked(&PLAIN, &words, &[(1, p), (2, g)], &[], n)?,
+                    .launch_chunked(&PLAIN, params, &[(1, p), (2, g)], &[], n)?,
             }
         }
         (Storage::Cuda(p), Storage::Cuda(g)) => {

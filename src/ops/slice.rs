@@ -10,6 +10,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::SliceParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::ops::rows::{dims2, rows_from_fn, u32_count};
@@ -127,10 +128,18 @@ pub fn slice(x: &Tensor, dim: usize, start: usize, len: usize) -> Result<Tensor>
                 for (r0, r1) in ctx.split(OP, r, span)? {
                     let (lo, hi) = src(r0, r1);
                     let (sw, dw) = (ctx.window(b, lo, hi), ctx.rows_window(&out, r0, r1, len));
-                    let words = [(r1 - r0) * len, r0 * len, c, start, len, 1];
-                    let words = [&words.map(|v| v as u32)[..], &[sw.base, dw.base]].concat();
+                    let params = SliceParams {
+                        n: ((r1 - r0) * len) as u32,
+                        base: (r0 * len) as u32,
+                        c: c as u32,
+                        start: start as u32,
+                        len: len as u32,
+                        dim: 1,
+                        src_base: sw.base,
+                        dst_base: dw.base,
+                    };
                     let binds = [(1, &sw), (2, &dw)];
-                    ctx.launch_windows(&COLS, &words, &binds, ((r1 - r0) * len) as u64)?;
+                    ctx.launch_windows(&COLS, &params, &binds, ((r1 - r0) * len) as u64)?;
                 }
             }
             wgpu_output(out, out_shape, x)
@@ -199,9 +208,17 @@ fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> R
             for (r0, r1) in ctx.split(OP, r, span)? {
                 let (lo, hi) = g_range(r0, r1);
                 let (gw, ow) = (ctx.window(b, lo, hi), ctx.rows_window(&out, r0, r1, c));
-                let words = [(r1 - r0) * c, r0 * c, c, start, glen, dim];
-                let words = [&words.map(|v| v as u32)[..], &[gw.base, ow.base]].concat();
-                ctx.launch_windows(&PAD, &words, &[(3, &gw), (4, &ow)], ((r1 - r0) * c) as u64)?;
+                let params = SliceParams {
+                    n: ((r1 - r0) * c) as u32,
+                    base: (r0 * c) as u32,
+                    c: c as u32,
+                    start: start as u32,
+                    len: glen as u32,
+                    dim: dim as u32,
+                    src_base: gw.base,
+                    dst_base: ow.base,
+                };
+                ctx.launch_windows(&PAD, &params, &[(3, &gw), (4, &ow)], ((r1 - r0) * c) as u64)?;
             }
             return Ok(wgpu_output(out, in_shape.to_vec(), g));
         }

@@ -19,6 +19,7 @@
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::UnaryParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -109,9 +110,13 @@ impl UnaryOp {
         }
     }
 
-    /// Parameter words of the shader after `[n, base]`: the op and its f32 parameter.
-    fn words(self) -> [u32; 2] {
-        [self.code(), (self.param() as f32).to_bits()]
+    /// The shader's parameters: the op and its f32 parameter (`n, base` are set per chunk).
+    fn params(self) -> UnaryParams {
+        UnaryParams {
+            op: self.code(),
+            param: (self.param() as f32).to_bits(),
+            ..Default::default()
+        }
     }
 
     /// True if the backward rule reads the input rather than the output.
@@ -211,7 +216,7 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
             let out = WgpuBuffer::new(b.ctx(), b.len)?;
             let n = x.numel() as u64;
             b.ctx()
-                .launch_chunked(&FORWARD, &op.words(), &[(1, b), (2, &out)], &[], n)?;
+                .launch_chunked(&FORWARD, op.params(), &[(1, b), (2, &out)], &[], n)?;
             wgpu_output(out, x.shape().to_vec(), x)
         }
         Storage::Cuda(b) => {
@@ -309,7 +314,7 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
             let n = g.numel() as u64;
             gb.ctx().launch_chunked(
                 &BACKWARD,
-                &op.words(),
+                op.params(),
                 &[(3, gb), (4, sb), (5, &out)],
                 &[],
                 n,

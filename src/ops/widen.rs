@@ -16,6 +16,7 @@ use rayon::prelude::*;
 
 use crate::device::cpu::{self, CpuBuffer, CpuData};
 use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::wgpu::WidenParams;
 use crate::device::wgpu::{Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::PAR_MIN;
@@ -82,7 +83,8 @@ pub fn widen(x: &Tensor) -> Result<Tensor> {
                     (2, &out, (w0 * 8) as u64, (values * 4) as u64),
                 ];
                 let grid = ctx.grid((w1 - w0) as u64)?;
-                ctx.launch_ranges(kernel, &[values as u32], &ranges, grid)?;
+                let params = WidenParams { n: values as u32 };
+                ctx.launch_ranges(kernel, &params, &ranges, grid)?;
             }
             Storage::Wgpu(out)
         }

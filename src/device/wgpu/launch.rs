@@ -25,6 +25,7 @@
 
 use std::sync::Arc;
 
+use crate::device::wgpu::params::Params;
 use crate::device::wgpu::{Context, WgpuBuffer};
 use crate::error::{Error, Result};
 
@@ -187,10 +188,10 @@ impl Context {
     }
 
     /// Runs `k` over `n` invocations (1-D, see the module docs).
-    pub fn launch(
+    pub fn launch<P: Params>(
         &self,
         k: &Kernel,
-        params: &[u32],
+        params: &P,
         buffers: &[(u32, &WgpuBuffer)],
         n: u64,
     ) -> Result<()> {
@@ -202,10 +203,10 @@ impl Context {
     }
 
     /// Runs `k` on an explicit grid of workgroups.
-    pub fn launch_grid(
+    pub fn launch_grid<P: Params>(
         &self,
         k: &Kernel,
-        params: &[u32],
+        params: &P,
         buffers: &[(u32, &WgpuBuffer)],
         grid: (u32, u32, u32),
     ) -> Result<()> {
@@ -217,13 +218,13 @@ impl Context {
     /// adapter's `max_storage_buffer_binding_size`. Every buffer in `chunked` holds one
     /// 4-byte value per element and is bound to the chunk's range (the offset a multiple of
     /// `min_storage_buffer_offset_alignment`); those in `whole` are bound entirely. The
-    /// shader's parameter words are `[n_chunk, base, extra...]`: it indexes the chunked
-    /// buffers with its local index `i < n_chunk` and computes coordinates (row, column,
+    /// shader's parameters start with `n, base`, set here per chunk: it indexes the chunked
+    /// buffers with its local index `i < n` and computes coordinates (row, column,
     /// broadcast index) from the global index `base + i`.
-    pub fn launch_chunked(
+    pub fn launch_chunked<P: Params>(
         &self,
         k: &Kernel,
-        extra: &[u32],
+        params: P,
         chunked: &[(u32, &WgpuBuffer)],
         whole: &[(u32, &WgpuBuffer)],
         n: u64,
@@ -241,8 +242,8 @@ impl Context {
         let mut base = 0u64;
         while base < n {
             let len = step.min(n - base);
-            let mut words = vec![len as u32, base as u32];
-            words.extend_from_slice(extra);
+            let mut words = params;
+            super::params::set_prefix(&mut words, &["n", "base"], &[len as u32, base as u32])?;
             let mut binds: Vec<Binding> = chunked
                 .iter()
                 .map(|&(slot, buffer)| Binding {
@@ -283,10 +284,10 @@ impl Context {
     /// Runs `k` on an explicit grid with storage bindings given as byte ranges
     /// `(binding, buffer, offset, size)`; offsets must be multiples of the adapter's
     /// `min_storage_buffer_offset_alignment`. For ops that split large operands themselves.
-    pub fn launch_ranges(
+    pub fn launch_ranges<P: Params>(
         &self,
         k: &Kernel,
-        params: &[u32],
+        params: &P,
         ranges: &[(u32, &WgpuBuffer, u64, u64)],
         grid: (u32, u32, u32),
     ) -> Result<()> {
@@ -331,10 +332,10 @@ impl Context {
     /// `recorder.rs`; nothing is submitted here). A binding past
     /// [`Context::chunk_bytes`] is an error naming it: past the adapter's limit the driver
     /// would reject it, and past a test cap it shows an op that does not split.
-    pub(super) fn dispatch(
+    pub(super) fn dispatch<P: Params>(
         &self,
         k: &Kernel,
-        params: &[u32],
+        params: &P,
         binds: &[Binding],
         grid: (u32, u32, u32),
     ) -> Result<()> {
@@ -353,6 +354,18 @@ impl Context {
                 ),
             });
         }
+        if P::STEM != k.stem {
+            return Err(Error::Backend {
+                backend: "wgpu",
+                msg: format!(
+                    "{}::{}: given the parameters of shaders/{}.wgsl",
+                    k.stem,
+                    k.entry,
+                    P::STEM
+                ),
+            });
+        }
+        let params = super::params::words(params);
         if params.len() as u64 * 4 > super::layout::PARAM_BYTES {
             return Err(Error::Backend {
                 backend: "wgpu",

@@ -12,6 +12,7 @@ mod buffer;
 mod context;
 mod launch;
 mod layout;
+pub mod params;
 mod recorder;
 mod split;
 
@@ -19,4 +20,5 @@ pub use block::BlockBuffers;
 pub use buffer::WgpuBuffer;
 pub use context::{adapters, context, resolve_adapter, software_warning, AdapterSummary, Context};
 pub use launch::{Kernel, WG};
+pub use params::*;
 pub use split::{Follow, Window};

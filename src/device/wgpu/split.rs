@@ -26,6 +26,7 @@
 //! When everything fits there is one range and one tile: one dispatch, as before.
 
 use crate::device::wgpu::launch::Binding;
+use crate::device::wgpu::params::Params;
 use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 
@@ -148,13 +149,13 @@ impl Context {
     /// Runs the elementwise kernel `k` over `n` elements in ranges whose windows fit: the
     /// buffers of `same` hold one value per element and are bound as the range's window, the
     /// optional `follow` operand as the window of the values the range reads through its
-    /// [`Follow`] map. The shader's parameter words are `[n_range, first, same_base,
-    /// follow_base, extra...]`; it indexes with the global element index `gi = first + i`
-    /// (`i < n_range`), less the windows' first elements.
-    pub fn launch_followed(
+    /// [`Follow`] map. The shader's parameters start with `n, base, same_base, follow_base`,
+    /// set here per range (`n` values from global index `base`); it indexes with the global
+    /// element index `gi = base + i` (`i < n`), less the windows' first elements.
+    pub fn launch_followed<P: Params>(
         &self,
         k: &Kernel,
-        extra: &[u32],
+        params: P,
         same: &[(u32, &WgpuBuffer)],
         follow: Option<(u32, &WgpuBuffer, Follow)>,
         n: usize,
@@ -186,11 +187,12 @@ impl Context {
                 follow_base = w.base;
                 windows.push((slot, w));
             }
-            let words = [
+            let mut words = params;
+            super::params::set_prefix(
+                &mut words,
+                &["n", "base", "same_base", "follow_base"],
                 &[(g1 - g0) as u32, g0 as u32, same_base, follow_base],
-                extra,
-            ]
-            .concat();
+            )?;
             let binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
             self.launch_windows(k, &words, &binds, (g1 - g0) as u64)?;
         }
@@ -199,10 +201,10 @@ impl Context {
 
     /// Runs `k` over `n` invocations (1-D grid, see [`Context::launch`]) with the given
     /// windows bound; nothing runs when `n` is 0.
-    pub fn launch_windows(
+    pub fn launch_windows<P: Params>(
         &self,
         k: &Kernel,
-        params: &[u32],
+        params: &P,
         windows: &[(u32, &Window)],
         n: u64,
     ) -> Result<()> {
@@ -213,10 +215,10 @@ impl Context {
     }
 
     /// Runs `k` on an explicit grid of workgroups with the given windows bound.
-    pub fn launch_windows_grid(
+    pub fn launch_windows_grid<P: Params>(
         &self,
         k: &Kernel,
-        params: &[u32],
+        params: &P,
         windows: &[(u32, &Window)],
         grid: (u32, u32, u32),
     ) -> Result<()> {
