@@ -240,3 +240,30 @@ fn another_model_drops_a_workloads_model_only_flags() {
         &["--aggr does not apply to --model gcn"],
     );
 }
+
+#[test]
+fn features_flag_takes_auto_host_or_device_and_names_them_when_wrong() {
+    fails_with(
+        &[
+            "train",
+            "--dataset",
+            "synthetic:cora-like,scale=0.1",
+            "--features",
+            "gpu",
+        ],
+        &["--features", "auto, host or device"],
+    );
+    // On the CPU the matrix already lives where it is used: device is accepted as a no-op.
+    let err = succeeds(&[
+        "train",
+        "--dataset",
+        "synthetic:cora-like,scale=0.1",
+        "--epochs",
+        "1",
+        "--hidden",
+        "8",
+        "--features",
+        "device",
+    ]);
+    assert!(!err.contains("features on it"), "{err}");
+}

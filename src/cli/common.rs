@@ -12,7 +12,9 @@ use espalier::error::{Error, Result};
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, ModelConfig, ModelKind};
 use espalier::partition::{self, format_bytes, parse_bytes};
-use espalier::train::{BatchSize, FeatureDType, MicroConfig, OptimizerKind, TrainConfig};
+use espalier::train::{
+    BatchSize, FeatureDType, FeaturePlacement, MicroConfig, OptimizerKind, TrainConfig,
+};
 use espalier::Device;
 
 /// Dataset, model, sampling, micro-batching and device flags.
@@ -115,6 +117,12 @@ pub struct CommonArgs {
     /// precision halves host-to-device traffic; rows are widened to f32 on the device.
     #[arg(long, default_value = "f32")]
     pub feature_dtype: String,
+    /// Where the feature matrix lives on a GPU: auto (on the device when it fits: within
+    /// the adapter's largest buffer and half of what --memory-budget leaves after the
+    /// model's state), host (rows gathered on the host and uploaded per micro-batch) or
+    /// device (uploaded once, rows gathered there by id). No effect on the CPU.
+    #[arg(long, default_value = "auto")]
+    pub features: String,
     /// Do not write the binary cache of a loaded dataset.
     #[arg(long)]
     pub no_cache: bool,
@@ -318,6 +326,7 @@ impl CommonArgs {
         self.batch_size.parse::<BatchSize>()?;
         self.optimizer.parse::<OptimizerKind>()?;
         self.feature_dtype.parse::<FeatureDType>()?;
+        self.features.parse::<FeaturePlacement>()?;
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(Error::invalid(format!(
                 "--dropout {} must be in [0, 1)",
@@ -408,6 +417,7 @@ impl CommonArgs {
                 memory_budget: self.budget()?,
             },
             feature_dtype: self.feature_dtype.parse()?,
+            feature_placement: self.features.parse()?,
             ..Default::default()
         })
     }

@@ -235,13 +235,18 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     let micro = &trainer.config.micro;
     if log::enabled(Level::Info) {
         eprintln!(
-            "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}, micro-batches {} ({}){}",
+            "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}{}, micro-batches {} ({}){}",
             trainer.config.model.label(),
             trainer.config.model.layers,
             c.hidden,
             espalier::nn::Module::num_parameters(&trainer.model),
             trainer.config.fanouts,
             c.batch_size,
+            if trainer.resident_features.is_some() {
+                " (features on it)"
+            } else {
+                ""
+            },
             micro.micro_batches,
             micro.partitioner,
             micro

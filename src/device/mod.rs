@@ -98,6 +98,15 @@ impl Device {
         }
     }
 
+    /// The largest single buffer the device can allocate, where it has such a limit (wgpu's
+    /// `max_buffer_size`); `None` on the CPU and CUDA.
+    pub fn max_buffer_bytes(self) -> Result<Option<u64>> {
+        match self {
+            Device::Wgpu(i) => Ok(Some(self::wgpu::context(i)?.limits.max_buffer_size)),
+            Device::Cpu | Device::Cuda(_) => Ok(None),
+        }
+    }
+
     /// Frees the free buffers a GPU backend's pool keeps (nothing on the CPU); returns
     /// the bytes given back to the device.
     pub fn trim_pool(self) -> Result<u64> {

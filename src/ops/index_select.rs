@@ -100,13 +100,8 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
                 CpuData::F32(v) => gather(v, iv, f)?,
                 CpuData::F64(v) => gather(v, iv, f)?,
                 CpuData::U32(v) => gather(v, iv, f)?,
-                other => {
-                    return Err(Error::DType {
-                        op: OP,
-                        expected: "f32",
-                        got: other.dtype_name(),
-                    })
-                }
+                CpuData::F16(v) => gather(v, iv, f)?,
+                CpuData::BF16(v) => gather(v, iv, f)?,
             };
             (cpu_output(buf, vec![m, f], x), None)
         }
@@ -116,14 +111,16 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
             u32_count(OP, "the output", m * f)?;
             // With f > 0, n * f fitting u32 bounds n too; with f = 0 nothing runs.
             u32_count(OP, "x", n * f)?;
-            let out = wgpu_gather(b, n, f, ib, m)?;
+            let out = wgpu_gather(b, n, row_words(x, f)?, ib, m)?;
             (wgpu_output(out, vec![m, f], x), Some(host))
         }
         (Storage::Cuda(b), Storage::Cuda(ib)) => {
             let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
             check_indices(OP, &host, n)?;
-            let total = u32_count(OP, "the output", m * f)?;
+            u32_count(OP, "the output", m * f)?;
             u32_count(OP, "x", n * f)?;
+            let f = row_words(x, f)?;
+            let total = m * f;
             let ctx = b.ctx();
             let out = CudaBuffer::new(ctx, total as u64 * 4)?;
             // With no output values nothing runs; otherwise m and n are at most the
@@ -382,6 +379,23 @@ impl TransposedIndex {
 
     fn hits(&self, r: usize) -> &[u32] {
         &self.pos[self.indptr[r] as usize..self.indptr[r + 1] as usize]
+    }
+}
+
+/// The 4-byte words of one row of `x` (`f` values): `f`, or `f / 2` for half precision,
+/// whose GPU rows are gathered as pairs of values (an odd width would split a word).
+fn row_words(x: &Tensor, f: usize) -> Result<usize> {
+    match x.dtype() {
+        DType::F16 | DType::BF16 if f % 2 == 1 => Err(Error::shape(
+            "index_select",
+            format!(
+                "a {} row of {f} values is not a whole number of words: half-precision rows \
+                 need an even width on a GPU",
+                x.dtype().name()
+            ),
+        )),
+        DType::F16 | DType::BF16 => Ok(f / 2),
+        _ => Ok(f),
     }
 }
 

@@ -151,6 +151,12 @@ pub struct MemoryEstimator {
     /// SAGE-LSTM: the model's explosion-bucket split
     /// ([`crate::nn::Gnn::set_lstm_split`]); `None` (the default): no split.
     pub lstm_split: Option<usize>,
+    /// Bytes of a feature matrix kept on the device (`--features device`), resident like
+    /// the parameters; 0 when features live on the host.
+    pub resident_features: u64,
+    /// Rows are gathered on the device from the resident matrix: each micro-batch uploads
+    /// its input nodes' ids (u32) instead of their rows.
+    pub device_gather: bool,
 }
 
 impl MemoryEstimator {
@@ -161,7 +167,15 @@ impl MemoryEstimator {
             device,
             state_factor,
             lstm_split: None,
+            resident_features: 0,
+            device_gather: false,
         }
+    }
+
+    /// `bytes` as one allocation takes them on the estimator's device (pool size classes on
+    /// GPUs).
+    pub fn rounded(&self, bytes: u64) -> u64 {
+        self.round()(bytes)
     }
 
     fn round(&self) -> fn(u64) -> u64 {
@@ -216,6 +230,7 @@ impl MemoryEstimator {
                 0
             } + u64::from(state.grads);
         p.saturating_mul(factor)
+            .saturating_add(self.resident_features)
     }
 
     /// `A`: the highest bytes a training micro-batch adds on top of the resident ones.
@@ -238,8 +253,13 @@ impl MemoryEstimator {
         }
         let n = sizes[sizes.len() - 1].num_dst;
         let mut r = Replay::new(self.round());
-        // Trainer: features, labels, forward, loss, prediction, scaling, backward.
+        // Trainer: features (gathered on the device by id, or uploaded), labels, forward,
+        // loss, prediction, scaling, backward.
+        let ids = self.device_gather.then(|| r.input(sizes[0].num_src, 1));
         let x = r.input(sizes[0].num_src, self.model.in_dim);
+        if let Some(ids) = ids {
+            r.release(ids.buf);
+        }
         let y = r.input(n, 1);
         let h = x.clone_in(&mut r);
         let logits = self.forward(&mut r, sizes, h);

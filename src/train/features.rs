@@ -6,6 +6,10 @@
 //! turns the rows into f32 on the device, so every layer computes in f32 as before.
 //! f16 keeps 11 significant bits in a ±65504 range (features outside it become ±inf);
 //! bf16 keeps f32's range with 8 bits.
+//!
+//! On a GPU the matrix can instead live on the device ([`FeaturePlacement`]): uploaded once
+//! in its stored precision, each micro-batch's rows gathered there by index
+//! ([`crate::ops::index_select`]), so no rows cross the bus per micro-batch, only their ids.
 
 use std::str::FromStr;
 
@@ -40,6 +44,37 @@ impl FromStr for FeatureDType {
             "bf16" => Ok(FeatureDType::BF16),
             _ => Err(Error::invalid(format!(
                 "feature dtype `{s}`: expected f32, f16 or bf16"
+            ))),
+        }
+    }
+}
+
+/// Where the feature matrix lives while training on a GPU (`--features`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeaturePlacement {
+    /// On the device when it fits: the matrix's device bytes within the adapter's largest
+    /// buffer and, under a memory budget, at most half of what the budget leaves after the
+    /// parameters, gradients and optimizer state (half-precision matrices of odd width stay
+    /// on the host).
+    #[default]
+    Auto,
+    /// In host memory: each micro-batch gathers its rows on the host and uploads them.
+    Host,
+    /// On the device, uploaded once; an error where it cannot be.
+    Device,
+}
+
+impl FromStr for FeaturePlacement {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(FeaturePlacement::Auto),
+            "host" => Ok(FeaturePlacement::Host),
+            "device" => Ok(FeaturePlacement::Device),
+            _ => Err(Error::invalid(format!(
+                "--features `{s}`: expected auto, host or device"
             ))),
         }
     }
@@ -88,6 +123,36 @@ impl<'a> FeatureStore<'a> {
         }
     }
 
+    /// The whole `[n, dim]` matrix on `device`, in the stored precision (no widening).
+    pub fn upload_all(&self, dim: usize, device: Device) -> Result<Tensor> {
+        let n = self.len() / dim.max(1);
+        let shape = [n, dim];
+        match self {
+            FeatureStore::F32(v) => Tensor::from_f32(v.to_vec(), &shape, device),
+            FeatureStore::F16(v) => Tensor::from_f16(v.clone(), &shape, device),
+            FeatureStore::BF16(v) => Tensor::from_bf16(v.clone(), &shape, device),
+        }
+    }
+
+    /// Values stored.
+    pub fn len(&self) -> usize {
+        match self {
+            FeatureStore::F32(v) => v.len(),
+            FeatureStore::F16(v) => v.len(),
+            FeatureStore::BF16(v) => v.len(),
+        }
+    }
+
+    /// True when no value is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether rows are stored in half precision (f16 or bf16).
+    pub fn is_half(&self) -> bool {
+        !matches!(self, FeatureStore::F32(_))
+    }
+
     /// Rows `ids` of the `[n, dim]` matrix, on the host, in the stored precision.
     pub fn gather(&self, dim: usize, ids: &[u32]) -> Result<HostRows> {
         Ok(match self {
@@ -108,6 +173,15 @@ impl HostRows {
             HostRows::BF16(v) => crate::ops::widen(&Tensor::from_bf16(v, &shape, device)?),
         }
     }
+}
+
+/// Rows `ids` of a matrix that lives on the device (`[n, dim]`, stored precision),
+/// gathered there and widened to f32: only the ids are uploaded.
+pub fn gather_on_device(resident: &Tensor, ids: &[u32]) -> Result<Tensor> {
+    let idx = Tensor::from_u32(ids.to_vec(), &[ids.len()], resident.device())?;
+    let rows = crate::ops::index_select(resident, &idx)?;
+    drop(idx);
+    crate::ops::widen(&rows)
 }
 
 /// Rows `ids` of a row-major `[n, dim]` host matrix, on the host (parallel copy).

@@ -84,7 +84,8 @@ pub enum Pass {
 struct Prepared {
     seeds: Vec<u32>,
     blocks: Vec<Arc<Block>>,
-    features: HostRows,
+    /// Gathered rows; `None` when the matrix lives on the device (gathered there by id).
+    features: Option<HostRows>,
     labels: Vec<u32>,
     slice_s: f64,
     gather_s: f64,
@@ -103,11 +104,12 @@ pub(crate) struct BatchOutcome {
     pub non_finite: bool,
 }
 
-/// Host-side preparation: slice (unless the micro-batch is the whole batch), gather.
+/// Host-side preparation: slice (unless the micro-batch is the whole batch), gather (unless
+/// `features` is `None`: the matrix lives on the device).
 fn prepare(
     slicer: &Slicer,
     data: &Dataset,
-    features: &FeatureStore,
+    features: Option<&FeatureStore>,
     seeds: Vec<u32>,
     whole: bool,
 ) -> Result<Prepared> {
@@ -123,7 +125,9 @@ fn prepare(
         t.elapsed().as_secs_f64()
     };
     let t = Instant::now();
-    let features = features.gather(data.feat_dim, &blocks[0].src_nodes)?;
+    let features = features
+        .map(|f| f.gather(data.feat_dim, &blocks[0].src_nodes))
+        .transpose()?;
     let labels = seeds.iter().map(|&s| data.labels[s as usize]).collect();
     Ok(Prepared {
         seeds,
@@ -219,7 +223,7 @@ impl Trainer<'_> {
         } else {
             let whole = parts.len() == 1;
             let data = self.data;
-            let features = &self.features;
+            let features = self.host_features();
             let this = &*self;
             let slicer_ref = &slicer;
             std::thread::scope(|scope| -> Result<()> {
@@ -306,7 +310,7 @@ impl Trainer<'_> {
                     let half = seeds.len().div_ceil(2);
                     let (a, b) = seeds.split_at(half);
                     // The second half runs after the first: push it first.
-                    let f = &self.features;
+                    let f = self.host_features();
                     todo.push(prepare(run.slicer, self.data, f, b.to_vec(), false)?);
                     todo.push(prepare(run.slicer, self.data, f, a.to_vec(), false)?);
                 }
@@ -331,6 +335,14 @@ impl Trainer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The host matrix micro-batches gather from; `None` when it lives on the device.
+    fn host_features(&self) -> Option<&FeatureStore<'_>> {
+        match self.resident_features {
+            Some(_) => None,
+            None => Some(&self.features),
+        }
     }
 
     /// Adds one micro-batch's loss and correct predictions to the batch's.
@@ -410,9 +422,10 @@ impl Trainer<'_> {
         let device = self.config.device;
         let n = p.seeds.len();
         let t = Instant::now();
-        let x = p
-            .features
-            .upload(p.blocks[0].num_src, self.data.feat_dim, device)?;
+        let x = match p.features {
+            Some(rows) => rows.upload(p.blocks[0].num_src, self.data.feat_dim, device)?,
+            None => self.gather_features(&p.blocks[0].src_nodes)?,
+        };
         let y = Tensor::from_u32(p.labels, &[n], device)?;
         let fwd = Forward {
             training: true,

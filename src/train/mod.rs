@@ -7,7 +7,7 @@ pub mod optim;
 pub mod schedule;
 pub mod trainer;
 
-pub use features::{gather_host, FeatureDType, FeatureStore};
+pub use features::{gather_host, FeatureDType, FeaturePlacement, FeatureStore};
 pub use micro::{MicroConfig, SAFETY_MARGIN};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use schedule::LrSchedule;

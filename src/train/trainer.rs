@@ -24,7 +24,9 @@ use crate::partition::{
 use crate::rng::{mix64, Rng};
 use crate::tensor::Tensor;
 use crate::train::checkpoint;
-use crate::train::features::{gather_host, FeatureDType, FeatureStore};
+use crate::train::features::{
+    gather_host, gather_on_device, FeatureDType, FeaturePlacement, FeatureStore,
+};
 use crate::train::micro::{MicroConfig, Pass, SAFETY_MARGIN};
 use crate::train::optim::{Adam, Optimizer, Sgd};
 use crate::train::schedule::LrSchedule;
@@ -155,6 +157,10 @@ pub struct TrainConfig {
     /// CPU is the same either way.
     #[serde(default)]
     pub profile: bool,
+    /// Where the feature matrix lives on a GPU (`--features auto|host|device`); on the CPU
+    /// host and device are one and this changes nothing.
+    #[serde(default)]
+    pub feature_placement: FeaturePlacement,
 }
 
 impl Default for TrainConfig {
@@ -180,6 +186,7 @@ impl Default for TrainConfig {
             lr_schedule: LrSchedule::default(),
             patience: None,
             profile: false,
+            feature_placement: FeaturePlacement::Auto,
         }
     }
 }
@@ -264,6 +271,11 @@ impl TrainConfig {
     /// Sets early stopping's patience (evaluations without a better validation accuracy).
     pub fn patience(mut self, p: Option<usize>) -> Self {
         self.patience = p;
+        self
+    }
+    /// Sets where the feature matrix lives on a GPU.
+    pub fn feature_placement(mut self, p: FeaturePlacement) -> Self {
+        self.feature_placement = p;
         self
     }
     /// Sets whether phases are timed with device waits (see [`TrainConfig::profile`]).
@@ -389,6 +401,9 @@ pub struct Summary {
     pub epochs: Vec<EpochStats>,
     /// Highest bytes live on the training device during the run.
     pub peak_bytes: u64,
+    /// Whether the feature matrix lived on the device (`--features`).
+    #[serde(default)]
+    pub features_on_device: bool,
     /// Seconds of training (evaluation included).
     pub train_seconds: f64,
     /// One entry per batch (per epoch in full-batch training): K, partitioner, redundancy,
@@ -402,6 +417,9 @@ pub struct Trainer<'a> {
     pub data: &'a Dataset,
     /// The feature matrix in `config.feature_dtype`.
     pub features: FeatureStore<'a>,
+    /// The feature matrix on the training device (stored precision), when
+    /// `config.feature_placement` put it there: rows are gathered on the device.
+    pub resident_features: Option<Tensor>,
     /// The graph sampled from (symmetrized or not, as configured).
     pub graph: Arc<Csr>,
     /// The model.
@@ -465,6 +483,59 @@ impl DatasetId {
     }
 }
 
+/// Whether the feature matrix goes on the device (see [`FeaturePlacement`]).
+fn features_on_device(
+    config: &TrainConfig,
+    features: &FeatureStore<'_>,
+    dim: usize,
+    estimator: &MemoryEstimator,
+) -> Result<bool> {
+    if config.device == Device::Cpu || config.feature_placement == FeaturePlacement::Host {
+        return Ok(false);
+    }
+    let explicit = config.feature_placement == FeaturePlacement::Device;
+    let bytes = estimator.rounded(features.bytes() as u64);
+    let refuse = |why: String| -> Result<bool> {
+        if explicit {
+            Err(Error::invalid(format!("--features device: {why}")))
+        } else {
+            Ok(false)
+        }
+    };
+    if features.is_half() && dim % 2 == 1 {
+        return refuse(format!(
+            "a half-precision matrix of odd width ({dim}) cannot be gathered on a GPU (rows \
+             are gathered as pairs of values); use --features host or --feature-dtype f32"
+        ));
+    }
+    if let Some(max) = config.device.max_buffer_bytes()? {
+        if bytes > max {
+            return refuse(format!(
+                "the feature matrix takes {}, more than the largest buffer the device allows ({})",
+                format_bytes(bytes),
+                format_bytes(max)
+            ));
+        }
+    }
+    if let Some(budget) = config.micro.memory_budget {
+        let resident = estimator.resident_bytes(Resident::STEADY);
+        let room = budget.saturating_sub(resident);
+        if !explicit && bytes > room / 2 {
+            return Ok(false);
+        }
+        if bytes > room {
+            return refuse(format!(
+                "the feature matrix takes {}, and the memory budget {} leaves {} after the \
+                 parameters, gradients and optimizer state",
+                format_bytes(bytes),
+                format_bytes(budget),
+                format_bytes(room)
+            ));
+        }
+    }
+    Ok(true)
+}
+
 /// Configuration fields that may change when a run is resumed: they do not change what
 /// the model computes (`epochs` is how a run is extended).
 const RESUMABLE_CHANGES: &[&str] = &[
@@ -475,6 +546,7 @@ const RESUMABLE_CHANGES: &[&str] = &[
     "patience",
     "on_nan",
     "profile",
+    "feature_placement",
     "micro.micro_batches",
     "micro.partitioner",
     "micro.memory_budget",
@@ -620,8 +692,14 @@ impl<'a> Trainer<'a> {
             OptimizerKind::AdamW => Box::new(Adam::adamw(params, config.lr, config.weight_decay)?),
             OptimizerKind::Sgd => Box::new(Sgd::new(params, config.lr, 0.9, config.weight_decay)?),
         };
-        let estimator =
+        let mut estimator =
             MemoryEstimator::new(config.model.clone(), config.device, optim.state_factor());
+        let features = FeatureStore::new(&data.features, config.feature_dtype);
+        let on_device = features_on_device(&config, &features, data.feat_dim, &estimator)?;
+        if on_device {
+            estimator.resident_features = estimator.rounded(features.bytes() as u64);
+            estimator.device_gather = true;
+        }
         let budget = match config.micro.memory_budget {
             None => None,
             Some(b) => {
@@ -629,8 +707,13 @@ impl<'a> Trainer<'a> {
                 if resident as f64 * (1.0 + SAFETY_MARGIN) > b as f64 {
                     return Err(Error::invalid(format!(
                         "memory budget {} is too small: parameters, their gradients and the \
-                         optimizer state alone take {} (with the {:.0}% safety margin, {}), \
+                         optimizer state{} alone take {} (with the {:.0}% safety margin, {}), \
                          before any activation",
+                        if on_device {
+                            " and the feature matrix (--features device)"
+                        } else {
+                            ""
+                        },
                         format_bytes(b),
                         format_bytes(resident),
                         SAFETY_MARGIN * 100.0,
@@ -645,9 +728,15 @@ impl<'a> Trainer<'a> {
                 })
             }
         };
+        let resident_features = if on_device {
+            Some(features.upload_all(data.feat_dim, config.device)?)
+        } else {
+            None
+        };
         Ok(Trainer {
             data,
-            features: FeatureStore::new(&data.features, config.feature_dtype),
+            features,
+            resident_features,
             graph,
             model,
             optim,
@@ -784,6 +873,9 @@ impl<'a> Trainer<'a> {
     /// Gathers the rows of `ids` from the host feature matrix onto the training device
     /// (in the stored precision, widened to f32 there).
     pub fn gather_features(&self, ids: &[u32]) -> Result<Tensor> {
+        if let Some(resident) = &self.resident_features {
+            return gather_on_device(resident, ids);
+        }
         let dim = self.data.feat_dim;
         self.features
             .gather(dim, ids)?
@@ -1119,6 +1211,7 @@ impl<'a> Trainer<'a> {
             already_finished,
             epochs: self.history.clone(),
             peak_bytes: self.peak_seen.get(),
+            features_on_device: self.resident_features.is_some(),
             train_seconds,
             micro_batches: Vec::new(),
         }
