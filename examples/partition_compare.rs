@@ -359,7 +359,7 @@ fn compare_graph(g: &Csr, k: usize, seed: u64) -> Result<()> {
     )?;
     drop(mg);
 
-    for passes in [1usize, 4, 8] {
+    for passes in [3usize, 4, 6, 8] {
         let opts = GremOptions {
             passes,
             seed,
@@ -377,7 +377,7 @@ fn compare_graph(g: &Csr, k: usize, seed: u64) -> Result<()> {
             ),
             &labels,
             secs,
-            grem_working_bytes(sym.num_nodes, k, &opts),
+            grem_working_bytes(&sym, k, &opts),
             rss,
         )?;
     }
