@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use espalier::graph::{sample_blocks, Block, Csr};
+use espalier::graph::{sample_blocks, Block, BlockSizes, Csr, Slicer};
 use espalier::partition::betty::{betty, betty_memory_aware, redundancy_graph, BettyOptions};
 use espalier::partition::buffalo::{buffalo, buffalo_memory_aware, BuffaloOptions};
 use espalier::partition::cherry::{Cherry, CherryOptions, NonSeeds};
@@ -78,6 +78,11 @@ fn estimator(blocks: &[Arc<Block>]) -> impl Fn(&[u32]) -> u64 {
     }
 }
 
+/// [`estimator`]'s bytes, from block sizes.
+fn size_bytes(sizes: &[BlockSizes]) -> u64 {
+    64 * sizes[0].num_src as u64 + 8 * sizes.iter().map(|s| s.num_edges as u64).sum::<u64>()
+}
+
 type Partitioner<'a> = Box<dyn Fn(&Batch, usize, u64) -> Result<Vec<Vec<u32>>> + Send + Sync + 'a>;
 
 fn partitioners<'a>() -> Vec<(&'static str, Partitioner<'a>)> {
@@ -128,10 +133,15 @@ fn partitioners<'a>() -> Vec<(&'static str, Partitioner<'a>)> {
         ("cherry-remove", cherry(NonSeeds::Remove)),
         (
             "buffalo",
-            Box::new(|b: &Batch, k, seed| {
-                let est = estimator(&b.blocks);
-                let opts = BuffaloOptions::default();
-                buffalo(&b.seeds, &b.blocks, &b.graph, k, seed, &est, &opts)
+            Box::new(|b: &Batch, k, _seed| {
+                let slicer = Slicer::new(&b.blocks)?;
+                buffalo(
+                    &b.seeds,
+                    &slicer,
+                    k,
+                    &size_bytes,
+                    &BuffaloOptions::default(),
+                )
             }),
         ),
         (
@@ -366,13 +376,12 @@ fn memory_aware_loops_fit_the_budget() {
     assert!(plan.parts.len() >= 3);
     assert!(plan.peak_bytes.iter().all(|&x| x <= budget));
     assert_partition("betty-memory", &b.seeds, &plan.parts, plan.parts.len());
+    let slicer = Slicer::new(&b.blocks).unwrap();
     let plan = buffalo_memory_aware(
         &b.seeds,
-        &b.blocks,
-        &b.graph,
-        0,
+        &slicer,
         budget,
-        &est,
+        &size_bytes,
         &BuffaloOptions::default(),
     )
     .unwrap();
