@@ -212,7 +212,8 @@ impl Batch<'_> {
                 .sum();
             4 * nodes + 8 * s.iter().map(|b| b.num_edges as u64).sum::<u64>()
         };
-        let (p, t) = timed(&|| buffalo(seeds, &slicer, k, &bytes, &BuffaloOptions::default()))?;
+        let (p, t) =
+            timed(&|| buffalo(seeds, &slicer, k, seed, &bytes, &BuffaloOptions::default()))?;
         self.row("buffalo", &p, t)?;
         let (p, t) = timed(&|| grem_seeds(seeds, blocks, g, k, seed, &GremOptions::default()))?;
         self.row("grem (seed-induced)", &p, t)?;

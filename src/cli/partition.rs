@@ -109,6 +109,9 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
                 all.push(s);
             }
         }
+        if let Some(note) = trainer.partitioner.note() {
+            eprintln!("{name}: {note}");
+        }
     }
     if a.compare {
         print_compare(&all);

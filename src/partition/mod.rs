@@ -92,6 +92,11 @@ pub trait Partitioner: Send {
     /// `k` disjoint non-empty seed lists covering `batch.seeds`; called through
     /// [`partition`], which has checked `1 < k <= batch.seeds.len()`.
     fn partition(&mut self, batch: &Batch<'_>, k: usize) -> Result<Vec<Vec<u32>>>;
+
+    /// A line about the last call worth reporting (e.g. a model's error), if any.
+    fn note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The partitioner called `name`.
