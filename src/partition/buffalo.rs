@@ -25,7 +25,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Buckets, Csr, Slicer};
-use crate::partition::buffalo_model::{item_sizes, GroupModel};
+use crate::partition::buffalo_model::{item_sizes, Clusters, GroupModel};
 use crate::partition::grem::{grem_partition, GremOptions};
 use crate::partition::parts::{self, MemoryPlan};
 
@@ -104,24 +104,26 @@ pub fn buffalo_plan(
     }
     let full = slicer.full_sizes();
     let global = |local: &[u32]| -> Vec<u32> { local.iter().map(|&d| seeds[d as usize]).collect() };
-    let items = split_buckets(seeds, slicer, k, seed, bytes, opts, &full)?;
-    let sizes = item_sizes(
-        slicer,
-        &items.iter().map(|it| global(it)).collect::<Vec<_>>(),
-    )?;
+    let (items, cluster) = split_buckets(seeds, slicer, k, seed, bytes, opts, &full)?;
+    let globals: Vec<Vec<u32>> = items.iter().map(|it| global(it)).collect();
+    let sizes = item_sizes(slicer, &globals)?;
+    let clusters = Clusters::new(slicer, &globals, &sizes, &cluster)?;
+    let model = Model {
+        full: &full,
+        sizes: &sizes,
+        cluster: &cluster,
+        clusters: &clusters,
+        bytes,
+    };
     let solo: Vec<u64> = sizes.iter().map(|s| bytes(s)).collect();
     let members = if opts.locality {
-        contiguous_groups(&sizes, &solo, k, bytes, &full)
+        contiguous_groups(&model, &solo, k)
     } else {
-        largest_first(&items, &sizes, &solo, k, bytes, &full)
+        largest_first(&model, &items, &solo, k)
     };
     let predicted: Vec<u64> = members
         .iter()
-        .map(|m| {
-            let mut g = GroupModel::new(&full);
-            m.iter().for_each(|&i| g.add(&sizes[i], &full));
-            bytes(&g.sizes(&full))
-        })
+        .map(|m| model.predict(&model.group(m)))
         .collect();
     let mut members = members;
 
@@ -195,56 +197,68 @@ pub fn buffalo_plan(
 
 /// Longest processing time first: items by decreasing bytes, each into the group of
 /// least predicted bytes (an empty group first).
-fn largest_first(
-    items: &[Vec<u32>],
-    sizes: &[Vec<BlockSizes>],
-    solo: &[u64],
-    k: usize,
-    bytes: &dyn Fn(&[BlockSizes]) -> u64,
-    full: &[BlockSizes],
-) -> Vec<Vec<usize>> {
+fn largest_first(model: &Model<'_>, items: &[Vec<u32>], solo: &[u64], k: usize) -> Vec<Vec<usize>> {
     // Ties by first dst, so the schedule is deterministic.
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_unstable_by(|&a, &b| solo[b].cmp(&solo[a]).then(items[a][0].cmp(&items[b][0])));
-    let mut models = vec![GroupModel::new(full); k];
+    let mut models = vec![GroupModel::new(model.full); k];
     let mut predicted = vec![0u64; k];
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
     for &i in &order {
         let g = (0..k)
             .min_by_key(|&g| (models[g].items() > 0, predicted[g], g))
             .unwrap_or(0);
-        models[g].add(&sizes[i], full);
-        predicted[g] = bytes(&models[g].sizes(full));
+        model.add(&mut models[g], i);
+        predicted[g] = model.predict(&models[g]);
         members[g].push(i);
     }
     members
 }
 
+/// What the grouping reads: the full sizes, each item's sizes and cluster, the clusters,
+/// and the bytes of sizes.
+struct Model<'a> {
+    full: &'a [BlockSizes],
+    sizes: &'a [Vec<BlockSizes>],
+    cluster: &'a [usize],
+    clusters: &'a Clusters,
+    bytes: &'a dyn Fn(&[BlockSizes]) -> u64,
+}
+
+impl Model<'_> {
+    fn add(&self, g: &mut GroupModel, i: usize) {
+        g.add(&self.sizes[i], self.cluster[i], self.clusters);
+    }
+
+    fn predict(&self, g: &GroupModel) -> u64 {
+        (self.bytes)(&g.sizes(self.full, self.clusters))
+    }
+
+    fn group(&self, members: &[usize]) -> GroupModel {
+        let mut g = GroupModel::new(self.full);
+        members.iter().for_each(|&i| self.add(&mut g, i));
+        g
+    }
+}
+
 /// Exactly `k` non-empty contiguous runs of the items (in their order), the largest
 /// predicted run as small as a bisection on that bound finds: a run grows while its
 /// prediction stays within the bound (and enough items are left for the runs after it).
-fn contiguous_groups(
-    sizes: &[Vec<BlockSizes>],
-    solo: &[u64],
-    k: usize,
-    bytes: &dyn Fn(&[BlockSizes]) -> u64,
-    full: &[BlockSizes],
-) -> Vec<Vec<usize>> {
-    let n = sizes.len();
+fn contiguous_groups(model: &Model<'_>, solo: &[u64], k: usize) -> Vec<Vec<usize>> {
+    let n = model.sizes.len();
     let runs = |bound: u64| -> Vec<Vec<usize>> {
         let mut out: Vec<Vec<usize>> = vec![Vec::new()];
-        let mut g = GroupModel::new(full);
-        for (i, item) in sizes.iter().enumerate() {
+        let mut g = GroupModel::new(model.full);
+        for i in 0..n {
             let open = out.len() < k;
             let must_open = open && n - i <= k - out.len();
             let mut grown = g.clone();
-            grown.add(item, full);
-            let fits = bytes(&grown.sizes(full)) <= bound;
+            model.add(&mut grown, i);
+            let fits = model.predict(&grown) <= bound;
             let last = out.last().map_or(0, Vec::len);
             if last > 0 && open && (must_open || !fits) {
                 out.push(Vec::new());
-                g = GroupModel::new(full);
-                g.add(item, full);
+                g = model.group(&[i]);
             } else {
                 g = grown;
             }
@@ -257,19 +271,13 @@ fn contiguous_groups(
     let fits_all = |bound: u64| -> Option<Vec<Vec<usize>>> {
         let r = runs(bound);
         let ok = r.len() == k
-            && r.iter().all(|run| {
-                let mut g = GroupModel::new(full);
-                run.iter().for_each(|&i| g.add(&sizes[i], full));
-                run.len() == 1 || bytes(&g.sizes(full)) <= bound
-            });
+            && r.iter()
+                .all(|run| run.len() == 1 || model.predict(&model.group(run)) <= bound);
         ok.then_some(r)
     };
     let mut lo = solo.iter().copied().max().unwrap_or(0);
-    let mut hi = {
-        let mut g = GroupModel::new(full);
-        sizes.iter().for_each(|s| g.add(s, full));
-        bytes(&g.sizes(full)).max(lo)
-    };
+    let all: Vec<usize> = (0..n).collect();
+    let mut hi = model.predict(&model.group(&all)).max(lo);
     let mut best = runs(hi);
     if let Some(r) = fits_all(lo) {
         return r;
@@ -287,9 +295,10 @@ fn contiguous_groups(
     best
 }
 
-/// The items: degree buckets of the output block (and the zero-degree seeds), every one
-/// heavier than `T / pieces_per_part` cut into equal pieces, then the largest halved until
-/// there are at least `k`. Local dst ids, increasing within an item.
+/// The items: degree buckets of the output block (and the zero-degree seeds), with
+/// `locality` divided by GREM part, every one heavier than `T / pieces_per_part` cut into
+/// equal pieces, then the largest halved until there are at least `k`. Local dst ids,
+/// increasing within an item; with each item its cluster (GREM part, or bucket).
 fn split_buckets(
     seeds: &[u32],
     slicer: &Slicer,
@@ -298,7 +307,7 @@ fn split_buckets(
     bytes: &dyn Fn(&[BlockSizes]) -> u64,
     opts: &BuffaloOptions,
     full: &[BlockSizes],
-) -> Result<Vec<Vec<u32>>> {
+) -> Result<(Vec<Vec<u32>>, Vec<usize>)> {
     let blocks = slicer.blocks();
     let out = &blocks[blocks.len() - 1];
     let buckets = Buckets::new(out, None);
@@ -311,25 +320,26 @@ fn split_buckets(
         // adjacent in the item order.
         let labels = source_parts(out, k, seed)?;
         let mut cells = Vec::with_capacity(k * by_degree.len());
-        for part in 0..k as u32 {
+        for part in 0..k {
             for b in &by_degree {
                 let cell: Vec<u32> = b
                     .iter()
                     .copied()
-                    .filter(|&d| labels[d as usize] == part)
+                    .filter(|&d| labels[d as usize] as usize == part)
                     .collect();
                 if !cell.is_empty() {
-                    cells.push(cell);
+                    cells.push((cell, part));
                 }
             }
         }
         cells
     } else {
-        by_degree
+        by_degree.into_iter().zip(0..).collect()
     };
     let piece_bytes = (bytes(full) as f64 / (k * opts.pieces_per_part) as f64).max(1.0);
     let mut items = Vec::with_capacity(whole.len() + k * opts.pieces_per_part);
-    for b in whole {
+    let mut cluster = Vec::with_capacity(items.capacity());
+    for (b, c) in whole {
         let global: Vec<u32> = b.iter().map(|&d| seeds[d as usize]).collect();
         let own = bytes(&slicer.sizes(&global)?) as f64;
         let pieces = ((own / piece_bytes).ceil() as usize).clamp(1, b.len());
@@ -338,6 +348,7 @@ fn split_buckets(
         for i in 0..pieces {
             let len = q + usize::from(i < r);
             items.push(b[at..at + len].to_vec());
+            cluster.push(c);
             at += len;
         }
     }
@@ -353,8 +364,9 @@ fn split_buckets(
         }
         let rest = items[big].split_off(half);
         items.push(rest);
+        cluster.push(cluster[big]);
     }
-    Ok(items)
+    Ok((items, cluster))
 }
 
 /// GREM passes of the locality cut. More than a graph cut's default: on products-like
