@@ -540,3 +540,30 @@ fn buffalo_balances_a_low_degree_batch_and_its_model_tracks_the_estimate() {
         assert!(plan.model_error < 0.10, "{}", plan.model_error);
     }
 }
+
+#[test]
+fn betty_with_memory_weights_keeps_peaks_within_a_quarter() {
+    let low = low_degree(6000, 1500, 2);
+    let cases = [(batch(3000, 24000, 4).graph, 4usize), (low, 3)];
+    for (graph, stride) in cases {
+        let seeds = seeds_of(graph.num_nodes, stride, 4);
+        let blocks: Vec<Arc<Block>> = sample_blocks(&graph, &seeds, &[5, 10], 5)
+            .unwrap()
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let est = estimator(&blocks);
+        let spread = |memory_weights| {
+            let opts = BettyOptions {
+                memory_weights,
+                ..BettyOptions::default()
+            };
+            let parts = betty(&seeds, &blocks, &graph, 8, 0, &opts).unwrap();
+            let peaks: Vec<u64> = parts.iter().map(|p| est(p)).collect();
+            *peaks.iter().max().unwrap() as f64 / *peaks.iter().min().unwrap() as f64
+        };
+        let (weighted, unit) = (spread(true), spread(false));
+        eprintln!("largest/smallest: memory weights {weighted:.3}, unit {unit:.3}");
+        assert!(weighted <= 1.25, "{weighted}");
+    }
+}
