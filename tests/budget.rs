@@ -253,6 +253,8 @@ impl espalier::partition::Partitioner for Lopsided {
 
 #[test]
 fn a_new_partitioner_searches_its_own_k_under_the_budget() {
+    // A trainer with a budget sets the process-wide CPU budget.
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let data = graph::load(
         "synthetic:products-like,scale=0.002",
         &LoadOptions::default(),
