@@ -71,20 +71,18 @@ impl Clusters {
                 (sum as f64 / own as f64).max(1.0)
             }
         };
-        let r_src = (0..n)
-            .map(|c| {
-                (0..layers)
-                    .map(|l| ratio(src[c][l], sizes[c][l].num_src))
-                    .collect()
-            })
-            .collect();
-        let r_edges = (0..n)
-            .map(|c| {
-                (0..layers)
-                    .map(|l| ratio(edges[c][l], sizes[c][l].num_edges))
-                    .collect()
-            })
-            .collect();
+        // Per cluster and layer: the items' summed count over the cluster's own.
+        let redundancy = |sums: &[Vec<usize>], own: fn(&BlockSizes) -> usize| -> Vec<Vec<f64>> {
+            (0..n)
+                .map(|c| {
+                    (0..layers)
+                        .map(|l| ratio(sums[c][l], own(&sizes[c][l])))
+                        .collect()
+                })
+                .collect()
+        };
+        let r_src = redundancy(&src, |b| b.num_src);
+        let r_edges = redundancy(&edges, |b| b.num_edges);
         Ok(Clusters {
             seeds: members.iter().map(Vec::len).collect(),
             sizes,
