@@ -201,9 +201,19 @@ impl Batch<'_> {
                 t,
             )?;
         }
-        let est = self.estimator()?;
+        let slicer = graph::Slicer::new(blocks)?;
+        let (feat, hidden) = (self.feat_dim as u64, self.hidden as u64);
+        // The same stand-in as `estimator`, from block sizes.
+        let bytes = |s: &[graph::BlockSizes]| -> u64 {
+            let nodes: u64 = s
+                .iter()
+                .enumerate()
+                .map(|(l, b)| b.num_src as u64 * if l == 0 { feat } else { hidden })
+                .sum();
+            4 * nodes + 8 * s.iter().map(|b| b.num_edges as u64).sum::<u64>()
+        };
         let (p, t) =
-            timed(&|| buffalo(seeds, blocks, g, k, seed, &est, &BuffaloOptions::default()))?;
+            timed(&|| buffalo(seeds, &slicer, k, seed, &bytes, &BuffaloOptions::default()))?;
         self.row("buffalo", &p, t)?;
         let (p, t) = timed(&|| grem_seeds(seeds, blocks, g, k, seed, &GremOptions::default()))?;
         self.row("grem (seed-induced)", &p, t)?;
@@ -359,7 +369,7 @@ fn compare_graph(g: &Csr, k: usize, seed: u64) -> Result<()> {
     )?;
     drop(mg);
 
-    for passes in [1usize, 4, 8] {
+    for passes in [3usize, 4, 6, 8] {
         let opts = GremOptions {
             passes,
             seed,
@@ -377,7 +387,7 @@ fn compare_graph(g: &Csr, k: usize, seed: u64) -> Result<()> {
             ),
             &labels,
             secs,
-            grem_working_bytes(sym.num_nodes, k, &opts),
+            grem_working_bytes(&sym, k, &opts),
             rss,
         )?;
     }

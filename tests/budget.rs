@@ -226,3 +226,49 @@ fn a_budget_one_seed_does_not_fit_says_what_it_needs() {
         "budget restored"
     );
 }
+
+/// Gives the first micro-batch twice the seeds of each other one, so it needs a larger K
+/// than an even split under the same budget.
+struct Lopsided;
+
+impl espalier::partition::Partitioner for Lopsided {
+    fn name(&self) -> &str {
+        "lopsided"
+    }
+
+    fn partition(
+        &mut self,
+        batch: &espalier::partition::Batch<'_>,
+        k: usize,
+    ) -> espalier::Result<Vec<Vec<u32>>> {
+        let s = batch.seeds;
+        let unit = s.len() / (k + 1);
+        let mut parts = vec![s[..2 * unit].to_vec()];
+        parts.extend(espalier::partition::split_even(&s[2 * unit..], k - 1));
+        Ok(parts)
+    }
+}
+
+#[test]
+fn a_new_partitioner_searches_its_own_k_under_the_budget() {
+    // A trainer with a budget sets the process-wide CPU budget.
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let data = graph::load(
+        "synthetic:products-like,scale=0.002",
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let g = Arc::new(data.graph.clone());
+    let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
+    let budget = squeezed_budget(&data, &g, kind, aggr, 0.3);
+    let k_of = |t: &mut Trainer<'_>| t.partition_epoch(0, false).unwrap()[0].k;
+    let mut fresh =
+        Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(budget))).unwrap();
+    let k_random = k_of(&mut fresh);
+    let mut t = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(budget))).unwrap();
+    t.set_partitioner(Box::new(Lopsided));
+    let k_lopsided = k_of(&mut t);
+    assert!(k_lopsided > k_random, "{k_lopsided} vs {k_random}");
+    t.set_partitioner(espalier::partition::by_name("random").unwrap());
+    assert_eq!(k_of(&mut t), k_random);
+}

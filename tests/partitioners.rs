@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use espalier::graph::{sample_blocks, Block, Csr};
+use espalier::graph::{sample_blocks, Block, BlockSizes, Csr, Slicer};
 use espalier::partition::betty::{betty, betty_memory_aware, redundancy_graph, BettyOptions};
-use espalier::partition::buffalo::{buffalo, buffalo_memory_aware, BuffaloOptions};
+use espalier::partition::buffalo::{buffalo, buffalo_memory_aware, buffalo_plan, BuffaloOptions};
 use espalier::partition::cherry::{Cherry, CherryOptions, NonSeeds};
 use espalier::partition::footprint::{input_nodes, redundancy, InputCounter};
 use espalier::partition::grem::{grem_partition, grem_seeds, GremOptions};
@@ -78,6 +78,11 @@ fn estimator(blocks: &[Arc<Block>]) -> impl Fn(&[u32]) -> u64 {
     }
 }
 
+/// [`estimator`]'s bytes, from block sizes.
+fn size_bytes(sizes: &[BlockSizes]) -> u64 {
+    64 * sizes[0].num_src as u64 + 8 * sizes.iter().map(|s| s.num_edges as u64).sum::<u64>()
+}
+
 type Partitioner<'a> = Box<dyn Fn(&Batch, usize, u64) -> Result<Vec<Vec<u32>>> + Send + Sync + 'a>;
 
 fn partitioners<'a>() -> Vec<(&'static str, Partitioner<'a>)> {
@@ -129,9 +134,15 @@ fn partitioners<'a>() -> Vec<(&'static str, Partitioner<'a>)> {
         (
             "buffalo",
             Box::new(|b: &Batch, k, seed| {
-                let est = estimator(&b.blocks);
-                let opts = BuffaloOptions::default();
-                buffalo(&b.seeds, &b.blocks, &b.graph, k, seed, &est, &opts)
+                let slicer = Slicer::new(&b.blocks)?;
+                buffalo(
+                    &b.seeds,
+                    &slicer,
+                    k,
+                    seed,
+                    &size_bytes,
+                    &BuffaloOptions::default(),
+                )
             }),
         ),
         (
@@ -366,13 +377,13 @@ fn memory_aware_loops_fit_the_budget() {
     assert!(plan.parts.len() >= 3);
     assert!(plan.peak_bytes.iter().all(|&x| x <= budget));
     assert_partition("betty-memory", &b.seeds, &plan.parts, plan.parts.len());
+    let slicer = Slicer::new(&b.blocks).unwrap();
     let plan = buffalo_memory_aware(
         &b.seeds,
-        &b.blocks,
-        &b.graph,
+        &slicer,
         0,
         budget,
-        &est,
+        &size_bytes,
         &BuffaloOptions::default(),
     )
     .unwrap();
@@ -485,5 +496,74 @@ fn grem_is_within_a_quarter_of_metis_on_a_power_law_graph() {
             sizes.iter().all(|&s| s > 0 && s <= 3000 / 8 * 11 / 10),
             "{sizes:?}"
         );
+    }
+}
+
+/// A ring of `n` nodes with `extra` random chords: most nodes have two neighbours.
+fn low_degree(n: usize, extra: usize, seed: u64) -> Csr {
+    let mut rng = Rng::new(seed);
+    let (mut src, mut dst): (Vec<u32>, Vec<u32>) =
+        (0..n as u32).map(|v| (v, (v + 1) % n as u32)).unzip();
+    for _ in 0..extra {
+        src.push(rng.below(n as u64) as u32);
+        dst.push(rng.below(n as u64) as u32);
+    }
+    Csr::from_edges(n, &src, &dst).unwrap().symmetrize()
+}
+
+#[test]
+fn buffalo_balances_a_low_degree_batch_and_its_model_tracks_the_estimate() {
+    let graph = low_degree(6000, 1500, 2);
+    let seeds = seeds_of(6000, 3, 4);
+    let blocks: Vec<Arc<Block>> = sample_blocks(&graph, &seeds, &[5, 10], 5)
+        .unwrap()
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let slicer = Slicer::new(&blocks).unwrap();
+    for locality in [true, false] {
+        let opts = BuffaloOptions {
+            locality,
+            ..BuffaloOptions::default()
+        };
+        let plan = buffalo_plan(&seeds, &slicer, 8, 1, &size_bytes, &opts).unwrap();
+        assert_partition("buffalo", &seeds, &plan.parts, 8);
+        let max = *plan.bytes.iter().max().unwrap() as f64;
+        let mean = plan.bytes.iter().sum::<u64>() as f64 / 8.0;
+        eprintln!(
+            "locality {locality}: max/mean {:.3}, model error {:.3}, {} moves",
+            max / mean,
+            plan.model_error,
+            plan.moves
+        );
+        assert!(max / mean <= 1.10, "locality {locality}: {:?}", plan.bytes);
+        assert!(plan.model_error < 0.10, "{}", plan.model_error);
+    }
+}
+
+#[test]
+fn betty_with_memory_weights_keeps_peaks_within_a_quarter() {
+    let low = low_degree(6000, 1500, 2);
+    let cases = [(batch(3000, 24000, 4).graph, 4usize), (low, 3)];
+    for (graph, stride) in cases {
+        let seeds = seeds_of(graph.num_nodes, stride, 4);
+        let blocks: Vec<Arc<Block>> = sample_blocks(&graph, &seeds, &[5, 10], 5)
+            .unwrap()
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let est = estimator(&blocks);
+        let spread = |memory_weights| {
+            let opts = BettyOptions {
+                memory_weights,
+                ..BettyOptions::default()
+            };
+            let parts = betty(&seeds, &blocks, &graph, 8, 0, &opts).unwrap();
+            let peaks: Vec<u64> = parts.iter().map(|p| est(p)).collect();
+            *peaks.iter().max().unwrap() as f64 / *peaks.iter().min().unwrap() as f64
+        };
+        let (weighted, unit) = (spread(true), spread(false));
+        eprintln!("largest/smallest: memory weights {weighted:.3}, unit {unit:.3}");
+        assert!(weighted <= 1.25, "{weighted}");
     }
 }

@@ -23,7 +23,8 @@ pub struct CommonArgs {
     /// A folder in OGB's raw layout, an edge-list file, a name under --data-root
     /// (ogbn-arxiv, ogbn-products, ogbn-papers100M, cora, email-enron...), or
     /// `synthetic:PRESET[,scale=X][,seed=N]` with PRESET one of cora-like, arxiv-like,
-    /// products-like, papers-like (--seed, --feat-dim and --classes apply to it).
+    /// products-like, papers-like, as-like, road-like (--seed, --feat-dim and --classes
+    /// apply to it).
     #[arg(long, default_value = "synthetic:cora-like")]
     pub dataset: String,
     /// Root of named datasets (OGB's layout: ROOT/ogbn_arxiv/raw/...). Default:

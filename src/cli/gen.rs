@@ -14,7 +14,8 @@ use espalier::graph::synth::SynthSpec;
 #[derive(Args, Debug)]
 pub struct GenArgs {
     /// `PRESET[,scale=X][,seed=N][,feat_dim=F][,classes=C]` (a leading `synthetic:` is
-    /// accepted), with PRESET one of cora-like, arxiv-like, products-like, papers-like.
+    /// accepted), with PRESET one of cora-like, arxiv-like, products-like, papers-like,
+    /// as-like, road-like.
     pub spec: String,
     /// Output folder; `raw/` and `split/bench/` are written inside it. A folder that is not
     /// empty is refused unless --force.

@@ -99,7 +99,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
     for name in names {
         // Sampling is keyed by the run's seed, epoch and batch: every partitioner sees
         // the same batches.
-        trainer.partitioner = partition::by_name(name)?;
+        trainer.set_partitioner(partition::by_name(name)?);
         trainer.config.micro.partitioner = name.to_string();
         for epoch in 0..a.epochs {
             for s in trainer.partition_epoch(epoch, !a.no_run)? {
@@ -108,6 +108,9 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
                 }
                 all.push(s);
             }
+        }
+        if let Some(note) = trainer.partitioner.note() {
+            eprintln!("{name}: {note}");
         }
     }
     if a.compare {

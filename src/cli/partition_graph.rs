@@ -52,7 +52,7 @@ pub fn cut(graph: &Csr, name: &str, k: usize, seed: u64) -> Result<GraphCut> {
             seed,
             ..GremOptions::default()
         };
-        let bytes = grem_working_bytes(graph.num_nodes, k, &opts) as u64;
+        let bytes = grem_working_bytes(graph, k, &opts) as u64;
         (grem_partition(graph, k, &opts)?, bytes)
     } else {
         // xadj (n + 1), adjncy (both directions of every edge), one label per node.

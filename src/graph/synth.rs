@@ -13,11 +13,19 @@
 //! | `arxiv-like` | 169,343 | 1,166,243 | 128 | 40 | 0.65 |
 //! | `products-like` | 2,449,029 | 61,859,140 | 100 | 47 | 0.8 |
 //! | `papers-like` | 111,059,956 | 1,615,685,872 | 128 | 172 | 0.6 |
+//! | `as-like` | 26,475 | 53,381 | 100 | 10 | 0.6 |
+//! | `road-like` | 1,965,206 | 2,766,607 | 100 | 10 | 0.8 |
+//!
+//! `as-like` copies the counts of CAIDA's AS-relationship graph (as-caida, 2007): a
+//! power-law graph of mean degree 4 where most nodes have one or two neighbours.
+//! `road-like` copies roadNet-CA's counts with equal node weights instead of a power law:
+//! every node has 1 or 2 in-edges, no hubs (but no planar locality either).
 //!
 //! The model:
 //!
 //! - **Classes**: uniform over the preset's classes; labels are the classes.
-//! - **Degrees** (directed Chung-Lu, as the peer's `--synthetic`): node weights
+//! - **Degrees** (directed Chung-Lu, as the peer's `--synthetic`; `road-like` has equal
+//!   weights instead): node weights
 //!   `w = (rank + i0)^(-1/(gamma-1))` with `gamma = 2.1` over a random permutation of ranks,
 //!   `i0` set so that the largest expected degree is `sqrt(edges)`. Node `v` gets
 //!   `round(edges * W(v) / W)` in-edges (systematic rounding of the cumulative weight `W(v)`,
@@ -73,10 +81,14 @@ pub struct Preset {
     pub homophily: f64,
     /// Single-node class separation in noise standard deviations (see module docs).
     pub margin: f64,
+    /// Degree-distribution exponent of the Chung-Lu weights, or `None` for equal weights
+    /// (every in-degree within 1 of `edges / nodes`, out-degrees Poisson: a low-degree
+    /// graph without hubs, shaped like a road network).
+    pub gamma: Option<f64>,
 }
 
 /// The presets, named after the datasets whose counts they copy.
-pub const PRESETS: [Preset; 4] = [
+pub const PRESETS: [Preset; 6] = [
     Preset {
         name: "cora-like",
         nodes: 2_708,
@@ -85,6 +97,7 @@ pub const PRESETS: [Preset; 4] = [
         classes: 7,
         homophily: 0.8,
         margin: 1.0,
+        gamma: Some(GAMMA),
     },
     Preset {
         name: "arxiv-like",
@@ -94,6 +107,7 @@ pub const PRESETS: [Preset; 4] = [
         classes: 40,
         homophily: 0.65,
         margin: 1.6,
+        gamma: Some(GAMMA),
     },
     Preset {
         name: "products-like",
@@ -103,6 +117,7 @@ pub const PRESETS: [Preset; 4] = [
         classes: 47,
         homophily: 0.8,
         margin: 1.8,
+        gamma: Some(GAMMA),
     },
     Preset {
         name: "papers-like",
@@ -112,6 +127,27 @@ pub const PRESETS: [Preset; 4] = [
         classes: 172,
         homophily: 0.6,
         margin: 1.8,
+        gamma: Some(GAMMA),
+    },
+    Preset {
+        name: "as-like",
+        nodes: 26_475,
+        edges: 53_381,
+        feat_dim: 100,
+        classes: 10,
+        homophily: 0.6,
+        margin: 1.6,
+        gamma: Some(GAMMA),
+    },
+    Preset {
+        name: "road-like",
+        nodes: 1_965_206,
+        edges: 2_766_607,
+        feat_dim: 100,
+        classes: 10,
+        homophily: 0.8,
+        margin: 1.6,
+        gamma: None,
     },
 ];
 
@@ -307,7 +343,10 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
     ensure_allocatable(peak, &format!("synthetic {}", spec.name()))?;
     let seed = spec.seed;
     let classes = random_classes(n, p.classes, sub_seed(seed, stream::CLASSES));
-    let weights = power_law_weights(n, m, sub_seed(seed, stream::RANKS));
+    let weights = match p.gamma {
+        Some(gamma) => power_law_weights(n, m, gamma, sub_seed(seed, stream::RANKS)),
+        None => vec![1.0; n],
+    };
     let degrees = degrees(&weights, m, sub_seed(seed, stream::DEGREES));
     if degrees.iter().any(|&d| d as usize >= n) {
         return Err(too_small("a node's degree would exceed the node count"));
@@ -324,8 +363,12 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
     let features = class_features(&classes, p, seed);
     let split = random_split(n, SPLIT, sub_seed(seed, stream::SPLIT));
     let note = format!(
-        "synthetic {}: directed Chung-Lu power-law graph (degree exponent {GAMMA}), {} planted classes, homophily {}, class-centroid features (margin {}), random split {} (seed {seed})",
+        "synthetic {}: directed Chung-Lu {} graph, {} planted classes, homophily {}, class-centroid features (margin {}), random split {} (seed {seed})",
         spec.name(),
+        match p.gamma {
+            Some(g) => format!("power-law (degree exponent {g})"),
+            None => "equal-weight (low-degree, no hubs)".to_string(),
+        },
         p.classes,
         p.homophily,
         p.margin,
@@ -360,8 +403,8 @@ fn random_classes(n: usize, classes: usize, seed: u64) -> Vec<u32> {
 }
 
 /// Chung-Lu weights `(rank + i0)^(-alpha)` over a random permutation of ranks.
-fn power_law_weights(n: usize, m: usize, seed: u64) -> Vec<f64> {
-    let alpha = 1.0 / (GAMMA - 1.0);
+fn power_law_weights(n: usize, m: usize, gamma: f64, seed: u64) -> Vec<f64> {
+    let alpha = 1.0 / (gamma - 1.0);
     let i0 = weight_offset(n, m as f64, alpha, (m as f64).sqrt());
     let mut rank: Vec<u32> = (0..n as u32).collect();
     let mut rng = Rng::new(seed);
@@ -696,7 +739,9 @@ mod tests {
             match SynthSpec::parse(bad) {
                 Err(Error::InvalidArgument(m)) => {
                     assert!(
-                        m.contains("cora-like, arxiv-like, products-like, papers-like"),
+                        m.contains(
+                            "cora-like, arxiv-like, products-like, papers-like, as-like, road-like"
+                        ),
                         "{m}"
                     )
                 }
@@ -724,7 +769,7 @@ mod tests {
 
     #[test]
     fn degrees_sum_exactly() {
-        let w = power_law_weights(10_000, 50_000, 1);
+        let w = power_law_weights(10_000, 50_000, GAMMA, 1);
         let d = degrees(&w, 50_000, 2);
         assert_eq!(d.iter().map(|&x| x as usize).sum::<usize>(), 50_000);
         let max = *d.iter().max().unwrap() as f64;

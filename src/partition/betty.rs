@@ -28,6 +28,11 @@
 //! products-like samples (`docs/PARTITIONING.md`), the default `16 / 2` gives 0.6-5% lower
 //! redundancy than the exact `AᵀA` with 3-4x fewer REG entries.
 //!
+//! **Balanced in memory.** METIS balances vertex weights; with
+//! [`BettyOptions::memory_weights`] (default) a seed weighs the square root of its sampled
+//! tree's size ([`tree_weights`]), not 1, so the parts' peaks are even, not their seed
+//! counts.
+//!
 //! **Memory-aware loop** ([`betty_memory_aware`]): the REG is built once; K starts at
 //! `ceil(estimate(batch) / budget)` and rises by one until the largest micro-batch's
 //! estimate fits the budget.
@@ -53,6 +58,9 @@ pub struct BettyOptions {
     pub hub_ring: usize,
     /// Count a seed as a source of itself (`A + I`), see the module docs.
     pub self_inputs: bool,
+    /// Weigh each seed in METIS's balance by [`tree_weights`] instead of 1, so parts
+    /// balance memory rather than seed counts.
+    pub memory_weights: bool,
     /// Largest K the memory-aware loop tries.
     pub max_k: usize,
 }
@@ -63,6 +71,7 @@ impl Default for BettyOptions {
             hub_degree: 16,
             hub_ring: 2,
             self_inputs: true,
+            memory_weights: true,
             max_k: 4096,
         }
     }
@@ -242,9 +251,44 @@ pub fn betty(
     opts: &BettyOptions,
 ) -> Result<Vec<Vec<u32>>> {
     parts::check_batch("betty", seeds, blocks, k)?;
-    let reg = redundancy_graph(blocks, seed, opts)?;
+    let reg = weighted_reg(blocks, seed, opts)?;
     let mut labels = reg.part_kway(k, seed)?;
     Ok(parts::groups_filled(seeds, &mut labels, k))
+}
+
+/// The REG, with [`tree_weights`] as vertex weights when `opts.memory_weights`.
+fn weighted_reg(blocks: &[Arc<Block>], seed: u64, opts: &BettyOptions) -> Result<MetisGraph> {
+    let mut reg = redundancy_graph(blocks, seed, opts)?;
+    if opts.memory_weights {
+        reg.vwgt = Some(tree_weights(blocks));
+    }
+    Ok(reg)
+}
+
+/// Each seed's METIS weight: `10 * sqrt(t)`, with `t` its sampled tree size (an input node
+/// counts 1, a dst row of block `l` 1 plus the counts of its sources one layer down: the
+/// nodes and edges its micro-batch would hold if it shared nothing). The square root
+/// because a large tree shares much of itself with its part: on email-enron, products-like
+/// 0.01, as-like and road-like 0.02 (K = 8), `t` itself left the largest/smallest
+/// estimated peak at 1.76 on email-enron, `sqrt(t)` at 1.03-1.16 everywhere, unit weights
+/// (seed counts) at 1.07-2.05 (`docs/PARTITIONING.md`).
+pub fn tree_weights(blocks: &[Arc<Block>]) -> Vec<i32> {
+    let mut below: Vec<u64> = Vec::new();
+    for (l, b) in blocks.iter().enumerate() {
+        below = (0..b.num_dst)
+            .map(|r| {
+                1 + b
+                    .neighbors(r)
+                    .iter()
+                    .map(|&s| if l == 0 { 1 } else { below[s as usize] })
+                    .sum::<u64>()
+            })
+            .collect();
+    }
+    below
+        .iter()
+        .map(|&w| ((10.0 * (w as f64).sqrt()).round() as u64).clamp(1, i32::MAX as u64) as i32)
+        .collect()
 }
 
 /// Betty's memory-aware loop: the smallest K (from `ceil(estimate(batch) / budget)` up, at
@@ -260,7 +304,7 @@ pub fn betty_memory_aware(
     opts: &BettyOptions,
 ) -> Result<MemoryPlan> {
     parts::check_batch("betty", seeds, blocks, 1)?;
-    let reg = redundancy_graph(blocks, seed, opts)?;
+    let reg = weighted_reg(blocks, seed, opts)?;
     let mut cut = |k: usize| {
         let mut labels = reg.part_kway(k, seed)?;
         Ok(parts::groups_filled(seeds, &mut labels, k))
@@ -308,6 +352,23 @@ mod tests {
         // With self inputs, 1 also needs 0, which 0 needs too: one more shared source.
         let g = redundancy_graph(&b, 0, &BettyOptions::exact()).unwrap();
         assert_eq!(weights(&g), vec![vec![(1, 3)], vec![(0, 3)], vec![]]);
+    }
+
+    #[test]
+    fn tree_weights_grow_with_the_sampled_tree() {
+        // One block: trees of 1 + 2, 1 + 3 and 1 + 2 nodes and edges.
+        assert_eq!(tree_weights(&block()), vec![17, 20, 17]);
+        // Two layers: a seed's sources weigh their own trees.
+        let lower = Block::new(
+            6,
+            vec![0, 1, 1, 3, 3, 4, 4],
+            vec![1, 2, 3, 4],
+            vec![10, 11, 12, 13, 14, 15],
+        )
+        .unwrap();
+        let both = vec![Arc::new(lower), block()[0].clone()];
+        // Rows below: 2, 1, 3, 1, 2, 1; seed 0 <- {3, 4}: 1 + 1 + 2 = 4.
+        assert_eq!(tree_weights(&both)[0], 20);
     }
 
     #[test]

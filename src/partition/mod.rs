@@ -16,6 +16,7 @@
 
 pub mod betty;
 pub mod buffalo;
+pub mod buffalo_model;
 pub mod cherry;
 pub mod footprint;
 pub mod grem;
@@ -65,12 +66,18 @@ impl Batch<'_> {
     /// sliced blocks (proportional to memory for a fixed model). `u64::MAX` if the seeds
     /// are not part of the batch.
     pub fn estimate(&self, seeds: &[u32]) -> u64 {
-        let Ok(sizes) = self.slicer.sizes(seeds) else {
-            return u64::MAX;
-        };
+        match self.slicer.sizes(seeds) {
+            Ok(sizes) => self.bytes(&sizes),
+            Err(_) => u64::MAX,
+        }
+    }
+
+    /// [`Batch::estimate`] of a micro-batch of block sizes `sizes` (`u64::MAX` if the
+    /// estimator rejects them).
+    pub fn bytes(&self, sizes: &[crate::graph::BlockSizes]) -> u64 {
         match self.estimator {
             Some(e) => e
-                .activation_bytes(&sizes, self.seeds.len())
+                .activation_bytes(sizes, self.seeds.len())
                 .unwrap_or(u64::MAX),
             None => sizes.iter().map(|s| (s.num_src + s.num_edges) as u64).sum(),
         }
@@ -85,6 +92,11 @@ pub trait Partitioner: Send {
     /// `k` disjoint non-empty seed lists covering `batch.seeds`; called through
     /// [`partition`], which has checked `1 < k <= batch.seeds.len()`.
     fn partition(&mut self, batch: &Batch<'_>, k: usize) -> Result<Vec<Vec<u32>>>;
+
+    /// A line about the last call worth reporting (e.g. a model's error), if any.
+    fn note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The partitioner called `name`.

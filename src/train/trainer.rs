@@ -990,6 +990,13 @@ impl<'a> Trainer<'a> {
         }))
     }
 
+    /// Replaces the partitioner; a budget's K search starts afresh (from
+    /// `micro_batches`), not from the K the previous partitioner needed.
+    pub fn set_partitioner(&mut self, partitioner: Box<dyn Partitioner>) {
+        self.partitioner = partitioner;
+        self.last_k = self.config.micro.micro_batches;
+    }
+
     /// Samples and partitions the batches of `epoch` without training: with `run`, every
     /// micro-batch also runs forward and backward (no optimizer step; gradients dropped)
     /// to measure its peak. Returns one entry per batch.
