@@ -116,6 +116,7 @@ const MODELS: &[(ModelKind, Aggregator)] = &[
     (ModelKind::Sage, Aggregator::Mean),
     (ModelKind::Gcn, Aggregator::Mean),
     (ModelKind::Sage, Aggregator::Pool),
+    (ModelKind::Sage, Aggregator::Max),
 ];
 
 #[test]

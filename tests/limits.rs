@@ -33,10 +33,11 @@ fn config(kind: ModelKind, aggr: Aggregator) -> ModelConfig {
     }
 }
 
-const KINDS: [(ModelKind, Aggregator); 6] = [
+const KINDS: [(ModelKind, Aggregator); 7] = [
     (ModelKind::Sage, Aggregator::Mean),
     (ModelKind::Sage, Aggregator::Sum),
     (ModelKind::Sage, Aggregator::Pool),
+    (ModelKind::Sage, Aggregator::Max),
     (ModelKind::Sage, Aggregator::Lstm),
     (ModelKind::Gcn, Aggregator::Mean),
     (ModelKind::Gat, Aggregator::Mean),

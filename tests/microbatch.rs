@@ -17,6 +17,7 @@ use espalier::{ops, Device, Error, Tensor};
 const MODELS: &[(ModelKind, Aggregator)] = &[
     (ModelKind::Sage, Aggregator::Mean),
     (ModelKind::Sage, Aggregator::Pool),
+    (ModelKind::Sage, Aggregator::Max),
     (ModelKind::Gcn, Aggregator::Mean),
     (ModelKind::Sage, Aggregator::Lstm),
     (ModelKind::Gat, Aggregator::Mean),

@@ -53,8 +53,9 @@ pub struct CommonArgs {
     /// Model: sage, gcn or gat.
     #[arg(long, default_value = "sage")]
     pub model: String,
-    /// SAGE only: the aggregator, mean (default), sum, pool or lstm (DGL semantics, run per
-    /// degree bucket).
+    /// SAGE only: the aggregator, mean (default), sum, max (PyG's: the max of the
+    /// neighbours' features), pool (DGL's: a linear layer and ReLU, then the max) or lstm
+    /// (DGL semantics, run per degree bucket).
     #[arg(long)]
     pub aggr: Option<String>,
     /// GAT only: attention heads of the hidden layers (default 4; concatenated, the output

@@ -179,7 +179,7 @@ impl ModelConfig {
                             shapes.push((l, "lstm.weight_hh", vec![i, i4]));
                             shapes.push((l, "lstm.bias", vec![i4]));
                         }
-                        Aggregator::Mean | Aggregator::Sum => {}
+                        Aggregator::Mean | Aggregator::Sum | Aggregator::Max => {}
                     }
                     shapes.push((l, "bias", vec![o]));
                 }

@@ -37,8 +37,11 @@ pub enum Aggregator {
     Mean,
     /// Sum of the neighbours.
     Sum,
-    /// Element-wise max of the neighbours after a linear layer and ReLU.
+    /// Element-wise max of the neighbours after a linear layer and ReLU (DGL's `pool`).
     Pool,
+    /// Element-wise max of the neighbours' features themselves (PyG's `max`; 0 for a node
+    /// without neighbours).
+    Max,
     /// An LSTM over the neighbours.
     Lstm,
 }
@@ -49,10 +52,11 @@ impl std::str::FromStr for Aggregator {
         match s {
             "mean" => Ok(Aggregator::Mean),
             "sum" => Ok(Aggregator::Sum),
-            "pool" | "max" => Ok(Aggregator::Pool),
+            "pool" => Ok(Aggregator::Pool),
+            "max" => Ok(Aggregator::Max),
             "lstm" => Ok(Aggregator::Lstm),
             _ => Err(Error::invalid(format!(
-                "unknown SAGE aggregator `{s}`: expected mean, sum, pool or lstm"
+                "unknown SAGE aggregator `{s}`: expected mean, sum, max, pool or lstm"
             ))),
         }
     }
@@ -65,6 +69,7 @@ impl Aggregator {
             Aggregator::Mean => "mean",
             Aggregator::Sum => "sum",
             Aggregator::Pool => "pool",
+            Aggregator::Max => "max",
             Aggregator::Lstm => "lstm",
         }
     }
@@ -200,6 +205,7 @@ impl SageLayer {
                 let z = ops::relu(&pool.forward(h)?)?;
                 self.fc_neigh.forward(&ops::segment_max(&z, block)?)?
             }
+            Aggregator::Max => self.fc_neigh.forward(&ops::segment_max(h, block)?)?,
             Aggregator::Lstm => {
                 let lstm = self
                     .lstm

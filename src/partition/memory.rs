@@ -328,6 +328,7 @@ impl MemoryEstimator {
         match (self.model.kind, self.model.aggr) {
             (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => sage_mean_sum(r, h, shape),
             (ModelKind::Sage, Aggregator::Pool) => sage_pool(r, h, shape),
+            (ModelKind::Sage, Aggregator::Max) => sage_max(r, h, shape),
             (ModelKind::Sage, Aggregator::Lstm) => sage_lstm(r, h, shape, sizes, self.lstm_split),
             (ModelKind::Gcn, _) => gcn(r, h, shape),
             (ModelKind::Gat, _) => {
@@ -377,6 +378,19 @@ fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
         r.release(t.buf);
         n
     };
+    finish_sage(r, h_dst, neigh, &w_self, &bias)
+}
+
+/// Mirror of the `max` arm of [`crate::nn::sage::SageLayer::forward`].
+fn sage_max(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
+    let (i, o) = (s.in_dim, s.out_dim);
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let bias = r.param(1, o);
+    let h_dst = r.slice_rows(h, s.num_dst);
+    let mx = r.segment(h, s.num_dst, true);
+    let neigh = r.matmul(&mx, &w_neigh);
+    r.release(mx.buf);
     finish_sage(r, h_dst, neigh, &w_self, &bias)
 }
 
@@ -1157,6 +1171,7 @@ mod tests {
         for (kind, aggr) in [
             (ModelKind::Sage, Aggregator::Mean),
             (ModelKind::Sage, Aggregator::Pool),
+            (ModelKind::Sage, Aggregator::Max),
             (ModelKind::Sage, Aggregator::Lstm),
             (ModelKind::Gcn, Aggregator::Mean),
             (ModelKind::Gat, Aggregator::Mean),
