@@ -132,7 +132,7 @@ fn accumulated_gradients_equal_the_full_batch() {
         let full_logits = forward_backward(&model, &data, &blocks, &seeds, seeds.len());
         let full = grads(&model);
         model.zero_grad();
-        for &name in partition::NAMES {
+        for name in partition::names() {
             let mut p = partition::by_name(name).unwrap();
             for &k in KS {
                 let batch = Batch {
@@ -224,7 +224,7 @@ fn parameters_after_several_steps_match() {
         let mut one = Trainer::new(&data, g.clone(), train_config(&data, kind, aggr, 3)).unwrap();
         let base: Vec<f64> = (0..3).map(|e| one.train_epoch(e).unwrap().loss).collect();
         let reference = params(&one);
-        for &name in partition::NAMES {
+        for name in partition::names() {
             for &k in &KS[1..] {
                 let mut c = train_config(&data, kind, aggr, 3);
                 c.micro = MicroConfig {
@@ -417,7 +417,7 @@ fn every_partitioner_reaches_one_seed_per_micro_batch() {
         epoch: 0,
         estimator: None,
     };
-    for &name in partition::NAMES {
+    for name in partition::names() {
         let mut p = partition::by_name(name).unwrap();
         // METIS leaves parts empty this close to one vertex per part; they get filled.
         for k in [seeds.len() - 1, seeds.len()] {

@@ -45,7 +45,7 @@ fn compare_json_has_every_partitioner() {
         .iter()
         .map(|e| e["partitioner"].as_str().unwrap())
         .collect();
-    assert_eq!(names, espalier::partition::NAMES);
+    assert_eq!(names, espalier::partition::names());
     for e in entries {
         assert_eq!(e["k"], 4, "{e}");
         assert!(e["redundancy"].as_f64().unwrap() >= 1.0, "{e}");
@@ -122,5 +122,23 @@ fn bad_values_are_errors() {
             "{args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+#[test]
+fn every_registered_partitioner_is_documented_and_in_the_help() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/PARTITIONING.md"))
+            .unwrap();
+    let help = espalier::partition::help();
+    for e in espalier::partition::REGISTRY {
+        assert!(
+            docs.contains(&format!("`{}", e.name)) || docs.contains(&format!("{}.rs", e.name)),
+            "docs/PARTITIONING.md does not describe `{}`",
+            e.name
+        );
+        assert!(help.contains(e.about), "{help}");
+        // The constructor makes the partitioner the name says.
+        assert_eq!((e.make)().name(), e.name);
     }
 }

@@ -100,9 +100,8 @@ pub struct CommonArgs {
     /// --memory-budget, the least number tried. Default 1 (`partition --compare`: 8).
     #[arg(long)]
     pub micro_batches: Option<usize>,
-    /// How seeds are split into micro-batches: random, range, metis, betty, cherry,
-    /// buffalo or grem (`docs/PARTITIONING.md`).
-    #[arg(long, default_value = "random")]
+    /// How seeds are split into micro-batches (the help lists `partition::REGISTRY`).
+    #[arg(long, default_value = "random", help = espalier::partition::help())]
     pub partitioner: String,
     /// Device memory budget, e.g. 24GiB (units B, KB, KiB, MB, MiB, GB, GiB, TB, TiB): the
     /// number of micro-batches is chosen so that each fits, with a 10% margin.

@@ -91,7 +91,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
     trainer.model.set_lstm_split(c.lstm_split)?;
     trainer.estimator.lstm_split = c.lstm_split;
     let names: Vec<&str> = if a.compare {
-        partition::NAMES.to_vec()
+        partition::names()
     } else {
         vec![c.partitioner.as_str()]
     };

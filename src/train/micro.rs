@@ -53,7 +53,7 @@ pub const SAFETY_MARGIN: f64 = 0.10;
 pub struct MicroConfig {
     /// Micro-batches per batch; with a budget, the least K the search starts from.
     pub micro_batches: usize,
-    /// A name from [`partition::NAMES`].
+    /// A name from [`partition::REGISTRY`].
     pub partitioner: String,
     /// Device memory budget in bytes: K is chosen so that every micro-batch fits.
     pub memory_budget: Option<u64>,
