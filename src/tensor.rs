@@ -419,18 +419,6 @@ impl Tensor {
         self.numel() * self.0.dtype.size()
     }
 
-    /// `(rows, cols)` of a 2-D tensor; a 1-D tensor of length n reads as `(1, n)`.
-    pub fn dims2(&self, op: &'static str) -> Result<(usize, usize)> {
-        match self.shape() {
-            [n] => Ok((1, *n)),
-            [r, c] => Ok((*r, *c)),
-            s => Err(Error::shape(
-                op,
-                format!("expected a 1-D or 2-D tensor, got shape {s:?}"),
-            )),
-        }
-    }
-
     /// Read access to the storage (kernels).
     pub fn storage(&self) -> RwLockReadGuard<'_, Storage> {
         self.0.storage.read().unwrap_or_else(|e| e.into_inner())
