@@ -82,10 +82,33 @@ impl Storage {
     pub fn cpu(&self, op: &'static str) -> Result<&CpuData> {
         match self {
             Storage::Cpu(b) => Ok(&b.data),
-            Storage::Wgpu(_) | Storage::Cuda(_) => Err(Error::Backend {
-                backend: self.backend(),
-                msg: format!("{op}: expected CPU storage"),
-            }),
+            _ => Err(self.elsewhere(op, "CPU")),
+        }
+    }
+
+    /// The wgpu buffer, or an error naming `op` when the storage lives elsewhere.
+    pub fn wgpu(&self, op: &'static str) -> Result<&crate::device::wgpu::WgpuBuffer> {
+        match self {
+            Storage::Wgpu(b) => Ok(b),
+            _ => Err(self.elsewhere(op, "wgpu")),
+        }
+    }
+
+    /// The CUDA buffer, or an error naming `op` when the storage lives elsewhere.
+    pub fn cuda(&self, op: &'static str) -> Result<&crate::device::cuda::CudaBuffer> {
+        match self {
+            Storage::Cuda(b) => Ok(b),
+            _ => Err(self.elsewhere(op, "CUDA")),
+        }
+    }
+
+    fn elsewhere(&self, op: &'static str, expected: &str) -> Error {
+        Error::Backend {
+            backend: self.backend(),
+            msg: format!(
+                "{op}: expected {expected} storage, found {}",
+                self.backend()
+            ),
         }
     }
 }

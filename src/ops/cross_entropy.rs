@@ -111,8 +111,8 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
         Storage::Cuda(b) => {
             let lg = labels.storage();
             let wg = weights.map(|w| w.storage());
-            let ys = cuda_of(&lg)?;
-            let w = wg.as_deref().map(cuda_of).transpose()?;
+            let ys = lg.cuda(OP)?;
+            let w = wg.as_deref().map(|s| s.cuda(OP)).transpose()?;
             let (loss, lse) = cuda_forward(b, ys, w, n, c)?;
             (
                 cuda_output(loss, vec![], logits),
@@ -136,8 +136,8 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
         Storage::Wgpu(b) => {
             let lg = labels.storage();
             let wg = weights.map(|w| w.storage());
-            let ys = wgpu_of(&lg)?;
-            let w = wg.as_deref().map(wgpu_of).transpose()?;
+            let ys = lg.wgpu(OP)?;
+            let w = wg.as_deref().map(|s| s.wgpu(OP)).transpose()?;
             let (loss, lse) = wgpu_forward(b, ys, w, n, c)?;
             (
                 wgpu_output(loss, vec![], logits),
@@ -155,28 +155,6 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
     };
     let inputs: Vec<&Tensor> = std::iter::once(logits).chain(weights).collect();
     Ok(record(OP, out, &inputs, move |g| saved.backward(g)))
-}
-
-/// The wgpu buffer of an operand that `same_device` already placed on the logits' adapter.
-fn wgpu_of(s: &Storage) -> Result<&WgpuBuffer> {
-    match s {
-        Storage::Wgpu(b) => Ok(b),
-        Storage::Cpu(_) | Storage::Cuda(_) => Err(Error::Backend {
-            backend: "wgpu",
-            msg: format!("{OP}: expected wgpu storage"),
-        }),
-    }
-}
-
-/// The CUDA buffer of an operand that `same_device` already placed on the logits' device.
-fn cuda_of(s: &Storage) -> Result<&CudaBuffer> {
-    match s {
-        Storage::Cuda(b) => Ok(b),
-        Storage::Cpu(_) | Storage::Wgpu(_) => Err(Error::Backend {
-            backend: "cuda",
-            msg: format!("{OP}: expected CUDA storage"),
-        }),
-    }
 }
 
 /// Checks labels a GPU buffer was uploaded from (its host copy, when it has one) against
@@ -448,8 +426,8 @@ impl Saved {
             g.storage(),
         );
         let wg = self.weights.as_ref().map(|w| w.storage());
-        let (x, lse, ys, gl) = (wgpu_of(&xg)?, wgpu_of(&lg)?, wgpu_of(&yg)?, wgpu_of(&gg)?);
-        let w = wg.as_deref().map(wgpu_of).transpose()?;
+        let (x, lse, ys, gl) = (xg.wgpu(OP)?, lg.wgpu(OP)?, yg.wgpu(OP)?, gg.wgpu(OP)?);
+        let w = wg.as_deref().map(|s| s.wgpu(OP)).transpose()?;
         let ctx = x.ctx();
         let ranges = ctx.split(OP, n, |a, b| (b - a) * c)?;
         let gl = ctx.window(gl, 0, 1);
@@ -500,8 +478,8 @@ impl Saved {
             g.storage(),
         );
         let wg = self.weights.as_ref().map(|w| w.storage());
-        let (x, lse, ys, gl) = (cuda_of(&xg)?, cuda_of(&lg)?, cuda_of(&yg)?, cuda_of(&gg)?);
-        let w = wg.as_deref().map(cuda_of).transpose()?;
+        let (x, lse, ys, gl) = (xg.cuda(OP)?, lg.cuda(OP)?, yg.cuda(OP)?, gg.cuda(OP)?);
+        let w = wg.as_deref().map(|s| s.cuda(OP)).transpose()?;
         let ctx = x.ctx();
         let (rn, rc, scale) = (Arg::U32(n as u32), Arg::U32(c as u32), Arg::F32(inv_n(n)));
         let (xa, ya, la, ga) = (Arg::Buf(x), Arg::Buf(ys), Arg::Buf(lse), Arg::Buf(gl));

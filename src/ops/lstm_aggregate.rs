@@ -528,28 +528,6 @@ fn upload_u32(ctx: &Arc<Context>, v: &[u32]) -> Result<WgpuBuffer> {
     WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(v))
 }
 
-/// The wgpu buffer of `s` (an operand the caller placed on the op's device).
-fn wgpu_buf<'a>(s: &'a Storage, t: &Tensor) -> Result<&'a WgpuBuffer> {
-    match s {
-        Storage::Wgpu(b) => Ok(b),
-        _ => Err(Error::Backend {
-            backend: "wgpu",
-            msg: format!("{OP}: an intermediate on {} instead of the GPU", t.device()),
-        }),
-    }
-}
-
-/// The CUDA buffer of `s` (an operand the caller placed on the op's device).
-fn cuda_buf<'a>(s: &'a Storage, t: &Tensor) -> Result<&'a CudaBuffer> {
-    match s {
-        Storage::Cuda(b) => Ok(b),
-        _ => Err(Error::Backend {
-            backend: "cuda",
-            msg: format!("{OP}: an intermediate on {} instead of the GPU", t.device()),
-        }),
-    }
-}
-
 /// Runs one step kernel over the nodes of a bucket (`m` nodes of degree `k` from row
 /// `offset`, step `t`) in ranges whose windows fit one binding. `rows4`/`rows1` are the
 /// `[rows, 4H]`/`[rows, H]` buffers of the layout, `node4`/`node1` the bucket's `[m, 4H]` and
@@ -634,10 +612,10 @@ fn wgpu_forward(
             };
             let next = WgpuBuffer::new(&ctx, (m * h * 4) as u64)?;
             {
-                let hw_guard = hw.as_ref().map(|t| (t.storage(), t));
+                let hw_guard = hw.as_ref().map(|t| t.storage());
                 // Unused at t = 0: bind xg there so the binding is valid.
                 let hw_buf = match &hw_guard {
-                    Some((s, t)) => wgpu_buf(s, t)?,
+                    Some(s) => s.wgpu(OP)?,
                     None => x,
                 };
                 launch_step(
@@ -693,9 +671,9 @@ fn wgpu_backward(
         for t in (0..k).rev() {
             let dz = WgpuBuffer::new(&ctx, (m * 4 * h * 4) as u64)?;
             {
-                let dh_guard = dh.as_ref().map(|t| (t.storage(), t));
+                let dh_guard = dh.as_ref().map(|t| t.storage());
                 let dh_buf = match &dh_guard {
-                    Some((s, t)) => wgpu_buf(s, t)?,
+                    Some(s) => s.wgpu(OP)?,
                     None => &g_b,
                 };
                 launch_step(
@@ -778,10 +756,10 @@ fn cuda_forward(
             };
             let next = CudaBuffer::new(&ctx, (m * h * 4) as u64)?;
             if m > 0 {
-                let hw_guard = hw.as_ref().map(|t| (t.storage(), t));
+                let hw_guard = hw.as_ref().map(|t| t.storage());
                 // Not read at t = 0: pass xg there so that the pointer is valid.
                 let hw_buf = match &hw_guard {
-                    Some((s, t)) => cuda_buf(s, t)?,
+                    Some(s) => s.cuda(OP)?,
                     None => x,
                 };
                 // Every count below is at most rows * 4H, which fits u32 (checked above).
@@ -840,10 +818,10 @@ fn cuda_backward(
         for t in (0..k).rev() {
             let dz = CudaBuffer::new(&ctx, (m * 4 * h * 4) as u64)?;
             if m > 0 {
-                let dh_guard = dh.as_ref().map(|t| (t.storage(), t));
+                let dh_guard = dh.as_ref().map(|t| t.storage());
                 // Not read at t = k - 1: pass the output gradient there.
                 let dh_buf = match &dh_guard {
-                    Some((s, t)) => cuda_buf(s, t)?,
+                    Some(s) => s.cuda(OP)?,
                     None => g,
                 };
                 // Every count below is at most rows * 4H, which fits u32 (checked above).
