@@ -45,6 +45,7 @@ fn config(data: &Dataset, kind: ModelKind, aggr: Aggregator, budget: Option<u64>
             micro_batches: 1,
             partitioner: "random".into(),
             memory_budget: budget,
+            ..MicroConfig::default()
         },
         feature_dtype: Default::default(),
         ..Default::default()

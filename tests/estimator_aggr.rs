@@ -50,6 +50,7 @@ fn config(
             micro_batches: k,
             partitioner: "random".into(),
             memory_budget: budget,
+            ..MicroConfig::default()
         },
         feature_dtype: Default::default(),
         ..Default::default()

@@ -231,6 +231,7 @@ fn parameters_after_several_steps_match() {
                     micro_batches: k,
                     partitioner: name.into(),
                     memory_budget: None,
+                    ..MicroConfig::default()
                 };
                 let mut t = Trainer::new(&data, g.clone(), c).unwrap();
                 for (e, &l) in base.iter().enumerate() {

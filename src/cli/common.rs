@@ -13,7 +13,7 @@ use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, ModelConfig, ModelKind};
 use espalier::partition::{self, format_bytes, parse_bytes};
 use espalier::train::{
-    BatchSize, FeatureDType, FeaturePlacement, MicroConfig, OptimizerKind, TrainConfig,
+    BatchSize, FeatureDType, FeaturePlacement, Loader, MicroConfig, OptimizerKind, TrainConfig,
 };
 use espalier::Device;
 
@@ -103,6 +103,12 @@ pub struct CommonArgs {
     /// How seeds are split into micro-batches (the help lists `partition::REGISTRY`).
     #[arg(long, default_value = "random", help = espalier::partition::help())]
     pub partitioner: String,
+    /// Where each micro-batch's blocks come from: slice (cut out of the full batch's
+    /// sample: the accumulated gradients equal the full batch's) or per-micro-batch
+    /// (Cherry's loaders: each micro-batch samples its own neighbours from its seeds, so
+    /// the gradients are those of K independent samples, not of one full-batch sample).
+    #[arg(long, default_value = "slice")]
+    pub loader: String,
     /// Device memory budget, e.g. 24GiB (units B, KB, KiB, MB, MiB, GB, GiB, TB, TiB): the
     /// number of micro-batches is chosen so that each fits, with a 10% margin.
     #[arg(long)]
@@ -328,6 +334,7 @@ impl CommonArgs {
         self.optimizer.parse::<OptimizerKind>()?;
         self.feature_dtype.parse::<FeatureDType>()?;
         self.features.parse::<FeaturePlacement>()?;
+        self.loader.parse::<Loader>()?;
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(Error::invalid(format!(
                 "--dropout {} must be in [0, 1)",
@@ -416,6 +423,7 @@ impl CommonArgs {
                 micro_batches: self.micro_batches(),
                 partitioner: self.partitioner.clone(),
                 memory_budget: self.budget()?,
+                loader: self.loader.parse()?,
             },
             feature_dtype: self.feature_dtype.parse()?,
             feature_placement: self.features.parse()?,

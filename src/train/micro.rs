@@ -34,10 +34,11 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::graph::{Block, BlockSizes, Dataset, Slicer};
+use crate::graph::{Block, BlockSizes, Csr, Dataset, Slicer};
 use crate::nn::{Forward, Module};
 use crate::ops;
 use crate::partition::{self, format_bytes, Batch, MicroBatchStats, PartitionStats, Resident};
+use crate::rng::mix64;
 use crate::tensor::Tensor;
 use crate::train::features::{FeatureStore, HostRows};
 use crate::train::trainer::{Phases, Trainer};
@@ -48,6 +49,35 @@ use crate::train::trainer::{Phases, Trainer};
 /// that still runs out of memory is split at run time.
 pub const SAFETY_MARGIN: f64 = 0.10;
 
+/// Where a micro-batch's blocks come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Loader {
+    /// Sliced out of the full batch's sample: every micro-batch keeps the full batch's
+    /// sampled in-edges of its seeds, so the accumulated gradients equal the full batch's.
+    #[default]
+    Slice,
+    /// Sampled afresh from the micro-batch's own seeds (Cherry's loaders): each
+    /// micro-batch draws its own neighbours, so the gradients are those of K independent
+    /// samples, not of one full-batch sample (same fanouts, same expectation). The full
+    /// batch is still sampled once, for the partitioner; K = 1 uses that sample. A
+    /// micro-batch's sampling time is counted in the `slice` phase.
+    PerMicroBatch,
+}
+
+impl std::str::FromStr for Loader {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "slice" => Ok(Loader::Slice),
+            "per-micro-batch" => Ok(Loader::PerMicroBatch),
+            _ => Err(Error::invalid(format!(
+                "--loader `{s}`: expected slice or per-micro-batch"
+            ))),
+        }
+    }
+}
+
 /// How a batch is split into micro-batches.
 #[derive(Clone, Debug, Serialize)]
 pub struct MicroConfig {
@@ -57,6 +87,9 @@ pub struct MicroConfig {
     pub partitioner: String,
     /// Device memory budget in bytes: K is chosen so that every micro-batch fits.
     pub memory_budget: Option<u64>,
+    /// Where each micro-batch's blocks come from (`--loader`).
+    #[serde(default)]
+    pub loader: Loader,
 }
 
 impl Default for MicroConfig {
@@ -65,6 +98,7 @@ impl Default for MicroConfig {
             micro_batches: 1,
             partitioner: "random".into(),
             memory_budget: None,
+            loader: Loader::Slice,
         }
     }
 }
@@ -104,10 +138,34 @@ pub(crate) struct BatchOutcome {
     pub non_finite: bool,
 }
 
-/// Host-side preparation: slice (unless the micro-batch is the whole batch), gather (unless
-/// `features` is `None`: the matrix lives on the device).
+/// Where a batch's micro-batches get their blocks: sliced from the full batch's sample, or
+/// (`sampler`) sampled from their own seeds.
+struct Source<'s> {
+    slicer: &'s Slicer,
+    sampler: Option<MicroSampler>,
+}
+
+/// Samples a micro-batch's blocks from its own seeds (Loader::PerMicroBatch).
+struct MicroSampler {
+    graph: Arc<Csr>,
+    fanouts: Vec<i64>,
+    /// The batch's sampling key; each micro-batch mixes in its seeds.
+    key: u64,
+}
+
+impl MicroSampler {
+    fn sample(&self, seeds: &[u32]) -> Result<Vec<Arc<Block>>> {
+        let first = seeds.first().copied().unwrap_or(0) as u64;
+        let key = mix64(self.key ^ mix64(((seeds.len() as u64) << 32) | first));
+        let blocks = crate::graph::sample_blocks(&self.graph, seeds, &self.fanouts, key)?;
+        Ok(blocks.into_iter().map(Arc::new).collect())
+    }
+}
+
+/// Host-side preparation: slice or sample (unless the micro-batch is the whole batch),
+/// gather (unless `features` is `None`: the matrix lives on the device).
 fn prepare(
-    slicer: &Slicer,
+    source: &Source,
     data: &Dataset,
     features: Option<&FeatureStore>,
     seeds: Vec<u32>,
@@ -115,9 +173,16 @@ fn prepare(
 ) -> Result<Prepared> {
     let t = Instant::now();
     let blocks = if whole {
-        slicer.blocks().to_vec()
+        source.slicer.blocks().to_vec()
+    } else if let Some(s) = &source.sampler {
+        s.sample(&seeds)?
     } else {
-        slicer.slice(&seeds)?.into_iter().map(Arc::new).collect()
+        source
+            .slicer
+            .slice(&seeds)?
+            .into_iter()
+            .map(Arc::new)
+            .collect()
     };
     let slice_s = if whole {
         0.0
@@ -156,7 +221,7 @@ enum Readout {
 
 /// State of one batch's run shared by its micro-batches.
 struct Run<'s> {
-    slicer: &'s Slicer,
+    source: &'s Source<'s>,
     total: usize,
     epoch: usize,
     out: BatchOutcome,
@@ -175,9 +240,18 @@ impl Trainer<'_> {
     ) -> Result<BatchOutcome> {
         let mut phases = Phases::default();
         let t = Instant::now();
-        let blocks = self.sample(seeds, ((epoch as u64) << 32) | b as u64)?;
+        let key = ((epoch as u64) << 32) | b as u64;
+        let blocks = self.sample(seeds, key)?;
         phases.sample = t.elapsed().as_secs_f64();
         let slicer = Slicer::new(&blocks)?;
+        let source = Source {
+            slicer: &slicer,
+            sampler: (self.config.micro.loader == Loader::PerMicroBatch).then(|| MicroSampler {
+                graph: self.graph.clone(),
+                fanouts: self.config.fanouts.clone(),
+                key: mix64(self.config.seed ^ key ^ 0x6c6f_6164_6572),
+            }),
+        };
 
         let t = Instant::now();
         let parts = self.plan(&slicer, seeds, epoch)?;
@@ -192,7 +266,7 @@ impl Trainer<'_> {
         };
         let full_inputs = blocks[0].num_src;
         let mut run = Run {
-            slicer: &slicer,
+            source: &source,
             total: seeds.len(),
             epoch,
             out: BatchOutcome {
@@ -225,12 +299,12 @@ impl Trainer<'_> {
             let data = self.data;
             let features = self.host_features();
             let this = &*self;
-            let slicer_ref = &slicer;
+            let source_ref = &source;
             std::thread::scope(|scope| -> Result<()> {
                 let (tx, rx) = sync_channel::<Result<Prepared>>(0);
                 scope.spawn(move || {
                     for part in parts {
-                        let p = prepare(slicer_ref, data, features, part, whole);
+                        let p = prepare(source_ref, data, features, part, whole);
                         let failed = p.is_err();
                         if tx.send(p).is_err() || failed {
                             break;
@@ -311,8 +385,8 @@ impl Trainer<'_> {
                     let (a, b) = seeds.split_at(half);
                     // The second half runs after the first: push it first.
                     let f = self.host_features();
-                    todo.push(prepare(run.slicer, self.data, f, b.to_vec(), false)?);
-                    todo.push(prepare(run.slicer, self.data, f, a.to_vec(), false)?);
+                    todo.push(prepare(run.source, self.data, f, b.to_vec(), false)?);
+                    todo.push(prepare(run.source, self.data, f, a.to_vec(), false)?);
                 }
                 Err(Error::OutOfMemory {
                     requested,

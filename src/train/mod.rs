@@ -8,7 +8,7 @@ pub mod schedule;
 pub mod trainer;
 
 pub use features::{gather_host, FeatureDType, FeaturePlacement, FeatureStore};
-pub use micro::{MicroConfig, SAFETY_MARGIN};
+pub use micro::{Loader, MicroConfig, SAFETY_MARGIN};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use schedule::LrSchedule;
 pub use trainer::{
