@@ -255,6 +255,10 @@ impl MemoryEstimator {
         let mut r = Replay::new(self.round());
         // Trainer: features (gathered on the device by id, or uploaded), labels, forward,
         // loss, prediction, scaling, backward.
+        // On a GPU the predictions (and losses) of the batch's earlier micro-batches are
+        // still held (read at the batch's end): at most the other seeds' predictions.
+        let gpu = matches!(self.device, Device::Wgpu(_) | Device::Cuda(_));
+        let held = (gpu && total_seeds > n).then(|| r.input(total_seeds - n, 1));
         let ids = self.device_gather.then(|| r.input(sizes[0].num_src, 1));
         let x = r.input(sizes[0].num_src, self.model.in_dim);
         if let Some(ids) = ids {
@@ -265,7 +269,10 @@ impl MemoryEstimator {
         let logits = self.forward(&mut r, sizes, h);
         let ce = r.cross_entropy(&logits, &y);
         let pred = r.alloc(n, 1);
-        r.release(pred);
+        if !gpu {
+            // The CPU reads its predictions at once; a GPU holds them to the batch's end.
+            r.release(pred);
+        }
         let loss = if n != total_seeds {
             r.mul_scalar(&ce)
         } else {
@@ -275,6 +282,9 @@ impl MemoryEstimator {
         r.backward(&loss);
         for v in [loss, ce, y, x] {
             r.release(v.buf);
+        }
+        if let Some(held) = held {
+            r.release(held.buf);
         }
         Ok(r.peak)
     }
