@@ -6,6 +6,9 @@
 //! graph machinery (storage, loaders, sampling, blocks), the models and the trainer.
 
 #![warn(missing_docs)]
+// rustdoc works out the auto traits of public types through wgpu-core's nested types
+// (the wgpu context holds an open compute pass); the default limit of 128 overflows there.
+#![recursion_limit = "256"]
 
 pub mod atomic;
 pub mod autograd;

@@ -294,7 +294,9 @@ fn serialize_display<S: serde::Serializer>(
 
 /// Seconds per phase of an epoch, summed over its batches and micro-batches. `slice` and
 /// `gather` (host work) run on a helper thread while the previous micro-batch computes,
-/// so the phases can add up to more than the epoch.
+/// so the phases can add up to more than the epoch. On a GPU without
+/// [`TrainConfig::profile`], `forward`, `backward` and `optimizer` are the host's time to
+/// enqueue the work; the device time lands in `backward` through the batch's closing read.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Phases {
     /// Sampling the full batch's blocks.
