@@ -7,9 +7,10 @@
 //! - `∂op(B) = op(A)ᵀ · ḡ`: `B̄ = matmul(A, ḡ, !ta, false)` or `B̄ = matmul(ḡ, A, true, ta)`.
 //!
 //! CPU kernel: the `matrixmultiply` crate. It is pure Rust, packs cache-blocked panels
-//! with SIMD micro-kernels for f32 and f64 (the f64 path serves gradient checks), runs
-//! multithreaded, and takes arbitrary row and column strides, which is what lets the
-//! transpose flags cost nothing.
+//! with SIMD micro-kernels for f32 and f64 (the f64 path serves gradient checks) and takes
+//! arbitrary row and column strides, which is what lets the transpose flags cost nothing.
+//! It runs single-threaded per block of C, the blocks spread over rayon's pool
+//! (`par_gemm`), and writes C without a zero-fill first.
 //!
 //! wgpu kernel (`shaders/matmul.wgsl`): 64x64 output tiles per workgroup of 16x16 threads,
 //! 4x4 register blocking, k in steps of 16 staged in workgroup memory (8 KiB, within the
@@ -479,26 +480,30 @@ fn cpu_matmul(
         let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
         let len = m * n;
         let alloc = cpu::reserve::<T>(len)?;
-        let mut c = vec![T::default(); len];
-        if k > 0 && len > 0 {
-            // SAFETY: x holds m*k values and y k*n (checked shapes); the strides above
-            // address exactly those, and c holds m*n values written with strides (n, 1).
-            unsafe {
-                T::gemm(
-                    m,
-                    k,
-                    n,
-                    x.as_ptr(),
-                    rsa,
-                    csa,
-                    y.as_ptr(),
-                    rsb,
-                    csb,
-                    c.as_mut_ptr(),
-                    n as isize,
-                )
+        let c = if k > 0 && len > 0 {
+            let mut c: Vec<T> = cpu::try_vec(len)?;
+            let a = Operand {
+                ptr: x.as_ptr(),
+                rs: rsa,
+                cs: csa,
             };
-        }
+            let b = Operand {
+                ptr: y.as_ptr(),
+                rs: rsb,
+                cs: csb,
+            };
+            // SAFETY: x holds m*k values and y k*n (checked shapes); the strides above
+            // address exactly those. c has room for m*n values; with beta = 0 the kernel
+            // writes every one of them without reading any, so they are all initialised
+            // when the length is set.
+            unsafe {
+                par_gemm(m, k, n, a, b, c.as_mut_ptr());
+                c.set_len(len);
+            }
+            c
+        } else {
+            cpu::try_filled(len, T::default())?
+        };
         Ok(CpuBuffer::from_reserved(T::wrap(c), alloc))
     }
     match (a, b) {
@@ -508,4 +513,82 @@ fn cpu_matmul(
             "matmul: operands must both be f32 (or both f64 on the CPU)",
         )),
     }
+}
+
+/// A strided read-only matrix operand.
+#[derive(Clone, Copy)]
+struct Operand<T> {
+    ptr: *const T,
+    rs: isize,
+    cs: isize,
+}
+
+/// The output pointer, shared by the tasks that write disjoint blocks of it.
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+
+// SAFETY: the operands are only read while the product runs, and each task writes its
+// own block of C (disjoint rows or columns), so sharing the pointers between the rayon
+// tasks of one product is sound.
+unsafe impl<T> Send for Operand<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Operand<T> {}
+// SAFETY: as above.
+unsafe impl<T> Send for OutPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for OutPtr<T> {}
+
+/// Fewer multiply-adds than this run on the calling thread: a fork costs more.
+const GEMM_PAR_MIN: usize = 1 << 20;
+/// Blocks of C split across tasks have a multiple of this many rows or columns (a
+/// multiple of every `matrixmultiply` micro-kernel's tile), so the tiles stay whole.
+const GEMM_ALIGN: usize = 64;
+
+/// `C = op(A)·op(B)` (C row-major `m x n`) on rayon's pool: C is cut into blocks of rows
+/// (or of columns, when it has few rows), each computed by a single-threaded
+/// `matrixmultiply` call. The library's own threading is off: its threads and rayon's
+/// would share the same cores and, between ops, rayon's idle workers spin in
+/// `sched_yield` against the GEMM's threads (a third of the samples of a K = 4 profile).
+/// Each element of C sums over k in the same order whatever the split, so the result is
+/// the same bits for any thread count.
+///
+/// # Safety
+/// `a` and `b` must address `m·k` and `k·n` values under their strides, and `c` must
+/// have room for `m·n` values.
+unsafe fn par_gemm<T: Gemm>(m: usize, k: usize, n: usize, a: Operand<T>, b: Operand<T>, c: *mut T) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    let work = m.saturating_mul(n).saturating_mul(k);
+    // More blocks than threads, so that a thread slowed by another process's load does
+    // not hold the others up; each block repacks the other operand, which costs 1/64 of
+    // its arithmetic at most.
+    let blocks = |len: usize| (threads * 4).min(len / GEMM_ALIGN).max(1);
+    let by_rows = blocks(m) >= blocks(n);
+    let len = if by_rows { m } else { n };
+    let parts = blocks(len);
+    if threads <= 1 || work < GEMM_PAR_MIN || parts <= 1 {
+        // SAFETY: the caller's contract.
+        unsafe { T::gemm(m, k, n, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, c, n as isize) };
+        return;
+    }
+    let step = len.div_ceil(parts).div_ceil(GEMM_ALIGN) * GEMM_ALIGN;
+    let out = OutPtr(c);
+    (0..len.div_ceil(step)).into_par_iter().for_each(|p| {
+        let (a, b, out) = (a, b, out);
+        let s0 = p * step;
+        let s = step.min(len - s0);
+        // SAFETY: rows s0..s0+s of op(A) and C, or columns s0..s0+s of op(B) and C, lie
+        // inside the caller's operands; the blocks of C are disjoint.
+        unsafe {
+            if by_rows {
+                let ap = a.ptr.offset(a.rs * s0 as isize);
+                let cp = out.0.add(s0 * n);
+                T::gemm(s, k, n, ap, a.rs, a.cs, b.ptr, b.rs, b.cs, cp, n as isize);
+            } else {
+                let bp = b.ptr.offset(b.cs * s0 as isize);
+                let cp = out.0.add(s0);
+                T::gemm(m, k, s, a.ptr, a.rs, a.cs, bp, b.rs, b.cs, cp, n as isize);
+            }
+        }
+    });
 }
