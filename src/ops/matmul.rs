@@ -56,10 +56,36 @@ const TILE: usize = 64;
 
 /// `op(a) · op(b)` for 2-D `a`, `b`; `ta`/`tb` transpose the stored operand.
 pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+    product(a, None, b, ta, tb)
+}
+
+/// `a[..rows] · b`: the first `rows` rows of `a` times `b`, read in place. The value (and
+/// its bits) of `matmul(&slice(a, 0, 0, rows)?, b, false, false)`, without the copy of the
+/// rows; backward keeps `a` itself and gives it `ḡ·bᵀ` padded with zero rows (the
+/// slice's rule). It saves memory where `a` is kept anyway (a SAGE layer's self term over
+/// the dst prefix of its src rows).
+pub fn matmul_rows(a: &Tensor, rows: usize, b: &Tensor) -> Result<Tensor> {
+    let (ar, _) = dims(a)?;
+    if rows > ar {
+        return Err(Error::shape(
+            "matmul",
+            format!("the first {rows} rows of A {:?}", a.shape()),
+        ));
+    }
+    product(a, Some(rows), b, false, false)
+}
+
+/// `matmul` over the first `prefix` stored rows of `a` (all of them with `None`), read in
+/// place: a row prefix of a row-major matrix is itself one, and `Aᵀ` over it has the same
+/// strides, so every backend takes it as a smaller A. `b` is read whole, so a prefix
+/// with `tb` is never asked for (`matmul_rows` has no transposes; its `B̄` rule asks
+/// for `A[..rows]ᵀ·ḡ`).
+fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     const OP: &str = "matmul";
     a.same_device(b, OP)?;
     a.expect_float(OP)?;
     let (ar, ac) = dims(a)?;
+    let ar = prefix.unwrap_or(ar);
     let (br, bc) = dims(b)?;
     let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
     let (k2, n) = if tb { (bc, br) } else { (br, bc) };
@@ -96,6 +122,9 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     Ok(record(OP, out, &[a, b], move |g| {
         let ga = if !sa.requires_grad() {
             None
+        } else if prefix.is_some() {
+            let rows = matmul(g, &sb, false, !tb)?;
+            Some(crate::ops::slice::slice_backward(&rows, 0, 0, sa.shape())?)
         } else if ta {
             Some(matmul(&sb, g, tb, true)?)
         } else {
@@ -106,7 +135,8 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         } else if tb {
             Some(matmul(g, &sa, true, ta)?)
         } else {
-            Some(matmul(&sa, g, !ta, false)?)
+            // With a prefix, only its rows of A take part: `A[..rows]ᵀ·ḡ`.
+            Some(product(&sa, prefix, g, !ta, false)?)
         };
         Ok(vec![ga, gb])
     }))
@@ -492,7 +522,8 @@ fn cpu_matmul(
                 rs: rsb,
                 cs: csb,
             };
-            // SAFETY: x holds m*k values and y k*n (checked shapes); the strides above
+            // SAFETY: x holds at least m*k values (all of A, or with matmul_rows at least
+            // its first m rows) and y k*n (checked shapes); the strides above
             // address exactly those. c has room for m*n values; with beta = 0 the kernel
             // writes every one of them without reading any, so they are all initialised
             // when the length is set.
@@ -591,4 +622,53 @@ unsafe fn par_gemm<T: Gemm>(m: usize, k: usize, n: usize, a: Operand<T>, b: Oper
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::ops::{mul, slice, sum_all};
+
+    fn values(n: usize, salt: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    #[test]
+    fn matmul_rows_equals_the_product_of_the_sliced_rows_bit_for_bit() {
+        // Large enough that the product is split over rayon's pool.
+        let (r, rows, k, n) = (300, 200, 130, 70);
+        let run = |in_place: bool| {
+            let a = Tensor::from_f32(values(r * k, 1), &[r, k], Device::Cpu)
+                .unwrap()
+                .requires_grad_leaf();
+            let b = Tensor::from_f32(values(k * n, 2), &[k, n], Device::Cpu)
+                .unwrap()
+                .requires_grad_leaf();
+            let y = if in_place {
+                matmul_rows(&a, rows, &b).unwrap()
+            } else {
+                matmul(&slice(&a, 0, 0, rows).unwrap(), &b, false, false).unwrap()
+            };
+            let w = Tensor::from_f32(values(rows * n, 3), &[rows, n], Device::Cpu).unwrap();
+            sum_all(&mul(&y, &w).unwrap()).unwrap().backward().unwrap();
+            let ga = a.grad().unwrap().to_vec_f32().unwrap();
+            let gb = b.grad().unwrap().to_vec_f32().unwrap();
+            (y.to_vec_f32().unwrap(), ga, gb)
+        };
+        let (y, ga, gb) = run(true);
+        assert_eq!((y.len(), ga.len()), (rows * n, r * k));
+        assert!(ga[rows * k..].iter().all(|&v| v == 0.0));
+        assert_eq!((y, ga, gb), run(false));
+    }
+
+    #[test]
+    fn matmul_rows_past_the_rows_of_a_is_a_shape_error() {
+        let a = Tensor::from_f32(vec![0.0; 6], &[3, 2], Device::Cpu).unwrap();
+        let b = Tensor::from_f32(vec![0.0; 4], &[2, 2], Device::Cpu).unwrap();
+        assert!(matches!(matmul_rows(&a, 4, &b), Err(Error::Shape { .. })));
+        assert_eq!(matmul_rows(&a, 0, &b).unwrap().shape(), &[0, 2]);
+    }
 }
