@@ -29,6 +29,7 @@
 //! |---|---|---|---|
 //! | `slice` rows | `[n, c]` | nothing | `[rows of x, c]` (zeros + ḡ) |
 //! | `matmul(a, W)` | `[r, c]` | `a` and `W` | `ā` `[r, k]` if `a` needs it, then `W̄` |
+//! | `matmul_rows(a, n, W)` | `[n, c]` | `a` and `W` | `[n, k]`, then `ā` `[rows of a, k]` (the first goes), then `W̄` |
 //! | `add(a, b)` | `[r, c]` | nothing | `ā = ḡ` shared; `b̄ = ḡ`, or `[c]` for a bias row |
 //! | `mul(a, col)` | `[r, c]` | `col` (and `a` if `col` needs a gradient) | `ā` `[r, c]` |
 //! | `segment_mean/sum` | `[num_dst, c]` | the block (host) | `[num_src, c]` |
@@ -52,9 +53,12 @@
 //! The layers ([`crate::nn`]) put these ops together as follows, `i`/`o` the layer's
 //! input/output widths, `ns`/`nd` the block's src/dst counts:
 //!
-//! - **SAGE mean/sum**: `h_dst = slice(h)` `[nd, i]`, kept by `matmul(h_dst, W_self)`.
-//!   Neighbours, projecting first when `i > o`: `segment(matmul(h, W_neigh))` (keeps `h`,
-//!   a transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
+//! - **SAGE mean/sum**: the self term is `matmul_rows(h, nd, W_self)` when `h` is kept
+//!   anyway (projecting first, or `h` without gradient: the features), else
+//!   `h_dst = slice(h)` `[nd, i]` first, kept by `matmul(h_dst, W_self)`, computed after
+//!   the neighbours. Neighbours, projecting first when that takes fewer multiply-adds
+//!   ([`crate::nn::sage::projects_first`]): `segment(matmul(h, W_neigh))` (keeps `h`, a
+//!   transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
 //!   `[nd, i]`). Then `(self + neigh) + bias`: three `[nd, o]` outputs, the first two
 //!   transient.
 //! - **SAGE pool**: `relu(matmul(h, W_pool) + b_pool)` `[ns, i]` (kept by relu),
@@ -458,7 +462,9 @@ impl MemoryEstimator {
     /// One layer: the only place that knows which layer kinds exist.
     fn layer(&self, r: &mut Replay, h: &Val, shape: &LayerShape, sizes: &BlockSizes) -> Val {
         match (self.model.kind, self.model.aggr) {
-            (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => sage_mean_sum(r, h, shape),
+            (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => {
+                sage_mean_sum(r, h, shape, sizes)
+            }
             (ModelKind::Sage, Aggregator::Pool) => sage_pool(r, h, shape),
             (ModelKind::Sage, Aggregator::Max) => sage_max(r, h, shape),
             (ModelKind::Sage, Aggregator::Lstm) => sage_lstm(r, h, shape, sizes, self.lstm_split),
@@ -493,13 +499,18 @@ pub struct LayerShape {
 }
 
 /// Mirror of [`crate::nn::sage::SageLayer::forward`] with `mean` or `sum`.
-fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
+fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape, sizes: &BlockSizes) -> Val {
     let (i, o) = (s.in_dim, s.out_dim);
     let w_self = r.param(i, o);
     let w_neigh = r.param(i, o);
     let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, s.num_dst);
-    let neigh = if i > o {
+    let project = crate::nn::sage::projects_first(s.num_src, s.num_dst, sizes.num_edges, i, o);
+    let h_dst = if project || !h.grad {
+        None
+    } else {
+        Some(r.slice_rows(h, s.num_dst))
+    };
+    let neigh = if project {
         let t = r.matmul(h, &w_neigh);
         let n = r.segment(&t, s.num_dst, false);
         r.release(t.buf);
@@ -510,7 +521,19 @@ fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
         r.release(t.buf);
         n
     };
-    finish_sage(r, h_dst, neigh, &w_self, &bias)
+    let own = match &h_dst {
+        Some(x) => r.matmul(x, &w_self),
+        None => r.matmul_rows(h, s.num_dst, &w_self),
+    };
+    let a1 = r.add(&own, &neigh);
+    let out = r.add(&a1, &bias);
+    r.release(own.buf);
+    r.release(a1.buf);
+    r.release(neigh.buf);
+    if let Some(x) = h_dst {
+        r.release(x.buf);
+    }
+    out
 }
 
 /// Mirror of the `max` arm of [`crate::nn::sage::SageLayer::forward`].
@@ -908,6 +931,30 @@ impl Replay {
             saved,
             Box::new(move |r, _| {
                 let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
+                let gb = b2.grad.then(|| r.alloc(b2.rows, b2.cols));
+                vec![ga, gb]
+            }),
+        )
+    }
+
+    /// `matmul_rows(a, rows, b)`: keeps `a` itself; its rule gives `a` the product's
+    /// `[rows, k]` padded to `a`'s rows (a new buffer, then the product goes), then `b̄`.
+    fn matmul_rows(&mut self, a: &Val, rows: usize, b: &Val) -> Val {
+        let out = self.alloc(rows, b.cols);
+        let saved = vec![self.share(a.buf), self.share(b.buf)];
+        let (a2, b2) = (*a, *b);
+        self.record(
+            out,
+            (rows, b.cols),
+            &[a, b],
+            saved,
+            Box::new(move |r, _| {
+                let ga = a2.grad.then(|| {
+                    let small = r.alloc(rows, a2.cols);
+                    let full = r.alloc(a2.rows, a2.cols);
+                    r.release(small);
+                    full
+                });
                 let gb = b2.grad.then(|| r.alloc(b2.rows, b2.cols));
                 vec![ga, gb]
             }),
