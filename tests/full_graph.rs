@@ -8,10 +8,13 @@ use std::sync::Arc;
 
 mod common;
 
-use espalier::graph::{self, full_blocks, Dataset, LoadOptions};
+use espalier::graph::{self, full_blocks, ChunkPlan, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, Forward, ModelConfig, ModelKind, Module};
+use espalier::partition::Resident;
+use espalier::train::full_graph::largest_chunk_estimate;
 use espalier::train::{
     gather_rows, BatchSize, FullGraphConfig, MicroConfig, OptimizerKind, TrainConfig, Trainer,
+    SAFETY_MARGIN,
 };
 use espalier::{ops, Device, Tensor};
 
@@ -242,14 +245,24 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
     let some = run(Some(budget));
     assert!(some.chunks > 1, "{} chunks", some.chunks);
     assert!(some.peak_bytes <= budget, "{} > {budget}", some.peak_bytes);
-    assert!(some.est_peak_bytes as f64 * 1.1 <= budget as f64);
-    // ... and the least: one chunk fewer would not fit.
-    let mut c = config(&data, kind, aggr, Some(some.chunks - 1), 0.5);
-    c.micro.memory_budget = None;
-    let mut t = Trainer::new(&data, g.clone(), c).unwrap();
-    let fewer = t.train_epoch(0).unwrap().full_graph.unwrap();
+    // ... and the least: as planned (with a steady run's resident state), one chunk
+    // fewer would not fit.
+    let t = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5)).unwrap();
+    let largest = |chunks: usize| {
+        let plan = ChunkPlan::new(&g, &data.split.train, 2, chunks).unwrap();
+        let sizes = plan.sizes(&g);
+        largest_chunk_estimate(
+            &t.estimator,
+            &sizes,
+            data.split.train.len(),
+            Resident::STEADY,
+        )
+        .unwrap()
+    };
+    let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
+    assert!(fits(largest(some.chunks)));
     assert!(
-        fewer.est_peak_bytes as f64 * 1.1 > budget as f64,
+        !fits(largest(some.chunks - 1)),
         "{} chunks would fit too",
         some.chunks - 1
     );
