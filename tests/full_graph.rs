@@ -327,3 +327,32 @@ fn wgpu_chunked_gradients_match_the_cpu() {
         }
     }
 }
+
+#[test]
+fn row_replication_counts_every_upload_and_each_distinct_row_once() {
+    let _serial = serial();
+    let (data, g) = small();
+    let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
+    let rows = |chunks: usize| {
+        let mut t = Trainer::new(
+            &data,
+            g.clone(),
+            config(&data, kind, aggr, Some(chunks), 0.5),
+        )
+        .unwrap();
+        t.train_epoch(0).unwrap().full_graph.unwrap().layers
+    };
+    let one = rows(1);
+    assert_eq!(one.len(), 2);
+    for r in &one {
+        assert_eq!(r.rows_uploaded, r.distinct_rows, "layer {}", r.layer);
+        assert_eq!(r.shared_with_previous, 0);
+        assert_eq!(r.replication(), 1.0);
+    }
+    let five = rows(5);
+    for (a, b) in one.iter().zip(&five) {
+        assert_eq!(b.distinct_rows, a.distinct_rows, "layer {}", a.layer);
+        assert!(b.rows_uploaded > a.rows_uploaded);
+        assert!(b.shared_with_previous <= b.rows_uploaded - b.distinct_rows);
+    }
+}

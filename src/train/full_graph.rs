@@ -89,6 +89,66 @@ pub struct FullGraphStats {
     pub rows_to_host_bytes: u64,
     /// Every chunk run, in order.
     pub chunk_runs: Vec<ChunkStats>,
+    /// Per layer, the replication of its input rows over the chunks (one pass).
+    pub layers: Vec<LayerRows>,
+}
+
+/// How often one layer's input rows are uploaded in one pass over its chunks: what
+/// deduplicating transfers (HongTu's reuse of the rows consecutive chunks share) could
+/// save. Measured, not yet acted on: every chunk uploads all its rows.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LayerRows {
+    /// Layer (0: the input layer, whose rows are the features).
+    pub layer: usize,
+    /// Rows uploaded: the sum of the chunks' source nodes.
+    pub rows_uploaded: u64,
+    /// Distinct rows among them: a perfect cache would upload each once.
+    pub distinct_rows: u64,
+    /// Rows a chunk shares with the chunk before it: what keeping the previous chunk's
+    /// rows on the device would save.
+    pub shared_with_previous: u64,
+}
+
+impl LayerRows {
+    /// `rows_uploaded / distinct_rows`.
+    pub fn replication(&self) -> f64 {
+        self.rows_uploaded as f64 / self.distinct_rows.max(1) as f64
+    }
+}
+
+/// Counts [`LayerRows`] over a layer's chunks, one source list at a time.
+struct RowCounter {
+    rows: LayerRows,
+    /// Per node: 1 + the last chunk that read it (0: none).
+    last: Vec<u32>,
+    chunk: u32,
+}
+
+impl RowCounter {
+    fn new(layer: usize, num_nodes: usize) -> Self {
+        RowCounter {
+            rows: LayerRows {
+                layer,
+                ..Default::default()
+            },
+            last: vec![0; num_nodes],
+            chunk: 0,
+        }
+    }
+
+    fn add(&mut self, src: &[u32]) {
+        self.chunk += 1;
+        self.rows.rows_uploaded += src.len() as u64;
+        for &v in src {
+            let seen = &mut self.last[v as usize];
+            match *seen {
+                0 => self.rows.distinct_rows += 1,
+                c if c + 1 == self.chunk => self.rows.shared_with_previous += 1,
+                _ => {}
+            }
+            *seen = self.chunk;
+        }
+    }
 }
 
 /// The result of a full-graph epoch.
@@ -300,9 +360,11 @@ impl Trainer<'_> {
         let mut h: Vec<HostMatrix> = Vec::new();
         for (l, layer_sizes) in sizes.iter().enumerate().take(layers - 1) {
             let mut out = HostMatrix::zeros(&plan.nodes[l], self.config.model.widths(l).1, n)?;
+            let mut count = RowCounter::new(l, n);
             for (c, range) in plan.chunks[l].iter().enumerate() {
                 let t = Instant::now();
                 let block = Arc::new(plan.block(&self.graph, l, c)?);
+                count.add(&block.src_nodes);
                 ph.slice += t.elapsed().as_secs_f64();
                 let est = self.chunk_estimate(l, &layer_sizes[c], ChunkPass::Forward)?;
                 self.fold_peak();
@@ -321,6 +383,7 @@ impl Trainer<'_> {
                 self.chunk_done(&mut st, l, "forward", c, &block.src_nodes, range.len(), est);
             }
             h.push(out);
+            st.layers.push(count.rows);
         }
 
         // 2. The output layer: loss and its backward, chunk by chunk.
@@ -334,9 +397,11 @@ impl Trainer<'_> {
                 n,
             )?),
         };
+        let mut count = RowCounter::new(last, n);
         for (c, range) in plan.chunks[last].iter().enumerate() {
             let t = Instant::now();
             let block = Arc::new(plan.block(&self.graph, last, c)?);
+            count.add(&block.src_nodes);
             ph.slice += t.elapsed().as_secs_f64();
             let est = self.chunk_estimate(last, &sizes[last][c], ChunkPass::Loss { total })?;
             self.fold_peak();
@@ -388,6 +453,8 @@ impl Trainer<'_> {
             drop(x);
             self.chunk_done(&mut st, last, "loss", c, &block.src_nodes, range.len(), est);
         }
+
+        st.layers.push(count.rows);
 
         // 3. Backward below the output layer, recomputing each chunk's forward.
         for l in (0..last).rev() {
