@@ -210,21 +210,47 @@ impl HostMatrix {
         Ok(out)
     }
 
-    /// Adds `values` (row-major, one row per id) into the rows of `ids`.
+    /// Adds `values` (row-major, one row per id) into the rows of `ids`, which are
+    /// distinct (a block's source nodes), so rows are written in parallel.
     fn scatter_add(&mut self, ids: &[u32], values: &[f32]) -> Result<()> {
         let w = self.width;
-        for (i, &v) in ids.iter().enumerate() {
-            let r = self.row(v)?;
-            for (a, b) in self.data[r * w..(r + 1) * w]
-                .iter_mut()
-                .zip(&values[i * w..(i + 1) * w])
-            {
-                *a += b;
+        if values.len() != ids.len() * w {
+            return Err(Error::invalid(format!(
+                "full-graph: {} gradient values for {} rows of width {w}",
+                values.len(),
+                ids.len()
+            )));
+        }
+        let rows = ids
+            .iter()
+            .map(|&v| self.row(v))
+            .collect::<Result<Vec<_>>>()?;
+        let mut seen = vec![false; self.data.len() / w.max(1)];
+        for &r in &rows {
+            if std::mem::replace(&mut seen[r], true) {
+                return Err(Error::invalid(
+                    "full-graph: a chunk lists one source node twice",
+                ));
             }
         }
+        let out = RowsPtr(self.data.as_mut_ptr());
+        rows.par_iter().enumerate().for_each(|(i, &r)| {
+            let out = &out;
+            // SAFETY: `r < rows of data` (from `row`), and the rows are distinct (checked
+            // above), so each task writes its own row and no two alias.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(r * w), w) };
+            for (a, b) in dst.iter_mut().zip(&values[i * w..(i + 1) * w]) {
+                *a += b;
+            }
+        });
         Ok(())
     }
 }
+
+/// The host matrix's rows, written by disjoint parallel tasks.
+struct RowsPtr(*mut f32);
+// SAFETY: shared only by `scatter_add`, whose tasks write disjoint rows.
+unsafe impl Sync for RowsPtr {}
 
 /// Bytes of `n` f32 values.
 fn f32_bytes(n: usize) -> u64 {
