@@ -250,10 +250,9 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
     let t = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5)).unwrap();
     let largest = |chunks: usize| {
         let plan = ChunkPlan::new(&g, &data.split.train, 2, chunks).unwrap();
-        let sizes = plan.sizes(&g);
         largest_chunk_estimate(
             &t.estimator,
-            &sizes,
+            plan.sizes(),
             data.split.train.len(),
             Resident::STEADY,
         )

@@ -25,6 +25,8 @@ pub struct ChunkPlan {
     pub nodes: Vec<Vec<u32>>,
     /// `chunks[l]`: ranges of `nodes[l]`, in order, covering it.
     pub chunks: Vec<Vec<Range<usize>>>,
+    /// `sizes[l][c]`: the sizes of chunk `c`'s block in layer `l` ([`ChunkPlan::sizes`]).
+    sizes: Vec<Vec<BlockSizes>>,
 }
 
 impl ChunkPlan {
@@ -36,6 +38,7 @@ impl ChunkPlan {
         let mut plan = ChunkPlan {
             nodes,
             chunks: Vec::new(),
+            sizes: Vec::new(),
         };
         plan.rechunk(graph, chunks)?;
         Ok(plan)
@@ -47,6 +50,7 @@ impl ChunkPlan {
             return Err(Error::invalid("full-graph training needs at least 1 chunk"));
         }
         self.chunks = self.nodes.iter().map(|n| split(graph, n, chunks)).collect();
+        self.sizes = self.measure(graph);
         Ok(())
     }
 
@@ -74,13 +78,20 @@ impl ChunkPlan {
     }
 
     /// The sizes of [`ChunkPlan::block`] without building it (the memory estimator's
-    /// input), for every chunk of every layer.
-    pub fn sizes(&self, graph: &Csr) -> Vec<Vec<BlockSizes>> {
+    /// input), for every chunk of every layer: `sizes()[l][c]`.
+    pub fn sizes(&self) -> &[Vec<BlockSizes>] {
+        &self.sizes
+    }
+
+    fn measure(&self, graph: &Csr) -> Vec<Vec<BlockSizes>> {
         (0..self.layers())
             .map(|l| {
                 (0..self.chunks[l].len())
                     .into_par_iter()
-                    .map(|c| chunk_sizes(graph, self.dst(l, c)))
+                    .map_init(
+                        || Marks::new(graph.num_nodes),
+                        |marks, c| chunk_sizes_with(graph, self.dst(l, c), marks),
+                    )
                     .collect()
             })
             .collect()
@@ -150,7 +161,48 @@ pub fn split(graph: &Csr, nodes: &[u32], chunks: usize) -> Vec<Range<usize>> {
 
 /// [`BlockSizes`] of the full-neighbour block of `dst`.
 pub fn chunk_sizes(graph: &Csr, dst: &[u32]) -> BlockSizes {
-    let mut src: std::collections::HashSet<u32> = dst.iter().copied().collect();
+    chunk_sizes_with(graph, dst, &mut Marks::new(graph.num_nodes))
+}
+
+/// One mark per node, reset in O(1) by moving to a new stamp: counts a chunk's distinct
+/// sources without a hash set (a chunk of a products-scale graph reads ~10⁸ edges).
+struct Marks {
+    stamp: u32,
+    seen: Vec<u32>,
+}
+
+impl Marks {
+    fn new(n: usize) -> Self {
+        Marks {
+            stamp: 0,
+            seen: vec![0; n],
+        }
+    }
+
+    /// Starts a new set.
+    fn clear(&mut self) {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.seen.fill(0);
+            self.stamp = 1;
+        }
+    }
+
+    /// Marks `v`; true if it was not marked in this set yet.
+    fn insert(&mut self, v: u32) -> bool {
+        let slot = &mut self.seen[v as usize];
+        let fresh = *slot != self.stamp;
+        *slot = self.stamp;
+        fresh
+    }
+}
+
+fn chunk_sizes_with(graph: &Csr, dst: &[u32], marks: &mut Marks) -> BlockSizes {
+    marks.clear();
+    let mut num_src = 0usize;
+    for &v in dst {
+        num_src += usize::from(marks.insert(v));
+    }
     let mut hist: Vec<usize> = Vec::new();
     let (mut edges, mut self_loops) = (0usize, 0usize);
     for &v in dst {
@@ -163,10 +215,12 @@ pub fn chunk_sizes(graph: &Csr, dst: &[u32]) -> BlockSizes {
         if nb.contains(&v) {
             self_loops += 1;
         }
-        src.extend(nb.iter().copied());
+        for &u in nb {
+            num_src += usize::from(marks.insert(u));
+        }
     }
     BlockSizes {
-        num_src: src.len(),
+        num_src,
         num_dst: dst.len(),
         num_edges: edges,
         degree_hist: hist,
@@ -231,7 +285,7 @@ mod tests {
         let g = graph(200, 1200, 3);
         let targets: Vec<u32> = (0..200).step_by(3).collect();
         let plan = ChunkPlan::new(&g, &targets, 2, 5).unwrap();
-        let sizes = plan.sizes(&g);
+        let sizes = plan.sizes();
         for (l, layer) in sizes.iter().enumerate() {
             for (c, s) in layer.iter().enumerate() {
                 let b = plan.block(&g, l, c).unwrap();

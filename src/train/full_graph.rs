@@ -298,12 +298,7 @@ impl Trainer<'_> {
         let most = plan.nodes.iter().map(Vec::len).max().unwrap_or(1).max(1);
         let largest = |plan: &mut ChunkPlan, c: usize| -> Result<u64> {
             plan.rechunk(&self.graph, c)?;
-            largest_chunk_estimate(
-                &self.estimator,
-                &plan.sizes(&self.graph),
-                train.len(),
-                Resident::STEADY,
-            )
+            largest_chunk_estimate(&self.estimator, plan.sizes(), train.len(), Resident::STEADY)
         };
         let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
         let (mut lo, mut c) = (0usize, 1usize);
@@ -373,7 +368,7 @@ impl Trainer<'_> {
             seed: self.config.seed,
             epoch: epoch as u64,
         };
-        let sizes = plan.sizes(&self.graph);
+        let sizes = plan.sizes();
         let mut ph = Phases::default();
         let mut st = FullGraphStats {
             chunks: plan.num_chunks(),
