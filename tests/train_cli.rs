@@ -463,3 +463,32 @@ fn quiet_prints_only_the_final_line_and_verbose_the_phases() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(stderr(&bad).contains("ESPALIER_LOG"), "{}", stderr(&bad));
 }
+
+#[test]
+fn full_graph_defaults_to_all_neighbours_and_reports_its_chunks_in_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let o = train(&["--full-graph", "--chunks", "3", "--json", p(&json)]);
+    ok(&o);
+    assert!(
+        stderr(&o).contains("full graph in 3 chunks"),
+        "{}",
+        stderr(&o)
+    );
+    let v = read_json(&json);
+    assert_eq!(v["config"]["fanouts"], serde_json::json!([-1, -1]));
+    for e in v["epochs"].as_array().unwrap() {
+        let f = &e["full_graph"];
+        assert_eq!(f["chunks"], 3);
+        // Three passes of 3 chunks: forward (layer 0), loss (layer 1), backward (layer 0).
+        assert_eq!(f["chunk_runs"].as_array().unwrap().len(), 9);
+        assert_eq!(f["est_peak_bytes"], f["peak_bytes"]);
+    }
+    // Settings full-graph training cannot honour are errors before training.
+    let o = train(&["--full-graph", "--fanouts", "10,10"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("must all be -1"), "{}", stderr(&o));
+    let o = train(&["--chunks", "2"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--full-graph"), "{}", stderr(&o));
+}
