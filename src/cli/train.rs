@@ -178,7 +178,25 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
-    log::init(a.quiet, a.verbose)?;
+    // Launched by mpirun/srun with several ranks: data-parallel training (src/dist/).
+    let dist = espalier::dist::from_env()?;
+    let result = train(a, &dist);
+    if let Err(e) = &result {
+        if dist.size() > 1 {
+            // The other ranks may be waiting for this one in a collective: end them all.
+            eprintln!("error: rank {} of {}: {e}", dist.rank(), dist.size());
+            dist.abort(1);
+        }
+    }
+    result
+}
+
+fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()> {
+    // Rank 0 alone prints the run and writes the JSON and checkpoints; the others print
+    // only errors.
+    let root = dist.rank() == 0;
+    log::init(a.quiet || !root, a.verbose && root)?;
+    let json = a.json.as_ref().filter(|_| root);
     let c = &a.common;
     // Everything checkable before loading and training: a bad output path or flag must not
     // cost the run.
@@ -187,10 +205,10 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if a.patience == Some(0) {
         return Err(Error::invalid("--patience must be at least 1"));
     }
-    if let Some(path) = &a.json {
+    if let Some(path) = json {
         check_json_path(path)?;
     }
-    if let Some(path) = &a.checkpoint {
+    if let Some(path) = a.checkpoint.as_ref().filter(|_| root) {
         espalier::atomic::check_writable(path)
             .map_err(|e| Error::invalid(format!("--checkpoint {}: {e}", path.display())))?;
     }
@@ -202,7 +220,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             )));
         }
     }
-    let json_to_stdout = a.json.as_deref() == Some("-");
+    let json_to_stdout = json.map(String::as_str) == Some("-");
     let (data, graph) = c.load()?;
     let mut config = c.config(
         &data,
@@ -220,6 +238,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     config.profile = a.profile;
     let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
+    trainer.set_collective(dist.clone());
     trainer.model.set_lstm_split(a.common.lstm_split)?;
     trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
@@ -253,6 +272,26 @@ pub fn run(a: &TrainArgs) -> Result<()> {
                 .memory_budget
                 .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)))
         );
+    }
+    if dist.size() > 1 && log::enabled(Level::Info) {
+        let params = espalier::nn::Module::num_parameters(&trainer.model);
+        eprintln!(
+            "ranks {} ({}): micro-batches dealt by estimated cost, gradients summed by one \
+             all-reduce of {} per batch",
+            dist.size(),
+            dist.describe(),
+            format_bytes(4 * params as u64)
+        );
+        if micro.memory_budget.is_none() && micro.micro_batches < dist.size() {
+            eprintln!(
+                "note: {} micro-batches for {} ranks: {} rank(s) compute nothing and join the \
+                 all-reduce with zeros (--micro-batches {} or more keeps every rank busy)",
+                micro.micro_batches,
+                dist.size(),
+                dist.size() - micro.micro_batches,
+                dist.size()
+            );
+        }
     }
     trainer.set_stop_flag(stop_flag()?);
 
@@ -307,12 +346,13 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     } else {
         final_line(&summary)
     };
-    if json_to_stdout || summary.interrupted {
+    // Rank 0 alone reports the run.
+    if root && (json_to_stdout || summary.interrupted) {
         eprintln!("{result}");
-    } else {
+    } else if root {
         println!("{result}");
     }
-    if let Some(path) = &a.json {
+    if let Some(path) = json {
         write_json(path, &summary)?;
     }
     if summary.interrupted {
