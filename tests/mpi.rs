@@ -8,6 +8,8 @@
 //! Without the feature, or without `mpirun`, the MPI runs print why they skip; a launch as
 //! several ranks of a build without the feature must then fail with a clear error.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -216,4 +218,28 @@ fn launching_several_ranks_without_the_mpi_feature_is_an_error() {
         !dir.path().join("x.json").exists(),
         "nothing trained, nothing written"
     );
+}
+
+/// NCCL with a world of one rank on a CUDA device: the all-reduce leaves the values as they
+/// are (the single-GPU check of the NCCL path; several GPUs have not been tried).
+#[cfg(feature = "mpi")]
+#[test]
+fn nccl_all_reduce_over_one_rank_keeps_the_values() {
+    use espalier::dist::{nccl, Single};
+    use espalier::{Device, Tensor};
+    if let Err(why) = espalier::device::cuda::probe() {
+        common::skip_backend("cuda", why);
+        return;
+    }
+    if let Some(why) = nccl::unavailable(0) {
+        println!("skipping NCCL: {why}");
+        return;
+    }
+    let n = nccl::Nccl::new(&Single, 0).unwrap();
+    let values: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let a = Tensor::from_f32(values.clone(), &[10, 100], Device::Cuda(0)).unwrap();
+    let b = Tensor::from_f32(vec![3.0; 7], &[7], Device::Cuda(0)).unwrap();
+    n.all_reduce_sum(&[a.clone(), b.clone()]).unwrap();
+    assert_eq!(a.to_vec_f32().unwrap(), values);
+    assert_eq!(b.to_vec_f32().unwrap(), vec![3.0; 7]);
 }

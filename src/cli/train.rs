@@ -236,9 +236,18 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     config.lr_schedule = schedule;
     config.patience = a.patience;
     config.profile = a.profile;
+    if dist.size() > 1 {
+        // Ranks sharing a machine spread over its GPUs: cuda:N is the first one's.
+        if let (espalier::Device::Cuda(first), Some(local)) =
+            (config.device, espalier::dist::local_rank()?)
+        {
+            let count = espalier::device::cuda::probe().unwrap_or(1).max(1);
+            config.device = espalier::Device::Cuda(((first as usize + local) % count) as u32);
+        }
+    }
     let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
-    trainer.set_collective(dist.clone());
+    trainer.set_collective(dist.clone())?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
     trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
@@ -277,10 +286,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         let params = espalier::nn::Module::num_parameters(&trainer.model);
         eprintln!(
             "ranks {} ({}): micro-batches dealt by estimated cost, gradients summed by one \
-             all-reduce of {} per batch",
+             all-reduce of {} per batch, {}",
             dist.size(),
             dist.describe(),
-            format_bytes(4 * params as u64)
+            format_bytes(4 * params as u64),
+            trainer.dist.gradient_path()
         );
         if micro.memory_budget.is_none() && micro.micro_batches < dist.size() {
             eprintln!(

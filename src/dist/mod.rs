@@ -14,15 +14,22 @@
 //! is `MPI_COMM_WORLD` through rsmpi. [`from_env`] picks one from the launcher's
 //! environment (`mpirun`/`mpiexec`/`srun` set the world size in it).
 //!
+//! On CUDA with several ranks, the gradients are summed on the devices by NCCL where every
+//! rank finds it ([`nccl`], with the `mpi` feature; not yet run on a GPU); elsewhere they
+//! cross the host for an MPI all-reduce.
+//!
 //! Only rank 0 prints the run, writes `--json` and checkpoints; evaluation is replicated on
 //! every rank (same parameters, same result).
 
 mod batch;
 #[cfg(feature = "mpi")]
 mod mpi_world;
+#[cfg(feature = "mpi")]
+pub mod nccl;
 
 use std::sync::Arc;
 
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::nn::{Aggregator, ModelConfig, ModelKind};
@@ -105,6 +112,25 @@ fn size_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<usize>> {
     Ok(None)
 }
 
+/// This rank's index among the ranks of its machine, if the launcher says (Open MPI,
+/// MPICH's Hydra, Slurm): ranks sharing a machine spread over its GPUs by it.
+pub fn local_rank() -> Result<Option<usize>> {
+    for var in [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "SLURM_LOCALID",
+    ] {
+        if let Ok(v) = std::env::var(var) {
+            return v.trim().parse().map(Some).map_err(|_| {
+                Error::invalid(format!(
+                    "{var}={v}: expected a local rank from the MPI launcher"
+                ))
+            });
+        }
+    }
+    Ok(None)
+}
+
 /// The collective for this process: MPI when an MPI launcher started more than one rank
 /// (and the `mpi` feature is built in), else [`Single`]. Launched with several ranks but
 /// built without the feature is an error: N copies would each train alone and write the
@@ -177,10 +203,15 @@ pub fn micro_cost(sizes: &[BlockSizes], model: &ModelConfig) -> f64 {
         .sum()
 }
 
-/// The trainer's view of the ranks: the collective, and what a run reports about it.
+/// The trainer's view of the ranks: the collective, and how gradients are summed.
 pub struct Dist {
     /// The ranks' collective ([`Single`] for one process).
     pub collective: Arc<dyn Collective>,
+    /// NCCL on the training device, when every rank trains on CUDA and has NCCL.
+    #[cfg(feature = "mpi")]
+    nccl: Option<nccl::Nccl>,
+    /// Why the gradients cross the host (several ranks, not NCCL), for the run's header.
+    host_reason: Option<String>,
 }
 
 impl Default for Dist {
@@ -190,9 +221,61 @@ impl Default for Dist {
 }
 
 impl Dist {
-    /// Wraps a collective.
+    /// Wraps a collective; gradients are summed on the host.
     pub fn new(collective: Arc<dyn Collective>) -> Dist {
-        Dist { collective }
+        Dist {
+            collective,
+            #[cfg(feature = "mpi")]
+            nccl: None,
+            host_reason: None,
+        }
+    }
+
+    /// Wraps a collective for training on `device` (a collective call on every rank): with
+    /// several ranks on CUDA and NCCL found by every rank, gradients are summed by NCCL on
+    /// the devices; otherwise on the host.
+    pub fn for_device(collective: Arc<dyn Collective>, device: Device) -> Result<Dist> {
+        let mut d = Dist::new(collective);
+        if d.size() == 1 {
+            return Ok(d);
+        }
+        d.host_reason = match device {
+            Device::Cuda(index) => d.try_nccl(index)?,
+            _ => Some(format!("{device} has no device collective")),
+        };
+        Ok(d)
+    }
+
+    #[cfg(feature = "mpi")]
+    fn try_nccl(&mut self, index: u32) -> Result<Option<String>> {
+        let missing = nccl::unavailable(index);
+        if self.any(missing.is_some())? {
+            return Ok(Some(
+                missing.unwrap_or_else(|| "another rank has no NCCL".into()),
+            ));
+        }
+        self.nccl = Some(nccl::Nccl::new(&*self.collective, index)?);
+        Ok(None)
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn try_nccl(&mut self, _index: u32) -> Result<Option<String>> {
+        Ok(Some("built without the mpi feature (no NCCL)".into()))
+    }
+
+    /// How gradients are summed, for the run's header.
+    pub fn gradient_path(&self) -> String {
+        if self.size() == 1 {
+            return "one process".into();
+        }
+        #[cfg(feature = "mpi")]
+        if let Some(n) = &self.nccl {
+            return format!("NCCL on cuda:{}", n.device());
+        }
+        match &self.host_reason {
+            Some(why) => format!("through the host ({why})"),
+            None => "through the host".into(),
+        }
     }
 
     /// This process's rank.
@@ -244,6 +327,10 @@ impl Dist {
     /// and micro-batch count (`stats`, summed in place). Returns the bytes this rank sent
     /// into the all-reduce.
     pub fn all_reduce_batch(&self, params: &[Tensor], stats: &mut [f64]) -> Result<u64> {
+        #[cfg(feature = "mpi")]
+        if let Some(n) = &self.nccl {
+            return self.all_reduce_nccl(n, params, stats);
+        }
         let total: usize = params.iter().map(Tensor::numel).sum();
         let mut flat = Vec::with_capacity(total + params.len());
         let mut has = Vec::with_capacity(params.len());
@@ -274,6 +361,37 @@ impl Dist {
             at += n;
         }
         Ok((flat.len() * 4 + stats.len() * 8) as u64)
+    }
+
+    /// [`Dist::all_reduce_batch`] with the gradients summed on the devices: the figures
+    /// and the has-gradient flags go over MPI (a few bytes), the gradients through NCCL.
+    #[cfg(feature = "mpi")]
+    fn all_reduce_nccl(&self, n: &nccl::Nccl, params: &[Tensor], stats: &mut [f64]) -> Result<u64> {
+        let mut small: Vec<f64> = stats.to_vec();
+        small.extend(
+            params
+                .iter()
+                .map(|p| f64::from(u8::from(p.grad().is_some()))),
+        );
+        self.collective.all_reduce_sum_f64(&mut small)?;
+        stats.copy_from_slice(&small[..stats.len()]);
+        let mut grads = Vec::new();
+        for (p, &flag) in params.iter().zip(&small[stats.len()..]) {
+            if flag > 0.0 {
+                let g = match p.grad() {
+                    Some(g) => g,
+                    None => {
+                        let z = Tensor::zeros(p.shape(), crate::tensor::DType::F32, p.device())?;
+                        p.set_grad(Some(z.clone()));
+                        z
+                    }
+                };
+                grads.push(g);
+            }
+        }
+        n.all_reduce_sum(&grads)?;
+        let floats: usize = grads.iter().map(Tensor::numel).sum();
+        Ok((floats * 4 + small.len() * 8) as u64)
     }
 }
 

@@ -773,9 +773,11 @@ impl<'a> Trainer<'a> {
 
     /// Trains with other ranks (data-parallel, see [`crate::dist`]): this rank runs its
     /// share of each batch's micro-batches, and the gradients are summed over the ranks
-    /// before each optimizer step. Only rank 0 writes checkpoints.
-    pub fn set_collective(&mut self, collective: Arc<dyn crate::dist::Collective>) {
-        self.dist = crate::dist::Dist::new(collective);
+    /// before each optimizer step (by NCCL on CUDA where every rank has it). Only rank 0
+    /// writes checkpoints. A collective call: every rank makes it.
+    pub fn set_collective(&mut self, collective: Arc<dyn crate::dist::Collective>) -> Result<()> {
+        self.dist = crate::dist::Dist::for_device(collective, self.config.device)?;
+        Ok(())
     }
 
     /// Whether a stop was requested on any rank (so that all stop at the same batch).
