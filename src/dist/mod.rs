@@ -26,6 +26,7 @@ mod batch;
 mod mpi_world;
 #[cfg(feature = "mpi")]
 pub mod nccl;
+pub mod sim;
 
 use std::sync::Arc;
 
