@@ -243,3 +243,18 @@ fn nccl_all_reduce_over_one_rank_keeps_the_values() {
     assert_eq!(a.to_vec_f32().unwrap(), values);
     assert_eq!(b.to_vec_f32().unwrap(), vec![3.0; 7]);
 }
+
+#[test]
+fn commands_other_than_train_refuse_to_run_as_several_ranks() {
+    let o = Command::new(env!("CARGO_BIN_EXE_espalier"))
+        .args(["partition", "--dataset", DATA, "--no-run"])
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("only `espalier train` runs over several MPI ranks"),
+        "{err}"
+    );
+}
