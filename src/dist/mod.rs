@@ -52,7 +52,7 @@ pub trait Collective: Send + Sync {
     fn all_reduce_sum_f64(&self, buf: &mut [f64]) -> Result<()>;
     /// Copies `root`'s bytes into `buf` on every rank (`buf` has the same length everywhere).
     fn broadcast_bytes(&self, root: usize, buf: &mut [u8]) -> Result<()>;
-    /// What the launcher is, for messages (`"single process"`, `"MPI (Open MPI ...)"`).
+    /// What the launcher is, for messages (`"single process"`, `"MPI: Open MPI v4.1.4"`).
     fn describe(&self) -> String;
     /// Ends every rank's process after this one failed (MPI_Abort), so the others do not
     /// wait for it in a collective for ever. One process: nothing to do.

@@ -97,7 +97,7 @@ impl Collective for MpiWorld {
     }
 
     fn describe(&self) -> String {
-        format!("MPI ({})", self.library)
+        format!("MPI: {}", self.library)
     }
 
     fn abort(&self, code: i32) {
