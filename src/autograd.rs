@@ -142,6 +142,35 @@ pub fn backward(root: &Tensor) -> Result<()> {
     }
     let _guard = NoGradGuard::new();
     let seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device())?;
+    run(root, seed)
+}
+
+/// Backward from a tensor of any shape with `grad` as its incoming gradient (the vector of
+/// a vector-Jacobian product): the gradient of every leaf it depends on is accumulated into
+/// the leaf. Full-graph training runs a layer's backward chunk by chunk this way, with the
+/// chunk's rows of the next layer's input gradient.
+pub fn backward_with(root: &Tensor, grad: &Tensor) -> Result<()> {
+    if grad.shape() != root.shape() || grad.dtype() != root.dtype() {
+        return Err(Error::Autograd(format!(
+            "backward_with: a gradient of shape {:?} ({}) for a tensor of shape {:?} ({})",
+            grad.shape(),
+            grad.dtype().name(),
+            root.shape(),
+            root.dtype().name()
+        )));
+    }
+    grad.same_device(root, "backward_with")?;
+    if !root.requires_grad() {
+        return Err(Error::Autograd(
+            "backward from a tensor that does not require grad".into(),
+        ));
+    }
+    let _guard = NoGradGuard::new();
+    run(root, grad.detach())
+}
+
+/// The backward pass from `root` whose incoming gradient is `seed`.
+fn run(root: &Tensor, seed: Tensor) -> Result<()> {
     let Some(root_node) = root.grad_fn().cloned() else {
         return root.accumulate_grad(seed);
     };

@@ -587,6 +587,12 @@ impl Tensor {
         autograd::backward(self)
     }
 
+    /// Backward from this tensor with `grad` (same shape) as its incoming gradient; see
+    /// [`autograd::backward_with`].
+    pub fn backward_with(&self, grad: &Tensor) -> Result<()> {
+        autograd::backward_with(self, grad)
+    }
+
     /// The values as f32 (f64 values are narrowed, f16 and bf16 widened).
     pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
         let host = self.host_bytes()?;

@@ -202,6 +202,22 @@ fn ranks_without_a_micro_batch_add_zeros_and_change_nothing() {
     ranks_match_one_process(3, 2);
 }
 
+#[test]
+fn full_graph_training_refuses_several_ranks() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = train_args(1, dir.path(), "fg");
+    args.retain(|a| a != "--partitioner" && a != "metis");
+    args.push("--full-graph".into());
+    let o = mpirun(2, &args);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("--full-graph trains in one process"), "{err}");
+}
+
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn launching_several_ranks_without_the_mpi_feature_is_an_error() {

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use espalier::error::{Error, Result};
 use espalier::partition::format_bytes;
-use espalier::train::{EpochStats, LrSchedule, OnNan, Summary, Trainer};
+use espalier::train::{EpochStats, FullGraphConfig, LrSchedule, OnNan, Summary, Trainer};
 
 use crate::cli::common::{check_json_path, write_json, CommonArgs, TrainOnly};
 use crate::cli::log::{self, Level};
@@ -64,6 +64,17 @@ pub struct TrainArgs {
     /// micro-batch while the device runs this one. No effect on the CPU.
     #[arg(long)]
     pub profile: bool,
+    /// Full-graph training (HongTu): one exact step per epoch over all training nodes and
+    /// every neighbour, run layer by layer in chunks of destination nodes whose rows are
+    /// kept in host memory, so the device holds one chunk at a time. --memory-budget picks
+    /// the fewest chunks that fit; --chunks forces a count. Fanouts default to -1 per layer
+    /// (--layers sets the depth); --batch-size and --micro-batches do not apply.
+    #[arg(long)]
+    pub full_graph: bool,
+    /// With --full-graph: chunks per layer (default: the fewest that fit --memory-budget,
+    /// or 1 without a budget).
+    #[arg(long, requires = "full_graph")]
+    pub chunks: Option<usize>,
     /// Write a checkpoint (safetensors) here after every epoch (atomically: a crash keeps
     /// the previous one).
     #[arg(long)]
@@ -119,9 +130,17 @@ fn epoch_line(e: &EpochStats, total: usize) -> String {
     } else {
         String::new()
     };
+    let split = match &e.full_graph {
+        Some(f) => format!(
+            "chunks {}  chunk peak {}",
+            f.chunks,
+            format_bytes(f.peak_bytes)
+        ),
+        None => format!("micro-batches {}", e.micro_batches),
+    };
     format!(
-        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s  micro-batches {}{skipped}",
-        e.epoch, e.loss, e.train_acc, e.seconds, e.micro_batches
+        "epoch {:>4}/{total}  loss {:.4}  train {:.4}  valid {valid}  {:.3}s  {split}{skipped}",
+        e.epoch, e.loss, e.train_acc, e.seconds
     )
 }
 
@@ -232,6 +251,15 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             eval_batch_size: a.eval_batch_size,
         },
     )?;
+    if a.full_graph {
+        if c.fanouts.is_none() {
+            config.fanouts = vec![-1; config.model.layers];
+        }
+        if a.chunks == Some(0) {
+            return Err(Error::invalid("--chunks must be at least 1"));
+        }
+        config.full_graph = Some(FullGraphConfig { chunks: a.chunks });
+    }
     config.on_nan = on_nan;
     config.lr_schedule = schedule;
     config.patience = a.patience;
@@ -262,24 +290,37 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     }
     let micro = &trainer.config.micro;
     if log::enabled(Level::Info) {
+        let budget = micro
+            .memory_budget
+            .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)));
+        let split = match &trainer.config.full_graph {
+            Some(f) => match (f.chunks, micro.memory_budget) {
+                (Some(n), _) => format!("full graph in {n} chunks per layer{budget}"),
+                (None, Some(b)) => {
+                    format!(
+                        "full graph, chunks chosen to fit budget {}",
+                        format_bytes(b)
+                    )
+                }
+                (None, None) => "full graph in 1 chunk per layer".to_string(),
+            },
+            None => format!(
+                "batch {}, micro-batches {} ({}){budget}",
+                c.batch_size, micro.micro_batches, micro.partitioner
+            ),
+        };
         eprintln!(
-            "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, batch {}, device {device}{}, micro-batches {} ({}){}",
+            "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, device {device}{}, {split}",
             trainer.config.model.label(),
             trainer.config.model.layers,
             c.hidden,
             espalier::nn::Module::num_parameters(&trainer.model),
             trainer.config.fanouts,
-            c.batch_size,
             if trainer.resident_features.is_some() {
                 " (features on it)"
             } else {
                 ""
             },
-            micro.micro_batches,
-            micro.partitioner,
-            micro
-                .memory_budget
-                .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)))
         );
     }
     if dist.size() > 1 && log::enabled(Level::Info) {

@@ -2,6 +2,7 @@
 
 pub mod block;
 pub mod bucket;
+pub mod chunks;
 pub mod csr;
 pub mod dataset;
 pub mod io;
@@ -11,6 +12,7 @@ pub mod synth;
 
 pub use block::Block;
 pub use bucket::{degree_histogram, Bucket, Buckets};
+pub use chunks::ChunkPlan;
 pub use csr::Csr;
 pub use dataset::{Dataset, LoadOptions, Split};
 pub use sample::{full_blocks, sample_blocks, Sampler};

@@ -1,7 +1,9 @@
 //! Seeded parameter initialisation.
 //!
-//! Glorot (Xavier) uniform: U(−a, a) with a = √(6 / (fan_in + fan_out)), the default of
-//! DGL's and PyG's GNN layers. Kaiming (He) uniform for ReLU: a = √(6 / fan_in).
+//! Glorot (Xavier) uniform: U(−a, a) with a = √(6 / (fan_in + fan_out)), what DGL's GNN
+//! layers and PyG's `GCNConv` and `GATConv` draw. Kaiming (He) uniform for ReLU:
+//! a = √(6 / fan_in). PyTorch's `nn.Linear` default (kaiming-uniform with a negative slope
+//! of √5): a = 1/√fan_in, which PyG's `Linear` and so its `SAGEConv` use, for the bias too.
 
 use crate::device::{cpu, Device};
 use crate::error::{Error, Result};
@@ -15,6 +17,8 @@ pub enum Init {
     GlorotUniform,
     /// Kaiming (He) uniform, for ReLU.
     KaimingUniform,
+    /// PyTorch's `nn.Linear` default, bound 1/√fan_in (PyG's `SAGEConv`).
+    TorchLinear,
     /// All zeros.
     Zeros,
 }
@@ -30,9 +34,16 @@ pub fn weight(
     let bound = match init {
         Init::GlorotUniform => (6.0 / (fan_in + fan_out).max(1) as f64).sqrt(),
         Init::KaimingUniform => (6.0 / fan_in.max(1) as f64).sqrt(),
+        Init::TorchLinear => torch_linear_bound(fan_in),
         Init::Zeros => 0.0,
     };
     uniform(&[fan_in, fan_out], bound, rng, device)
+}
+
+/// The bound of PyTorch's `nn.Linear` weights and biases, 1/√fan_in
+/// (`kaiming_uniform_(a = √5)`: √(6 / ((1 + 5)·fan_in))).
+pub fn torch_linear_bound(fan_in: usize) -> f64 {
+    1.0 / (fan_in.max(1) as f64).sqrt()
 }
 
 /// An f32 parameter of `shape` drawn from U(−bound, bound) with `rng`, as a leaf on

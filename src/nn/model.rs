@@ -426,43 +426,67 @@ impl Gnn {
             )));
         }
         let mut h = x.clone();
-        for (l, (layer, block)) in self.layers.iter().zip(blocks).enumerate() {
-            if h.shape().first() != Some(&block.num_src) {
-                return Err(Error::shape(
-                    "gnn",
-                    format!(
-                        "layer {l} input has shape {:?} but its block has {} sources",
-                        h.shape(),
-                        block.num_src
-                    ),
-                ));
+        for (l, block) in blocks.iter().enumerate() {
+            h = self.forward_layer(l, block, h, f)?;
+        }
+        Ok(h)
+    }
+
+    /// Layer `l` alone: its output rows (the block's dst nodes) from its input rows (the
+    /// block's src nodes), followed, except after the output layer, by the ReLU and the
+    /// dropout between layers. [`Gnn::forward`] chains it over the blocks; full-graph
+    /// training runs it chunk by chunk. `h` is dropped as soon as the layer has run (before
+    /// the ReLU), which the memory estimator's replay assumes.
+    pub fn forward_layer(
+        &self,
+        l: usize,
+        block: &Arc<Block>,
+        h: Tensor,
+        f: &Forward,
+    ) -> Result<Tensor> {
+        let layer = self.layers.get(l).ok_or_else(|| {
+            Error::invalid(format!(
+                "layer {l} of a model with {} layers",
+                self.layers.len()
+            ))
+        })?;
+        if h.shape().first() != Some(&block.num_src) {
+            return Err(Error::shape(
+                "gnn",
+                format!(
+                    "layer {l} input has shape {:?} but its block has {} sources",
+                    h.shape(),
+                    block.num_src
+                ),
+            ));
+        }
+        let out = match layer {
+            Layer::Sage(s) => s.forward(block, &h)?,
+            Layer::Gcn(g) => {
+                let norm = self
+                    .norm
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("gcn without degree norms"))?;
+                g.forward(block, &h, norm)?
             }
-            h = match layer {
-                Layer::Sage(s) => s.forward(block, &h)?,
-                Layer::Gcn(g) => {
-                    let norm = self
-                        .norm
-                        .as_ref()
-                        .ok_or_else(|| Error::invalid("gcn without degree norms"))?;
-                    g.forward(block, &h, norm)?
-                }
-                Layer::Gat(g) => {
-                    let p = self.config.attn_dropout;
-                    let dropout = (f.training && p > 0.0).then(|| AttnDropout {
-                        p,
-                        key: ops::dropout_key(f.seed, f.epoch, (1 << 32) | l as u64),
-                    });
-                    g.forward(block, &h, dropout)?
-                }
-            };
-            if l + 1 < self.layers.len() {
-                h = ops::relu(&h)?;
-                if f.training && self.config.dropout > 0.0 {
-                    let key = ops::dropout_key(f.seed, f.epoch, l as u64);
-                    let ids =
-                        Tensor::from_u32(block.dst_nodes().to_vec(), &[block.num_dst], h.device())?;
-                    h = ops::dropout(&h, self.config.dropout, key, Some(&ids))?;
-                }
+            Layer::Gat(g) => {
+                let p = self.config.attn_dropout;
+                let dropout = (f.training && p > 0.0).then(|| AttnDropout {
+                    p,
+                    key: ops::dropout_key(f.seed, f.epoch, (1 << 32) | l as u64),
+                });
+                g.forward(block, &h, dropout)?
+            }
+        };
+        drop(h);
+        let mut h = out;
+        if l + 1 < self.layers.len() {
+            h = ops::relu(&h)?;
+            if f.training && self.config.dropout > 0.0 {
+                let key = ops::dropout_key(f.seed, f.epoch, l as u64);
+                let ids =
+                    Tensor::from_u32(block.dst_nodes().to_vec(), &[block.num_dst], h.device())?;
+                h = ops::dropout(&h, self.config.dropout, key, Some(&ids))?;
             }
         }
         Ok(h)

@@ -7,9 +7,10 @@
 //! - `∂op(B) = op(A)ᵀ · ḡ`: `B̄ = matmul(A, ḡ, !ta, false)` or `B̄ = matmul(ḡ, A, true, ta)`.
 //!
 //! CPU kernel: the `matrixmultiply` crate. It is pure Rust, packs cache-blocked panels
-//! with SIMD micro-kernels for f32 and f64 (the f64 path serves gradient checks), runs
-//! multithreaded, and takes arbitrary row and column strides, which is what lets the
-//! transpose flags cost nothing.
+//! with SIMD micro-kernels for f32 and f64 (the f64 path serves gradient checks) and takes
+//! arbitrary row and column strides, which is what lets the transpose flags cost nothing.
+//! It runs single-threaded per block of C, the blocks spread over rayon's pool
+//! (`par_gemm`), and writes C without a zero-fill first.
 //!
 //! wgpu kernel (`shaders/matmul.wgsl`): 64x64 output tiles per workgroup of 16x16 threads,
 //! 4x4 register blocking, k in steps of 16 staged in workgroup memory (8 KiB, within the
@@ -55,10 +56,36 @@ const TILE: usize = 64;
 
 /// `op(a) · op(b)` for 2-D `a`, `b`; `ta`/`tb` transpose the stored operand.
 pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+    product(a, None, b, ta, tb)
+}
+
+/// `a[..rows] · b`: the first `rows` rows of `a` times `b`, read in place. The value (and
+/// its bits) of `matmul(&slice(a, 0, 0, rows)?, b, false, false)`, without the copy of the
+/// rows; backward keeps `a` itself and gives it `ḡ·bᵀ` padded with zero rows (the
+/// slice's rule). It saves memory where `a` is kept anyway (a SAGE layer's self term over
+/// the dst prefix of its src rows).
+pub fn matmul_rows(a: &Tensor, rows: usize, b: &Tensor) -> Result<Tensor> {
+    let (ar, _) = dims(a)?;
+    if rows > ar {
+        return Err(Error::shape(
+            "matmul",
+            format!("the first {rows} rows of A {:?}", a.shape()),
+        ));
+    }
+    product(a, Some(rows), b, false, false)
+}
+
+/// `matmul` over the first `prefix` stored rows of `a` (all of them with `None`), read in
+/// place: a row prefix of a row-major matrix is itself one, and `Aᵀ` over it has the same
+/// strides, so every backend takes it as a smaller A. `b` is read whole, so a prefix
+/// with `tb` is never asked for (`matmul_rows` has no transposes; its `B̄` rule asks
+/// for `A[..rows]ᵀ·ḡ`).
+fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     const OP: &str = "matmul";
     a.same_device(b, OP)?;
     a.expect_float(OP)?;
     let (ar, ac) = dims(a)?;
+    let ar = prefix.unwrap_or(ar);
     let (br, bc) = dims(b)?;
     let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
     let (k2, n) = if tb { (bc, br) } else { (br, bc) };
@@ -95,6 +122,9 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     Ok(record(OP, out, &[a, b], move |g| {
         let ga = if !sa.requires_grad() {
             None
+        } else if prefix.is_some() {
+            let rows = matmul(g, &sb, false, !tb)?;
+            Some(crate::ops::slice::slice_backward(&rows, 0, 0, sa.shape())?)
         } else if ta {
             Some(matmul(&sb, g, tb, true)?)
         } else {
@@ -105,7 +135,8 @@ pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
         } else if tb {
             Some(matmul(g, &sa, true, ta)?)
         } else {
-            Some(matmul(&sa, g, !ta, false)?)
+            // With a prefix, only its rows of A take part: `A[..rows]ᵀ·ḡ`.
+            Some(product(&sa, prefix, g, !ta, false)?)
         };
         Ok(vec![ga, gb])
     }))
@@ -479,26 +510,31 @@ fn cpu_matmul(
         let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
         let len = m * n;
         let alloc = cpu::reserve::<T>(len)?;
-        let mut c = vec![T::default(); len];
-        if k > 0 && len > 0 {
-            // SAFETY: x holds m*k values and y k*n (checked shapes); the strides above
-            // address exactly those, and c holds m*n values written with strides (n, 1).
-            unsafe {
-                T::gemm(
-                    m,
-                    k,
-                    n,
-                    x.as_ptr(),
-                    rsa,
-                    csa,
-                    y.as_ptr(),
-                    rsb,
-                    csb,
-                    c.as_mut_ptr(),
-                    n as isize,
-                )
+        let c = if k > 0 && len > 0 {
+            let mut c: Vec<T> = cpu::try_vec(len)?;
+            let a = Operand {
+                ptr: x.as_ptr(),
+                rs: rsa,
+                cs: csa,
             };
-        }
+            let b = Operand {
+                ptr: y.as_ptr(),
+                rs: rsb,
+                cs: csb,
+            };
+            // SAFETY: x holds at least m*k values (all of A, or with matmul_rows at least
+            // its first m rows) and y k*n (checked shapes); the strides above
+            // address exactly those. c has room for m*n values; with beta = 0 the kernel
+            // writes every one of them without reading any, so they are all initialised
+            // when the length is set.
+            unsafe {
+                par_gemm(m, k, n, a, b, c.as_mut_ptr());
+                c.set_len(len);
+            }
+            c
+        } else {
+            cpu::try_filled(len, T::default())?
+        };
         Ok(CpuBuffer::from_reserved(T::wrap(c), alloc))
     }
     match (a, b) {
@@ -507,5 +543,132 @@ fn cpu_matmul(
         _ => Err(Error::invalid(
             "matmul: operands must both be f32 (or both f64 on the CPU)",
         )),
+    }
+}
+
+/// A strided read-only matrix operand.
+#[derive(Clone, Copy)]
+struct Operand<T> {
+    ptr: *const T,
+    rs: isize,
+    cs: isize,
+}
+
+/// The output pointer, shared by the tasks that write disjoint blocks of it.
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+
+// SAFETY: the operands are only read while the product runs, and each task writes its
+// own block of C (disjoint rows or columns), so sharing the pointers between the rayon
+// tasks of one product is sound.
+unsafe impl<T> Send for Operand<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Operand<T> {}
+// SAFETY: as above.
+unsafe impl<T> Send for OutPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for OutPtr<T> {}
+
+/// Fewer multiply-adds than this run on the calling thread: a fork costs more.
+const GEMM_PAR_MIN: usize = 1 << 20;
+/// Blocks of C split across tasks have a multiple of this many rows or columns (a
+/// multiple of every `matrixmultiply` micro-kernel's tile), so the tiles stay whole.
+const GEMM_ALIGN: usize = 64;
+
+/// `C = op(A)·op(B)` (C row-major `m x n`) on rayon's pool: C is cut into blocks of rows
+/// (or of columns, when it has few rows), each computed by a single-threaded
+/// `matrixmultiply` call. The library's own threading is off: its threads and rayon's
+/// would share the same cores and, between ops, rayon's idle workers spin in
+/// `sched_yield` against the GEMM's threads (a third of the samples of a K = 4 profile).
+/// Each element of C sums over k in the same order whatever the split, so the result is
+/// the same bits for any thread count.
+///
+/// # Safety
+/// `a` and `b` must address `m·k` and `k·n` values under their strides, and `c` must
+/// have room for `m·n` values.
+unsafe fn par_gemm<T: Gemm>(m: usize, k: usize, n: usize, a: Operand<T>, b: Operand<T>, c: *mut T) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    let work = m.saturating_mul(n).saturating_mul(k);
+    // More blocks than threads, so that a thread slowed by another process's load does
+    // not hold the others up; each block repacks the other operand, which costs 1/64 of
+    // its arithmetic at most.
+    let blocks = |len: usize| (threads * 4).min(len / GEMM_ALIGN).max(1);
+    let by_rows = blocks(m) >= blocks(n);
+    let len = if by_rows { m } else { n };
+    let parts = blocks(len);
+    if threads <= 1 || work < GEMM_PAR_MIN || parts <= 1 {
+        // SAFETY: the caller's contract.
+        unsafe { T::gemm(m, k, n, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, c, n as isize) };
+        return;
+    }
+    let step = len.div_ceil(parts).div_ceil(GEMM_ALIGN) * GEMM_ALIGN;
+    let out = OutPtr(c);
+    (0..len.div_ceil(step)).into_par_iter().for_each(|p| {
+        let (a, b, out) = (a, b, out);
+        let s0 = p * step;
+        let s = step.min(len - s0);
+        // SAFETY: rows s0..s0+s of op(A) and C, or columns s0..s0+s of op(B) and C, lie
+        // inside the caller's operands; the blocks of C are disjoint.
+        unsafe {
+            if by_rows {
+                let ap = a.ptr.offset(a.rs * s0 as isize);
+                let cp = out.0.add(s0 * n);
+                T::gemm(s, k, n, ap, a.rs, a.cs, b.ptr, b.rs, b.cs, cp, n as isize);
+            } else {
+                let bp = b.ptr.offset(b.cs * s0 as isize);
+                let cp = out.0.add(s0);
+                T::gemm(m, k, s, a.ptr, a.rs, a.cs, bp, b.rs, b.cs, cp, n as isize);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::ops::{mul, slice, sum_all};
+
+    fn values(n: usize, salt: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    #[test]
+    fn matmul_rows_equals_the_product_of_the_sliced_rows_bit_for_bit() {
+        // Large enough that the product is split over rayon's pool.
+        let (r, rows, k, n) = (300, 200, 130, 70);
+        let run = |in_place: bool| {
+            let a = Tensor::from_f32(values(r * k, 1), &[r, k], Device::Cpu)
+                .unwrap()
+                .requires_grad_leaf();
+            let b = Tensor::from_f32(values(k * n, 2), &[k, n], Device::Cpu)
+                .unwrap()
+                .requires_grad_leaf();
+            let y = if in_place {
+                matmul_rows(&a, rows, &b).unwrap()
+            } else {
+                matmul(&slice(&a, 0, 0, rows).unwrap(), &b, false, false).unwrap()
+            };
+            let w = Tensor::from_f32(values(rows * n, 3), &[rows, n], Device::Cpu).unwrap();
+            sum_all(&mul(&y, &w).unwrap()).unwrap().backward().unwrap();
+            let ga = a.grad().unwrap().to_vec_f32().unwrap();
+            let gb = b.grad().unwrap().to_vec_f32().unwrap();
+            (y.to_vec_f32().unwrap(), ga, gb)
+        };
+        let (y, ga, gb) = run(true);
+        assert_eq!((y.len(), ga.len()), (rows * n, r * k));
+        assert!(ga[rows * k..].iter().all(|&v| v == 0.0));
+        assert_eq!((y, ga, gb), run(false));
+    }
+
+    #[test]
+    fn matmul_rows_past_the_rows_of_a_is_a_shape_error() {
+        let a = Tensor::from_f32(vec![0.0; 6], &[3, 2], Device::Cpu).unwrap();
+        let b = Tensor::from_f32(vec![0.0; 4], &[2, 2], Device::Cpu).unwrap();
+        assert!(matches!(matmul_rows(&a, 4, &b), Err(Error::Shape { .. })));
+        assert_eq!(matmul_rows(&a, 0, &b).unwrap().shape(), &[0, 2]);
     }
 }

@@ -55,7 +55,7 @@ mod segment_softmax;
 mod segment_sum;
 mod segment_weighted_sum;
 mod sgd;
-mod slice;
+pub(crate) mod slice;
 mod unary;
 mod widen;
 
@@ -71,7 +71,7 @@ pub use index_select::{index_select, scatter_add};
 pub use log_softmax::log_softmax;
 pub use lstm_aggregate::{lstm_aggregate, LstmPlan, PlanBucket};
 pub use lstm_cell::{lstm_cell, lstm_cell_backward, lstm_cell_forward};
-pub use matmul::matmul;
+pub use matmul::{matmul, matmul_rows};
 pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
 pub use segment_max::segment_max;

@@ -167,7 +167,12 @@ fn cpu_slice<T: CpuElem + Default>(
 }
 
 /// Zeros shaped `in_shape` with `g` written at `start` along `dim`: the adjoint of [`slice`].
-fn slice_backward(g: &Tensor, dim: usize, start: usize, in_shape: &[usize]) -> Result<Tensor> {
+pub(crate) fn slice_backward(
+    g: &Tensor,
+    dim: usize,
+    start: usize,
+    in_shape: &[usize],
+) -> Result<Tensor> {
     const OP: &str = "slice_backward";
     let (gr, gc) = dims2(OP, "gradient", g)?;
     let (r, c) = (in_shape[0], in_shape[1]);

@@ -29,6 +29,7 @@
 //! |---|---|---|---|
 //! | `slice` rows | `[n, c]` | nothing | `[rows of x, c]` (zeros + ḡ) |
 //! | `matmul(a, W)` | `[r, c]` | `a` and `W` | `ā` `[r, k]` if `a` needs it, then `W̄` |
+//! | `matmul_rows(a, n, W)` | `[n, c]` | `a` and `W` | `[n, k]`, then `ā` `[rows of a, k]` (the first goes), then `W̄` |
 //! | `add(a, b)` | `[r, c]` | nothing | `ā = ḡ` shared; `b̄ = ḡ`, or `[c]` for a bias row |
 //! | `mul(a, col)` | `[r, c]` | `col` (and `a` if `col` needs a gradient) | `ā` `[r, c]` |
 //! | `segment_mean/sum` | `[num_dst, c]` | the block (host) | `[num_src, c]` |
@@ -52,9 +53,12 @@
 //! The layers ([`crate::nn`]) put these ops together as follows, `i`/`o` the layer's
 //! input/output widths, `ns`/`nd` the block's src/dst counts:
 //!
-//! - **SAGE mean/sum**: `h_dst = slice(h)` `[nd, i]`, kept by `matmul(h_dst, W_self)`.
-//!   Neighbours, projecting first when `i > o`: `segment(matmul(h, W_neigh))` (keeps `h`,
-//!   a transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
+//! - **SAGE mean/sum**: the self term is `matmul_rows(h, nd, W_self)` when `h` is kept
+//!   anyway (projecting first, or `h` without gradient: the features), else
+//!   `h_dst = slice(h)` `[nd, i]` first, kept by `matmul(h_dst, W_self)`, computed after
+//!   the neighbours. Neighbours, projecting first when that takes fewer multiply-adds
+//!   ([`crate::nn::sage::projects_first`]): `segment(matmul(h, W_neigh))` (keeps `h`, a
+//!   transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
 //!   `[nd, i]`). Then `(self + neigh) + bias`: three `[nd, o]` outputs, the first two
 //!   transient.
 //! - **SAGE pool**: `relu(matmul(h, W_pool) + b_pool)` `[ns, i]` (kept by relu),
@@ -137,6 +141,23 @@ impl Resident {
         grads: true,
         optimizer_state: true,
     };
+}
+
+/// Which pass of full-graph training a chunk runs ([`MemoryEstimator::chunk_peak_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkPass {
+    /// A layer below the output layer, forward only (no autograd graph): the output rows
+    /// go back to the host.
+    Forward,
+    /// The output layer: forward, loss over the chunk's targets (scaled by their share of
+    /// `total`), backward.
+    Loss {
+        /// Targets of the whole loss.
+        total: usize,
+    },
+    /// A layer below the output layer recomputed with autograd, then its backward from
+    /// the output rows' gradient uploaded from the host.
+    Backward,
 }
 
 /// Predicts a micro-batch's peak device bytes from its block sizes and the model.
@@ -279,7 +300,7 @@ impl MemoryEstimator {
             ce.clone_in(&mut r)
         };
         r.release(logits.buf);
-        r.backward(&loss);
+        r.backward(&loss, None);
         for v in [loss, ce, y, x] {
             r.release(v.buf);
         }
@@ -303,40 +324,147 @@ impl MemoryEstimator {
 
     /// Mirror of [`crate::nn::Gnn::forward`] in training mode.
     fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Val {
-        let m = &self.model;
         let mut h = x;
         for (l, s) in sizes.iter().enumerate() {
-            let (i, o) = m.widths(l);
-            let shape = LayerShape {
-                num_src: s.num_src,
-                num_dst: s.num_dst,
-                in_dim: i,
-                out_dim: o,
-                last: l + 1 == m.layers,
-            };
-            let next = self.layer(r, &h, &shape, s);
-            r.release(h.buf);
-            h = next;
-            if l + 1 < m.layers {
-                let a = r.relu(&h);
-                r.release(h.buf);
-                h = a;
-                if m.dropout > 0.0 {
-                    let ids = r.input(s.num_dst, 1);
-                    let d = r.dropout(&h, &ids);
-                    r.release(h.buf);
-                    r.release(ids.buf);
-                    h = d;
-                }
-            }
+            h = self.forward_layer(r, l, s, h);
         }
         h
+    }
+
+    /// Mirror of [`crate::nn::Gnn::forward_layer`] in training mode: the layer, its input
+    /// released, then ReLU and dropout except after the output layer.
+    fn forward_layer(&self, r: &mut Replay, l: usize, s: &BlockSizes, h: Val) -> Val {
+        let m = &self.model;
+        let (i, o) = m.widths(l);
+        let shape = LayerShape {
+            num_src: s.num_src,
+            num_dst: s.num_dst,
+            in_dim: i,
+            out_dim: o,
+            last: l + 1 == m.layers,
+        };
+        let mut h2 = self.layer(r, &h, &shape, s);
+        r.release(h.buf);
+        if l + 1 < m.layers {
+            let a = r.relu(&h2);
+            r.release(h2.buf);
+            h2 = a;
+            if m.dropout > 0.0 {
+                let ids = r.input(s.num_dst, 1);
+                let d = r.dropout(&h2, &ids);
+                r.release(h2.buf);
+                r.release(ids.buf);
+                h2 = d;
+            }
+        }
+        h2
+    }
+
+    /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
+    /// `layer` run on a chunk whose block has `sizes`, in `pass`. The layer's input rows are
+    /// uploaded from the host (the input layer's: the features, as a micro-batch's are);
+    /// in the loss and backward passes a deeper layer's input is a leaf whose gradient is
+    /// read back to the host.
+    pub fn chunk_activation_bytes(
+        &self,
+        layer: usize,
+        sizes: &BlockSizes,
+        pass: ChunkPass,
+    ) -> Result<u64> {
+        let m = &self.model;
+        if layer >= m.layers {
+            return Err(Error::invalid(format!(
+                "memory estimate: layer {layer} of a {}-layer model",
+                m.layers
+            )));
+        }
+        let last = layer + 1 == m.layers;
+        if last != matches!(pass, ChunkPass::Loss { .. }) {
+            return Err(Error::invalid(format!(
+                "memory estimate: the loss pass runs the output layer only (layer {layer} of {})",
+                m.layers
+            )));
+        }
+        let (i, _) = m.widths(layer);
+        let ns = sizes.num_src;
+        let mut r = Replay::new(self.round());
+        let x = if layer == 0 {
+            let ids = self.device_gather.then(|| r.input(ns, 1));
+            let x = r.input(ns, i);
+            if let Some(ids) = ids {
+                r.release(ids.buf);
+            }
+            x
+        } else if pass == ChunkPass::Forward {
+            r.input(ns, i)
+        } else {
+            r.leaf_input(ns, i)
+        };
+        match pass {
+            ChunkPass::Forward => {
+                r.no_grad = true;
+                let out = self.forward_layer(&mut r, layer, sizes, x);
+                // Read back to the host.
+                r.release(out.buf);
+                return Ok(r.peak);
+            }
+            ChunkPass::Loss { total } => {
+                let n = sizes.num_dst;
+                let y = r.input(n, 1);
+                let h = x.clone_in(&mut r);
+                let logits = self.forward_layer(&mut r, layer, sizes, h);
+                let ce = r.cross_entropy(&logits, &y);
+                // The predictions are read at once.
+                let pred = r.alloc(n, 1);
+                r.release(pred);
+                let loss = if n != total {
+                    r.mul_scalar(&ce)
+                } else {
+                    ce.clone_in(&mut r)
+                };
+                r.release(logits.buf);
+                r.backward(&loss, None);
+                for v in [loss, ce, y] {
+                    r.release(v.buf);
+                }
+            }
+            ChunkPass::Backward => {
+                let h = x.clone_in(&mut r);
+                let out = self.forward_layer(&mut r, layer, sizes, h);
+                let g = r.input(out.rows, out.cols);
+                r.backward(&out, Some(g.buf));
+                r.release(g.buf);
+                r.release(out.buf);
+            }
+        }
+        // The input's gradient is read back to the host, then the input goes.
+        if let Some(g) = x.leaf.and_then(|l| r.leaf_grads[l]) {
+            r.release(g);
+        }
+        r.release(x.buf);
+        Ok(r.peak)
+    }
+
+    /// `R + A` of one chunk of full-graph training (see
+    /// [`MemoryEstimator::chunk_activation_bytes`]).
+    pub fn chunk_peak_bytes(
+        &self,
+        layer: usize,
+        sizes: &BlockSizes,
+        pass: ChunkPass,
+        state: Resident,
+    ) -> Result<u64> {
+        Ok(self
+            .resident_bytes(state)
+            .saturating_add(self.chunk_activation_bytes(layer, sizes, pass)?))
     }
 
     /// One layer: the only place that knows which layer kinds exist.
     fn layer(&self, r: &mut Replay, h: &Val, shape: &LayerShape, sizes: &BlockSizes) -> Val {
         match (self.model.kind, self.model.aggr) {
-            (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => sage_mean_sum(r, h, shape),
+            (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => {
+                sage_mean_sum(r, h, shape, sizes)
+            }
             (ModelKind::Sage, Aggregator::Pool) => sage_pool(r, h, shape),
             (ModelKind::Sage, Aggregator::Max) => sage_max(r, h, shape),
             (ModelKind::Sage, Aggregator::Lstm) => sage_lstm(r, h, shape, sizes, self.lstm_split),
@@ -371,13 +499,18 @@ pub struct LayerShape {
 }
 
 /// Mirror of [`crate::nn::sage::SageLayer::forward`] with `mean` or `sum`.
-fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
+fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape, sizes: &BlockSizes) -> Val {
     let (i, o) = (s.in_dim, s.out_dim);
     let w_self = r.param(i, o);
     let w_neigh = r.param(i, o);
     let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, s.num_dst);
-    let neigh = if i > o {
+    let project = crate::nn::sage::projects_first(s.num_src, s.num_dst, sizes.num_edges, i, o);
+    let h_dst = if project || !h.grad {
+        None
+    } else {
+        Some(r.slice_rows(h, s.num_dst))
+    };
+    let neigh = if project {
         let t = r.matmul(h, &w_neigh);
         let n = r.segment(&t, s.num_dst, false);
         r.release(t.buf);
@@ -388,7 +521,19 @@ fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
         r.release(t.buf);
         n
     };
-    finish_sage(r, h_dst, neigh, &w_self, &bias)
+    let own = match &h_dst {
+        Some(x) => r.matmul(x, &w_self),
+        None => r.matmul_rows(h, s.num_dst, &w_self),
+    };
+    let a1 = r.add(&own, &neigh);
+    let out = r.add(&a1, &bias);
+    r.release(own.buf);
+    r.release(a1.buf);
+    r.release(neigh.buf);
+    if let Some(x) = h_dst {
+        r.release(x.buf);
+    }
+    out
 }
 
 /// Mirror of the `max` arm of [`crate::nn::sage::SageLayer::forward`].
@@ -635,6 +780,8 @@ struct Replay {
     params: Vec<u64>,
     /// The gradient buffer each parameter received in this backward.
     leaf_grads: Vec<Option<usize>>,
+    /// Recording is off (`autograd::no_grad`): ops record no node.
+    no_grad: bool,
 }
 
 impl Replay {
@@ -648,6 +795,7 @@ impl Replay {
             nodes: Vec::new(),
             params: Vec::new(),
             leaf_grads: Vec::new(),
+            no_grad: false,
         }
     }
 
@@ -681,6 +829,23 @@ impl Replay {
             grad: false,
             node: None,
             leaf: None,
+        }
+    }
+
+    /// An uploaded input that is a leaf of the autograd graph (`requires_grad_leaf`): live
+    /// like an input; its first gradient is kept in `leaf_grads` (not resident: no bytes in
+    /// `params`).
+    fn leaf_input(&mut self, rows: usize, cols: usize) -> Val {
+        let buf = self.alloc(rows, cols);
+        self.params.push(0);
+        self.leaf_grads.push(None);
+        Val {
+            buf,
+            rows,
+            cols,
+            grad: true,
+            node: None,
+            leaf: Some(self.params.len() - 1),
         }
     }
 
@@ -718,7 +883,7 @@ impl Replay {
             node: None,
             leaf: None,
         };
-        if !inputs.iter().any(|v| v.grad) {
+        if self.no_grad || !inputs.iter().any(|v| v.grad) {
             for b in saved {
                 self.release(b);
             }
@@ -766,6 +931,30 @@ impl Replay {
             saved,
             Box::new(move |r, _| {
                 let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
+                let gb = b2.grad.then(|| r.alloc(b2.rows, b2.cols));
+                vec![ga, gb]
+            }),
+        )
+    }
+
+    /// `matmul_rows(a, rows, b)`: keeps `a` itself; its rule gives `a` the product's
+    /// `[rows, k]` padded to `a`'s rows (a new buffer, then the product goes), then `b̄`.
+    fn matmul_rows(&mut self, a: &Val, rows: usize, b: &Val) -> Val {
+        let out = self.alloc(rows, b.cols);
+        let saved = vec![self.share(a.buf), self.share(b.buf)];
+        let (a2, b2) = (*a, *b);
+        self.record(
+            out,
+            (rows, b.cols),
+            &[a, b],
+            saved,
+            Box::new(move |r, _| {
+                let ga = a2.grad.then(|| {
+                    let small = r.alloc(rows, a2.cols);
+                    let full = r.alloc(a2.rows, a2.cols);
+                    r.release(small);
+                    full
+                });
                 let gb = b2.grad.then(|| r.alloc(b2.rows, b2.cols));
                 vec![ga, gb]
             }),
@@ -1025,9 +1214,14 @@ impl Replay {
         )
     }
 
-    /// Mirror of [`crate::autograd::backward`] from the scalar `root`.
-    fn backward(&mut self, root: &Val) {
-        let seed = self.alloc(1, 1);
+    /// Mirror of [`crate::autograd::backward`] from the scalar `root` (`seed: None`), or of
+    /// [`crate::autograd::backward_with`] with the buffer `seed` as its gradient (shared
+    /// for the pass, as the detached copy shares it).
+    fn backward(&mut self, root: &Val, seed: Option<usize>) {
+        let seed = match seed {
+            Some(b) => self.share(b),
+            None => self.alloc(1, 1),
+        };
         let Some(root_node) = root.node else {
             self.release(seed);
             return;

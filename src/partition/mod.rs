@@ -31,7 +31,7 @@ pub mod stats;
 use crate::error::{Error, Result};
 use crate::graph::{Block, Csr, Slicer};
 
-pub use memory::{format_bytes, parse_bytes, MemoryEstimator, Resident};
+pub use memory::{format_bytes, parse_bytes, ChunkPass, MemoryEstimator, Resident};
 pub use stats::{MicroBatchStats, PartitionStats};
 
 /// One partitioner the engine offers: the name `--partitioner` takes, a line of help and

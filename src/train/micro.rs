@@ -471,34 +471,7 @@ impl Trainer<'_> {
     /// Forward and backward of one micro-batch, keeping the gradients of earlier
     /// micro-batches apart until it has succeeded.
     fn compute(&self, p: Prepared, run: &Run<'_>) -> Result<Computed> {
-        let params = self.model.parameters();
-        let held: Vec<Option<Tensor>> = params
-            .iter()
-            .map(|p| {
-                let g = p.grad();
-                p.set_grad(None);
-                g
-            })
-            .collect();
-        match self.forward_backward(p, run) {
-            Ok(c) => {
-                for (p, held) in params.iter().zip(held) {
-                    if let Some(acc) = held {
-                        if let Some(fresh) = p.grad() {
-                            ops::add_assign(&acc, &fresh)?;
-                        }
-                        p.set_grad(Some(acc));
-                    }
-                }
-                Ok(c)
-            }
-            Err(e) => {
-                for (p, held) in params.iter().zip(held) {
-                    p.set_grad(held);
-                }
-                Err(e)
-            }
-        }
+        with_held_grads(&self.model.parameters(), || self.forward_backward(p, run))
     }
 
     fn forward_backward(&self, p: Prepared, run: &Run<'_>) -> Result<Computed> {
@@ -634,6 +607,39 @@ impl Trainer<'_> {
         }
         self.last_k = k;
         Ok(parts)
+    }
+}
+
+/// Runs `f` (a forward and backward) with the parameters' gradients so far taken out, and
+/// adds its fresh gradients to them once it has succeeded; on an error the gradients so far
+/// are put back untouched, so a failed run leaves no partial gradient behind.
+pub(crate) fn with_held_grads<T>(params: &[Tensor], f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let held: Vec<Option<Tensor>> = params
+        .iter()
+        .map(|p| {
+            let g = p.grad();
+            p.set_grad(None);
+            g
+        })
+        .collect();
+    match f() {
+        Ok(v) => {
+            for (p, held) in params.iter().zip(held) {
+                if let Some(acc) = held {
+                    if let Some(fresh) = p.grad() {
+                        ops::add_assign(&acc, &fresh)?;
+                    }
+                    p.set_grad(Some(acc));
+                }
+            }
+            Ok(v)
+        }
+        Err(e) => {
+            for (p, held) in params.iter().zip(held) {
+                p.set_grad(held);
+            }
+            Err(e)
+        }
     }
 }
 

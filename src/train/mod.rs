@@ -2,12 +2,14 @@
 
 pub mod checkpoint;
 pub mod features;
+pub mod full_graph;
 pub mod micro;
 pub mod optim;
 pub mod schedule;
 pub mod trainer;
 
 pub use features::{gather_host, FeatureDType, FeaturePlacement, FeatureStore};
+pub use full_graph::{FullGraphConfig, FullGraphStats, LayerRows};
 pub use micro::{Loader, MicroConfig, SAFETY_MARGIN};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use schedule::LrSchedule;

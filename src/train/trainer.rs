@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::autograd::no_grad;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::graph::ChunkPlan;
 use crate::graph::{sample_blocks, Block, Csr, Dataset};
 use crate::nn::{Forward, Gnn, ModelConfig, Module};
 use crate::ops;
@@ -27,6 +28,7 @@ use crate::train::checkpoint;
 use crate::train::features::{
     gather_host, gather_on_device, FeatureDType, FeaturePlacement, FeatureStore,
 };
+use crate::train::full_graph::{FullGraphConfig, FullGraphStats};
 use crate::train::micro::{MicroConfig, Pass, SAFETY_MARGIN};
 use crate::train::optim::{Adam, Optimizer, Sgd};
 use crate::train::schedule::LrSchedule;
@@ -161,6 +163,11 @@ pub struct TrainConfig {
     /// host and device are one and this changes nothing.
     #[serde(default)]
     pub feature_placement: FeaturePlacement,
+    /// Full-graph training in chunks (`--full-graph`, HongTu): one full-neighbour step
+    /// over all training nodes per epoch, layer by layer in chunks of destination nodes
+    /// (see [`crate::train::full_graph`]); `None`: sampled (micro-)batches.
+    #[serde(default)]
+    pub full_graph: Option<FullGraphConfig>,
 }
 
 impl Default for TrainConfig {
@@ -187,6 +194,7 @@ impl Default for TrainConfig {
             patience: None,
             profile: false,
             feature_placement: FeaturePlacement::Auto,
+            full_graph: None,
         }
     }
 }
@@ -279,6 +287,11 @@ impl TrainConfig {
         self
     }
     /// Sets whether phases are timed with device waits (see [`TrainConfig::profile`]).
+    pub fn full_graph(mut self, f: Option<FullGraphConfig>) -> Self {
+        self.full_graph = f;
+        self
+    }
+    /// Sets whether GPU phases are timed with a wait after each.
     pub fn profile(mut self, on: bool) -> Self {
         self.profile = on;
         self
@@ -371,6 +384,9 @@ pub struct EpochStats {
     /// and CUDA.
     #[serde(default)]
     pub submits: u64,
+    /// Full-graph training (`--full-graph`): chunks, per-chunk peaks, rows moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_graph: Option<FullGraphStats>,
 }
 
 /// The result of a run (`--json`). Accuracies not measured (an interrupted run has no
@@ -458,6 +474,8 @@ pub struct Trainer<'a> {
     stop: Option<Arc<AtomicBool>>,
     /// The ranks training together (one process unless [`Trainer::set_collective`]).
     pub dist: crate::dist::Dist,
+    /// Full-graph training: the training nodes' chunks, made at the first epoch.
+    pub(crate) full_plan: Option<ChunkPlan>,
 }
 
 /// A run's final figures, kept in its last checkpoint.
@@ -560,6 +578,7 @@ const RESUMABLE_CHANGES: &[&str] = &[
     "micro.micro_batches",
     "micro.partitioner",
     "micro.memory_budget",
+    "full_graph.chunks",
 ];
 
 /// `value`'s leaves by dotted path.
@@ -585,7 +604,7 @@ fn json<T: Serialize + ?Sized>(v: &T) -> Result<String> {
 
 /// How an epoch ended.
 enum EpochEnd {
-    Done(EpochStats),
+    Done(Box<EpochStats>),
     /// A stop request arrived before its last batch.
     Interrupted,
     /// A batch's loss was not finite under `OnNan::Stop`, or every batch's was.
@@ -682,6 +701,9 @@ impl<'a> Trainer<'a> {
         {
             return Err(Error::invalid(format!("training node {v} has no label")));
         }
+        if config.full_graph.is_some() {
+            check_full_graph(&config)?;
+        }
         let micro = &config.micro;
         let partitioner = partition::by_name(&micro.partitioner)?;
         let batch_seeds = match config.batch_size {
@@ -719,12 +741,12 @@ impl<'a> Trainer<'a> {
                         "memory budget {} is too small: parameters, their gradients and the \
                          optimizer state{} alone take {} (with the {:.0}% safety margin, {}), \
                          before any activation",
+                        format_bytes(b),
                         if on_device {
                             " and the feature matrix (--features device)"
                         } else {
                             ""
                         },
-                        format_bytes(b),
                         format_bytes(resident),
                         SAFETY_MARGIN * 100.0,
                         format_bytes((resident as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
@@ -761,6 +783,7 @@ impl<'a> Trainer<'a> {
             stored_final: None,
             stop: None,
             dist: crate::dist::Dist::default(),
+            full_plan: None,
             config,
         })
     }
@@ -776,6 +799,14 @@ impl<'a> Trainer<'a> {
     /// before each optimizer step (by NCCL on CUDA where every rank has it). Only rank 0
     /// writes checkpoints. A collective call: every rank makes it.
     pub fn set_collective(&mut self, collective: Arc<dyn crate::dist::Collective>) -> Result<()> {
+        if collective.size() > 1 && self.config.full_graph.is_some() {
+            // Full-graph chunks are not dealt to ranks: each would train the whole graph.
+            return Err(Error::invalid(format!(
+                "--full-graph trains in one process; run it without mpirun (or drop \
+                 --full-graph to share micro-batches among the {} ranks)",
+                collective.size()
+            )));
+        }
         self.dist = crate::dist::Dist::for_device(collective, self.config.device)?;
         Ok(())
     }
@@ -941,7 +972,7 @@ impl<'a> Trainer<'a> {
     /// 1-based). A NaN or infinite loss is an error under `OnNan::Stop`.
     pub fn train_epoch(&mut self, epoch: usize) -> Result<EpochStats> {
         match self.train_epoch_inner(epoch, false)? {
-            EpochEnd::Done(s) => Ok(s),
+            EpochEnd::Done(s) => Ok(*s),
             EpochEnd::Diverged(msg) => Err(Error::invalid(msg)),
             EpochEnd::Interrupted => Err(Error::invalid("interrupted")),
         }
@@ -954,7 +985,32 @@ impl<'a> Trainer<'a> {
         let mut ph = Phases::default();
         let (mut loss_sum, mut correct, mut seen, mut micro) = (0.0, 0usize, 0usize, 0usize);
         let mut skipped = 0usize;
-        let batches = self.batches(epoch);
+        let mut full_graph = None;
+        let batches = match self.config.full_graph {
+            Some(_) => Vec::new(),
+            None => self.batches(epoch),
+        };
+        if self.config.full_graph.is_some() {
+            let out = self.full_graph_run(epoch)?;
+            ph.add(&out.phases);
+            if !out.loss_sum.is_finite() {
+                self.optim.zero_grad();
+                return Ok(EpochEnd::Diverged(format!(
+                    "training diverged: the loss of epoch {} is {} (its gradients were not \
+                     applied)",
+                    epoch + 1,
+                    out.loss_sum
+                )));
+            }
+            let t = Instant::now();
+            self.optim.step()?;
+            self.optim.zero_grad();
+            ph.optimizer = t.elapsed().as_secs_f64();
+            loss_sum = out.loss_sum;
+            correct = out.correct;
+            seen = out.seeds;
+            full_graph = Some(out.stats);
+        }
         for (b, seeds) in batches.iter().enumerate() {
             let out = self.run_batch(epoch, b, seeds, Pass::Train)?;
             ph.add(&out.phases);
@@ -995,7 +1051,7 @@ impl<'a> Trainer<'a> {
         } else {
             None
         };
-        Ok(EpochEnd::Done(EpochStats {
+        Ok(EpochEnd::Done(Box::new(EpochStats {
             epoch: epoch + 1,
             loss: loss_sum / seen.max(1) as f64,
             train_acc: correct as f64 / seen.max(1) as f64,
@@ -1004,12 +1060,13 @@ impl<'a> Trainer<'a> {
             lr: self.optim.lr(),
             seconds: t0.elapsed().as_secs_f64(),
             phases: ph,
-            batches: batches.len(),
+            batches: batches.len().max(usize::from(full_graph.is_some())),
             skipped_batches: skipped,
             micro_batches: micro,
             host_waits: self.config.device.host_waits()? - waits0,
             submits: self.config.device.submits()? - submits0,
-        }))
+            full_graph,
+        })))
     }
 
     /// Replaces the partitioner; a budget's K search starts afresh (from
@@ -1064,6 +1121,16 @@ impl<'a> Trainer<'a> {
             .collect();
         if labelled.is_empty() {
             return Ok(f64::NAN);
+        }
+        if self.config.full_graph.is_some() {
+            let chunks = self.full_plan.as_ref().map_or(1, ChunkPlan::num_chunks);
+            let (nodes, pred) = self.full_graph_predict(&labelled, chunks)?;
+            let correct = nodes
+                .iter()
+                .zip(&pred)
+                .filter(|(&v, &p)| p == self.data.labels[v as usize])
+                .count();
+            return Ok(correct as f64 / labelled.len() as f64);
         }
         let mut correct = 0usize;
         let mut size = self.config.eval_batch_size;
@@ -1143,7 +1210,7 @@ impl<'a> Trainer<'a> {
                 .lr_at(self.config.lr, epoch, self.config.epochs);
             self.optim.set_lr(lr);
             let mut stats = match self.train_epoch_inner(epoch, true)? {
-                EpochEnd::Done(s) => s,
+                EpochEnd::Done(s) => *s,
                 EpochEnd::Interrupted => {
                     interrupted = true;
                     break;
@@ -1344,4 +1411,32 @@ impl<'a> Trainer<'a> {
 pub fn gather_rows(features: &[f32], dim: usize, ids: &[u32], device: Device) -> Result<Tensor> {
     let out = gather_host(features, dim, ids)?;
     Tensor::from_f32(out, &[ids.len(), dim], device)
+}
+
+/// What `--full-graph` needs of the rest of the configuration.
+fn check_full_graph(config: &TrainConfig) -> Result<()> {
+    if config.fanouts.iter().any(|&f| f != -1) {
+        return Err(Error::invalid(format!(
+            "full-graph training uses every neighbour: fanouts {:?} must all be -1 \
+             (--fanouts=-1,-1, or leave --fanouts out)",
+            config.fanouts
+        )));
+    }
+    if config.batch_size != BatchSize::Full {
+        return Err(Error::invalid(
+            "full-graph training takes all training nodes as one batch: --batch-size must be \
+             full",
+        ));
+    }
+    if config.micro.micro_batches != 1 {
+        return Err(Error::invalid(format!(
+            "full-graph training splits layers into chunks, not the batch into micro-batches: \
+             use --chunks {} instead of --micro-batches",
+            config.micro.micro_batches
+        )));
+    }
+    if config.full_graph.as_ref().and_then(|f| f.chunks) == Some(0) {
+        return Err(Error::invalid("--chunks must be at least 1"));
+    }
+    Ok(())
 }

@@ -1,0 +1,687 @@
+//! Full-graph training in chunks (HongTu, SIGMOD'24): `espalier train --full-graph`.
+//!
+//! One exact full-batch step per epoch over every neighbour (`--fanouts=-1,...`), run
+//! layer by layer in chunks of destination nodes ([`ChunkPlan`]) so that the device holds
+//! one chunk's block and rows at a time, whatever the graph's size. Every layer's vertex
+//! data (outputs `H^l` and their gradients `G^l`) lives in host memory:
+//!
+//! 1. **Forward**, layers `0 .. L-1` below the output layer: per chunk, upload the rows of
+//!    `H^{l-1}` (the features for `l = 0`) its block reads, run the layer with ReLU and
+//!    dropout (no autograd graph), read its rows of `H^l` back.
+//! 2. **Loss**, the output layer: per chunk, the layer's input rows as an autograd leaf,
+//!    forward, cross-entropy over the chunk's training nodes scaled by their share of all
+//!    training nodes, backward: the parameter gradients accumulate on the device, the
+//!    input rows' gradient is added into `G^{L-2}` on the host.
+//! 3. **Backward**, layers `L-2 .. 0`: per chunk, recompute the layer's forward with
+//!    autograd from its input rows (**recompute mode**: nothing but `H` is cached), then
+//!    backward from the chunk's rows of `G^l`; the input gradient is added into `G^{l-1}`.
+//! 4. One optimizer step.
+//!
+//! Dropout masks are keyed by global node ids (and GAT's attention dropout by global
+//! edges), so the recomputation draws the forward's masks, and the chunked epoch computes
+//! what unchunked full-neighbour training of the training nodes computes (K = 1,
+//! `--fanouts=-1,...`), up to float summation order (`tests/full_graph.rs`).
+//!
+//! With a memory budget, the chunk count is the smallest whose largest chunk, as the
+//! memory estimator replays it ([`MemoryEstimator::chunk_peak_bytes`]), fits with the
+//! [`SAFETY_MARGIN`]; each chunk's measured peak is reported beside its estimate.
+//!
+//! Not done yet: the hybrid mode (caching the aggregation of mean/sum/GCN layers so that
+//! only the update is recomputed), keeping on the device the rows two consecutive chunks
+//! share, a copy stream overlapping the next chunk's upload, and a locality-improving node
+//! order before chunking (chunks are ranges of node ids).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::autograd::no_grad;
+use crate::error::{Error, Result};
+use crate::graph::{BlockSizes, ChunkPlan};
+use crate::nn::{Forward, Module};
+use crate::ops;
+use crate::partition::{format_bytes, ChunkPass, MemoryEstimator, Resident};
+use crate::tensor::Tensor;
+use crate::train::micro::{with_held_grads, SAFETY_MARGIN};
+use crate::train::trainer::{Phases, Trainer};
+
+/// `--full-graph`: how full-graph training is chunked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FullGraphConfig {
+    /// Chunks per layer (`--chunks`); `None`: the fewest that fit the memory budget (1
+    /// without a budget).
+    pub chunks: Option<usize>,
+}
+
+/// One chunk as run: which layer and pass, its size, its predicted and measured peaks.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ChunkStats {
+    /// Layer (0: the input layer).
+    pub layer: usize,
+    /// `forward`, `loss` or `backward`.
+    pub pass: String,
+    /// Chunk index within the layer.
+    pub chunk: usize,
+    /// Destination nodes.
+    pub num_dst: usize,
+    /// Source nodes (rows uploaded).
+    pub num_src: usize,
+    /// The estimator's peak bytes.
+    pub est_peak_bytes: u64,
+    /// The device tracker's peak bytes.
+    pub peak_bytes: u64,
+}
+
+/// A full-graph epoch's figures (`EpochStats::full_graph`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FullGraphStats {
+    /// Chunks per layer.
+    pub chunks: usize,
+    /// The largest estimated chunk peak.
+    pub est_peak_bytes: u64,
+    /// The largest measured chunk peak.
+    pub peak_bytes: u64,
+    /// Bytes of vertex rows uploaded (features, `H`, `G`, labels): host to device.
+    pub rows_to_device_bytes: u64,
+    /// Bytes of vertex rows read back (`H`, input gradients): device to host.
+    pub rows_to_host_bytes: u64,
+    /// Every chunk run, in order.
+    pub chunk_runs: Vec<ChunkStats>,
+    /// Per layer, the replication of its input rows over the chunks (one pass).
+    pub layers: Vec<LayerRows>,
+}
+
+/// How often one layer's input rows are uploaded in one pass over its chunks: what
+/// deduplicating transfers (HongTu's reuse of the rows consecutive chunks share) could
+/// save. Measured, not yet acted on: every chunk uploads all its rows.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LayerRows {
+    /// Layer (0: the input layer, whose rows are the features).
+    pub layer: usize,
+    /// Rows uploaded: the sum of the chunks' source nodes.
+    pub rows_uploaded: u64,
+    /// Distinct rows among them: a perfect cache would upload each once.
+    pub distinct_rows: u64,
+    /// Rows a chunk shares with the chunk before it: what keeping the previous chunk's
+    /// rows on the device would save.
+    pub shared_with_previous: u64,
+}
+
+impl LayerRows {
+    /// `rows_uploaded / distinct_rows`.
+    pub fn replication(&self) -> f64 {
+        self.rows_uploaded as f64 / self.distinct_rows.max(1) as f64
+    }
+}
+
+/// Counts [`LayerRows`] over a layer's chunks, one source list at a time.
+struct RowCounter {
+    rows: LayerRows,
+    /// Per node: 1 + the last chunk that read it (0: none).
+    last: Vec<u32>,
+    chunk: u32,
+}
+
+impl RowCounter {
+    fn new(layer: usize, num_nodes: usize) -> Self {
+        RowCounter {
+            rows: LayerRows {
+                layer,
+                ..Default::default()
+            },
+            last: vec![0; num_nodes],
+            chunk: 0,
+        }
+    }
+
+    fn add(&mut self, src: &[u32]) {
+        self.chunk += 1;
+        self.rows.rows_uploaded += src.len() as u64;
+        for &v in src {
+            let seen = &mut self.last[v as usize];
+            match *seen {
+                0 => self.rows.distinct_rows += 1,
+                c if c + 1 == self.chunk => self.rows.shared_with_previous += 1,
+                _ => {}
+            }
+            *seen = self.chunk;
+        }
+    }
+}
+
+/// The result of a full-graph epoch.
+pub(crate) struct FullGraphOutcome {
+    pub loss_sum: f64,
+    pub correct: usize,
+    pub seeds: usize,
+    pub phases: Phases,
+    pub stats: FullGraphStats,
+}
+
+/// One layer's rows on the host: a row per node of the layer, in the plan's order.
+struct HostMatrix {
+    width: usize,
+    data: Vec<f32>,
+    /// Global node id to row (`u32::MAX`: not in the layer).
+    pos: Vec<u32>,
+}
+
+impl HostMatrix {
+    fn zeros(nodes: &[u32], width: usize, num_nodes: usize) -> Result<Self> {
+        let len = nodes.len().checked_mul(width).ok_or_else(|| {
+            Error::invalid(format!(
+                "full-graph: {} rows of width {width} overflow the address space",
+                nodes.len()
+            ))
+        })?;
+        let mut pos = vec![u32::MAX; num_nodes];
+        for (i, &v) in nodes.iter().enumerate() {
+            pos[v as usize] = i as u32;
+        }
+        Ok(HostMatrix {
+            width,
+            data: vec![0.0; len],
+            pos,
+        })
+    }
+
+    fn row(&self, v: u32) -> Result<usize> {
+        match self.pos.get(v as usize) {
+            Some(&r) if r != u32::MAX => Ok(r as usize),
+            _ => Err(Error::invalid(format!(
+                "full-graph: node {v} has no row in this layer"
+            ))),
+        }
+    }
+
+    /// The rows of `ids`, row-major.
+    fn gather(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        let w = self.width;
+        let rows = ids
+            .iter()
+            .map(|&v| self.row(v))
+            .collect::<Result<Vec<_>>>()?;
+        let mut out = vec![0.0f32; ids.len() * w];
+        out.par_chunks_mut(w.max(1))
+            .zip(rows.par_iter())
+            .for_each(|(o, &r)| o.copy_from_slice(&self.data[r * w..(r + 1) * w]));
+        Ok(out)
+    }
+
+    /// Adds `values` (row-major, one row per id) into the rows of `ids`, which are
+    /// distinct (a block's source nodes), so rows are written in parallel.
+    fn scatter_add(&mut self, ids: &[u32], values: &[f32]) -> Result<()> {
+        let w = self.width;
+        if values.len() != ids.len() * w {
+            return Err(Error::invalid(format!(
+                "full-graph: {} gradient values for {} rows of width {w}",
+                values.len(),
+                ids.len()
+            )));
+        }
+        let rows = ids
+            .iter()
+            .map(|&v| self.row(v))
+            .collect::<Result<Vec<_>>>()?;
+        let mut seen = vec![false; self.data.len() / w.max(1)];
+        for &r in &rows {
+            if std::mem::replace(&mut seen[r], true) {
+                return Err(Error::invalid(
+                    "full-graph: a chunk lists one source node twice",
+                ));
+            }
+        }
+        let out = RowsPtr(self.data.as_mut_ptr());
+        rows.par_iter().enumerate().for_each(|(i, &r)| {
+            let out = &out;
+            // SAFETY: `r < rows of data` (from `row`), and the rows are distinct (checked
+            // above), so each task writes its own row and no two alias.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(r * w), w) };
+            for (a, b) in dst.iter_mut().zip(&values[i * w..(i + 1) * w]) {
+                *a += b;
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The host matrix's rows, written by disjoint parallel tasks.
+struct RowsPtr(*mut f32);
+// SAFETY: shared only by `scatter_add`, whose tasks write disjoint rows.
+unsafe impl Sync for RowsPtr {}
+
+/// Bytes of `n` f32 values.
+fn f32_bytes(n: usize) -> u64 {
+    (n as u64).saturating_mul(4)
+}
+
+/// The largest estimated chunk peak of `plan` (with the resident state `state`), over
+/// every layer and the passes it runs in: forward and backward below the output layer,
+/// the loss pass at the output layer.
+pub fn largest_chunk_estimate(
+    estimator: &MemoryEstimator,
+    sizes: &[Vec<BlockSizes>],
+    total: usize,
+    state: Resident,
+) -> Result<u64> {
+    let layers = sizes.len();
+    sizes
+        .par_iter()
+        .enumerate()
+        .flat_map(|(l, chunks)| chunks.par_iter().map(move |s| (l, s)))
+        .map(|(l, s)| {
+            if l + 1 == layers {
+                estimator.chunk_peak_bytes(l, s, ChunkPass::Loss { total }, state)
+            } else {
+                let f = estimator.chunk_peak_bytes(l, s, ChunkPass::Forward, state)?;
+                let b = estimator.chunk_peak_bytes(l, s, ChunkPass::Backward, state)?;
+                Ok(f.max(b))
+            }
+        })
+        .try_reduce(|| 0, |a, b| Ok(a.max(b)))
+}
+
+impl Trainer<'_> {
+    /// The chunk plan of the training nodes: cut as `--chunks` says, or into the fewest
+    /// chunks whose largest estimated peak fits the memory budget (with the safety margin;
+    /// the chunk count doubles until one fits, then a bisection finds the least).
+    pub(crate) fn full_graph_plan(&self) -> Result<ChunkPlan> {
+        let fg = self.config.full_graph.clone().unwrap_or_default();
+        let layers = self.config.model.layers;
+        let train = &self.data.split.train;
+        let mut plan = ChunkPlan::new(&self.graph, train, layers, fg.chunks.unwrap_or(1))?;
+        let (Some(budget), None) = (self.config.micro.memory_budget, fg.chunks) else {
+            return Ok(plan);
+        };
+        let most = plan.nodes.iter().map(Vec::len).max().unwrap_or(1).max(1);
+        let largest = |plan: &mut ChunkPlan, c: usize| -> Result<u64> {
+            plan.rechunk(&self.graph, c)?;
+            largest_chunk_estimate(
+                &self.estimator,
+                &plan.sizes(&self.graph),
+                train.len(),
+                Resident::STEADY,
+            )
+        };
+        let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
+        let (mut lo, mut c) = (0usize, 1usize);
+        let mut est = largest(&mut plan, c)?;
+        while !fits(est) {
+            if c == most {
+                return Err(Error::invalid(format!(
+                    "memory budget {} is too small for full-graph training: with one node \
+                     per chunk the largest chunk still needs {} (with the {:.0}% safety \
+                     margin, {})",
+                    format_bytes(budget),
+                    format_bytes(est),
+                    SAFETY_MARGIN * 100.0,
+                    format_bytes((est as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
+                )));
+            }
+            lo = c;
+            c = (2 * c).min(most);
+            est = largest(&mut plan, c)?;
+        }
+        while c - lo > 1 {
+            let mid = lo + (c - lo) / 2;
+            if fits(largest(&mut plan, mid)?) {
+                c = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        plan.rechunk(&self.graph, c)?;
+        Ok(plan)
+    }
+
+    /// The rows layer `l` reads for `ids` (its block's src nodes) on the training device:
+    /// the features for the input layer, else the previous layer's host rows.
+    fn chunk_input(&self, l: usize, prev: Option<&HostMatrix>, ids: &[u32]) -> Result<Tensor> {
+        match (l, prev) {
+            (0, _) => self.gather_features(ids),
+            (_, Some(h)) => {
+                Tensor::from_f32(h.gather(ids)?, &[ids.len(), h.width], self.config.device)
+            }
+            (_, None) => Err(Error::invalid(format!(
+                "full-graph: layer {l} has no input rows"
+            ))),
+        }
+    }
+
+    /// Bytes a chunk of layer `l` uploads for `rows` input rows.
+    fn input_bytes(&self, l: usize, rows: usize) -> u64 {
+        let width = self.config.model.widths(l).0;
+        match (l, &self.resident_features) {
+            (0, Some(_)) => f32_bytes(rows),
+            (0, None) => (rows as u64)
+                .saturating_mul(width as u64)
+                .saturating_mul(if self.features.is_half() { 2 } else { 4 }),
+            _ => f32_bytes(rows.saturating_mul(width)),
+        }
+    }
+
+    /// One full-graph epoch (see the module docs) with one optimizer step; `plan` holds
+    /// the training nodes' chunks.
+    fn full_graph_epoch(&mut self, epoch: usize, plan: &ChunkPlan) -> Result<FullGraphOutcome> {
+        let layers = plan.layers();
+        let n = self.graph.num_nodes;
+        let total = self.data.split.train.len();
+        let fwd = Forward {
+            training: true,
+            seed: self.config.seed,
+            epoch: epoch as u64,
+        };
+        let sizes = plan.sizes(&self.graph);
+        let mut ph = Phases::default();
+        let mut st = FullGraphStats {
+            chunks: plan.num_chunks(),
+            ..Default::default()
+        };
+        let mem = self.config.device.memory()?;
+        let params = self.model.parameters();
+
+        // 1. Forward below the output layer: H^0 .. H^{L-2} on the host.
+        let mut h: Vec<HostMatrix> = Vec::new();
+        for (l, layer_sizes) in sizes.iter().enumerate().take(layers - 1) {
+            let mut out = HostMatrix::zeros(&plan.nodes[l], self.config.model.widths(l).1, n)?;
+            let mut count = RowCounter::new(l, n);
+            for (c, range) in plan.chunks[l].iter().enumerate() {
+                let t = Instant::now();
+                let block = Arc::new(plan.block(&self.graph, l, c)?);
+                count.add(&block.src_nodes);
+                ph.slice += t.elapsed().as_secs_f64();
+                let est = self.chunk_estimate(l, &layer_sizes[c], ChunkPass::Forward)?;
+                self.fold_peak();
+                mem.reset_peak();
+                let t = Instant::now();
+                let x = self.chunk_input(l, h.last(), &block.src_nodes)?;
+                st.rows_to_device_bytes += self.input_bytes(l, block.num_src);
+                ph.gather += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let rows = no_grad(|| -> Result<Vec<f32>> {
+                    self.model.forward_layer(l, &block, x, &fwd)?.to_vec_f32()
+                })?;
+                ph.forward += t.elapsed().as_secs_f64();
+                st.rows_to_host_bytes += f32_bytes(rows.len());
+                out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
+                self.chunk_done(&mut st, l, "forward", c, &block.src_nodes, range.len(), est);
+            }
+            h.push(out);
+            st.layers.push(count.rows);
+        }
+
+        // 2. The output layer: loss and its backward, chunk by chunk.
+        let last = layers - 1;
+        let (mut loss_sum, mut correct) = (0.0f64, 0usize);
+        let mut grad_in = match last {
+            0 => None,
+            _ => Some(HostMatrix::zeros(
+                &plan.nodes[last - 1],
+                self.config.model.widths(last).0,
+                n,
+            )?),
+        };
+        let mut count = RowCounter::new(last, n);
+        for (c, range) in plan.chunks[last].iter().enumerate() {
+            let t = Instant::now();
+            let block = Arc::new(plan.block(&self.graph, last, c)?);
+            count.add(&block.src_nodes);
+            ph.slice += t.elapsed().as_secs_f64();
+            let est = self.chunk_estimate(last, &sizes[last][c], ChunkPass::Loss { total })?;
+            self.fold_peak();
+            mem.reset_peak();
+            let t = Instant::now();
+            let x = self.chunk_input(last, h.last(), &block.src_nodes)?;
+            let x = if last > 0 { x.requires_grad_leaf() } else { x };
+            let seeds = block.dst_nodes();
+            let y = self.gather_labels(seeds)?;
+            st.rows_to_device_bytes +=
+                self.input_bytes(last, block.num_src) + f32_bytes(seeds.len());
+            ph.gather += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
+                let logits = self.model.forward_layer(last, &block, x.clone(), &fwd)?;
+                let ce = ops::cross_entropy(&logits, &y, None)?;
+                let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
+                let k = seeds.len();
+                let loss = if k != total {
+                    ops::mul_scalar(&ce, k as f64 / total as f64)?
+                } else {
+                    ce.clone()
+                };
+                drop(logits);
+                loss.backward()?;
+                drop(loss);
+                Ok((ce.item()?, pred))
+            })?;
+            drop(y);
+            ph.backward += t.elapsed().as_secs_f64();
+            loss_sum += ce * seeds.len() as f64;
+            correct += pred
+                .iter()
+                .zip(seeds)
+                .filter(|(&p, &s)| p == self.data.labels[s as usize])
+                .count();
+            if let Some(g) = grad_in.as_mut() {
+                let t = Instant::now();
+                let gx = x.grad().ok_or_else(|| {
+                    Error::invalid("full-graph: the output layer's input got no gradient")
+                })?;
+                let rows = gx.to_vec_f32()?;
+                drop(gx);
+                x.set_grad(None);
+                st.rows_to_host_bytes += f32_bytes(rows.len());
+                g.scatter_add(&block.src_nodes, &rows)?;
+                ph.gather += t.elapsed().as_secs_f64();
+            }
+            drop(x);
+            self.chunk_done(&mut st, last, "loss", c, &block.src_nodes, range.len(), est);
+        }
+
+        st.layers.push(count.rows);
+
+        // 3. Backward below the output layer, recomputing each chunk's forward.
+        for l in (0..last).rev() {
+            let g_out = grad_in.take().ok_or_else(|| {
+                Error::invalid(format!("full-graph: layer {l} has no output gradient"))
+            })?;
+            // H^l (this layer's output) is not read again.
+            h.pop();
+            grad_in = match l {
+                0 => None,
+                _ => Some(HostMatrix::zeros(
+                    &plan.nodes[l - 1],
+                    self.config.model.widths(l).0,
+                    n,
+                )?),
+            };
+            for (c, range) in plan.chunks[l].iter().enumerate() {
+                let t = Instant::now();
+                let block = Arc::new(plan.block(&self.graph, l, c)?);
+                ph.slice += t.elapsed().as_secs_f64();
+                let est = self.chunk_estimate(l, &sizes[l][c], ChunkPass::Backward)?;
+                self.fold_peak();
+                mem.reset_peak();
+                let t = Instant::now();
+                let x = self.chunk_input(l, h.last(), &block.src_nodes)?;
+                let x = if l > 0 { x.requires_grad_leaf() } else { x };
+                st.rows_to_device_bytes += self.input_bytes(l, block.num_src);
+                ph.gather += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let w = g_out.width;
+                with_held_grads(&params, || -> Result<()> {
+                    let out = self.model.forward_layer(l, &block, x.clone(), &fwd)?;
+                    let g = Tensor::from_f32(
+                        g_out.data[range.start * w..range.end * w].to_vec(),
+                        &[range.len(), w],
+                        self.config.device,
+                    )?;
+                    out.backward_with(&g)?;
+                    drop(g);
+                    drop(out);
+                    Ok(())
+                })?;
+                st.rows_to_device_bytes += f32_bytes(range.len() * w);
+                ph.backward += t.elapsed().as_secs_f64();
+                if let Some(g) = grad_in.as_mut() {
+                    let t = Instant::now();
+                    let gx = x.grad().ok_or_else(|| {
+                        Error::invalid(format!("full-graph: layer {l}'s input got no gradient"))
+                    })?;
+                    let rows = gx.to_vec_f32()?;
+                    drop(gx);
+                    x.set_grad(None);
+                    st.rows_to_host_bytes += f32_bytes(rows.len());
+                    g.scatter_add(&block.src_nodes, &rows)?;
+                    ph.gather += t.elapsed().as_secs_f64();
+                }
+                drop(x);
+                self.chunk_done(
+                    &mut st,
+                    l,
+                    "backward",
+                    c,
+                    &block.src_nodes,
+                    range.len(),
+                    est,
+                );
+            }
+        }
+        Ok(FullGraphOutcome {
+            loss_sum,
+            correct,
+            seeds: total,
+            phases: ph,
+            stats: st,
+        })
+    }
+
+    /// Records a finished chunk's figures.
+    #[allow(clippy::too_many_arguments)]
+    fn chunk_done(
+        &self,
+        st: &mut FullGraphStats,
+        layer: usize,
+        pass: &str,
+        chunk: usize,
+        src: &[u32],
+        num_dst: usize,
+        est: u64,
+    ) {
+        let peak = self
+            .config
+            .device
+            .memory()
+            .map(|m| m.peak())
+            .unwrap_or_default();
+        st.est_peak_bytes = st.est_peak_bytes.max(est);
+        st.peak_bytes = st.peak_bytes.max(peak);
+        st.chunk_runs.push(ChunkStats {
+            layer,
+            pass: pass.to_string(),
+            chunk,
+            num_dst,
+            num_src: src.len(),
+            est_peak_bytes: est,
+            peak_bytes: peak,
+        });
+    }
+
+    /// A chunk's predicted peak with what is resident now: the parameters, the optimizer
+    /// state once it exists, and the gradients held so far (only the layers whose
+    /// backward has run have any).
+    fn chunk_estimate(&self, l: usize, sizes: &BlockSizes, pass: ChunkPass) -> Result<u64> {
+        let est = &self.estimator;
+        let state = Resident {
+            grads: false,
+            optimizer_state: !self.optim.state_dict().0.is_empty(),
+        };
+        let held: u64 = self
+            .model
+            .parameters()
+            .iter()
+            .filter(|p| p.grad().is_some())
+            .map(|p| est.rounded(p.bytes() as u64))
+            .sum();
+        Ok(est
+            .resident_bytes(state)
+            .saturating_add(held)
+            .saturating_add(est.chunk_activation_bytes(l, sizes, pass)?))
+    }
+
+    /// Runs full-graph epoch `epoch`'s forward, loss and backward over the training nodes
+    /// (chunked as configured; the plan is made at the first call and kept), without the
+    /// optimizer step: afterwards every parameter holds the gradient of the mean
+    /// cross-entropy over all training nodes. Returns that mean loss and the epoch's chunk
+    /// figures. Needs [`TrainConfig::full_graph`](crate::train::TrainConfig::full_graph).
+    pub fn full_graph_gradients(&mut self, epoch: usize) -> Result<(f64, FullGraphStats)> {
+        let out = self.full_graph_run(epoch)?;
+        Ok((out.loss_sum / out.seeds.max(1) as f64, out.stats))
+    }
+
+    /// [`Trainer::full_graph_epoch`] with the kept plan (made at the first call, its time
+    /// counted as the partition phase).
+    pub(crate) fn full_graph_run(&mut self, epoch: usize) -> Result<FullGraphOutcome> {
+        if self.config.full_graph.is_none() {
+            return Err(Error::invalid(
+                "full-graph gradients need TrainConfig::full_graph (--full-graph)",
+            ));
+        }
+        let t = Instant::now();
+        let (plan, made) = match self.full_plan.take() {
+            Some(p) => (p, false),
+            None => (self.full_graph_plan()?, true),
+        };
+        let partition = if made { t.elapsed().as_secs_f64() } else { 0.0 };
+        let out = self.full_graph_epoch(epoch, &plan);
+        self.full_plan = Some(plan);
+        let mut out = out?;
+        out.phases.partition = partition;
+        Ok(out)
+    }
+
+    /// Predicted classes of `targets` by chunked full-neighbour inference (no dropout),
+    /// with `chunks` chunks per layer, in increasing id order of the targets.
+    pub(crate) fn full_graph_predict(
+        &self,
+        targets: &[u32],
+        chunks: usize,
+    ) -> Result<(Vec<u32>, Vec<u32>)> {
+        let layers = self.config.model.layers;
+        let plan = ChunkPlan::new(&self.graph, targets, layers, chunks)?;
+        let n = self.graph.num_nodes;
+        let f = Forward::default();
+        no_grad(|| {
+            let mut prev: Option<HostMatrix> = None;
+            let mut pred = Vec::with_capacity(targets.len());
+            for l in 0..layers {
+                let last = l + 1 == layers;
+                let mut out = match last {
+                    true => None,
+                    false => Some(HostMatrix::zeros(
+                        &plan.nodes[l],
+                        self.config.model.widths(l).1,
+                        n,
+                    )?),
+                };
+                for (c, range) in plan.chunks[l].iter().enumerate() {
+                    let block = Arc::new(plan.block(&self.graph, l, c)?);
+                    let x = self.chunk_input(l, prev.as_ref(), &block.src_nodes)?;
+                    let y = self.model.forward_layer(l, &block, x, &f)?;
+                    match out.as_mut() {
+                        Some(o) => {
+                            let rows = y.to_vec_f32()?;
+                            o.data[range.start * o.width..range.end * o.width]
+                                .copy_from_slice(&rows);
+                        }
+                        None => pred.extend(ops::argmax_rows(&y)?.to_vec_u32()?),
+                    }
+                }
+                prev = out;
+            }
+            Ok((plan.nodes[layers - 1].clone(), pred))
+        })
+    }
+}

@@ -1,0 +1,358 @@
+//! Full-graph training in chunks (`--full-graph`): the gradients of a chunked epoch equal
+//! those of unchunked full-neighbour training of all training nodes, for any chunk count
+//! and every model; training losses follow `--fanouts=-1,-1` with K = 1; on the CPU each
+//! chunk's estimated peak equals its measured peak to the byte; a budget picks the chunk
+//! count and the chunks fit it; wrong settings are clear errors.
+
+use std::sync::Arc;
+
+mod common;
+
+use espalier::graph::{self, full_blocks, ChunkPlan, Dataset, LoadOptions};
+use espalier::nn::{Aggregator, Forward, ModelConfig, ModelKind, Module};
+use espalier::partition::Resident;
+use espalier::train::full_graph::largest_chunk_estimate;
+use espalier::train::{
+    gather_rows, BatchSize, FullGraphConfig, MicroConfig, OptimizerKind, TrainConfig, Trainer,
+    SAFETY_MARGIN,
+};
+use espalier::{ops, Device, Tensor};
+
+/// The CPU's memory tracker is one per process: tests that measure peaks, and the tests
+/// that allocate beside them, run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const MODELS: &[(ModelKind, Aggregator)] = &[
+    (ModelKind::Sage, Aggregator::Mean),
+    (ModelKind::Gcn, Aggregator::Mean),
+    (ModelKind::Gat, Aggregator::Mean),
+    (ModelKind::Sage, Aggregator::Max),
+];
+
+/// A small power-law graph with about 120 training nodes.
+fn small() -> (Dataset, Arc<graph::Csr>) {
+    let data = graph::load(
+        "synthetic:products-like,scale=0.0005,seed=3",
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let g = Arc::new(data.graph.symmetrize());
+    (data, g)
+}
+
+fn config(
+    data: &Dataset,
+    kind: ModelKind,
+    aggr: Aggregator,
+    chunks: Option<usize>,
+    dropout: f64,
+) -> TrainConfig {
+    let gat = kind == ModelKind::Gat;
+    TrainConfig {
+        model: ModelConfig {
+            kind,
+            aggr,
+            in_dim: data.feat_dim,
+            hidden: if gat { 12 } else { 24 },
+            out_dim: data.num_classes,
+            layers: 2,
+            dropout,
+            heads: if gat { 2 } else { 1 },
+            attn_dropout: if gat { dropout * 0.6 } else { 0.0 },
+            self_loops: true,
+        },
+        fanouts: vec![-1, -1],
+        batch_size: BatchSize::Full,
+        epochs: 3,
+        optimizer: OptimizerKind::Adam,
+        lr: 0.01,
+        weight_decay: 5e-4,
+        seed: 11,
+        device: Device::Cpu,
+        eval_every: 0,
+        full_graph: chunks.map(|c| FullGraphConfig { chunks: Some(c) }),
+        ..Default::default()
+    }
+}
+
+fn grads(t: &Trainer<'_>) -> Vec<Vec<f32>> {
+    t.model
+        .parameters()
+        .iter()
+        .map(|p| p.grad().unwrap().to_vec_f32().unwrap())
+        .collect()
+}
+
+/// `|a - b| <= rel · max|b|` elementwise: the tolerance of sums taken in another order.
+fn assert_close(what: &str, a: &[f32], b: &[f32], rel: f32) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    let scale = b
+        .iter()
+        .fold(0f32, |m, v| m.max(v.abs()))
+        .max(f32::MIN_POSITIVE);
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= rel * scale,
+            "{what}: element {i}: {x} vs {y} (scale {scale})"
+        );
+    }
+}
+
+/// The gradients and mean loss of unchunked full-neighbour training of all training
+/// nodes, with the model of `t`, as epoch `epoch` draws its dropout masks.
+fn reference(
+    t: &Trainer<'_>,
+    data: &Dataset,
+    g: &graph::Csr,
+    epoch: usize,
+) -> (f64, Vec<Vec<f32>>) {
+    let train = &data.split.train;
+    let blocks: Vec<_> = full_blocks(g, train, 2)
+        .unwrap()
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let x = gather_rows(
+        &data.features,
+        data.feat_dim,
+        &blocks[0].src_nodes,
+        Device::Cpu,
+    )
+    .unwrap();
+    let f = Forward {
+        training: true,
+        seed: t.config.seed,
+        epoch: epoch as u64,
+    };
+    let logits = t.model.forward(&blocks, &x, &f).unwrap();
+    let y: Vec<u32> = train.iter().map(|&s| data.labels[s as usize]).collect();
+    let y = Tensor::from_u32(y, &[train.len()], Device::Cpu).unwrap();
+    let ce = ops::cross_entropy(&logits, &y, None).unwrap();
+    ce.backward().unwrap();
+    let out = (ce.item().unwrap(), grads(t));
+    for p in t.model.parameters() {
+        p.set_grad(None);
+    }
+    out
+}
+
+#[test]
+fn chunked_gradients_equal_unchunked_full_neighbour_training() {
+    let _serial = serial();
+    let (data, g) = small();
+    for &(kind, aggr) in MODELS {
+        for chunks in [1, 2, 3, 7] {
+            let mut t = Trainer::new(
+                &data,
+                g.clone(),
+                config(&data, kind, aggr, Some(chunks), 0.5),
+            )
+            .unwrap();
+            let (want_loss, want) = reference(&t, &data, &g, 4);
+            let (loss, stats) = t.full_graph_gradients(4).unwrap();
+            assert_eq!(stats.chunks, chunks, "{kind:?}");
+            let what = format!("{kind:?}/{aggr:?} chunks {chunks}");
+            assert!(
+                ((loss - want_loss) / want_loss).abs() < 1e-5,
+                "{what}: loss {loss} vs {want_loss}"
+            );
+            for (i, (a, b)) in grads(&t).iter().zip(&want).enumerate() {
+                assert_close(&format!("{what} parameter {i}"), a, b, 1e-4);
+            }
+        }
+    }
+}
+
+#[test]
+fn chunked_training_losses_follow_full_neighbour_training() {
+    let _serial = serial();
+    let (data, g) = small();
+    for &(kind, aggr) in &MODELS[..3] {
+        let mut plain =
+            Trainer::new(&data, g.clone(), config(&data, kind, aggr, None, 0.0)).unwrap();
+        let mut chunked =
+            Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(3), 0.0)).unwrap();
+        for epoch in 0..3 {
+            let a = plain.train_epoch(epoch).unwrap();
+            let b = chunked.train_epoch(epoch).unwrap();
+            assert!(
+                ((a.loss - b.loss) / a.loss).abs() < 1e-5,
+                "{kind:?} epoch {epoch}: loss {} (full neighbourhood) vs {} (3 chunks)",
+                a.loss,
+                b.loss
+            );
+            assert_eq!(b.full_graph.as_ref().unwrap().chunks, 3);
+            assert!(a.full_graph.is_none());
+        }
+        // Chunked evaluation predicts as the sampled full-neighbour evaluation does.
+        let valid = &data.split.valid;
+        let (pa, pb) = (
+            plain.evaluate(valid).unwrap(),
+            chunked.evaluate(valid).unwrap(),
+        );
+        assert!(
+            (pa - pb).abs() <= 1.0 / valid.len() as f64,
+            "{kind:?}: {pa} vs {pb}"
+        );
+    }
+}
+
+#[test]
+fn chunk_estimates_equal_measured_peaks_on_the_cpu() {
+    let _serial = serial();
+    let (data, g) = small();
+    for &(kind, aggr) in MODELS {
+        let mut t =
+            Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(4), 0.5)).unwrap();
+        for epoch in 0..2 {
+            let s = t.train_epoch(epoch).unwrap();
+            let f = s.full_graph.unwrap();
+            // 4 forward, 4 loss and 4 backward chunks.
+            assert_eq!(f.chunk_runs.len(), 12);
+            for r in &f.chunk_runs {
+                assert_eq!(
+                    r.est_peak_bytes, r.peak_bytes,
+                    "{kind:?}/{aggr:?} epoch {epoch}: layer {} {} chunk {}",
+                    r.layer, r.pass, r.chunk
+                );
+            }
+            assert!(f.rows_to_device_bytes > 0 && f.rows_to_host_bytes > 0);
+        }
+    }
+}
+
+#[test]
+fn a_budget_chooses_the_fewest_chunks_that_fit() {
+    let _serial = serial();
+    let (data, g) = small();
+    let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
+    let run = |budget: Option<u64>| {
+        let mut c = config(&data, kind, aggr, None, 0.5);
+        c.full_graph = Some(FullGraphConfig { chunks: None });
+        c.micro.memory_budget = budget;
+        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+        let s = t.train_epoch(0).unwrap();
+        s.full_graph.unwrap()
+    };
+    let one = run(None);
+    assert_eq!(one.chunks, 1);
+    // A budget below one chunk's peak forces more chunks, each within the budget.
+    let budget = one.peak_bytes * 9 / 10;
+    let some = run(Some(budget));
+    assert!(some.chunks > 1, "{} chunks", some.chunks);
+    assert!(some.peak_bytes <= budget, "{} > {budget}", some.peak_bytes);
+    // ... and the least: as planned (with a steady run's resident state), one chunk
+    // fewer would not fit.
+    let t = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5)).unwrap();
+    let largest = |chunks: usize| {
+        let plan = ChunkPlan::new(&g, &data.split.train, 2, chunks).unwrap();
+        let sizes = plan.sizes(&g);
+        largest_chunk_estimate(
+            &t.estimator,
+            &sizes,
+            data.split.train.len(),
+            Resident::STEADY,
+        )
+        .unwrap()
+    };
+    let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
+    assert!(fits(largest(some.chunks)));
+    assert!(
+        !fits(largest(some.chunks - 1)),
+        "{} chunks would fit too",
+        some.chunks - 1
+    );
+}
+
+#[test]
+fn wrong_settings_are_clear_errors() {
+    let _serial = serial();
+    let (data, g) = small();
+    let base = || config(&data, ModelKind::Sage, Aggregator::Mean, Some(2), 0.5);
+    let err = |c: TrainConfig| match Trainer::new(&data, g.clone(), c) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    };
+    let mut c = base();
+    c.fanouts = vec![10, 10];
+    assert!(err(c).contains("must all be -1"));
+    let mut c = base();
+    c.micro = MicroConfig {
+        micro_batches: 2,
+        ..MicroConfig::default()
+    };
+    assert!(err(c).contains("--chunks"));
+    let mut c = base();
+    c.batch_size = BatchSize::Seeds(10);
+    assert!(err(c).contains("--batch-size"));
+    let mut c = base();
+    c.full_graph = Some(FullGraphConfig { chunks: Some(0) });
+    assert!(err(c).contains("at least 1"));
+    // Gradients without full-graph configured.
+    let mut t = Trainer::new(
+        &data,
+        g.clone(),
+        config(&data, ModelKind::Sage, Aggregator::Mean, None, 0.5),
+    )
+    .unwrap();
+    assert!(t.full_graph_gradients(0).is_err());
+}
+
+#[test]
+fn wgpu_chunked_gradients_match_the_cpu() {
+    let _serial = serial();
+    let devices = common::wgpu_devices();
+    let Some(&dev) = devices.first() else {
+        return;
+    };
+    let (data, g) = small();
+    for &(kind, aggr) in &MODELS[..3] {
+        let mut cpu =
+            Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(3), 0.5)).unwrap();
+        let mut c = config(&data, kind, aggr, Some(3), 0.5);
+        c.device = dev;
+        let mut gpu = Trainer::new(&data, g.clone(), c).unwrap();
+        let (a, _) = cpu.full_graph_gradients(1).unwrap();
+        let (b, _) = gpu.full_graph_gradients(1).unwrap();
+        assert!(
+            ((a - b) / a).abs() < 1e-4,
+            "{kind:?}: loss {a} (cpu) vs {b} ({dev})"
+        );
+        for (i, (x, y)) in grads(&gpu).iter().zip(&grads(&cpu)).enumerate() {
+            assert_close(&format!("{kind:?} parameter {i} on {dev}"), x, y, 1e-3);
+        }
+    }
+}
+
+#[test]
+fn row_replication_counts_every_upload_and_each_distinct_row_once() {
+    let _serial = serial();
+    let (data, g) = small();
+    let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
+    let rows = |chunks: usize| {
+        let mut t = Trainer::new(
+            &data,
+            g.clone(),
+            config(&data, kind, aggr, Some(chunks), 0.5),
+        )
+        .unwrap();
+        t.train_epoch(0).unwrap().full_graph.unwrap().layers
+    };
+    let one = rows(1);
+    assert_eq!(one.len(), 2);
+    for r in &one {
+        assert_eq!(r.rows_uploaded, r.distinct_rows, "layer {}", r.layer);
+        assert_eq!(r.shared_with_previous, 0);
+        assert_eq!(r.replication(), 1.0);
+    }
+    let five = rows(5);
+    for (a, b) in one.iter().zip(&five) {
+        assert_eq!(b.distinct_rows, a.distinct_rows, "layer {}", a.layer);
+        assert!(b.rows_uploaded > a.rows_uploaded);
+        assert!(b.shared_with_previous <= b.rows_uploaded - b.distinct_rows);
+    }
+}
