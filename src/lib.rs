@@ -13,6 +13,7 @@
 pub mod atomic;
 pub mod autograd;
 pub mod device;
+pub mod dist;
 pub mod error;
 pub mod float;
 pub mod gradcheck;

@@ -284,6 +284,7 @@ fn medians(e: &[EpochStats]) -> Phases {
         forward: m(|p| p.forward),
         backward: m(|p| p.backward),
         optimizer: m(|p| p.optimizer),
+        allreduce: m(|p| p.allreduce),
     }
 }
 

@@ -60,6 +60,14 @@ pub fn run(cli: Cli) -> Result<()> {
             .build_global()
             .map_err(|e| Error::invalid(format!("--threads: {e}")))?;
     }
+    let several_ranks = espalier::dist::launched_size()?.is_some_and(|n| n > 1);
+    if several_ranks && !matches!(cli.command, None | Some(Command::Train(_))) {
+        // Each rank would run the whole command alone and write the same files.
+        return Err(Error::invalid(
+            "only `espalier train` runs over several MPI ranks; start this command as one \
+             process",
+        ));
+    }
     match cli.command {
         None => train::run(&train::TrainArgs::default_args()),
         Some(Command::Train(a)) => train::run(&a),

@@ -197,7 +197,25 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
-    log::init(a.quiet, a.verbose)?;
+    // Launched by mpirun/srun with several ranks: data-parallel training (src/dist/).
+    let dist = espalier::dist::from_env()?;
+    let result = train(a, &dist);
+    if let Err(e) = &result {
+        if dist.size() > 1 {
+            // The other ranks may be waiting for this one in a collective: end them all.
+            eprintln!("error: rank {} of {}: {e}", dist.rank(), dist.size());
+            dist.abort(1);
+        }
+    }
+    result
+}
+
+fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()> {
+    // Rank 0 alone prints the run and writes the JSON and checkpoints; the others print
+    // only errors.
+    let root = dist.rank() == 0;
+    log::init(a.quiet || !root, a.verbose && root)?;
+    let json = a.json.as_ref().filter(|_| root);
     let c = &a.common;
     // Everything checkable before loading and training: a bad output path or flag must not
     // cost the run.
@@ -206,10 +224,10 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if a.patience == Some(0) {
         return Err(Error::invalid("--patience must be at least 1"));
     }
-    if let Some(path) = &a.json {
+    if let Some(path) = json {
         check_json_path(path)?;
     }
-    if let Some(path) = &a.checkpoint {
+    if let Some(path) = a.checkpoint.as_ref().filter(|_| root) {
         espalier::atomic::check_writable(path)
             .map_err(|e| Error::invalid(format!("--checkpoint {}: {e}", path.display())))?;
     }
@@ -221,7 +239,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             )));
         }
     }
-    let json_to_stdout = a.json.as_deref() == Some("-");
+    let json_to_stdout = json.map(String::as_str) == Some("-");
     let (data, graph) = c.load()?;
     let mut config = c.config(
         &data,
@@ -246,8 +264,18 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     config.lr_schedule = schedule;
     config.patience = a.patience;
     config.profile = a.profile;
+    if dist.size() > 1 {
+        // Ranks sharing a machine spread over its GPUs: cuda:N is the first one's.
+        if let (espalier::Device::Cuda(first), Some(local)) =
+            (config.device, espalier::dist::local_rank()?)
+        {
+            let count = espalier::device::cuda::probe().unwrap_or(1).max(1);
+            config.device = espalier::Device::Cuda(((first as usize + local) % count) as u32);
+        }
+    }
     let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
+    trainer.set_collective(dist.clone())?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
     trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
@@ -294,6 +322,27 @@ pub fn run(a: &TrainArgs) -> Result<()> {
                 ""
             },
         );
+    }
+    if dist.size() > 1 && log::enabled(Level::Info) {
+        let params = espalier::nn::Module::num_parameters(&trainer.model);
+        eprintln!(
+            "ranks {} ({}): micro-batches dealt by estimated cost, gradients summed by one \
+             all-reduce of {} per batch, {}",
+            dist.size(),
+            dist.describe(),
+            format_bytes(4 * params as u64),
+            trainer.dist.gradient_path()
+        );
+        if micro.memory_budget.is_none() && micro.micro_batches < dist.size() {
+            eprintln!(
+                "note: {} micro-batches for {} ranks: {} rank(s) compute nothing and join the \
+                 all-reduce with zeros (--micro-batches {} or more keeps every rank busy)",
+                micro.micro_batches,
+                dist.size(),
+                dist.size() - micro.micro_batches,
+                dist.size()
+            );
+        }
     }
     trainer.set_stop_flag(stop_flag()?);
 
@@ -348,12 +397,13 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     } else {
         final_line(&summary)
     };
-    if json_to_stdout || summary.interrupted {
+    // Rank 0 alone reports the run.
+    if root && (json_to_stdout || summary.interrupted) {
         eprintln!("{result}");
-    } else {
+    } else if root {
         println!("{result}");
     }
-    if let Some(path) = &a.json {
+    if let Some(path) = json {
         write_json(path, &summary)?;
     }
     if summary.interrupted {

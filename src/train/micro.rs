@@ -255,6 +255,13 @@ impl Trainer<'_> {
 
         let t = Instant::now();
         let parts = self.plan(&slicer, seeds, epoch)?;
+        let whole = parts.len() == 1;
+        // With several ranks, this rank's share (see crate::dist).
+        let parts = if pass == Pass::Train {
+            self.my_parts(&slicer, parts)?
+        } else {
+            parts
+        };
         phases.partition = t.elapsed().as_secs_f64();
         let mut stats = PartitionStats {
             epoch: epoch + 1,
@@ -295,7 +302,6 @@ impl Trainer<'_> {
                 });
             }
         } else {
-            let whole = parts.len() == 1;
             let data = self.data;
             let features = self.host_features();
             let this = &*self;
@@ -318,6 +324,9 @@ impl Trainer<'_> {
             })?;
             stats.k = stats.batches.len();
             self.settle(&mut run)?;
+            if pass == Pass::Train {
+                self.reduce_batch(&mut run.out, &mut stats)?;
+            }
         }
         stats.set_redundancy(full_inputs);
         run.out.phases.slice = stats.slice_s;

@@ -326,6 +326,9 @@ pub struct Phases {
     pub backward: f64,
     /// Optimizer step.
     pub optimizer: f64,
+    /// Summing the gradients over the ranks (`mpirun -np N`; 0 in one process).
+    #[serde(default)]
+    pub allreduce: f64,
 }
 
 impl Phases {
@@ -337,6 +340,7 @@ impl Phases {
         self.forward += o.forward;
         self.backward += o.backward;
         self.optimizer += o.optimizer;
+        self.allreduce += o.allreduce;
     }
 }
 
@@ -424,6 +428,8 @@ pub struct Summary {
     pub features_on_device: bool,
     /// Seconds of training (evaluation included).
     pub train_seconds: f64,
+    /// Processes that trained together (`mpirun -np N`; 1 without MPI).
+    pub ranks: usize,
     /// One entry per batch (per epoch in full-batch training): K, partitioner, redundancy,
     /// times, and per micro-batch seeds, input nodes, estimated and measured peaks.
     pub micro_batches: Vec<PartitionStats>,
@@ -466,6 +472,8 @@ pub struct Trainer<'a> {
     stored_final: Option<FinalFigures>,
     /// Set from elsewhere (a signal handler) to stop after the current batch.
     stop: Option<Arc<AtomicBool>>,
+    /// The ranks training together (one process unless [`Trainer::set_collective`]).
+    pub dist: crate::dist::Dist,
     /// Full-graph training: the training nodes' chunks, made at the first epoch.
     pub(crate) full_plan: Option<ChunkPlan>,
 }
@@ -774,6 +782,7 @@ impl<'a> Trainer<'a> {
             history: Vec::new(),
             stored_final: None,
             stop: None,
+            dist: crate::dist::Dist::default(),
             full_plan: None,
             config,
         })
@@ -785,8 +794,27 @@ impl<'a> Trainer<'a> {
         self.stop = Some(flag);
     }
 
-    fn stop_requested(&self) -> bool {
-        self.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst))
+    /// Trains with other ranks (data-parallel, see [`crate::dist`]): this rank runs its
+    /// share of each batch's micro-batches, and the gradients are summed over the ranks
+    /// before each optimizer step (by NCCL on CUDA where every rank has it). Only rank 0
+    /// writes checkpoints. A collective call: every rank makes it.
+    pub fn set_collective(&mut self, collective: Arc<dyn crate::dist::Collective>) -> Result<()> {
+        if collective.size() > 1 && self.config.full_graph.is_some() {
+            // Full-graph chunks are not dealt to ranks: each would train the whole graph.
+            return Err(Error::invalid(format!(
+                "--full-graph trains in one process; run it without mpirun (or drop \
+                 --full-graph to share micro-batches among the {} ranks)",
+                collective.size()
+            )));
+        }
+        self.dist = crate::dist::Dist::for_device(collective, self.config.device)?;
+        Ok(())
+    }
+
+    /// Whether a stop was requested on any rank (so that all stop at the same batch).
+    fn stop_requested(&self) -> Result<bool> {
+        self.dist
+            .any(self.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)))
     }
 
     /// After [`Trainer::resume`]: the checkpoint had finished the run (all epochs done, or
@@ -986,7 +1014,7 @@ impl<'a> Trainer<'a> {
         for (b, seeds) in batches.iter().enumerate() {
             let out = self.run_batch(epoch, b, seeds, Pass::Train)?;
             ph.add(&out.phases);
-            micro += out.stats.batches.len();
+            micro += out.stats.k;
             self.micro_log.push(out.stats);
             if out.non_finite {
                 let what = format!(
@@ -1014,7 +1042,7 @@ impl<'a> Trainer<'a> {
             loss_sum += out.loss_sum;
             correct += out.correct;
             seen += out.seeds;
-            if stoppable && b + 1 < batches.len() && self.stop_requested() {
+            if stoppable && b + 1 < batches.len() && self.stop_requested()? {
                 return Ok(EpochEnd::Interrupted);
             }
         }
@@ -1151,6 +1179,8 @@ impl<'a> Trainer<'a> {
         checkpoint: Option<&Path>,
         on_epoch: &mut dyn FnMut(&EpochStats),
     ) -> Result<Summary> {
+        // With several ranks, rank 0 alone writes (they hold the same weights).
+        let checkpoint = checkpoint.filter(|_| self.dist.is_root());
         if let Some(path) = checkpoint {
             crate::atomic::check_writable(path)?;
         }
@@ -1222,7 +1252,7 @@ impl<'a> Trainer<'a> {
                 stopped_early = epoch + 1 < self.config.epochs;
                 break;
             }
-            if self.stop_requested() {
+            if self.stop_requested()? {
                 interrupted = epoch + 1 < self.config.epochs;
                 break;
             }
@@ -1281,6 +1311,7 @@ impl<'a> Trainer<'a> {
             peak_bytes: self.peak_seen.get(),
             features_on_device: self.resident_features.is_some(),
             train_seconds,
+            ranks: self.dist.size(),
             micro_batches: Vec::new(),
         }
     }
