@@ -28,8 +28,10 @@
 //!
 //! Not done yet: the hybrid mode (caching the aggregation of mean/sum/GCN layers so that
 //! only the update is recomputed), keeping on the device the rows two consecutive chunks
-//! share, a copy stream overlapping the next chunk's upload, and a locality-improving node
-//! order before chunking (chunks are ranges of node ids).
+//! share (the JSON's `layers` measure what it would save), a copy stream overlapping the
+//! next chunk's upload, a locality-improving node order before chunking (chunks are
+//! ranges of node ids), and splitting a chunk that still runs out of memory (it is an
+//! error; the budget's plan leaves the safety margin).
 
 use std::sync::Arc;
 use std::time::Instant;
