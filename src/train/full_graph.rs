@@ -254,6 +254,19 @@ struct RowsPtr(*mut f32);
 // SAFETY: shared only by `scatter_add`, whose tasks write disjoint rows.
 unsafe impl Sync for RowsPtr {}
 
+/// Reads the gradient of layer `l`'s input leaf `x` (rows of `src`) back to the host, adds
+/// it into `g` (the previous layer's output gradient) and frees it; returns the bytes read.
+fn add_input_grad(x: &Tensor, l: usize, g: &mut HostMatrix, src: &[u32]) -> Result<u64> {
+    let gx = x
+        .grad()
+        .ok_or_else(|| Error::invalid(format!("full-graph: layer {l}'s input got no gradient")))?;
+    let rows = gx.to_vec_f32()?;
+    drop(gx);
+    x.set_grad(None);
+    g.scatter_add(src, &rows)?;
+    Ok(f32_bytes(rows.len()))
+}
+
 /// Bytes of `n` f32 values.
 fn f32_bytes(n: usize) -> u64 {
     (n as u64).saturating_mul(4)
@@ -463,14 +476,7 @@ impl Trainer<'_> {
                 .count();
             if let Some(g) = grad_in.as_mut() {
                 let t = Instant::now();
-                let gx = x.grad().ok_or_else(|| {
-                    Error::invalid("full-graph: the output layer's input got no gradient")
-                })?;
-                let rows = gx.to_vec_f32()?;
-                drop(gx);
-                x.set_grad(None);
-                st.rows_to_host_bytes += f32_bytes(rows.len());
-                g.scatter_add(&block.src_nodes, &rows)?;
+                st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
                 ph.gather += t.elapsed().as_secs_f64();
             }
             drop(x);
@@ -524,14 +530,7 @@ impl Trainer<'_> {
                 ph.backward += t.elapsed().as_secs_f64();
                 if let Some(g) = grad_in.as_mut() {
                     let t = Instant::now();
-                    let gx = x.grad().ok_or_else(|| {
-                        Error::invalid(format!("full-graph: layer {l}'s input got no gradient"))
-                    })?;
-                    let rows = gx.to_vec_f32()?;
-                    drop(gx);
-                    x.set_grad(None);
-                    st.rows_to_host_bytes += f32_bytes(rows.len());
-                    g.scatter_add(&block.src_nodes, &rows)?;
+                    st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
                     ph.gather += t.elapsed().as_secs_f64();
                 }
                 drop(x);
