@@ -377,9 +377,9 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
     let d = Dataset {
         name: spec.name(),
         graph,
-        features,
+        features: features.into(),
         feat_dim: p.feat_dim,
-        labels: classes,
+        labels: classes.into(),
         num_classes: p.classes,
         split,
         notes: vec![note],
@@ -616,12 +616,12 @@ fn in_edges(
             pos += deg;
         }
     });
-    let edge_ids = Some((0..total).into_par_iter().collect());
+    let edge_ids: Vec<u64> = (0..total).into_par_iter().collect();
     Csr {
         num_nodes: n,
-        indptr,
-        indices,
-        edge_ids,
+        indptr: indptr.into(),
+        indices: indices.into(),
+        edge_ids: Some(edge_ids.into()),
     }
 }
 
