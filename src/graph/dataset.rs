@@ -1,7 +1,9 @@
-//! A node-classification dataset in memory: graph, features, labels and split.
+//! A node-classification dataset: graph, features, labels and split.
 //!
 //! [`Dataset::load`] reads an OGB node-property-prediction folder (`DIR/raw/...`) or a plain
-//! edge-list file, through the binary cache of [`crate::graph::io::cache`]. Whatever the
+//! edge-list file, through the binary cache of [`crate::graph::io::cache`]; from a cache
+//! entry, the graph, features and labels are memory-mapped ([`Array`]) and paged in on
+//! demand, everything else is in memory. Whatever the
 //! input lacks is synthesized from `LoadOptions::seed` and recorded in `notes`:
 //!
 //! - features: N(0,1) of `feat_dim` columns, rounded to 4 decimals (like the peer
