@@ -172,7 +172,7 @@ fn full_blocks_are_the_in_edges() {
     let base = chung_lu(800, 6000, 2.1, 9);
     let g = Csr::from_edges(
         base.num_nodes,
-        &[base.indices.clone(), vec![5, 5, 7]].concat(),
+        &[base.indices.to_vec(), vec![5, 5, 7]].concat(),
         &[
             (0..base.num_nodes as u32)
                 .flat_map(|v| std::iter::repeat_n(v, base.neighbors(v).len()))

@@ -74,7 +74,7 @@ fn train(data: &Dataset, model: ModelConfig, fanouts: Vec<i64>, epochs: usize, l
 /// (uncentred), found by three rounds of subspace iteration from a seeded Gaussian start.
 fn principal_subspace(data: &mut Dataset, k: usize) {
     let (n, f) = (data.num_nodes(), data.feat_dim);
-    let x = Tensor::from_f32(data.features.clone(), &[n, f], Device::Cpu).unwrap();
+    let x = Tensor::from_f32(data.features.to_vec(), &[n, f], Device::Cpu).unwrap();
     let mut rng = Rng::new(7);
     let mut basis: Vec<f64> = (0..f * k).map(|_| rng.normal()).collect();
     let tensor = |b: &[f64]| {
@@ -107,7 +107,8 @@ fn principal_subspace(data: &mut Dataset, k: usize) {
     data.features = ops::matmul(&x, &tensor(&basis), false, false)
         .unwrap()
         .to_vec_f32()
-        .unwrap();
+        .unwrap()
+        .into();
     data.feat_dim = k;
 }
 

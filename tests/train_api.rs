@@ -70,3 +70,42 @@ fn embeddings_need_a_hidden_layer_and_refuse_gat() {
     assert!(t.embeddings(&[0]).unwrap_err().to_string().contains("GAT"));
     assert_eq!(t.predict(&[0, 1]).unwrap().shape(), &[2, data.num_classes]);
 }
+
+#[test]
+fn training_from_a_memory_mapped_cache_gives_the_same_losses_as_from_memory() {
+    use espalier::graph::io::{cache, write_ogb, CacheStatus};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    write_ogb(&data(), &dir).unwrap();
+    let dirs = vec![tmp.path().join("cache")];
+    let opts = LoadOptions::default();
+    let (owned, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    assert!(matches!(status, CacheStatus::Written { .. }), "{status:?}");
+    let (mapped, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    assert!(matches!(status, CacheStatus::Hit(_)), "{status:?}");
+    assert!(mapped.graph.indices.is_mapped() && mapped.features.is_mapped());
+    assert!(!owned.graph.indices.is_mapped() && !owned.features.is_mapped());
+    let losses = |data: &espalier::graph::Dataset, symmetrize: bool| {
+        let graph = Arc::new(if symmetrize {
+            data.graph.symmetrize()
+        } else {
+            data.graph.clone()
+        });
+        let config = TrainConfig::default()
+            .model(ModelConfig::default().hidden(16))
+            .fanouts(vec![4, 3])
+            .batch_size(BatchSize::Seeds(20))
+            .epochs(3);
+        let mut t = Trainer::new(data, graph, config).unwrap();
+        let s = t.run(None, &mut |_| {}).unwrap();
+        s.epochs
+            .iter()
+            .map(|e| e.loss.to_bits())
+            .collect::<Vec<_>>()
+    };
+    for symmetrize in [false, true] {
+        let (a, b) = (losses(&owned, symmetrize), losses(&mapped, symmetrize));
+        assert_eq!(a.len(), 3);
+        assert_eq!(a, b, "symmetrize {symmetrize}");
+    }
+}

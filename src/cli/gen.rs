@@ -1,14 +1,13 @@
 //! `espalier gen`: write a synthetic graph in OGB's raw layout.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 
 use espalier::error::{Error, Result};
 use espalier::graph::io::cache::human_bytes;
-use espalier::graph::io::write::write_ogb_with;
-use espalier::graph::synth::SynthSpec;
+use espalier::graph::synth::{check_sizes, generate_to_ogb, SynthSpec};
 
 /// Flags of `espalier gen`.
 #[derive(Args, Debug)]
@@ -22,7 +21,7 @@ pub struct GenArgs {
     #[arg(long, short)]
     pub out: PathBuf,
     /// Replace the dataset in a non-empty folder: its `raw/`, `split/` and `espalier-cache/`
-    /// are removed (once generation succeeded), then the new files written.
+    /// are removed (once the spec's sizes are checked), then the new files written.
     #[arg(long)]
     pub force: bool,
 }
@@ -71,8 +70,7 @@ fn check_out(out: &Path, force: bool) -> Result<()> {
 pub fn run(a: &GenArgs) -> Result<()> {
     let spec = SynthSpec::parse(a.spec.strip_prefix("synthetic:").unwrap_or(&a.spec))?;
     check_out(&a.out, a.force)?;
-    let t = Instant::now();
-    let msg = format!(
+    eprintln!(
         "generating {}: {} nodes, {} edges, {} features, {} classes",
         spec.name(),
         spec.num_nodes(),
@@ -80,21 +78,8 @@ pub fn run(a: &GenArgs) -> Result<()> {
         spec.preset.feat_dim,
         spec.preset.classes
     );
-    eprintln!("{msg}");
-    // A spinner with the elapsed time while the generator runs (hidden when stderr is not
-    // a terminal).
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    bar.set_message("generating");
-    bar.enable_steady_tick(Duration::from_millis(200));
-    let data = spec.generate();
-    bar.finish_and_clear();
-    let data = data?;
-    let gen_s = t.elapsed().as_secs_f64();
-    eprintln!("generated in {gen_s:.2}s");
+    // The spec's sizes are checked before anything is removed.
+    check_sizes(&spec)?;
     if a.force && a.out.is_dir() {
         for r in REPLACED {
             let p = a.out.join(r);
@@ -106,7 +91,9 @@ pub fn run(a: &GenArgs) -> Result<()> {
     }
     let t = Instant::now();
     let mut total = 0u64;
-    write_ogb_with(&data, &a.out, &mut |file, bytes, secs| {
+    // The generator streams: each file is drawn, formatted and compressed chunk by chunk,
+    // so memory stays O(nodes) whatever the edge count.
+    generate_to_ogb(&spec, &a.out, &mut |file, bytes, secs| {
         total += bytes;
         eprintln!(
             "  wrote {} ({}, {secs:.2}s)",
@@ -115,12 +102,12 @@ pub fn run(a: &GenArgs) -> Result<()> {
         );
     })?;
     eprintln!(
-        "wrote {} ({} nodes, {} edges, {} features, {} classes; {}) in OGB layout: generated in {gen_s:.2}s, written in {:.2}s",
+        "wrote {} ({} nodes, {} edges, {} features, {} classes; {}) in OGB layout in {:.2}s",
         a.out.display(),
-        data.num_nodes(),
-        data.num_edges(),
-        data.feat_dim,
-        data.num_classes,
+        spec.num_nodes(),
+        spec.num_edges(),
+        spec.preset.feat_dim,
+        spec.preset.classes,
         human_bytes(total),
         t.elapsed().as_secs_f64()
     );

@@ -4,10 +4,15 @@
 //! `indices[indptr[v]..indptr[v + 1]]`. Node ids are `u32`; offsets are `u64`, so a graph
 //! with more than 4 billion edges is representable. `edge_ids`, when present, maps each CSR
 //! position back to the edge's position in the input edge list.
+//!
+//! The arrays are [`Array`]s: owned when built here, or windows of the memory-mapped
+//! dataset cache, whose pages are read on demand. Everything that builds a new graph
+//! (`from_edges`, `symmetrize`...) returns an owned one.
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::graph::array::Array;
 
 /// In-edge CSR (dst-major).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -15,11 +20,11 @@ pub struct Csr {
     /// Number of nodes; rows are `0..num_nodes`, and every index is below it.
     pub num_nodes: usize,
     /// `num_nodes + 1` offsets into `indices`.
-    pub indptr: Vec<u64>,
+    pub indptr: Array<u64>,
     /// Source node of each edge, grouped by destination.
-    pub indices: Vec<u32>,
+    pub indices: Array<u32>,
     /// Optional original edge id of each CSR position.
-    pub edge_ids: Option<Vec<u64>>,
+    pub edge_ids: Option<Array<u64>>,
 }
 
 impl Csr {
@@ -73,9 +78,9 @@ impl Csr {
         }
         Ok(Csr {
             num_nodes,
-            indptr,
-            indices,
-            edge_ids: Some(edge_ids),
+            indptr: indptr.into(),
+            indices: indices.into(),
+            edge_ids: Some(edge_ids.into()),
         })
     }
 
@@ -109,7 +114,7 @@ impl Csr {
     /// Out-degree of every node (how many rows list it as a source).
     pub fn out_degrees(&self) -> Vec<u32> {
         let mut deg = vec![0u32; self.num_nodes];
-        for &s in &self.indices {
+        for &s in self.indices.iter() {
             deg[s as usize] += 1;
         }
         deg
@@ -120,7 +125,7 @@ impl Csr {
     pub fn transpose(&self) -> Csr {
         let n = self.num_nodes;
         let mut indptr = vec![0u64; n + 1];
-        for &s in &self.indices {
+        for &s in self.indices.iter() {
             indptr[s as usize + 1] += 1;
         }
         for v in 0..n {
@@ -141,9 +146,9 @@ impl Csr {
         }
         Csr {
             num_nodes: n,
-            indptr,
-            indices,
-            edge_ids: Some(edge_ids),
+            indptr: indptr.into(),
+            indices: indices.into(),
+            edge_ids: Some(edge_ids.into()),
         }
     }
 
@@ -217,8 +222,8 @@ impl Csr {
         }
         Csr {
             num_nodes,
-            indptr,
-            indices,
+            indptr: indptr.into(),
+            indices: indices.into(),
             edge_ids: None,
         }
     }

@@ -1,5 +1,6 @@
 //! Graphs: storage, loaders, synthetic generators, sampling, blocks and degree buckets.
 
+pub mod array;
 pub mod block;
 pub mod bucket;
 pub mod chunks;
@@ -10,6 +11,7 @@ pub mod sample;
 pub mod slice;
 pub mod synth;
 
+pub use array::Array;
 pub use block::Block;
 pub use bucket::{degree_histogram, Bucket, Buckets};
 pub use chunks::ChunkPlan;

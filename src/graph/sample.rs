@@ -433,7 +433,7 @@ mod tests {
         g.indptr[1] = 5;
         assert!(sample_blocks(&g, &[0], &[-1], 0).is_err());
         let mut g = Csr::from_edges(3, &[1, 2], &[0, 0]).unwrap();
-        g.indptr.pop();
+        g.indptr.make_mut().pop();
         assert!(sample_blocks(&g, &[0], &[-1], 0).is_err());
     }
 }

@@ -47,6 +47,7 @@
 //! float reduction depends on the thread count: the output is identical for any number of
 //! threads.
 
+use std::path::Path;
 use std::str::FromStr;
 
 use rayon::prelude::*;
@@ -57,6 +58,7 @@ use crate::graph::dataset::{
     csr_bytes, ensure_allocatable, normal_pair, random_split, round4, split_note, sub_seed,
     Dataset, MAX_CLASSES, MAX_FEAT_DIM,
 };
+use crate::graph::io::write::{push_features, push_u64, write_gz_chunks, write_ogb_parts};
 use crate::rng::Rng;
 
 /// Degree-distribution exponent.
@@ -322,36 +324,13 @@ const NODE_CHUNK: usize = 4096;
 /// Generates the graph, features, labels and split of `spec`.
 pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
     let p = &spec.preset;
-    let (n, m) = (spec.num_nodes(), spec.num_edges());
-    let too_small = |why: &str| {
-        Error::invalid(format!(
-            "synthetic {}: {n} nodes and {m} edges: {why}",
-            spec.name()
-        ))
-    };
-    if n < 2 || n < p.classes {
-        return Err(too_small("need at least 2 nodes and one node per class"));
-    }
-    if n > u32::MAX as usize - 1 {
-        return Err(too_small("node ids must fit u32"));
-    }
-    if m as f64 > (n as f64) * (n as f64 - 1.0) / 4.0 {
-        return Err(too_small("too dense for a sparse power-law graph"));
-    }
+    let (n, m) = check_sizes(spec)?;
     // Features and the CSR are alive together at the peak.
     let peak = n as u128 * p.feat_dim as u128 * 4 + csr_bytes(n, m);
     ensure_allocatable(peak, &format!("synthetic {}", spec.name()))?;
     let seed = spec.seed;
-    let classes = random_classes(n, p.classes, sub_seed(seed, stream::CLASSES));
-    let weights = match p.gamma {
-        Some(gamma) => power_law_weights(n, m, gamma, sub_seed(seed, stream::RANKS)),
-        None => vec![1.0; n],
-    };
-    let degrees = degrees(&weights, m, sub_seed(seed, stream::DEGREES));
-    if degrees.iter().any(|&d| d as usize >= n) {
-        return Err(too_small("a node's degree would exceed the node count"));
-    }
-    let graph = in_edges(
+    let (classes, weights, degrees) = node_draws(spec)?;
+    let sampler = EdgeSampler::new(
         &classes,
         &weights,
         &degrees,
@@ -359,7 +338,10 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
         p.homophily,
         sub_seed(seed, stream::EDGES),
     );
-    drop((weights, degrees));
+    drop(weights);
+    let graph = in_edges(&sampler);
+    drop(sampler);
+    drop(degrees);
     let features = class_features(&classes, p, seed);
     let split = random_split(n, SPLIT, sub_seed(seed, stream::SPLIT));
     let note = format!(
@@ -377,15 +359,131 @@ pub fn generate(spec: &SynthSpec) -> Result<Dataset> {
     let d = Dataset {
         name: spec.name(),
         graph,
-        features,
+        features: features.into(),
         feat_dim: p.feat_dim,
-        labels: classes,
+        labels: classes.into(),
         num_classes: p.classes,
         split,
         notes: vec![note],
     };
     d.validate()?;
     Ok(d)
+}
+
+/// The node and edge counts of `spec`, or why it cannot be generated.
+pub fn check_sizes(spec: &SynthSpec) -> Result<(usize, usize)> {
+    let (n, m) = (spec.num_nodes(), spec.num_edges());
+    let too_small = |why: &str| {
+        Error::invalid(format!(
+            "synthetic {}: {n} nodes and {m} edges: {why}",
+            spec.name()
+        ))
+    };
+    if n < 2 || n < spec.preset.classes {
+        return Err(too_small("need at least 2 nodes and one node per class"));
+    }
+    if n > u32::MAX as usize - 1 {
+        return Err(too_small("node ids must fit u32"));
+    }
+    if m as f64 > (n as f64) * (n as f64 - 1.0) / 4.0 {
+        return Err(too_small("too dense for a sparse power-law graph"));
+    }
+    Ok((n, m))
+}
+
+/// Per node: class, Chung-Lu weight and in-degree (the O(nodes) draws both generators
+/// share).
+fn node_draws(spec: &SynthSpec) -> Result<(Vec<u32>, Vec<f64>, Vec<u32>)> {
+    let p = &spec.preset;
+    let (n, m) = (spec.num_nodes(), spec.num_edges());
+    let seed = spec.seed;
+    let classes = random_classes(n, p.classes, sub_seed(seed, stream::CLASSES));
+    let weights = match p.gamma {
+        Some(gamma) => power_law_weights(n, m, gamma, sub_seed(seed, stream::RANKS)),
+        None => vec![1.0; n],
+    };
+    let degrees = degrees(&weights, m, sub_seed(seed, stream::DEGREES));
+    if degrees.iter().any(|&d| d as usize >= n) {
+        return Err(Error::invalid(format!(
+            "synthetic {}: {n} nodes and {m} edges: a node's degree would exceed the node count",
+            spec.name()
+        )));
+    }
+    Ok((classes, weights, degrees))
+}
+
+/// Bytes per node that [`generate_to_ogb`] holds at its peak: class, weight, degree, two
+/// alias entries, the class member list and the split's shuffle.
+const STREAM_BYTES_PER_NODE: u128 = 4 + 8 + 4 + 8 + 8 + 4 + 4;
+
+/// Writes the dataset of `spec` in the OGB raw layout under `dir`, exactly as
+/// [`crate::graph::io::write_ogb`] writes [`generate`]'s output (the same text, cut into
+/// other gzip members), without holding the edges or the features in memory: node chunks
+/// are drawn, formatted and compressed a few at a time, so memory is O(nodes) (about
+/// 40 bytes per node), not O(edges). `progress(file, bytes, seconds)` after each file.
+pub fn generate_to_ogb(
+    spec: &SynthSpec,
+    dir: &Path,
+    progress: &mut dyn FnMut(&str, u64, f64),
+) -> Result<()> {
+    let p = &spec.preset;
+    let (n, m) = check_sizes(spec)?;
+    ensure_allocatable(
+        n as u128 * STREAM_BYTES_PER_NODE,
+        &format!("synthetic {}", spec.name()),
+    )?;
+    let seed = spec.seed;
+    let (classes, weights, degrees) = node_draws(spec)?;
+    let sampler = EdgeSampler::new(
+        &classes,
+        &weights,
+        &degrees,
+        p.classes,
+        p.homophily,
+        sub_seed(seed, stream::EDGES),
+    );
+    drop(weights);
+    let features = FeatureSampler::new(p, seed);
+    let split = random_split(n, SPLIT, sub_seed(seed, stream::SPLIT));
+    let f = p.feat_dim;
+    write_ogb_parts(
+        dir,
+        (n, m),
+        &|path| {
+            write_gz_chunks(path, sampler.chunks(), |ci, s| {
+                let mut rows = vec![0u32; sampler.chunk_edges(ci)];
+                sampler.chunk(ci, &mut rows);
+                s.reserve(rows.len() * 16);
+                let mut pos = 0;
+                for v in sampler.nodes(ci) {
+                    let d = degrees[v] as usize;
+                    for &src in &rows[pos..pos + d] {
+                        push_u64(s, src as u64);
+                        s.push(',');
+                        push_u64(s, v as u64);
+                        s.push('\n');
+                    }
+                    pos += d;
+                }
+            })
+        },
+        &|path| {
+            write_gz_chunks(path, n.div_ceil(FEATURE_CHUNK), |ci, s| {
+                let first = ci * FEATURE_CHUNK;
+                let rows = first..(first + FEATURE_CHUNK).min(n);
+                let mut x = vec![0f32; rows.len() * f];
+                features.chunk(ci, &classes[rows], &mut x);
+                s.reserve(x.len() * 8);
+                for row in x.chunks(f) {
+                    push_features(s, row);
+                    s.push('\n');
+                }
+            })
+        },
+        &classes,
+        &split,
+        progress,
+    )
 }
 
 /// Uniform classes, filled in fixed chunks.
@@ -514,93 +612,116 @@ fn draw(table: &[Alias], rng: &mut Rng) -> usize {
     }
 }
 
-/// The in-edge CSR: row `v` holds `degrees[v]` distinct sources, sorted, none equal to `v`.
-/// The CSR order is the input order (`edge_ids` = identity), so a written copy reads back
-/// to the same graph.
-fn in_edges(
-    classes: &[u32],
-    w: &[f64],
-    degrees: &[u32],
-    num_classes: usize,
+/// Draws the in-edges of node chunks: the alias tables over all nodes and per class.
+/// Chunk `ci` (nodes `ci * NODE_CHUNK..`) uses its own random stream, so chunks can be
+/// drawn in any order, in parallel or one by one, with the same result.
+struct EdgeSampler<'a> {
+    classes: &'a [u32],
+    degrees: &'a [u32],
+    global: Vec<Alias>,
+    /// Class `c`'s members are `members[start[c]..start[c + 1]]`, and their table is
+    /// `class_tables[start[c]..start[c + 1]]`.
+    start: Vec<usize>,
+    members: Vec<u32>,
+    class_tables: Vec<Alias>,
     h: f64,
     seed: u64,
-) -> Csr {
-    let n = w.len();
-    // Global table.
-    let mut global = vec![Alias::default(); n];
-    build_alias(w, &mut global);
-    // Per-class tables over the class members (counting sort by class).
-    let mut start = vec![0usize; num_classes + 1];
-    for &c in classes {
-        start[c as usize + 1] += 1;
-    }
-    for c in 0..num_classes {
-        start[c + 1] += start[c];
-    }
-    let mut members = vec![0u32; n];
-    let mut next = start.clone();
-    for (v, &c) in classes.iter().enumerate() {
-        members[next[c as usize]] = v as u32;
-        next[c as usize] += 1;
-    }
-    let mut class_tables = vec![Alias::default(); n];
-    {
-        let mut rest = class_tables.as_mut_slice();
-        let mut jobs = Vec::with_capacity(num_classes);
-        for c in 0..num_classes {
-            let (head, tail) = rest.split_at_mut(start[c + 1] - start[c]);
-            jobs.push((c, head));
-            rest = tail;
+}
+
+impl<'a> EdgeSampler<'a> {
+    fn new(
+        classes: &'a [u32],
+        w: &[f64],
+        degrees: &'a [u32],
+        num_classes: usize,
+        h: f64,
+        seed: u64,
+    ) -> Self {
+        let n = w.len();
+        // Global table.
+        let mut global = vec![Alias::default(); n];
+        build_alias(w, &mut global);
+        // Per-class tables over the class members (counting sort by class).
+        let mut start = vec![0usize; num_classes + 1];
+        for &c in classes {
+            start[c as usize + 1] += 1;
         }
-        jobs.into_par_iter().for_each(|(c, out)| {
-            let ws: Vec<f64> = members[start[c]..start[c + 1]]
-                .iter()
-                .map(|&v| w[v as usize])
-                .collect();
-            build_alias(&ws, out);
-        });
+        for c in 0..num_classes {
+            start[c + 1] += start[c];
+        }
+        let mut members = vec![0u32; n];
+        let mut next = start.clone();
+        for (v, &c) in classes.iter().enumerate() {
+            members[next[c as usize]] = v as u32;
+            next[c as usize] += 1;
+        }
+        let mut class_tables = vec![Alias::default(); n];
+        {
+            let mut rest = class_tables.as_mut_slice();
+            let mut jobs = Vec::with_capacity(num_classes);
+            for c in 0..num_classes {
+                let (head, tail) = rest.split_at_mut(start[c + 1] - start[c]);
+                jobs.push((c, head));
+                rest = tail;
+            }
+            jobs.into_par_iter().for_each(|(c, out)| {
+                let ws: Vec<f64> = members[start[c]..start[c + 1]]
+                    .iter()
+                    .map(|&v| w[v as usize])
+                    .collect();
+                build_alias(&ws, out);
+            });
+        }
+        EdgeSampler {
+            classes,
+            degrees,
+            global,
+            start,
+            members,
+            class_tables,
+            h,
+            seed,
+        }
     }
 
-    let mut indptr = Vec::with_capacity(n + 1);
-    indptr.push(0u64);
-    let mut total = 0u64;
-    for &d in degrees {
-        total += d as u64;
-        indptr.push(total);
+    /// Number of node chunks.
+    fn chunks(&self) -> usize {
+        self.degrees.len().div_ceil(NODE_CHUNK)
     }
-    let mut indices = vec![0u32; total as usize];
-    // Split the output by node chunk.
-    let mut jobs = Vec::with_capacity(n.div_ceil(NODE_CHUNK));
-    {
-        let mut rest = indices.as_mut_slice();
-        for (ci, degs) in degrees.chunks(NODE_CHUNK).enumerate() {
-            let len: usize = degs.iter().map(|&d| d as usize).sum();
-            let (chunk, tail) = rest.split_at_mut(len);
-            jobs.push((ci, chunk));
-            rest = tail;
-        }
+
+    /// The nodes of chunk `ci`.
+    fn nodes(&self, ci: usize) -> std::ops::Range<usize> {
+        ci * NODE_CHUNK..((ci + 1) * NODE_CHUNK).min(self.degrees.len())
     }
-    jobs.into_par_iter().for_each(|(ci, out)| {
-        let mut rng = Rng::fork(seed, ci as u64);
+
+    /// Edges of chunk `ci`.
+    fn chunk_edges(&self, ci: usize) -> usize {
+        self.degrees[self.nodes(ci)]
+            .iter()
+            .map(|&d| d as usize)
+            .sum()
+    }
+
+    /// Fills `out` (of [`EdgeSampler::chunk_edges`] values) with the rows of chunk `ci`,
+    /// one after the other: row `v` holds `degrees[v]` distinct sources, sorted, none
+    /// equal to `v`.
+    fn chunk(&self, ci: usize, out: &mut [u32]) {
+        let n = self.degrees.len();
+        let mut rng = Rng::fork(self.seed, ci as u64);
         let mut buf: Vec<u32> = Vec::new();
         let mut pos = 0;
-        let first = ci * NODE_CHUNK;
-        for (k, &deg) in degrees[first..(first + NODE_CHUNK).min(n)]
-            .iter()
-            .enumerate()
-        {
-            let v = first + k;
-            let deg = deg as usize;
+        for v in self.nodes(ci) {
+            let deg = self.degrees[v] as usize;
             if deg == 0 {
                 continue;
             }
-            let c = classes[v] as usize;
-            let own = &class_tables[start[c]..start[c + 1]];
-            let own_members = &members[start[c]..start[c + 1]];
+            let c = self.classes[v] as usize;
+            let own = &self.class_tables[self.start[c]..self.start[c + 1]];
+            let own_members = &self.members[self.start[c]..self.start[c + 1]];
             buf.clear();
             // Own-class edges: Binomial(deg, h), at most the other members of the class.
             let k_own = if own.len() > 1 {
-                let k = (0..deg).filter(|_| rng.uniform() < h).count();
+                let k = (0..deg).filter(|_| rng.uniform() < self.h).count();
                 k.min(own.len() - 1)
             } else {
                 0
@@ -610,18 +731,44 @@ fn in_edges(
             fill_distinct(&mut buf, k_own, exclude, r, own_draw, own.len(), |i| {
                 own_members[i]
             });
-            let any_draw = |r: &mut Rng| draw(&global, r) as u32;
+            let any_draw = |r: &mut Rng| draw(&self.global, r) as u32;
             fill_distinct(&mut buf, deg, exclude, r, any_draw, n, |i| i as u32);
             out[pos..pos + deg].copy_from_slice(&buf);
             pos += deg;
         }
-    });
-    let edge_ids = Some((0..total).into_par_iter().collect());
+    }
+}
+
+/// The in-edge CSR of [`EdgeSampler`]'s rows. The CSR order is the input order
+/// (`edge_ids` = identity), so a written copy reads back to the same graph.
+fn in_edges(sampler: &EdgeSampler) -> Csr {
+    let n = sampler.degrees.len();
+    let mut indptr = Vec::with_capacity(n + 1);
+    indptr.push(0u64);
+    let mut total = 0u64;
+    for &d in sampler.degrees {
+        total += d as u64;
+        indptr.push(total);
+    }
+    let mut indices = vec![0u32; total as usize];
+    // Split the output by node chunk.
+    let mut jobs = Vec::with_capacity(sampler.chunks());
+    {
+        let mut rest = indices.as_mut_slice();
+        for ci in 0..sampler.chunks() {
+            let (chunk, tail) = rest.split_at_mut(sampler.chunk_edges(ci));
+            jobs.push((ci, chunk));
+            rest = tail;
+        }
+    }
+    jobs.into_par_iter()
+        .for_each(|(ci, out)| sampler.chunk(ci, out));
+    let edge_ids: Vec<u64> = (0..total).into_par_iter().collect();
     Csr {
         num_nodes: n,
-        indptr,
-        indices,
-        edge_ids,
+        indptr: indptr.into(),
+        indices: indices.into(),
+        edge_ids: Some(edge_ids.into()),
     }
 }
 
@@ -666,40 +813,72 @@ fn fill_distinct(
     }
 }
 
-/// Class centroid plus Gaussian noise, normalised to unit variance, rounded to 4 decimals.
-fn class_features(classes: &[u32], p: &Preset, seed: u64) -> Vec<f32> {
-    let f = p.feat_dim;
-    let mut rng = Rng::new(sub_seed(seed, stream::CENTROIDS));
-    let mut centroids = vec![0f64; p.classes * f];
-    for pair in centroids.chunks_mut(2) {
-        let (a, b) = normal_pair(&mut rng);
-        pair[0] = a;
-        if pair.len() > 1 {
-            pair[1] = b;
+/// Rows per feature chunk (each chunk has its own random stream).
+const FEATURE_CHUNK: usize = NODE_CHUNK / 4;
+
+/// Class centroid plus Gaussian noise, normalised to unit variance, rounded to 4 decimals;
+/// rows are drawn in chunks of [`FEATURE_CHUNK`], each from its own stream.
+struct FeatureSampler {
+    dim: usize,
+    centroids: Vec<f64>,
+    sigma: f64,
+    norm: f64,
+    seed: u64,
+}
+
+impl FeatureSampler {
+    fn new(p: &Preset, seed: u64) -> Self {
+        let f = p.feat_dim;
+        let mut rng = Rng::new(sub_seed(seed, stream::CENTROIDS));
+        let mut centroids = vec![0f64; p.classes * f];
+        for pair in centroids.chunks_mut(2) {
+            let (a, b) = normal_pair(&mut rng);
+            pair[0] = a;
+            if pair.len() > 1 {
+                pair[1] = b;
+            }
+        }
+        let sigma = (f as f64 / 2.0).sqrt() / p.margin;
+        FeatureSampler {
+            dim: f,
+            centroids,
+            sigma,
+            norm: 1.0 / (1.0 + sigma * sigma).sqrt(),
+            seed: sub_seed(seed, stream::FEATURES),
         }
     }
-    let sigma = (f as f64 / 2.0).sqrt() / p.margin;
-    let norm = 1.0 / (1.0 + sigma * sigma).sqrt();
-    let fseed = sub_seed(seed, stream::FEATURES);
+
+    /// Fills `out` (`classes.len()` rows) with the rows of chunk `ci`, whose nodes have
+    /// `classes`.
+    fn chunk(&self, ci: usize, classes: &[u32], out: &mut [f32]) {
+        let f = self.dim;
+        let mut rng = Rng::fork(self.seed, ci as u64);
+        for (row, &c) in out.chunks_mut(f).zip(classes) {
+            let mu = &self.centroids[c as usize * f..(c as usize + 1) * f];
+            for (j, pair) in row.chunks_mut(2).enumerate() {
+                let (a, b) = normal_pair(&mut rng);
+                pair[0] = round4((mu[2 * j] + self.sigma * a) * self.norm);
+                if pair.len() > 1 {
+                    pair[1] = round4((mu[2 * j + 1] + self.sigma * b) * self.norm);
+                }
+            }
+        }
+    }
+}
+
+/// The features of every node.
+fn class_features(classes: &[u32], p: &Preset, seed: u64) -> Vec<f32> {
+    let f = p.feat_dim;
+    let gen = FeatureSampler::new(p, seed);
     let mut x = vec![0f32; classes.len() * f];
     if f == 0 {
         return x;
     }
-    x.par_chunks_mut(NODE_CHUNK / 4 * f)
+    x.par_chunks_mut(FEATURE_CHUNK * f)
         .enumerate()
         .for_each(|(ci, chunk)| {
-            let mut rng = Rng::fork(fseed, ci as u64);
-            for (k, row) in chunk.chunks_mut(f).enumerate() {
-                let c = classes[ci * (NODE_CHUNK / 4) + k] as usize;
-                let mu = &centroids[c * f..(c + 1) * f];
-                for (j, pair) in row.chunks_mut(2).enumerate() {
-                    let (a, b) = normal_pair(&mut rng);
-                    pair[0] = round4((mu[2 * j] + sigma * a) * norm);
-                    if pair.len() > 1 {
-                        pair[1] = round4((mu[2 * j + 1] + sigma * b) * norm);
-                    }
-                }
-            }
+            let first = ci * FEATURE_CHUNK;
+            gen.chunk(ci, &classes[first..first + chunk.len() / f], chunk)
         });
     x
 }

@@ -21,41 +21,60 @@
 //! and the reason printed. Entries are written atomically ([`crate::atomic`]); temporary
 //! files left by a crashed writer are removed after an hour.
 //!
-//! **Format** (little-endian; the cache is disabled on big-endian machines):
+//! **Reading** maps the entry ([`memmap2`]) instead of reading it into memory: the graph's
+//! `indptr`/`indices`, the edge ids, the features and the labels are [`Array`] windows of
+//! the file whose pages the system reads when the sampler or the feature gather touches
+//! them (and may drop again under memory pressure), so a dataset larger than RAM trains.
+//! Before mapping, the reader streams the file once through a small buffer to check the
+//! checksum and every invariant the engine relies on (offsets, id ranges, labels), so a
+//! corrupt or truncated entry is rebuilt with the reason printed, never trusted; that
+//! pass costs one sequential read but no resident memory. A mapped file must not be
+//! modified while mapped: entries are only ever replaced by renaming a new file over them.
+//!
+//! **Format** (version 4, little-endian; the cache is disabled on big-endian machines):
 //!
 //! ```text
 //! 0   magic "ESPLCACH"          8   version u32, flags u32 (bit 0: edge ids, 1: features,
 //!                                   2: labels, 3: split, 4: read from an edge-list file)
 //! 16  num_nodes u64   24 num_edges u64   32 feat_dim u64
 //! 40  train u64       48 valid u64       56 test u64       64 meta_len u64
-//! 72  checksum u64 (of the header's first 72 bytes and everything after the header)
+//! 72  checksum u64 (of the header's first 72 bytes and every byte after the header)
 //! 80  meta: JSON {key, name, notes}
+//!     then each array at the next multiple of 64 bytes (zero padding between):
 //!     indptr u64[n+1], indices u32[E], edge_ids u64[E] (flag 0),
 //!     features f32[n*feat_dim] (flag 1), labels u32[n] (flag 2),
-//!     train u32[], valid u32[], test u32[] (flag 3)
+//!     train u32[], valid u32[], test u32[] (flag 3); the file ends with the last array
 //! ```
+//!
+//! Version 3 entries (unaligned, read whole into memory) read as "written by another
+//! version" and are rebuilt.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use memmap2::Mmap;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::AtomicFile;
 use crate::error::{Error, Result};
+use crate::graph::array::Array;
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{complete, Dataset, LoadOptions, Parts, Split};
+use crate::graph::dataset::{complete, Dataset, LoadOptions, Parts, Split, MAX_CLASSES, UNLABELED};
 use crate::graph::io::{edgelist, ogb};
 use crate::rng::mix64;
 
 const MAGIC: &[u8; 8] = b"ESPLCACH";
-/// Bump when the format or the loaders' semantics change: old files then read as stale.
+/// Bump when the format or the loaders' semantics change: old files then read as stale
+/// (rebuilt, with the reason printed).
 /// 2: entries hold only what the files hold (no seed-dependent stand-ins), keys name files
-/// relative to the dataset.
-pub const VERSION: u32 = 3;
+/// relative to the dataset. 4: arrays aligned to 64 bytes and memory-mapped.
+pub const VERSION: u32 = 4;
 /// The visible cache folder created beside the data.
 pub const DIR_NAME: &str = "espalier-cache";
 /// Extension of cache entries.
@@ -385,32 +404,73 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Bytes per independently hashed chunk of [`StreamHash`].
+const HASH_CHUNK: usize = 1 << 20;
+
 /// A fast parallel hash of a byte string (independent of the thread count).
 fn hash_bytes(bytes: &[u8]) -> u64 {
-    const P: u64 = 0x9E37_79B9_7F4A_7C15;
-    let parts: Vec<u64> = bytes
-        .par_chunks(1 << 20)
-        .map(|c| {
-            let mut lanes = [1u64, 2, 3, 4];
-            let mut blocks = c.chunks_exact(32);
-            for b in &mut blocks {
-                for (i, lane) in lanes.iter_mut().enumerate() {
-                    let w = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-                    *lane = (*lane ^ w).wrapping_mul(P).rotate_left(29);
-                }
+    let mut h = StreamHash::default();
+    h.update(bytes);
+    h.finish()
+}
+
+/// [`hash_bytes`] of a byte string given in pieces of any sizes: the string is cut into
+/// 1 MiB chunks hashed in parallel, whatever the pieces, so a file streamed through a small
+/// buffer hashes as the same bytes held in memory.
+#[derive(Default)]
+struct StreamHash {
+    len: u64,
+    pending: Vec<u8>,
+    parts: Vec<u64>,
+}
+
+impl StreamHash {
+    fn update(&mut self, mut b: &[u8]) {
+        self.len += b.len() as u64;
+        if !self.pending.is_empty() {
+            let take = (HASH_CHUNK - self.pending.len()).min(b.len());
+            self.pending.extend_from_slice(&b[..take]);
+            b = &b[take..];
+            if self.pending.len() < HASH_CHUNK {
+                return;
             }
-            let tail = blocks
-                .remainder()
-                .iter()
-                .fold(0u64, |h, &b| (h ^ b as u64).wrapping_mul(P));
-            lanes
-                .iter()
-                .fold(tail, |h, &l| mix64(h ^ l).wrapping_add(P))
-        })
-        .collect();
-    parts
+            self.parts.push(chunk_hash(&self.pending));
+            self.pending.clear();
+        }
+        let full = b.len() / HASH_CHUNK * HASH_CHUNK;
+        // An indexed parallel iterator extends the Vec in order.
+        self.parts
+            .par_extend(b[..full].par_chunks(HASH_CHUNK).map(chunk_hash));
+        self.pending.extend_from_slice(&b[full..]);
+    }
+
+    fn finish(mut self) -> u64 {
+        if !self.pending.is_empty() {
+            self.parts.push(chunk_hash(&self.pending));
+        }
+        self.parts
+            .iter()
+            .fold(self.len, |h, &x| mix64(h.wrapping_add(x)))
+    }
+}
+
+fn chunk_hash(c: &[u8]) -> u64 {
+    const P: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut lanes = [1u64, 2, 3, 4];
+    let mut blocks = c.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            let w = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+            *lane = (*lane ^ w).wrapping_mul(P).rotate_left(29);
+        }
+    }
+    let tail = blocks
+        .remainder()
         .iter()
-        .fold(bytes.len() as u64, |h, &x| mix64(h.wrapping_add(x)))
+        .fold(0u64, |h, &b| (h ^ b as u64).wrapping_mul(P));
+    lanes
+        .iter()
+        .fold(tail, |h, &l| mix64(h ^ l).wrapping_add(P))
 }
 
 #[derive(Serialize, Deserialize)]
@@ -445,11 +505,79 @@ fn clean_stale_temps(dir: &Path) -> usize {
     removed
 }
 
-/// The arrays of an entry, in file order.
-fn arrays<'a>(meta: &'a [u8], p: &'a Parts) -> Vec<&'a [u8]> {
+/// Every array starts at a multiple of this many bytes, so that a mapped entry (the map is
+/// page-aligned) serves each array aligned for its type.
+const ALIGN: u64 = 64;
+/// Bytes per read of the verification pass (a multiple of 8 and of the hash chunk).
+const VERIFY_BLOCK: usize = 16 << 20;
+
+/// The arrays an entry may hold, in file order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Indptr,
+    Indices,
+    EdgeIds,
+    Features,
+    Labels,
+    Train,
+    Valid,
+    Test,
+}
+
+impl Kind {
+    /// Bytes per value.
+    fn elem(self) -> u64 {
+        match self {
+            Kind::Indptr | Kind::EdgeIds => 8,
+            _ => 4,
+        }
+    }
+}
+
+/// One array of an entry: what it is, its byte offset and its number of values.
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    kind: Kind,
+    offset: u64,
+    count: u64,
+}
+
+/// Where the arrays of an entry with these flags and header sizes lie, and the file's
+/// length; `None` when the sizes overflow.
+fn layout(flags: u32, sizes: &[u64; 7]) -> Option<(Vec<Region>, u64)> {
+    let [n, e, dim, ntr, nva, nte, meta_len] = *sizes;
+    let has = |f: u32| flags & f != 0;
+    let mut wanted = vec![(Kind::Indptr, n.checked_add(1)?), (Kind::Indices, e)];
+    if has(FLAG_EDGE_IDS) {
+        wanted.push((Kind::EdgeIds, e));
+    }
+    if has(FLAG_FEATURES) {
+        wanted.push((Kind::Features, n.checked_mul(dim)?));
+    }
+    if has(FLAG_LABELS) {
+        wanted.push((Kind::Labels, n));
+    }
+    if has(FLAG_SPLIT) {
+        wanted.extend([(Kind::Train, ntr), (Kind::Valid, nva), (Kind::Test, nte)]);
+    }
+    let mut at = (HEADER as u64).checked_add(meta_len)?;
+    let mut regions = Vec::with_capacity(wanted.len());
+    for (kind, count) in wanted {
+        let offset = at.checked_next_multiple_of(ALIGN)?;
+        at = offset.checked_add(count.checked_mul(kind.elem())?)?;
+        regions.push(Region {
+            kind,
+            offset,
+            count,
+        });
+    }
+    Some((regions, at))
+}
+
+/// The arrays of an entry, in file order (the order of [`layout`]).
+fn arrays(p: &Parts) -> Vec<&[u8]> {
     let g = &p.graph;
     let mut a: Vec<&[u8]> = vec![
-        meta,
         bytemuck::cast_slice(&g.indptr),
         bytemuck::cast_slice(&g.indices),
     ];
@@ -472,13 +600,20 @@ fn arrays<'a>(meta: &'a [u8], p: &'a Parts) -> Vec<&'a [u8]> {
     a
 }
 
-/// Hash of the header's first 72 bytes (everything but the checksum itself, so a flipped
-/// flag or size bit is caught too) and of every array after it.
-fn checksum(header: &[u8], arrays: &[&[u8]]) -> u64 {
-    arrays.iter().fold(
-        mix64(VERSION as u64 ^ hash_bytes(&header[..CHECKSUM_AT])),
-        |h, a| mix64(h ^ hash_bytes(a)),
-    )
+/// The checksum of an entry: of the header's first 72 bytes (everything but the checksum
+/// itself, so a flipped flag or size bit is caught too) and of `body`, the hash of every
+/// byte after the header (metadata, padding and arrays).
+fn checksum(prefix: &[u8], body: u64) -> u64 {
+    mix64(mix64(VERSION as u64 ^ hash_bytes(&prefix[..CHECKSUM_AT])) ^ body)
+}
+
+/// The checksum that the header of the entry whose bytes are `bytes` should hold (for
+/// tools and tests that patch an entry); 0 for fewer bytes than a header.
+pub fn entry_checksum(bytes: &[u8]) -> u64 {
+    if bytes.len() < HEADER {
+        return 0;
+    }
+    checksum(&bytes[..CHECKSUM_AT], hash_bytes(&bytes[HEADER..]))
 }
 
 fn write(dir: &Path, file_name: &str, key: &[String], p: &Parts) -> Result<PathBuf> {
@@ -490,7 +625,6 @@ fn write(dir: &Path, file_name: &str, key: &[String], p: &Parts) -> Result<PathB
         notes: p.notes.clone(),
     })
     .map_err(|e| Error::io(&path, io::Error::other(e)))?;
-    let arrays = arrays(&meta, p);
     let mut flags = 0;
     for (on, f) in [
         (p.graph.edge_ids.is_some(), FLAG_EDGE_IDS),
@@ -504,11 +638,7 @@ fn write(dir: &Path, file_name: &str, key: &[String], p: &Parts) -> Result<PathB
         }
     }
     let split = p.split.clone().unwrap_or_default();
-    let mut header = Vec::with_capacity(HEADER);
-    header.extend_from_slice(MAGIC);
-    header.extend_from_slice(&VERSION.to_le_bytes());
-    header.extend_from_slice(&flags.to_le_bytes());
-    for v in [
+    let sizes = [
         p.graph.num_nodes,
         p.graph.num_edges(),
         p.features.as_ref().map_or(0, |f| f.1),
@@ -516,17 +646,38 @@ fn write(dir: &Path, file_name: &str, key: &[String], p: &Parts) -> Result<PathB
         split.valid.len(),
         split.test.len(),
         meta.len(),
-    ] {
-        header.extend_from_slice(&(v as u64).to_le_bytes());
+    ]
+    .map(|v| v as u64);
+    let (regions, _) = layout(flags, &sizes)
+        .ok_or_else(|| Error::invalid(format!("{}: sizes overflow", path.display())))?;
+    // The body in file order: metadata, then each array after its zero padding.
+    let zeros = [0u8; ALIGN as usize];
+    let mut body: Vec<&[u8]> = vec![&meta];
+    let mut at = (HEADER + meta.len()) as u64;
+    for (r, a) in regions.iter().zip(arrays(p)) {
+        body.push(&zeros[..(r.offset - at) as usize]);
+        body.push(a);
+        at = r.offset + a.len() as u64;
     }
-    let sum = checksum(&header, &arrays);
+    let mut header = Vec::with_capacity(HEADER);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&flags.to_le_bytes());
+    for v in sizes {
+        header.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut h = StreamHash::default();
+    for piece in &body {
+        h.update(piece);
+    }
+    let sum = checksum(&header, h.finish());
     header.extend_from_slice(&sum.to_le_bytes());
     let mut f = AtomicFile::create(&path)?;
     let w = f.writer();
     let io_err = |e| Error::io(&path, e);
     w.write_all(&header).map_err(io_err)?;
-    for a in arrays {
-        w.write_all(a).map_err(io_err)?;
+    for piece in body {
+        w.write_all(piece).map_err(io_err)?;
     }
     f.commit()?;
     Ok(path)
@@ -541,9 +692,12 @@ struct Head {
     checksum: u64,
     meta: Meta,
     meta_bytes: Vec<u8>,
+    /// Where the arrays lie.
+    regions: Vec<Region>,
 }
 
-/// Reads and checks an entry's header and metadata; `Err` says why it cannot be trusted.
+/// Reads and checks an entry's header and metadata (leaving `f` at the end of the
+/// metadata); `Err` says why it cannot be trusted.
 fn read_head(f: &mut File, len: u64) -> std::result::Result<Head, String> {
     let io = |e: io::Error| format!("read error: {e}");
     let mut h = [0u8; HEADER];
@@ -562,36 +716,13 @@ fn read_head(f: &mut File, len: u64) -> std::result::Result<Head, String> {
     }
     let flags = u32_at(12);
     let sizes = [16, 24, 32, 40, 48, 56, 64].map(u64_at);
-    let [n, e, dim, ntr, nva, nte, meta_len] = sizes;
-    let has = |f: u32| flags & f != 0;
-    // Sizes must add up to the file length before anything is allocated.
-    let expected = (|| {
-        let ids = if has(FLAG_EDGE_IDS) { e } else { 0 };
-        let feats = if has(FLAG_FEATURES) {
-            n.checked_mul(dim)?
-        } else {
-            0
-        };
-        let labels = if has(FLAG_LABELS) { n } else { 0 };
-        let split = if has(FLAG_SPLIT) {
-            ntr.checked_add(nva)?.checked_add(nte)?
-        } else {
-            0
-        };
-        let words4 = e
-            .checked_add(feats)?
-            .checked_add(labels)?
-            .checked_add(split)?;
-        (HEADER as u64)
-            .checked_add(meta_len)?
-            .checked_add(n.checked_add(1)?.checked_mul(8)?)?
-            .checked_add(ids.checked_mul(8)?)?
-            .checked_add(words4.checked_mul(4)?)
-    })();
-    if expected != Some(len) || n > u32::MAX as u64 {
+    // Sizes must add up to the file length before anything is allocated or mapped.
+    let laid = layout(flags, &sizes);
+    if laid.as_ref().map(|l| l.1) != Some(len) || sizes[0] > u32::MAX as u64 {
         return Err(format!("size {len} does not match its header (truncated?)"));
     }
-    let mut meta_bytes = vec![0u8; meta_len as usize];
+    let regions = laid.map(|l| l.0).unwrap_or_default();
+    let mut meta_bytes = vec![0u8; sizes[6] as usize];
     f.read_exact(&mut meta_bytes).map_err(io)?;
     let meta: Meta =
         serde_json::from_slice(&meta_bytes).map_err(|e| format!("bad metadata: {e}"))?;
@@ -602,10 +733,99 @@ fn read_head(f: &mut File, len: u64) -> std::result::Result<Head, String> {
         prefix: h[..CHECKSUM_AT].try_into().unwrap_or([0; CHECKSUM_AT]),
         meta,
         meta_bytes,
+        regions,
     })
 }
 
-/// Reads an entry; with `key`, an entry for other inputs is stale. `Err` says why it
+/// Reads every byte after the metadata through a small buffer (not through the map, so
+/// the pages do not count against the process), checks the checksum and the invariants
+/// the engine relies on (offsets, id ranges, labels); `Err` says what is wrong.
+fn verify(f: &mut File, head: &Head) -> std::result::Result<(), String> {
+    let io = |e: io::Error| format!("read error: {e}");
+    let (n, e) = (head.sizes[0], head.sizes[1]);
+    let label_cap = MAX_CLASSES.min(n as usize) as u32;
+    let mut h = StreamHash::default();
+    h.update(&head.meta_bytes);
+    let mut pos = (HEADER + head.meta_bytes.len()) as u64;
+    let mut buf = vec![0u64; VERIFY_BLOCK / 8];
+    // The first invariant broken; reported only if the checksum matches (a corruption
+    // says "checksum").
+    let mut invalid: Option<String> = None;
+    let mut last_offset = 0u64;
+    for r in &head.regions {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut buf);
+        let pad = &mut bytes[..(r.offset - pos) as usize];
+        f.read_exact(pad).map_err(io)?;
+        h.update(pad);
+        pos = r.offset;
+        let mut left = r.count * r.kind.elem();
+        let mut first = true;
+        while left > 0 {
+            let take = left.min(VERIFY_BLOCK as u64) as usize;
+            let bytes = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)[..take];
+            f.read_exact(bytes).map_err(io)?;
+            h.update(bytes);
+            let u32s = || bytemuck::cast_slice::<u8, u32>(bytes);
+            let u64s = || bytemuck::cast_slice::<u8, u64>(bytes);
+            let bad = match r.kind {
+                Kind::Indptr => {
+                    let v = u64s();
+                    let start = if first { 0 } else { last_offset };
+                    let broken = v[0] < start
+                        || (first && v[0] != 0)
+                        || v.par_windows(2).any(|w| w[0] > w[1]);
+                    last_offset = v[v.len() - 1];
+                    broken.then_some("graph indptr is not a valid offset array")
+                }
+                Kind::Indices => u32s()
+                    .par_iter()
+                    .any(|&s| s as u64 >= n)
+                    .then_some("graph has a node id out of range"),
+                Kind::EdgeIds => u64s()
+                    .par_iter()
+                    .any(|&i| i >= e)
+                    .then_some("graph edge ids are not edge positions"),
+                Kind::Features => None,
+                Kind::Labels => u32s()
+                    .par_iter()
+                    .any(|&l| l != UNLABELED && l >= label_cap)
+                    .then_some("labels do not fit the node count"),
+                Kind::Train | Kind::Valid | Kind::Test => u32s()
+                    .par_iter()
+                    .any(|&v| v as u64 >= n)
+                    .then_some("split has a node id out of range"),
+            };
+            if let (Some(why), None) = (bad, &invalid) {
+                invalid = Some(why.to_string());
+            }
+            first = false;
+            pos += take as u64;
+            left -= take as u64;
+        }
+        if r.kind == Kind::Indptr && last_offset != e && invalid.is_none() {
+            invalid = Some("graph indptr does not end at the edge count".into());
+        }
+    }
+    if checksum(&head.prefix, h.finish()) != head.checksum {
+        return Err("checksum mismatch (corrupt)".into());
+    }
+    match invalid {
+        Some(why) => Err(format!("invalid content: {why}")),
+        None => Ok(()),
+    }
+}
+
+/// A window of the map as an [`Array`].
+fn mapped<T: bytemuck::Pod>(map: &Arc<Mmap>, r: &Region) -> std::result::Result<Array<T>, String> {
+    let (offset, count) = match (usize::try_from(r.offset), usize::try_from(r.count)) {
+        (Ok(o), Ok(c)) => (o, c),
+        _ => return Err("entry too large for this machine's address space".into()),
+    };
+    Array::mapped(map.clone(), offset, count)
+}
+
+/// Reads an entry: checks it whole ([`verify`]), then maps it, so that its arrays are
+/// paged in on demand. With `key`, an entry for other inputs is stale. `Err` says why it
 /// cannot be trusted.
 fn read(path: &Path, key: Option<&[String]>) -> std::result::Result<Parts, String> {
     let io = |e: io::Error| format!("read error: {e}");
@@ -617,43 +837,55 @@ fn read(path: &Path, key: Option<&[String]>) -> std::result::Result<Parts, Strin
             return Err(key_difference(&head.meta.key, key));
         }
     }
-    let has = |flag: u32| head.flags & flag != 0;
-    let [n, e, dim, ntr, nva, nte, _] = head.sizes;
-    fn vec_of<T: bytemuck::Pod>(f: &mut File, count: u64) -> io::Result<Vec<T>> {
-        let mut v = vec![T::zeroed(); count as usize];
-        f.read_exact(bytemuck::cast_slice_mut(&mut v))?;
-        Ok(v)
+    verify(&mut f, &head)?;
+    // SAFETY: the map is only read, through `Array` windows whose bounds and alignment are
+    // checked. Its content was verified just above through the same open file. The cache
+    // never modifies a file in place (entries are written under a temporary name and
+    // renamed over the old one, which leaves this mapping's file intact); another program
+    // modifying or truncating it while mapped is outside what the cache supports (see
+    // `crate::graph::array`).
+    let map = Arc::new(unsafe { Mmap::map(&f) }.map_err(io)?);
+    if map.len() as u64 != len {
+        return Err("the file changed while it was read".into());
     }
-    let indptr: Vec<u64> = vec_of(&mut f, n + 1).map_err(io)?;
-    let indices: Vec<u32> = vec_of(&mut f, e).map_err(io)?;
+    let has = |flag: u32| head.flags & flag != 0;
+    let mut regions = head.regions.iter();
+    let mut next = || {
+        regions
+            .next()
+            .ok_or_else(|| "missing array".to_string())
+            .copied()
+    };
+    let indptr = mapped::<u64>(&map, &next()?)?;
+    let indices = mapped::<u32>(&map, &next()?)?;
     let edge_ids = if has(FLAG_EDGE_IDS) {
-        Some(vec_of(&mut f, e).map_err(io)?)
+        Some(mapped::<u64>(&map, &next()?)?)
     } else {
         None
     };
     let features = if has(FLAG_FEATURES) {
-        Some((vec_of(&mut f, n * dim).map_err(io)?, dim as usize))
+        Some((mapped::<f32>(&map, &next()?)?, head.sizes[2] as usize))
     } else {
         None
     };
     let labels = if has(FLAG_LABELS) {
-        Some(vec_of(&mut f, n).map_err(io)?)
+        Some(mapped::<u32>(&map, &next()?)?)
     } else {
         None
     };
     let split = if has(FLAG_SPLIT) {
         Some(Split {
-            train: vec_of(&mut f, ntr).map_err(io)?,
-            valid: vec_of(&mut f, nva).map_err(io)?,
-            test: vec_of(&mut f, nte).map_err(io)?,
+            train: mapped::<u32>(&map, &next()?)?.to_vec(),
+            valid: mapped::<u32>(&map, &next()?)?.to_vec(),
+            test: mapped::<u32>(&map, &next()?)?.to_vec(),
         })
     } else {
         None
     };
-    let parts = Parts {
+    Ok(Parts {
         name: head.meta.name,
         graph: Csr {
-            num_nodes: n as usize,
+            num_nodes: head.sizes[0] as usize,
             indptr,
             indices,
             edge_ids,
@@ -663,12 +895,8 @@ fn read(path: &Path, key: Option<&[String]>) -> std::result::Result<Parts, Strin
         split,
         edge_list: has(FLAG_EDGE_LIST),
         notes: head.meta.notes,
-    };
-    if checksum(&head.prefix, &arrays(&head.meta_bytes, &parts)) != head.checksum {
-        return Err("checksum mismatch (corrupt)".into());
-    }
-    parts.check().map_err(|e| format!("invalid content: {e}"))?;
-    Ok(parts)
+        verified: true,
+    })
 }
 
 /// One cache entry, as `espalier cache ls` shows it.
@@ -763,4 +991,45 @@ pub fn entry_stem(canonical: &Path) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_hash_of_pieces_equals_the_hash_of_the_whole() {
+        let bytes: Vec<u8> = (0..3 * HASH_CHUNK + 12_345)
+            .map(|i| (i as u64).wrapping_mul(0x9E37_79B9) as u8)
+            .collect();
+        let whole = hash_bytes(&bytes);
+        for cuts in [
+            vec![0],
+            vec![1],
+            vec![HASH_CHUNK],
+            vec![HASH_CHUNK - 1, HASH_CHUNK + 1],
+            vec![7, 2 * HASH_CHUNK + 5, 2 * HASH_CHUNK + 6],
+        ] {
+            let mut h = StreamHash::default();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([bytes.len()]) {
+                h.update(&bytes[at..c]);
+                at = c;
+            }
+            assert_eq!(h.finish(), whole);
+        }
+        assert_ne!(hash_bytes(&bytes[1..]), whole);
+    }
+
+    #[test]
+    fn layout_aligns_every_array_and_rejects_overflowing_sizes() {
+        let all = FLAG_EDGE_IDS | FLAG_FEATURES | FLAG_LABELS | FLAG_SPLIT;
+        let (regions, len) = layout(all, &[5, 7, 3, 1, 1, 1, 13]).unwrap();
+        assert_eq!(regions.len(), 8);
+        assert!(regions.iter().all(|r| r.offset % ALIGN == 0));
+        let last = regions[regions.len() - 1];
+        assert_eq!(len, last.offset + 4);
+        assert!(layout(all, &[u64::MAX, 1, 1, 0, 0, 0, 0]).is_none());
+        assert!(layout(all, &[1 << 40, 1, 1 << 40, 0, 0, 0, 0]).is_none());
+    }
 }

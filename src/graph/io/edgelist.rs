@@ -113,5 +113,6 @@ pub(crate) fn load_parts(path: &Path) -> Result<Parts> {
         notes: vec![format!(
             "{file} is a file, not a dataset folder: read as an edge list (`src dst` per line)"
         )],
+        verified: false,
     })
 }

@@ -263,11 +263,12 @@ pub(crate) fn load_parts(dir: &Path, files: &OgbFiles) -> Result<Parts> {
     Ok(Parts {
         name,
         graph,
-        features,
-        labels,
+        features: features.map(|(x, d)| (x.into(), d)),
+        labels: labels.map(Into::into),
         split,
         edge_list: false,
         notes,
+        verified: false,
     })
 }
 

@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use crate::atomic::AtomicFile;
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{Dataset, UNLABELED};
+use crate::graph::dataset::{Dataset, Split, UNLABELED};
 
 /// Name of the split folder written.
 pub const SPLIT_NAME: &str = "bench";
@@ -53,6 +53,42 @@ pub fn write_ogb_with(
         ));
     }
     let d = dataset;
+    let dim = d.feat_dim;
+    write_ogb_parts(
+        dir,
+        (d.num_nodes(), d.num_edges()),
+        &|path| {
+            let (src, dst) = edges_in_input_order(&d.graph)?;
+            write_gz(path, src.len(), 16, |i, s| {
+                push_u64(s, src[i] as u64);
+                s.push(',');
+                push_u64(s, dst[i] as u64);
+            })
+        },
+        &|path| {
+            write_gz(path, d.num_nodes(), dim * 8, |v, s| {
+                push_features(s, &d.features[v * dim..(v + 1) * dim])
+            })
+        },
+        &d.labels,
+        &d.split,
+        progress,
+    )
+}
+
+/// Writes the OGB layout under `dir` for a graph of `counts = (nodes, edges)`: `edges`
+/// and `features` write `raw/edge.csv.gz` and `raw/node-feat.csv.gz` at the path they are
+/// given (returning the bytes written), so that a generator can stream them; the labels,
+/// the split and the counts are written here. `progress` as in [`write_ogb_with`].
+pub(crate) fn write_ogb_parts(
+    dir: &Path,
+    counts: (usize, usize),
+    edges: &dyn Fn(&Path) -> Result<u64>,
+    features: &dyn Fn(&Path) -> Result<u64>,
+    labels: &[u32],
+    split_ids: &Split,
+    progress: &mut dyn FnMut(&str, u64, f64),
+) -> Result<()> {
     let raw = dir.join("raw");
     let split = dir.join("split").join(SPLIT_NAME);
     for p in [&raw, &split] {
@@ -63,57 +99,37 @@ pub fn write_ogb_with(
         Ok(())
     };
     let now = std::time::Instant::now;
-    let (src, dst) = edges_in_input_order(&d.graph)?;
     let t = now();
-    let r = write_gz(&raw.join("edge.csv.gz"), src.len(), 16, |i, s| {
-        push_u64(s, src[i] as u64);
-        s.push(',');
-        push_u64(s, dst[i] as u64);
-    });
+    let r = edges(&raw.join("edge.csv.gz"));
     timed("raw/edge.csv.gz", r, t)?;
-    drop((src, dst));
     let t = now();
     let r = write_gz(&raw.join("num-node-list.csv.gz"), 1, 12, |_, s| {
-        push_u64(s, d.num_nodes() as u64)
+        push_u64(s, counts.0 as u64)
     });
     timed("raw/num-node-list.csv.gz", r, t)?;
     let t = now();
     let r = write_gz(&raw.join("num-edge-list.csv.gz"), 1, 12, |_, s| {
-        push_u64(s, d.num_edges() as u64)
+        push_u64(s, counts.1 as u64)
     });
     timed("raw/num-edge-list.csv.gz", r, t)?;
-    let dim = d.feat_dim;
     let t = now();
-    let r = write_gz(
-        &raw.join("node-feat.csv.gz"),
-        d.num_nodes(),
-        dim * 8,
-        |v, s| {
-            for (j, x) in d.features[v * dim..(v + 1) * dim].iter().enumerate() {
-                if j > 0 {
-                    s.push(',');
-                }
-                // Writing to a String cannot fail.
-                let _ = write!(s, "{x}");
-            }
-        },
-    );
+    let r = features(&raw.join("node-feat.csv.gz"));
     timed("raw/node-feat.csv.gz", r, t)?;
     let t = now();
     let r = write_gz(
         &raw.join("node-label.csv.gz"),
-        d.num_nodes(),
+        labels.len(),
         4,
-        |v, s| match d.labels[v] {
+        |v, s| match labels[v] {
             UNLABELED => s.push_str("nan"),
             l => push_u64(s, l as u64),
         },
     );
     timed("raw/node-label.csv.gz", r, t)?;
     for (part, ids) in [
-        ("train", &d.split.train),
-        ("valid", &d.split.valid),
-        ("test", &d.split.test),
+        ("train", &split_ids.train),
+        ("valid", &split_ids.valid),
+        ("test", &split_ids.test),
     ] {
         let p = split.join(format!("{part}.csv.gz"));
         if ids.is_empty() && part != "train" {
@@ -128,6 +144,18 @@ pub fn write_ogb_with(
         timed(&format!("split/{SPLIT_NAME}/{part}.csv.gz"), r, t)?;
     }
     Ok(())
+}
+
+/// Appends one row of features, comma-separated, each as the shortest text that parses
+/// back to the same f32.
+pub(crate) fn push_features(s: &mut String, row: &[f32]) {
+    for (j, x) in row.iter().enumerate() {
+        if j > 0 {
+            s.push(',');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(s, "{x}");
+    }
 }
 
 /// `(src, dst)` of every edge in input order.
@@ -159,7 +187,7 @@ fn edges_in_input_order(g: &Csr) -> Result<(Vec<u32>, Vec<u32>)> {
 }
 
 /// Appends the decimal digits of `v`.
-fn push_u64(s: &mut String, mut v: u64) {
+pub(crate) fn push_u64(s: &mut String, mut v: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
@@ -185,7 +213,26 @@ fn write_gz(
     row: impl Fn(usize, &mut String) + Sync,
 ) -> Result<u64> {
     let per_chunk = (MEMBER_BYTES / row_bytes.max(1)).max(1);
-    let chunks = rows.div_ceil(per_chunk);
+    let chunks = rows.div_ceil(per_chunk).max(1);
+    write_gz_chunks(path, chunks, |c, text| {
+        let (a, b) = (c * per_chunk, ((c + 1) * per_chunk).min(rows));
+        text.reserve((b - a) * row_bytes + 64);
+        for i in a..b {
+            row(i, text);
+            text.push('\n');
+        }
+    })
+}
+
+/// Writes a multi-member gzip file, atomically, whose text is that of chunks `0..chunks`
+/// in order (`chunk(c, buf)` appends chunk `c`'s whole lines): chunks are formatted and
+/// compressed in parallel, a few rounds' worth at a time, so memory stays bounded by the
+/// round, not the file. Returns the bytes written.
+pub(crate) fn write_gz_chunks(
+    path: &Path,
+    chunks: usize,
+    chunk: impl Fn(usize, &mut String) + Sync,
+) -> Result<u64> {
     // Chunks compressed per round: enough to keep every thread busy, few enough to bound
     // memory.
     let round = rayon::current_num_threads().max(1) * 2;
@@ -193,17 +240,13 @@ fn write_gz(
     let w = file.writer();
     let mut bytes = 0u64;
     let mut c0 = 0;
-    while c0 < chunks.max(1) {
-        let c1 = (c0 + round).min(chunks.max(1));
+    while c0 < chunks {
+        let c1 = (c0 + round).min(chunks);
         let members: Vec<std::io::Result<Vec<u8>>> = (c0..c1)
             .into_par_iter()
             .map(|c| {
-                let (a, b) = (c * per_chunk, ((c + 1) * per_chunk).min(rows));
-                let mut text = String::with_capacity((b - a) * row_bytes + 64);
-                for i in a..b {
-                    row(i, &mut text);
-                    text.push('\n');
-                }
+                let mut text = String::new();
+                chunk(c, &mut text);
                 let mut enc =
                     GzEncoder::new(Vec::with_capacity(text.len() / 3), Compression::fast());
                 enc.write_all(text.as_bytes())?;

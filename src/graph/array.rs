@@ -1,0 +1,243 @@
+//! [`Array`]: a read-mostly slice of plain values that is either owned (a `Vec`) or a window
+//! of a memory-mapped file (the dataset cache, [`crate::graph::io::cache`]), so that a graph
+//! or a feature matrix larger than RAM is paged in on demand instead of read up front.
+//!
+//! Code reads both kinds through `Deref<Target = [T]>`. Writing through `DerefMut` (or
+//! [`Array::make_mut`]) first copies a mapped array into an owned `Vec`: the mapping itself
+//! is read-only and never written.
+//!
+//! **Assumption.** A mapped file must not be modified or truncated while it is mapped (the
+//! cache never does: entries are written under a temporary name and renamed over the old
+//! one, which leaves a mapping of the old file intact). Another process truncating it
+//! would make a later read fault (SIGBUS), as with any memory-mapped file.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use memmap2::Mmap;
+
+/// A slice of `T` owned or mapped from a file; see the module docs.
+pub struct Array<T: Pod> {
+    inner: Inner<T>,
+}
+
+enum Inner<T: Pod> {
+    Owned(Vec<T>),
+    Mapped {
+        map: Arc<Mmap>,
+        /// Byte offset of the first element in `map`, aligned for `T`.
+        offset: usize,
+        /// Number of elements.
+        len: usize,
+        _t: PhantomData<T>,
+    },
+}
+
+impl<T: Pod> Array<T> {
+    /// An owned array.
+    pub fn owned(v: Vec<T>) -> Self {
+        Array {
+            inner: Inner::Owned(v),
+        }
+    }
+
+    /// `len` values of `T` at byte `offset` of `map` (little-endian, as the cache writes
+    /// them). `Err` says why the window is unusable: out of the map or misaligned for `T`.
+    pub fn mapped(map: Arc<Mmap>, offset: usize, len: usize) -> Result<Self, String> {
+        let size = std::mem::size_of::<T>();
+        let end = len
+            .checked_mul(size)
+            .and_then(|b| b.checked_add(offset))
+            .filter(|&end| end <= map.len())
+            .ok_or_else(|| {
+                format!(
+                    "{len} values of {size} bytes at byte {offset} overrun the {}-byte file",
+                    map.len()
+                )
+            })?;
+        let addr = map.as_ptr() as usize + offset;
+        if addr % std::mem::align_of::<T>() != 0 {
+            return Err(format!("array at byte {offset} is not aligned"));
+        }
+        debug_assert!(end <= map.len());
+        Ok(Array {
+            inner: Inner::Mapped {
+                map,
+                offset,
+                len,
+                _t: PhantomData,
+            },
+        })
+    }
+
+    /// Whether the values live in a mapped file.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.inner, Inner::Mapped { .. })
+    }
+
+    /// The values as an owned `Vec`, copying a mapped array into memory first.
+    pub fn make_mut(&mut self) -> &mut Vec<T> {
+        if let Inner::Mapped { .. } = self.inner {
+            let v = self.as_slice().to_vec();
+            self.inner = Inner::Owned(v);
+        }
+        match &mut self.inner {
+            Inner::Owned(v) => v,
+            // Made owned just above.
+            Inner::Mapped { .. } => unreachable!("a mapped array was copied just above"),
+        }
+    }
+
+    /// The values as an owned `Vec` (a copy when mapped).
+    pub fn into_vec(self) -> Vec<T> {
+        match self.inner {
+            Inner::Owned(v) => v,
+            Inner::Mapped { .. } => self.as_slice().to_vec(),
+        }
+    }
+
+    /// The values.
+    pub fn as_slice(&self) -> &[T] {
+        match &self.inner {
+            Inner::Owned(v) => v,
+            Inner::Mapped {
+                map, offset, len, ..
+            } => {
+                let bytes = &map[*offset..*offset + *len * std::mem::size_of::<T>()];
+                // Bounds and alignment were checked by `Array::mapped`; `T: Pod` accepts
+                // every bit pattern, so the cast cannot fail.
+                bytemuck::cast_slice(bytes)
+            }
+        }
+    }
+}
+
+impl<T: Pod> Deref for Array<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T: Pod> DerefMut for Array<T> {
+    /// Copies a mapped array into memory first (the map is read-only).
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.make_mut()
+    }
+}
+
+impl<T: Pod> Default for Array<T> {
+    fn default() -> Self {
+        Array::owned(Vec::new())
+    }
+}
+
+impl<T: Pod> Clone for Array<T> {
+    /// Owned arrays are copied; a mapped one shares its map.
+    fn clone(&self) -> Self {
+        Array {
+            inner: match &self.inner {
+                Inner::Owned(v) => Inner::Owned(v.clone()),
+                Inner::Mapped {
+                    map, offset, len, ..
+                } => Inner::Mapped {
+                    map: map.clone(),
+                    offset: *offset,
+                    len: *len,
+                    _t: PhantomData,
+                },
+            },
+        }
+    }
+}
+
+impl<T: Pod> From<Vec<T>> for Array<T> {
+    fn from(v: Vec<T>) -> Self {
+        Array::owned(v)
+    }
+}
+
+impl<T: Pod + fmt::Debug> fmt::Debug for Array<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
+
+impl<T: Pod + PartialEq> PartialEq for Array<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Pod + Eq> Eq for Array<T> {}
+
+impl<T: Pod + PartialEq> PartialEq<Vec<T>> for Array<T> {
+    fn eq(&self, other: &Vec<T>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Pod + PartialEq> PartialEq<[T]> for Array<T> {
+    fn eq(&self, other: &[T]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl<T: Pod + PartialEq> PartialEq<Array<T>> for Vec<T> {
+    fn eq(&self, other: &Array<T>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<'a, T: Pod> IntoIterator for &'a Array<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn map_of(bytes: &[u8]) -> Arc<Mmap> {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        // SAFETY: the temporary file is private to this test and not modified while mapped.
+        Arc::new(unsafe { Mmap::map(&f) }.unwrap())
+    }
+
+    #[test]
+    fn mapped_reads_little_endian_values_and_copies_on_write() {
+        let vals: Vec<u32> = vec![1, 2, 0xdead_beef, 7];
+        let mut bytes = vec![0u8; 8];
+        for v in &vals {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        let map = map_of(&bytes);
+        let mut a = Array::<u32>::mapped(map.clone(), 8, 4).unwrap();
+        assert!(a.is_mapped());
+        assert_eq!(a, vals);
+        assert_eq!(a.clone(), Array::owned(vals.clone()));
+        a[0] = 9;
+        assert!(!a.is_mapped());
+        assert_eq!(a, vec![9, 2, 0xdead_beef, 7]);
+        // The file is untouched.
+        assert_eq!(Array::<u32>::mapped(map, 8, 4).unwrap()[0], 1);
+    }
+
+    #[test]
+    fn mapped_window_out_of_bounds_or_misaligned_is_an_error() {
+        let map = map_of(&[0u8; 24]);
+        assert!(Array::<u64>::mapped(map.clone(), 8, 2).is_ok());
+        assert!(Array::<u64>::mapped(map.clone(), 8, 3).is_err());
+        assert!(Array::<u64>::mapped(map.clone(), 4, 1).is_err());
+        assert!(Array::<u64>::mapped(map.clone(), usize::MAX, 1).is_err());
+        assert!(Array::<u32>::mapped(map, 0, usize::MAX / 2).is_err());
+    }
+}
