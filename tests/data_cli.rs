@@ -123,10 +123,18 @@ fn train_prints_where_the_cache_is_written_and_cache_ls_clear_see_it() {
     again.extend(["--seed", "4", "--feat-dim", "8"]);
     let o = espalier(&again);
     assert!(stderr(&o).contains("dataset cache: read"), "{}", stderr(&o));
+    // The symmetrized graph (--symmetrize defaults to true) is kept beside the entry.
+    assert_eq!(
+        stderr(&o).matches("dataset cache: read").count(),
+        2,
+        "{}",
+        stderr(&o)
+    );
     let ls = espalier(&["cache", "ls", "--cache-dir", cache_dir.to_str().unwrap()]);
     assert!(ls.status.success(), "{}", stderr(&ls));
     let text = String::from_utf8_lossy(&ls.stdout);
-    assert!(text.contains("ds") && text.contains("1 entries"), "{text}");
+    assert!(text.contains("ds") && text.contains("2 entries"), "{text}");
+    assert!(text.contains("(symmetrized)"), "{text}");
     assert!(text.contains(" UTC"), "{text}");
     let clear = espalier(&[
         "cache",
@@ -138,7 +146,7 @@ fn train_prints_where_the_cache_is_written_and_cache_ls_clear_see_it() {
     ]);
     assert!(clear.status.success(), "{}", stderr(&clear));
     assert!(
-        String::from_utf8_lossy(&clear.stdout).contains("removed 1 files"),
+        String::from_utf8_lossy(&clear.stdout).contains("removed 2 files"),
         "{}",
         String::from_utf8_lossy(&clear.stdout)
     );
@@ -161,11 +169,12 @@ fn default_cache_is_a_visible_folder_beside_the_data() {
         "metis",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // The entry and its symmetrized graph.
     assert_eq!(
         espalier::graph::io::cache::list(&data.join("espalier-cache"))
             .unwrap()
             .len(),
-        1
+        2
     );
     assert!(!data.join(".espalier-cache").exists());
 }

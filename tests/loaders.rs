@@ -1182,3 +1182,43 @@ fn streaming_gen_writes_the_same_files_as_the_in_memory_generator() {
         std::fs::remove_dir_all(&held).unwrap();
     }
 }
+
+#[test]
+fn the_symmetrized_graph_is_cached_beside_the_entry_mapped_and_rebuilt_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, dir) = written_synthetic(tmp.path(), "cora-like,scale=0.3,seed=1");
+    let cache_dir = tmp.path().join("cache");
+    let dirs = vec![cache_dir.clone()];
+    let opts = LoadOptions::default();
+    let (d, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let entry = status.entry().unwrap().to_path_buf();
+    let (g, line) = cache::symmetrized(&d.graph, &entry).unwrap();
+    assert!(
+        line.contains("wrote") && line.contains(".sym.espc"),
+        "{line}"
+    );
+    assert!(g.indices.is_mapped());
+    assert_eq!(g, d.graph.symmetrize());
+    let (again, line) = cache::symmetrized(&d.graph, &entry).unwrap();
+    assert!(line.contains("read"), "{line}");
+    assert_eq!(again, g);
+    let listed = cache::list(&cache_dir).unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().any(|e| e.dataset.ends_with("(symmetrized)")));
+    // Another dataset in the same folder rebuilds the entry, and so the symmetrized graph.
+    let other = SynthSpec::parse("cora-like,scale=0.3,seed=2")
+        .unwrap()
+        .generate()
+        .unwrap();
+    write_ogb(&other, &dir).unwrap();
+    let (d2, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    assert!(
+        matches!(status, CacheStatus::Rewritten { .. }),
+        "{status:?}"
+    );
+    assert_eq!(status.entry(), Some(entry.as_path()));
+    let (g2, line) = cache::symmetrized(&d2.graph, &entry).unwrap();
+    assert!(line.contains("rebuilt") && line.contains("stale"), "{line}");
+    assert_eq!(g2, other.graph.symmetrize());
+    assert_ne!(g2, g);
+}

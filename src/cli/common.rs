@@ -362,10 +362,18 @@ impl CommonArgs {
                 eprintln!("note: {note}");
             }
         }
-        let graph = if self.symmetrize {
-            data.graph.symmetrize()
-        } else {
-            data.graph.clone()
+        let graph = match (self.symmetrize, status.entry()) {
+            // From the cache: the symmetrized graph is cached beside the entry and mapped,
+            // so a graph larger than RAM is not rebuilt in memory on every run.
+            (true, Some(entry)) => {
+                let (g, line) = graph::io::cache::symmetrized(&data.graph, entry)?;
+                if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+                    eprintln!("{line}");
+                }
+                g
+            }
+            (true, None) => data.graph.symmetrize(),
+            (false, _) => data.graph.clone(),
         };
         if crate::cli::log::enabled(crate::cli::log::Level::Info) {
             eprintln!(
