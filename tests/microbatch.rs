@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 mod common;
 
+use common::{assert_close_scaled, grads};
+
 use espalier::graph::{self, sample_blocks, Block, Dataset, LoadOptions, Slicer};
 use espalier::nn::{Aggregator, Forward, Gnn, ModelConfig, ModelKind, Module};
 use espalier::partition::{self, Batch};
@@ -86,30 +88,6 @@ fn forward_backward(
     logits.to_vec_f32().unwrap()
 }
 
-fn grads(model: &Gnn) -> Vec<Vec<f32>> {
-    model
-        .parameters()
-        .iter()
-        .map(|p| p.grad().unwrap().to_vec_f32().unwrap())
-        .collect()
-}
-
-/// `|a - b| <= rel · max|b|` elementwise: relative to the tensor's magnitude, the
-/// tolerance of sums taken in another order.
-fn assert_close(what: &str, a: &[f32], b: &[f32], rel: f32) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths");
-    let scale = b
-        .iter()
-        .fold(0f32, |m, v| m.max(v.abs()))
-        .max(f32::MIN_POSITIVE);
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= rel * scale,
-            "{what}: element {i}: {x} vs {y} (scale {scale})"
-        );
-    }
-}
-
 #[test]
 fn accumulated_gradients_equal_the_full_batch() {
     let (data, g) = small();
@@ -156,7 +134,7 @@ fn accumulated_gradients_equal_the_full_batch() {
                     // Each seed's logits are the full batch's row for it.
                     for (i, s) in part.iter().enumerate() {
                         let row = seeds.iter().position(|v| v == s).unwrap();
-                        assert_close(
+                        assert_close_scaled(
                             &format!("{kind:?}/{aggr:?} {name} K={k} logits of seed {s}"),
                             &logits[i * c..(i + 1) * c],
                             &full_logits[row * c..(row + 1) * c],
@@ -165,7 +143,7 @@ fn accumulated_gradients_equal_the_full_batch() {
                     }
                 }
                 for (i, (m, f)) in grads(&model).iter().zip(&full).enumerate() {
-                    assert_close(
+                    assert_close_scaled(
                         &format!("{kind:?}/{aggr:?} {name} K={k} parameter {i}"),
                         m,
                         f,
@@ -244,7 +222,7 @@ fn parameters_after_several_steps_match() {
                     );
                 }
                 for (i, (m, f)) in params(&t).iter().zip(&reference).enumerate() {
-                    assert_close(
+                    assert_close_scaled(
                         &format!("{kind:?}/{aggr:?} {name} K={k} parameter {i} after 3 steps"),
                         m,
                         f,

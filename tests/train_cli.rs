@@ -491,4 +491,23 @@ fn full_graph_defaults_to_all_neighbours_and_reports_its_chunks_in_the_json() {
     let o = train(&["--chunks", "2"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--full-graph"), "{}", stderr(&o));
+    let o = train(&["--node-order", "metis"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--full-graph"), "{}", stderr(&o));
+    let o = train(&["--full-graph", "--node-order", "bfs"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("expected id, metis or grem"),
+        "{}",
+        stderr(&o)
+    );
+    for flag in [["--partitioner", "betty"], ["--loader", "per-micro-batch"]] {
+        let o = train(&["--full-graph", flag[0], flag[1]]);
+        assert!(!o.status.success(), "{flag:?}");
+        assert!(
+            stderr(&o).contains("--partitioner and --loader do not apply"),
+            "{}",
+            stderr(&o)
+        );
+    }
 }

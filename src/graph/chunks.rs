@@ -5,13 +5,16 @@
 //! output layer computes `nodes[L-1] = T`, and layer `l` computes the nodes the next layer
 //! reads: `nodes[l] = nodes[l+1] ∪ in-neighbours(nodes[l+1])`, the same sets as the full
 //! neighbourhood sample of `T` (`--fanouts=-1,...`). Each layer's nodes, in increasing id
-//! order, are cut into contiguous chunks of about equal cost `Σ (1 + in-degree)` (nodes
-//! plus edges: what a chunk's aggregation reads). A chunk's block is the full-neighbour
+//! order or grouped by a partition of the graph (part by part, ids increasing inside a
+//! part: a METIS or GREM renumbering, so that a chunk's nodes share neighbours), are cut
+//! into contiguous chunks of about equal cost `Σ (1 + in-degree)` (nodes plus edges: what
+//! a chunk's aggregation reads). A chunk's block is the full-neighbour
 //! block of its dst nodes ([`crate::graph::sample_blocks`] with fanout `-1`), so every
 //! aggregation, GAT's softmax included, completes inside one chunk, and its outputs equal
 //! the unchunked layer's rows for those nodes.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -21,12 +24,15 @@ use crate::graph::{sample_blocks, Block, BlockSizes, Csr};
 /// Every layer's nodes and their chunks.
 #[derive(Clone, Debug)]
 pub struct ChunkPlan {
-    /// `nodes[l]`: the nodes layer `l` computes (global ids, increasing).
+    /// `nodes[l]`: the nodes layer `l` computes (global ids, increasing, or part by part
+    /// when the plan has parts: see [`ChunkPlan::with_parts`]).
     pub nodes: Vec<Vec<u32>>,
     /// `chunks[l]`: ranges of `nodes[l]`, in order, covering it.
     pub chunks: Vec<Vec<Range<usize>>>,
     /// `sizes[l][c]`: the sizes of chunk `c`'s block in layer `l` ([`ChunkPlan::sizes`]).
     sizes: Vec<Vec<BlockSizes>>,
+    /// The partition that ordered the nodes, if any.
+    parts: Option<Arc<[u32]>>,
 }
 
 impl ChunkPlan {
@@ -34,11 +40,37 @@ impl ChunkPlan {
     /// distinct), each layer cut into `chunks` chunks (fewer where a layer has fewer
     /// nodes).
     pub fn new(graph: &Csr, targets: &[u32], layers: usize, chunks: usize) -> Result<Self> {
-        let nodes = layer_nodes(graph, targets, layers)?;
+        Self::with_parts(graph, targets, layers, chunks, None)
+    }
+
+    /// [`ChunkPlan::new`] with every layer's nodes ordered by `parts` (one label per graph
+    /// node; ids increasing inside a part) before chunking, so that the nodes of a chunk
+    /// come from few parts and share more of their neighbours.
+    pub fn with_parts(
+        graph: &Csr,
+        targets: &[u32],
+        layers: usize,
+        chunks: usize,
+        parts: Option<Arc<[u32]>>,
+    ) -> Result<Self> {
+        let mut nodes = layer_nodes(graph, targets, layers)?;
+        if let Some(parts) = parts.as_deref() {
+            if parts.len() != graph.num_nodes {
+                return Err(Error::invalid(format!(
+                    "full-graph node order: {} part labels for {} nodes",
+                    parts.len(),
+                    graph.num_nodes
+                )));
+            }
+            for layer in &mut nodes {
+                layer.par_sort_by_key(|&v| (parts[v as usize], v));
+            }
+        }
         let mut plan = ChunkPlan {
             nodes,
             chunks: Vec::new(),
             sizes: Vec::new(),
+            parts,
         };
         plan.rechunk(graph, chunks)?;
         Ok(plan)
@@ -52,6 +84,11 @@ impl ChunkPlan {
         self.chunks = self.nodes.iter().map(|n| split(graph, n, chunks)).collect();
         self.sizes = self.measure(graph);
         Ok(())
+    }
+
+    /// The part labels that ordered every layer's nodes ([`ChunkPlan::with_parts`]).
+    pub fn parts(&self) -> Option<&Arc<[u32]>> {
+        self.parts.as_ref()
     }
 
     /// Layers.
@@ -293,6 +330,26 @@ mod tests {
                 assert_eq!(b.dst_nodes(), plan.dst(l, c));
             }
         }
+    }
+
+    #[test]
+    fn parts_order_each_layer_part_by_part_over_the_same_nodes() {
+        let g = graph(300, 900, 5);
+        let targets: Vec<u32> = (0..300).step_by(4).collect();
+        let parts: Vec<u32> = (0..300u32).map(|v| (v * 7) % 5).collect();
+        let plain = ChunkPlan::new(&g, &targets, 2, 3).unwrap();
+        let plan = ChunkPlan::with_parts(&g, &targets, 2, 3, Some(parts.clone().into())).unwrap();
+        for (l, nodes) in plan.nodes.iter().enumerate() {
+            let key: Vec<(u32, u32)> = nodes.iter().map(|&v| (parts[v as usize], v)).collect();
+            assert!(
+                key.windows(2).all(|w| w[0] < w[1]),
+                "layer {l} not part by part"
+            );
+            let mut sorted = nodes.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, plain.nodes[l], "layer {l}");
+        }
+        assert!(ChunkPlan::with_parts(&g, &targets, 2, 3, Some(vec![0; 7].into())).is_err());
     }
 
     #[test]

@@ -22,6 +22,10 @@
 //! what unchunked full-neighbour training of the training nodes computes (K = 1,
 //! `--fanouts=-1,...`), up to float summation order (`tests/full_graph.rs`).
 //!
+//! Before chunking, every layer's nodes are grouped part by part of a GREM or METIS
+//! partition of the graph ([`NodeOrder`]), so that the nodes of a chunk share neighbours
+//! and a chunk reads fewer rows than a range of ids would.
+//!
 //! With a memory budget, the chunk count is the smallest whose largest chunk, as the
 //! memory estimator replays it ([`MemoryEstimator::chunk_peak_bytes`]), fits with the
 //! [`SAFETY_MARGIN`]; each chunk's measured peak is reported beside its estimate.
@@ -29,8 +33,7 @@
 //! Not done yet: the hybrid mode (caching the aggregation of mean/sum/GCN layers so that
 //! only the update is recomputed), keeping on the device the rows two consecutive chunks
 //! share (the JSON's `layers` measure what it would save), a copy stream overlapping the
-//! next chunk's upload, a locality-improving node order before chunking (chunks are
-//! ranges of node ids), and splitting a chunk that still runs out of memory (it is an
+//! next chunk's upload, and splitting a chunk that still runs out of memory (it is an
 //! error; the budget's plan leaves the safety margin).
 
 use std::sync::Arc;
@@ -44,6 +47,8 @@ use crate::error::{Error, Result};
 use crate::graph::{BlockSizes, ChunkPlan};
 use crate::nn::{Forward, Module};
 use crate::ops;
+use crate::partition::grem::{grem_partition, GremOptions};
+use crate::partition::kway::metis_graph_partition;
 use crate::partition::{format_bytes, ChunkPass, MemoryEstimator, Resident};
 use crate::tensor::Tensor;
 use crate::train::micro::{with_held_grads, SAFETY_MARGIN};
@@ -55,7 +60,46 @@ pub struct FullGraphConfig {
     /// Chunks per layer (`--chunks`); `None`: the fewest that fit the memory budget (1
     /// without a budget).
     pub chunks: Option<usize>,
+    /// How nodes are ordered before they are cut into chunks (`--node-order`).
+    #[serde(default)]
+    pub order: NodeOrder,
 }
+
+/// `--node-order`: the order of every layer's nodes before they are cut into chunks
+/// (HongTu chunks after a METIS renumbering). A chunk reads the rows of its nodes'
+/// neighbours; when its nodes come from few parts of a min-edge-cut partition they share
+/// more neighbours, so a chunk reads (and the device holds) fewer rows. The math does not
+/// change: only the order in which input gradients are summed, so float rounding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeOrder {
+    /// Node ids as they are.
+    Id,
+    /// Part by part of a METIS k-way partition of the graph.
+    Metis,
+    /// Part by part of a GREM partition (streaming, cheaper than METIS).
+    #[default]
+    Grem,
+}
+
+impl std::str::FromStr for NodeOrder {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "id" => Ok(NodeOrder::Id),
+            "metis" => Ok(NodeOrder::Metis),
+            "grem" => Ok(NodeOrder::Grem),
+            _ => Err(Error::invalid(format!(
+                "unknown --node-order `{s}`: expected id, metis or grem"
+            ))),
+        }
+    }
+}
+
+/// Parts of the partition behind [`NodeOrder::Metis`] and [`NodeOrder::Grem`] when the
+/// chunk count is not forced higher: independent of the chunk count, so that the budget's
+/// search compares counts under one order.
+pub const ORDER_PARTS: usize = 64;
 
 /// One chunk as run: which layer and pass, its size, its predicted and measured peaks.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -306,7 +350,9 @@ impl Trainer<'_> {
         let fg = self.config.full_graph.clone().unwrap_or_default();
         let layers = self.config.model.layers;
         let train = &self.data.split.train;
-        let mut plan = ChunkPlan::new(&self.graph, train, layers, fg.chunks.unwrap_or(1))?;
+        let parts = self.node_parts(&fg)?;
+        let mut plan =
+            ChunkPlan::with_parts(&self.graph, train, layers, fg.chunks.unwrap_or(1), parts)?;
         let (Some(budget), None) = (self.config.micro.memory_budget, fg.chunks) else {
             return Ok(plan);
         };
@@ -344,6 +390,28 @@ impl Trainer<'_> {
         }
         plan.rechunk(&self.graph, c)?;
         Ok(plan)
+    }
+
+    /// The part labels that order the nodes before chunking ([`NodeOrder`]): `parts`
+    /// parts, at least [`ORDER_PARTS`] or `--chunks`, at most one per node.
+    fn node_parts(&self, fg: &FullGraphConfig) -> Result<Option<Arc<[u32]>>> {
+        let n = self.graph.num_nodes;
+        let k = fg.chunks.unwrap_or(1).max(ORDER_PARTS).min(n);
+        let seed = self.config.seed;
+        let parts = match fg.order {
+            NodeOrder::Id => return Ok(None),
+            _ if k < 2 => return Ok(None),
+            NodeOrder::Metis => metis_graph_partition(&self.graph, k, seed)?,
+            NodeOrder::Grem => grem_partition(
+                &self.graph,
+                k,
+                &GremOptions {
+                    seed,
+                    ..GremOptions::default()
+                },
+            )?,
+        };
+        Ok(Some(parts.into()))
     }
 
     /// The rows layer `l` reads for `ids` (its block's src nodes) on the training device:
@@ -639,14 +707,16 @@ impl Trainer<'_> {
     }
 
     /// Predicted classes of `targets` by chunked full-neighbour inference (no dropout),
-    /// with `chunks` chunks per layer, in increasing id order of the targets.
+    /// with `chunks` chunks per layer in the training plan's node order: the targets, in
+    /// that order, and their classes.
     pub(crate) fn full_graph_predict(
         &self,
         targets: &[u32],
         chunks: usize,
     ) -> Result<(Vec<u32>, Vec<u32>)> {
         let layers = self.config.model.layers;
-        let plan = ChunkPlan::new(&self.graph, targets, layers, chunks)?;
+        let parts = self.full_plan.as_ref().and_then(|p| p.parts().cloned());
+        let plan = ChunkPlan::with_parts(&self.graph, targets, layers, chunks, parts)?;
         let n = self.graph.num_nodes;
         let f = Forward::default();
         no_grad(|| {

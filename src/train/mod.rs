@@ -9,7 +9,7 @@ pub mod schedule;
 pub mod trainer;
 
 pub use features::{gather_host, FeatureDType, FeaturePlacement, FeatureStore};
-pub use full_graph::{FullGraphConfig, FullGraphStats, LayerRows};
+pub use full_graph::{FullGraphConfig, FullGraphStats, LayerRows, NodeOrder};
 pub use micro::{Loader, MicroConfig, SAFETY_MARGIN};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use schedule::LrSchedule;

@@ -579,6 +579,7 @@ const RESUMABLE_CHANGES: &[&str] = &[
     "micro.partitioner",
     "micro.memory_budget",
     "full_graph.chunks",
+    "full_graph.order",
 ];
 
 /// `value`'s leaves by dotted path.

@@ -199,6 +199,31 @@ pub fn assert_close(what: &str, expected: &[f32], got: &[f32], rtol: f32, atol: 
     }
 }
 
+/// `|a - b| <= rel · max|b|` elementwise: relative to the tensor's magnitude, the
+/// tolerance of sums taken in another order (micro-batches, chunks).
+pub fn assert_close_scaled(what: &str, a: &[f32], b: &[f32], rel: f32) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    let scale = b
+        .iter()
+        .fold(0f32, |m, v| m.max(v.abs()))
+        .max(f32::MIN_POSITIVE);
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= rel * scale,
+            "{what}: element {i}: {x} vs {y} (scale {scale})"
+        );
+    }
+}
+
+/// Every parameter's gradient of `model`, in parameter order (each must have one).
+pub fn grads(model: &impl espalier::nn::Module) -> Vec<Vec<f32>> {
+    model
+        .parameters()
+        .iter()
+        .map(|p| p.grad().unwrap().to_vec_f32().unwrap())
+        .collect()
+}
+
 pub const RTOL: f32 = 1e-4;
 pub const ATOL: f32 = 1e-5;
 
