@@ -16,8 +16,8 @@ use espalier::partition::grem::{grem_partition, GremOptions};
 use espalier::partition::Resident;
 use espalier::train::full_graph::{largest_chunk_estimate, ORDER_PARTS};
 use espalier::train::{
-    gather_rows, BatchSize, FullGraphConfig, MicroConfig, NodeOrder, OptimizerKind, TrainConfig,
-    Trainer, SAFETY_MARGIN,
+    gather_rows, BatchSize, Dedup, FullGraphConfig, MicroConfig, NodeOrder, OptimizerKind,
+    TrainConfig, Trainer, SAFETY_MARGIN,
 };
 use espalier::{ops, Device, Tensor};
 
@@ -129,23 +129,24 @@ fn chunked_gradients_equal_unchunked_full_neighbour_training() {
     let (data, g) = small();
     for &(kind, aggr) in MODELS {
         let runs = [
-            (1, NodeOrder::Id),
-            (2, NodeOrder::Grem),
-            (3, NodeOrder::Metis),
-            (3, NodeOrder::Id),
-            (7, NodeOrder::Grem),
+            (1, NodeOrder::Id, Dedup::Off),
+            (2, NodeOrder::Grem, Dedup::On),
+            (3, NodeOrder::Metis, Dedup::Off),
+            (3, NodeOrder::Id, Dedup::On),
+            (7, NodeOrder::Grem, Dedup::On),
         ];
-        for (chunks, order) in runs {
+        for (chunks, order, dedup) in runs {
             let mut c = config(&data, kind, aggr, Some(chunks), 0.5);
             c.full_graph = Some(FullGraphConfig {
                 chunks: Some(chunks),
                 order,
+                dedup,
             });
             let mut t = Trainer::new(&data, g.clone(), c).unwrap();
             let (want_loss, want) = reference(&t, &data, &g, 4);
             let (loss, stats) = t.full_graph_gradients(4).unwrap();
             assert_eq!(stats.chunks, chunks, "{kind:?}");
-            let what = format!("{kind:?}/{aggr:?} chunks {chunks} order {order:?}");
+            let what = format!("{kind:?}/{aggr:?} chunks {chunks} {order:?} {dedup:?}");
             assert!(
                 ((loss - want_loss) / want_loss).abs() < 1e-5,
                 "{what}: loss {loss} vs {want_loss}"
@@ -195,9 +196,17 @@ fn chunked_training_losses_follow_full_neighbour_training() {
 fn chunk_estimates_equal_measured_peaks_on_the_cpu() {
     let _serial = serial();
     let (data, g) = small();
-    for &(kind, aggr) in MODELS {
-        let mut t =
-            Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(4), 0.5)).unwrap();
+    for (&(kind, aggr), dedup) in MODELS
+        .iter()
+        .flat_map(|m| [(m, Dedup::Off), (m, Dedup::On)])
+    {
+        let mut c = config(&data, kind, aggr, Some(4), 0.5);
+        c.full_graph = Some(FullGraphConfig {
+            chunks: Some(4),
+            order: NodeOrder::Id,
+            dedup,
+        });
+        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
         for epoch in 0..2 {
             let s = t.train_epoch(epoch).unwrap();
             let f = s.full_graph.unwrap();
@@ -206,7 +215,7 @@ fn chunk_estimates_equal_measured_peaks_on_the_cpu() {
             for r in &f.chunk_runs {
                 assert_eq!(
                     r.est_peak_bytes, r.peak_bytes,
-                    "{kind:?}/{aggr:?} epoch {epoch}: layer {} {} chunk {}",
+                    "{kind:?}/{aggr:?} {dedup:?} epoch {epoch}: layer {} {} chunk {}",
                     r.layer, r.pass, r.chunk
                 );
             }
@@ -220,12 +229,18 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
     let _serial = serial();
     let (data, g) = small();
     let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
-    for order in [NodeOrder::Id, NodeOrder::Grem] {
+    let runs = [
+        (NodeOrder::Id, Dedup::Off),
+        (NodeOrder::Grem, Dedup::Off),
+        (NodeOrder::Grem, Dedup::On),
+    ];
+    for (order, dedup) in runs {
         let run = |budget: Option<u64>| {
             let mut c = config(&data, kind, aggr, None, 0.5);
             c.full_graph = Some(FullGraphConfig {
                 chunks: None,
                 order,
+                dedup,
             });
             c.micro.memory_budget = budget;
             let mut t = Trainer::new(&data, g.clone(), c).unwrap();
@@ -252,14 +267,18 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
         let largest = |chunks: usize| {
             let train = &data.split.train;
             let plan = ChunkPlan::with_parts(&g, train, 2, chunks, parts.clone()).unwrap();
-            largest_chunk_estimate(&t.estimator, plan.sizes(), train.len(), Resident::STEADY)
-                .unwrap()
+            let shared = match dedup {
+                Dedup::On => plan.shared_with_previous(&g),
+                _ => Vec::new(),
+            };
+            let (est, sizes) = (&t.estimator, plan.sizes());
+            largest_chunk_estimate(est, sizes, train.len(), Resident::STEADY, &shared).unwrap()
         };
         let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
-        assert!(fits(largest(some.chunks)), "{order:?}");
+        assert!(fits(largest(some.chunks)), "{order:?} {dedup:?}");
         assert!(
             !fits(largest(some.chunks - 1)),
-            "{order:?}: {} chunks would fit too",
+            "{order:?} {dedup:?}: {} chunks would fit too",
             some.chunks - 1
         );
     }
@@ -333,26 +352,39 @@ fn row_replication_counts_every_upload_and_each_distinct_row_once() {
     let _serial = serial();
     let (data, g) = small();
     let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
-    let rows = |chunks: usize| {
-        let mut t = Trainer::new(
-            &data,
-            g.clone(),
-            config(&data, kind, aggr, Some(chunks), 0.5),
-        )
-        .unwrap();
-        t.train_epoch(0).unwrap().full_graph.unwrap().layers
+    let run = |chunks: usize, dedup: Dedup| {
+        let mut c = config(&data, kind, aggr, Some(chunks), 0.5);
+        c.full_graph = Some(FullGraphConfig {
+            chunks: Some(chunks),
+            order: NodeOrder::Id,
+            dedup,
+        });
+        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+        t.train_epoch(0).unwrap().full_graph.unwrap()
     };
-    let one = rows(1);
+    let one = run(1, Dedup::Off).layers;
     assert_eq!(one.len(), 2);
     for r in &one {
         assert_eq!(r.rows_uploaded, r.distinct_rows, "layer {}", r.layer);
+        assert_eq!(r.rows_read, r.rows_uploaded);
         assert_eq!(r.shared_with_previous, 0);
         assert_eq!(r.replication(), 1.0);
     }
-    let five = rows(5);
-    for (a, b) in one.iter().zip(&five) {
+    let naive = run(5, Dedup::Off);
+    for (a, b) in one.iter().zip(&naive.layers) {
         assert_eq!(b.distinct_rows, a.distinct_rows, "layer {}", a.layer);
         assert!(b.rows_uploaded > a.rows_uploaded);
+        assert_eq!(b.rows_read, b.rows_uploaded);
+        assert!(b.shared_with_previous > 0);
         assert!(b.shared_with_previous <= b.rows_uploaded - b.distinct_rows);
     }
+    // Deduplicated: the shared rows are taken on the device, not uploaded.
+    let dedup = run(5, Dedup::On);
+    for (a, b) in naive.layers.iter().zip(&dedup.layers) {
+        assert_eq!(b.rows_read, a.rows_read, "layer {}", a.layer);
+        assert_eq!(b.shared_with_previous, a.shared_with_previous);
+        assert_eq!(b.rows_uploaded, b.rows_read - b.shared_with_previous);
+        assert!(b.naive_replication() > b.replication());
+    }
+    assert!(dedup.rows_to_device_bytes < naive.rows_to_device_bytes);
 }

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use espalier::error::{Error, Result};
 use espalier::partition::format_bytes;
 use espalier::train::{
-    EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, Trainer,
+    Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, Trainer,
 };
 
 use crate::cli::common::{check_json_path, write_json, CommonArgs, TrainOnly};
@@ -83,6 +83,12 @@ pub struct TrainArgs {
     /// neighbours, so each reads fewer rows. Parts: 64, or --chunks when more.
     #[arg(long, requires = "full_graph", default_value = "grem")]
     pub node_order: String,
+    /// With --full-graph: keep each chunk's input rows on the device for the next chunk,
+    /// which uploads only the rows the two do not share (HongTu's deduplicated transfers):
+    /// auto (on a GPU, off on the CPU, where it would only add copies), on or off. Costs
+    /// device memory while a chunk's rows are assembled, which --memory-budget counts.
+    #[arg(long, requires = "full_graph", default_value = "auto")]
+    pub dedup_transfers: String,
     /// Write a checkpoint (safetensors) here after every epoch (atomically: a crash keeps
     /// the previous one).
     #[arg(long)]
@@ -230,6 +236,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     let on_nan: OnNan = a.on_nan.parse()?;
     let schedule = a.schedule()?;
     let node_order: NodeOrder = a.node_order.parse()?;
+    let dedup: Dedup = a.dedup_transfers.parse()?;
     if a.full_graph && (c.partitioner != "random" || c.loader != "slice") {
         return Err(Error::invalid(
             "--full-graph cuts layers into chunks and has no micro-batches: --partitioner and \
@@ -276,6 +283,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         config.full_graph = Some(FullGraphConfig {
             chunks: a.chunks,
             order: node_order,
+            dedup,
         });
     }
     config.on_nan = on_nan;

@@ -120,6 +120,25 @@ impl ChunkPlan {
         &self.sizes
     }
 
+    /// `shared[l][c]`: the source nodes chunk `c` of layer `l` shares with chunk `c - 1`
+    /// (0 for the first chunk): the rows deduplicated transfers take from the device.
+    pub fn shared_with_previous(&self, graph: &Csr) -> Vec<Vec<usize>> {
+        (0..self.layers())
+            .map(|l| {
+                (0..self.chunks[l].len())
+                    .into_par_iter()
+                    .map_init(
+                        || Marks::new(graph.num_nodes),
+                        |marks, c| match c {
+                            0 => 0,
+                            _ => shared_src(graph, self.dst(l, c - 1), self.dst(l, c), marks),
+                        },
+                    )
+                    .collect()
+            })
+            .collect()
+    }
+
     fn measure(&self, graph: &Csr) -> Vec<Vec<BlockSizes>> {
         (0..self.layers())
             .map(|l| {
@@ -194,6 +213,43 @@ pub fn split(graph: &Csr, nodes: &[u32], chunks: usize) -> Vec<Range<usize>> {
         out.push(start..nodes.len());
     }
     out
+}
+
+/// Every source node of the full-neighbour block of `dst` (its dst nodes and their
+/// in-neighbours), with repeats.
+fn for_each_src(graph: &Csr, dst: &[u32], mut f: impl FnMut(u32)) {
+    for &v in dst {
+        f(v);
+        for &u in graph.neighbors(v) {
+            f(u);
+        }
+    }
+}
+
+/// The distinct source nodes the full-neighbour blocks of `a` and `b` share.
+fn shared_src(graph: &Csr, a: &[u32], b: &[u32], marks: &mut Marks) -> usize {
+    if marks.stamp >= u32::MAX - 2 {
+        // Two clears must not wrap (a wrap forgets every mark).
+        marks.seen.fill(0);
+        marks.stamp = 0;
+    }
+    marks.clear();
+    for_each_src(graph, a, |u| {
+        marks.insert(u);
+    });
+    // Marked with `a`'s stamp: in `a`'s sources and not counted yet; a counted node moves
+    // to the next stamp.
+    let in_a = marks.stamp;
+    marks.clear();
+    let mut shared = 0;
+    for_each_src(graph, b, |u| {
+        let slot = &mut marks.seen[u as usize];
+        if *slot == in_a {
+            shared += 1;
+            *slot = marks.stamp;
+        }
+    });
+    shared
 }
 
 /// [`BlockSizes`] of the full-neighbour block of `dst`.
@@ -350,6 +406,26 @@ mod tests {
             assert_eq!(sorted, plain.nodes[l], "layer {l}");
         }
         assert!(ChunkPlan::with_parts(&g, &targets, 2, 3, Some(vec![0; 7].into())).is_err());
+    }
+
+    #[test]
+    fn shared_with_previous_counts_the_distinct_sources_two_chunks_share() {
+        let g = graph(300, 900, 6);
+        let targets: Vec<u32> = (0..300).step_by(2).collect();
+        let plan = ChunkPlan::new(&g, &targets, 2, 6).unwrap();
+        let shared = plan.shared_with_previous(&g);
+        for (l, layer) in shared.iter().enumerate() {
+            assert_eq!(layer.len(), plan.chunks[l].len());
+            assert_eq!(layer[0], 0);
+            let src = |c: usize| -> std::collections::HashSet<u32> {
+                let b = plan.block(&g, l, c).unwrap();
+                b.src_nodes.iter().copied().collect()
+            };
+            for (c, &n) in layer.iter().enumerate().skip(1) {
+                let want = src(c - 1).intersection(&src(c)).count();
+                assert_eq!(n, want, "layer {l} chunk {c}");
+            }
+        }
     }
 
     #[test]

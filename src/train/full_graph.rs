@@ -30,11 +30,16 @@
 //! memory estimator replays it ([`MemoryEstimator::chunk_peak_bytes`]), fits with the
 //! [`SAFETY_MARGIN`]; each chunk's measured peak is reported beside its estimate.
 //!
+//! With deduplicated transfers (`--dedup-transfers`, on GPUs by default), a chunk takes
+//! the input rows it shares with the previous chunk of the same pass from that chunk's
+//! rows, kept on the device, and uploads only the rest ([`crate::train::row_reuse`]);
+//! the JSON's `layers` give the rows read and uploaded per layer.
+//!
 //! Not done yet: the hybrid mode (caching the aggregation of mean/sum/GCN layers so that
-//! only the update is recomputed), keeping on the device the rows two consecutive chunks
-//! share (the JSON's `layers` measure what it would save), a copy stream overlapping the
-//! next chunk's upload, and splitting a chunk that still runs out of memory (it is an
-//! error; the budget's plan leaves the safety margin).
+//! only the update is recomputed), HongTu's reordering of chunks to maximise the rows
+//! consecutive chunks share, a copy stream overlapping the next chunk's upload, and
+//! splitting a chunk that still runs out of memory (it is an error; the budget's plan
+//! leaves the safety margin).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,7 +49,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
-use crate::graph::{BlockSizes, ChunkPlan};
+use crate::graph::{Block, BlockSizes, ChunkPlan};
 use crate::nn::{Forward, Module};
 use crate::ops;
 use crate::partition::grem::{grem_partition, GremOptions};
@@ -52,6 +57,7 @@ use crate::partition::kway::metis_graph_partition;
 use crate::partition::{format_bytes, ChunkPass, MemoryEstimator, Resident};
 use crate::tensor::Tensor;
 use crate::train::micro::{with_held_grads, SAFETY_MARGIN};
+use crate::train::row_reuse::{assembly_peak_bytes, Dedup, KeptRows, Reuse};
 use crate::train::trainer::{Phases, Trainer};
 
 /// `--full-graph`: how full-graph training is chunked.
@@ -63,6 +69,10 @@ pub struct FullGraphConfig {
     /// How nodes are ordered before they are cut into chunks (`--node-order`).
     #[serde(default)]
     pub order: NodeOrder,
+    /// Whether consecutive chunks share their input rows on the device
+    /// (`--dedup-transfers`, [`crate::train::row_reuse`]).
+    #[serde(default)]
+    pub dedup: Dedup,
 }
 
 /// `--node-order`: the order of every layer's nodes before they are cut into chunks
@@ -139,14 +149,18 @@ pub struct FullGraphStats {
     pub layers: Vec<LayerRows>,
 }
 
-/// How often one layer's input rows are uploaded in one pass over its chunks: what
-/// deduplicating transfers (HongTu's reuse of the rows consecutive chunks share) could
-/// save. Measured, not yet acted on: every chunk uploads all its rows.
+/// How often one layer's input rows are read and uploaded in one pass over its chunks:
+/// the naive replication (every chunk uploads all its rows) against what deduplicated
+/// transfers (HongTu's reuse of the rows consecutive chunks share) upload.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LayerRows {
     /// Layer (0: the input layer, whose rows are the features).
     pub layer: usize,
-    /// Rows uploaded: the sum of the chunks' source nodes.
+    /// Rows the chunks read: the sum of their source nodes (what naive transfers upload).
+    #[serde(default)]
+    pub rows_read: u64,
+    /// Rows uploaded: `rows_read` less the rows taken from the previous chunk on the
+    /// device (equal without `--dedup-transfers`).
     pub rows_uploaded: u64,
     /// Distinct rows among them: a perfect cache would upload each once.
     pub distinct_rows: u64,
@@ -159,6 +173,11 @@ impl LayerRows {
     /// `rows_uploaded / distinct_rows`.
     pub fn replication(&self) -> f64 {
         self.rows_uploaded as f64 / self.distinct_rows.max(1) as f64
+    }
+
+    /// `rows_read / distinct_rows`: the replication of naive transfers.
+    pub fn naive_replication(&self) -> f64 {
+        self.rows_read as f64 / self.distinct_rows.max(1) as f64
     }
 }
 
@@ -182,9 +201,11 @@ impl RowCounter {
         }
     }
 
-    fn add(&mut self, src: &[u32]) {
+    /// A chunk that reads the rows of `src`, `reused` of them taken on the device.
+    fn add(&mut self, src: &[u32], reused: usize) {
         self.chunk += 1;
-        self.rows.rows_uploaded += src.len() as u64;
+        self.rows.rows_read += src.len() as u64;
+        self.rows.rows_uploaded += (src.len() - reused) as u64;
         for &v in src {
             let seen = &mut self.last[v as usize];
             match *seen {
@@ -318,28 +339,76 @@ fn f32_bytes(n: usize) -> u64 {
 
 /// The largest estimated chunk peak of `plan` (with the resident state `state`), over
 /// every layer and the passes it runs in: forward and backward below the output layer,
-/// the loss pass at the output layer.
+/// the loss pass at the output layer. `shared[l][c]` (missing: 0) are the rows chunk `c` of
+/// layer `l` takes from chunk `c - 1` on the device ([`ChunkPlan::shared_with_previous`]
+/// where transfers are deduplicated): their assembly's peak counts too.
 pub fn largest_chunk_estimate(
     estimator: &MemoryEstimator,
     sizes: &[Vec<BlockSizes>],
     total: usize,
     state: Resident,
+    shared: &[Vec<usize>],
 ) -> Result<u64> {
     let layers = sizes.len();
     sizes
         .par_iter()
         .enumerate()
-        .flat_map(|(l, chunks)| chunks.par_iter().map(move |s| (l, s)))
-        .map(|(l, s)| {
-            if l + 1 == layers {
-                estimator.chunk_peak_bytes(l, s, ChunkPass::Loss { total }, state)
+        .flat_map_iter(|(l, layer)| layer.iter().enumerate().map(move |(c, s)| (l, c, s)))
+        .map(|(l, c, s)| {
+            let passes: &[ChunkPass] = if l + 1 == layers {
+                &[ChunkPass::Loss { total }]
             } else {
-                let f = estimator.chunk_peak_bytes(l, s, ChunkPass::Forward, state)?;
-                let b = estimator.chunk_peak_bytes(l, s, ChunkPass::Backward, state)?;
-                Ok(f.max(b))
-            }
+                &[ChunkPass::Forward, ChunkPass::Backward]
+            };
+            let reuse = reuse_bytes(estimator, l, c, &sizes[l], shared);
+            let resident = estimator.resident_bytes(state);
+            passes.iter().try_fold(0u64, |m, &pass| {
+                let a = estimator.chunk_activation_bytes(l, s, pass)?;
+                Ok(m.max(resident.saturating_add(a.max(reuse))))
+            })
         })
         .try_reduce(|| 0, |a, b| Ok(a.max(b)))
+}
+
+/// Peak bytes of assembling chunk `c` of layer `l` from the previous chunk's rows
+/// ([`assembly_peak_bytes`]); 0 without shared rows.
+fn reuse_bytes(
+    est: &MemoryEstimator,
+    l: usize,
+    c: usize,
+    sizes: &[BlockSizes],
+    shared: &[Vec<usize>],
+) -> u64 {
+    let n = shared.get(l).and_then(|s| s.get(c)).copied().unwrap_or(0);
+    match (n, c.checked_sub(1)) {
+        (0, _) | (_, None) => 0,
+        (n, Some(p)) => assembly_peak_bytes(
+            est,
+            sizes[p].num_src,
+            n,
+            sizes[c].num_src,
+            est.model.widths(l).0,
+        ),
+    }
+}
+
+/// One layer pass's chunk inputs: the previous chunk's rows kept on the device when
+/// transfers are deduplicated at this layer.
+struct LayerPass {
+    l: usize,
+    pass: ChunkPass,
+    reuse: bool,
+    kept: Option<KeptRows>,
+    /// Scratch of [`Reuse::plan`] (one `u32::MAX` per graph node) when `reuse`.
+    pos: Vec<u32>,
+}
+
+/// A chunk ready to run: its block, its input rows on the device and its estimate (the
+/// device tracker's peak reset just before its rows were assembled).
+struct ChunkIn {
+    block: Arc<Block>,
+    x: Tensor,
+    est: u64,
 }
 
 impl Trainer<'_> {
@@ -359,7 +428,9 @@ impl Trainer<'_> {
         let most = plan.nodes.iter().map(Vec::len).max().unwrap_or(1).max(1);
         let largest = |plan: &mut ChunkPlan, c: usize| -> Result<u64> {
             plan.rechunk(&self.graph, c)?;
-            largest_chunk_estimate(&self.estimator, plan.sizes(), train.len(), Resident::STEADY)
+            let shared = self.shared_rows(plan);
+            let est = &self.estimator;
+            largest_chunk_estimate(est, plan.sizes(), train.len(), Resident::STEADY, &shared)
         };
         let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
         let (mut lo, mut c) = (0usize, 1usize);
@@ -414,6 +485,111 @@ impl Trainer<'_> {
         Ok(Some(parts.into()))
     }
 
+    /// Whether chunks of layer `l` take shared rows from the previous chunk
+    /// ([`Dedup`]): on a GPU by default, and never for the input layer when its rows are
+    /// gathered on the device or converted from half precision.
+    fn reuses_rows(&self, l: usize) -> bool {
+        let dedup = self.config.full_graph.as_ref().map(|f| f.dedup);
+        let gpu = !matches!(self.config.device, crate::device::Device::Cpu);
+        let on = match dedup {
+            Some(Dedup::On) => true,
+            Some(Dedup::Auto) => gpu,
+            _ => false,
+        };
+        on && (l > 0 || (self.resident_features.is_none() && !self.features.is_half()))
+    }
+
+    /// [`ChunkPlan::shared_with_previous`] for the layers that reuse rows (others: none).
+    fn shared_rows(&self, plan: &ChunkPlan) -> Vec<Vec<usize>> {
+        if !(0..plan.layers()).any(|l| self.reuses_rows(l)) {
+            return Vec::new();
+        }
+        let mut shared = plan.shared_with_previous(&self.graph);
+        for (l, s) in shared.iter_mut().enumerate() {
+            if !self.reuses_rows(l) {
+                s.clear();
+            }
+        }
+        shared
+    }
+
+    /// A pass of layer `l` over its chunks.
+    fn layer_pass(&self, l: usize, pass: ChunkPass) -> LayerPass {
+        let reuse = self.reuses_rows(l);
+        LayerPass {
+            l,
+            pass,
+            reuse,
+            kept: None,
+            pos: match reuse {
+                true => vec![u32::MAX; self.graph.num_nodes],
+                false => Vec::new(),
+            },
+        }
+    }
+
+    /// Chunk `c` of `lp`'s layer: builds its block, predicts its peak, resets the
+    /// tracker's peak and puts its input rows on the device, from the previous chunk's
+    /// where they are shared. Counts the time and the bytes moved; `count` (the first pass
+    /// over a layer) records the rows read.
+    #[allow(clippy::too_many_arguments)]
+    fn chunk_in(
+        &mut self,
+        lp: &mut LayerPass,
+        plan: &ChunkPlan,
+        c: usize,
+        prev: Option<&HostMatrix>,
+        ph: &mut Phases,
+        st: &mut FullGraphStats,
+        count: Option<&mut RowCounter>,
+    ) -> Result<ChunkIn> {
+        let l = lp.l;
+        let t = Instant::now();
+        let block = Arc::new(plan.block(&self.graph, l, c)?);
+        let ids = &block.src_nodes;
+        let reuse = match lp.kept.as_ref() {
+            Some(kept) => Some(Reuse::plan(kept, ids, &mut lp.pos)?),
+            None => None,
+        };
+        let shared = reuse.as_ref().map_or(0, Reuse::shared);
+        if let Some(count) = count {
+            count.add(ids, shared);
+        }
+        ph.slice += t.elapsed().as_secs_f64();
+        if shared == 0 {
+            // Nothing to take: the kept rows go before the peak is measured.
+            lp.kept = None;
+        }
+        let prev_rows = lp.kept.as_ref().map_or(0, KeptRows::rows);
+        let assembly = assembly_peak_bytes(
+            &self.estimator,
+            prev_rows,
+            shared,
+            ids.len(),
+            self.config.model.widths(l).0,
+        );
+        let est = self.chunk_estimate(l, &plan.sizes()[l][c], lp.pass, assembly)?;
+        self.fold_peak();
+        self.config.device.memory()?.reset_peak();
+        let t = Instant::now();
+        let x = match (reuse, lp.kept.take()) {
+            (Some(r), Some(kept)) => {
+                let new = r.new_ids.len();
+                st.rows_to_device_bytes += self.input_bytes(l, new) + f32_bytes(shared + ids.len());
+                r.assemble(kept, |new_ids| self.chunk_input(l, prev, new_ids))?
+            }
+            _ => {
+                st.rows_to_device_bytes += self.input_bytes(l, ids.len());
+                self.chunk_input(l, prev, ids)?
+            }
+        };
+        if lp.reuse {
+            lp.kept = Some(KeptRows::new(ids, &x));
+        }
+        ph.gather += t.elapsed().as_secs_f64();
+        Ok(ChunkIn { block, x, est })
+    }
+
     /// The rows layer `l` reads for `ids` (its block's src nodes) on the training device:
     /// the features for the input layer, else the previous layer's host rows.
     fn chunk_input(&self, l: usize, prev: Option<&HostMatrix>, ids: &[u32]) -> Result<Tensor> {
@@ -451,32 +627,23 @@ impl Trainer<'_> {
             seed: self.config.seed,
             epoch: epoch as u64,
         };
-        let sizes = plan.sizes();
         let mut ph = Phases::default();
         let mut st = FullGraphStats {
             chunks: plan.num_chunks(),
             ..Default::default()
         };
-        let mem = self.config.device.memory()?;
         let params = self.model.parameters();
 
         // 1. Forward below the output layer: H^0 .. H^{L-2} on the host.
         let mut h: Vec<HostMatrix> = Vec::new();
-        for (l, layer_sizes) in sizes.iter().enumerate().take(layers - 1) {
+        for l in 0..layers - 1 {
             let mut out = HostMatrix::zeros(&plan.nodes[l], self.config.model.widths(l).1, n)?;
             let mut count = RowCounter::new(l, n);
+            let mut lp = self.layer_pass(l, ChunkPass::Forward);
             for (c, range) in plan.chunks[l].iter().enumerate() {
-                let t = Instant::now();
-                let block = Arc::new(plan.block(&self.graph, l, c)?);
-                count.add(&block.src_nodes);
-                ph.slice += t.elapsed().as_secs_f64();
-                let est = self.chunk_estimate(l, &layer_sizes[c], ChunkPass::Forward)?;
-                self.fold_peak();
-                mem.reset_peak();
-                let t = Instant::now();
-                let x = self.chunk_input(l, h.last(), &block.src_nodes)?;
-                st.rows_to_device_bytes += self.input_bytes(l, block.num_src);
-                ph.gather += t.elapsed().as_secs_f64();
+                let prev = h.last();
+                let ChunkIn { block, x, est } =
+                    self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st, Some(&mut count))?;
                 let t = Instant::now();
                 let rows = no_grad(|| -> Result<Vec<f32>> {
                     self.model.forward_layer(l, &block, x, &fwd)?.to_vec_f32()
@@ -502,21 +669,16 @@ impl Trainer<'_> {
             )?),
         };
         let mut count = RowCounter::new(last, n);
+        let mut lp = self.layer_pass(last, ChunkPass::Loss { total });
         for (c, range) in plan.chunks[last].iter().enumerate() {
+            let prev = h.last();
+            let ChunkIn { block, x, est } =
+                self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st, Some(&mut count))?;
             let t = Instant::now();
-            let block = Arc::new(plan.block(&self.graph, last, c)?);
-            count.add(&block.src_nodes);
-            ph.slice += t.elapsed().as_secs_f64();
-            let est = self.chunk_estimate(last, &sizes[last][c], ChunkPass::Loss { total })?;
-            self.fold_peak();
-            mem.reset_peak();
-            let t = Instant::now();
-            let x = self.chunk_input(last, h.last(), &block.src_nodes)?;
             let x = if last > 0 { x.requires_grad_leaf() } else { x };
             let seeds = block.dst_nodes();
             let y = self.gather_labels(seeds)?;
-            st.rows_to_device_bytes +=
-                self.input_bytes(last, block.num_src) + f32_bytes(seeds.len());
+            st.rows_to_device_bytes += f32_bytes(seeds.len());
             ph.gather += t.elapsed().as_secs_f64();
             let t = Instant::now();
             let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
@@ -551,6 +713,8 @@ impl Trainer<'_> {
             self.chunk_done(&mut st, last, "loss", c, &block.src_nodes, range.len(), est);
         }
 
+        // The kept rows of the output layer go before the layers below run.
+        drop(lp);
         st.layers.push(count.rows);
 
         // 3. Backward below the output layer, recomputing each chunk's forward.
@@ -568,18 +732,12 @@ impl Trainer<'_> {
                     n,
                 )?),
             };
+            let mut lp = self.layer_pass(l, ChunkPass::Backward);
             for (c, range) in plan.chunks[l].iter().enumerate() {
-                let t = Instant::now();
-                let block = Arc::new(plan.block(&self.graph, l, c)?);
-                ph.slice += t.elapsed().as_secs_f64();
-                let est = self.chunk_estimate(l, &sizes[l][c], ChunkPass::Backward)?;
-                self.fold_peak();
-                mem.reset_peak();
-                let t = Instant::now();
-                let x = self.chunk_input(l, h.last(), &block.src_nodes)?;
+                let prev = h.last();
+                let ChunkIn { block, x, est } =
+                    self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st, None)?;
                 let x = if l > 0 { x.requires_grad_leaf() } else { x };
-                st.rows_to_device_bytes += self.input_bytes(l, block.num_src);
-                ph.gather += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let w = g_out.width;
                 with_held_grads(&params, || -> Result<()> {
@@ -656,7 +814,13 @@ impl Trainer<'_> {
     /// A chunk's predicted peak with what is resident now: the parameters, the optimizer
     /// state once it exists, and the gradients held so far (only the layers whose
     /// backward has run have any).
-    fn chunk_estimate(&self, l: usize, sizes: &BlockSizes, pass: ChunkPass) -> Result<u64> {
+    fn chunk_estimate(
+        &self,
+        l: usize,
+        sizes: &BlockSizes,
+        pass: ChunkPass,
+        assembly: u64,
+    ) -> Result<u64> {
         let est = &self.estimator;
         let state = Resident {
             grads: false,
@@ -672,7 +836,7 @@ impl Trainer<'_> {
         Ok(est
             .resident_bytes(state)
             .saturating_add(held)
-            .saturating_add(est.chunk_activation_bytes(l, sizes, pass)?))
+            .saturating_add(est.chunk_activation_bytes(l, sizes, pass)?.max(assembly)))
     }
 
     /// Runs full-graph epoch `epoch`'s forward, loss and backward over the training nodes

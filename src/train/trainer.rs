@@ -580,6 +580,7 @@ const RESUMABLE_CHANGES: &[&str] = &[
     "micro.memory_budget",
     "full_graph.chunks",
     "full_graph.order",
+    "full_graph.dedup",
 ];
 
 /// `value`'s leaves by dotted path.
