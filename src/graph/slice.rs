@@ -29,6 +29,8 @@ use crate::error::{Error, Result};
 use crate::graph::{degree_histogram, Block};
 
 const UNMARKED: u32 = u32::MAX;
+/// [`Slicer::sizes`] walks a layer as a bitmap from one row per 64 full-block rows on.
+const DENSE_ROWS_PER_WORD: usize = 1;
 /// Dst rows per parallel task when copying edges.
 const CHUNK: usize = 1024;
 
@@ -152,17 +154,49 @@ impl Slicer {
 
     /// The sizes [`Slicer::slice`] would give, without building the blocks (no edge copy,
     /// no transposed CSR): what the memory estimator and partitioners read.
+    ///
+    /// Sizes do not depend on the order of the nodes, so once a layer holds at least one
+    /// row per 64 full-block rows it is walked as a bitmap instead, in increasing row order
+    /// (the full block's rows are read front to back, and the sources seen are bits: 1/32
+    /// of the marker's memory, so they stay in cache); smaller layers keep the marker walk,
+    /// whose cost follows the micro-batch's own size.
     pub fn sizes(&self, seeds: &[u32]) -> Result<Vec<BlockSizes>> {
-        let mut rows = self.seed_rows(seeds)?;
+        self.sizes_with(seeds, DENSE_ROWS_PER_WORD)
+    }
+
+    /// [`Slicer::sizes`], walking a layer as a bitmap once it holds at least one row per
+    /// `64 / dense` full-block rows.
+    fn sizes_with(&self, seeds: &[u32], dense: usize) -> Result<Vec<BlockSizes>> {
+        let mut rows = Rows::List(self.seed_rows(seeds)?);
         let mut out = Vec::with_capacity(self.blocks.len());
         for full in self.blocks.iter().rev() {
-            let (sizes, src_rows) =
-                self.with_marker(full.num_src, |marker| Ok(layer_sizes(full, &rows, marker)))?;
+            if let Rows::List(list) = &rows {
+                if list.len() * dense >= full.num_src.div_ceil(64) {
+                    rows = Rows::Bits(Bitmap::of(full.num_src, list));
+                }
+            }
+            let (sizes, src_rows) = match rows {
+                Rows::List(list) => {
+                    let (sizes, src) = self
+                        .with_marker(full.num_src, |marker| Ok(layer_sizes(full, &list, marker)))?;
+                    (sizes, Rows::List(src))
+                }
+                Rows::Bits(bits) => {
+                    let (sizes, src) = dense_layer_sizes(full, &bits);
+                    (sizes, Rows::Bits(src))
+                }
+            };
             out.push(sizes);
             rows = src_rows;
         }
         out.reverse();
         Ok(out)
+    }
+
+    /// [`Slicer::sizes`] of every list in `lists`, computed in parallel (each call walks
+    /// only its own footprint, with its own marker).
+    pub fn sizes_all<S: AsRef<[u32]> + Sync>(&self, lists: &[S]) -> Result<Vec<Vec<BlockSizes>>> {
+        lists.par_iter().map(|s| self.sizes(s.as_ref())).collect()
     }
 
     /// The sizes of the full batch's blocks.
@@ -283,6 +317,72 @@ fn slice_layer(full: &Block, rows: &[u32], marker: &mut [u32]) -> Result<(Block,
     Ok((block, src_rows))
 }
 
+/// A layer's rows in the full block: a list (any order), or a bitmap.
+enum Rows {
+    List(Vec<u32>),
+    Bits(Bitmap),
+}
+
+/// A set of full-block rows, one bit each.
+struct Bitmap(Vec<u64>);
+
+impl Bitmap {
+    fn of(n: usize, rows: &[u32]) -> Bitmap {
+        let mut b = Bitmap(vec![0; n.div_ceil(64)]);
+        for &r in rows {
+            b.0[r as usize / 64] |= 1 << (r % 64);
+        }
+        b
+    }
+
+    /// The rows, in increasing order.
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (w * 64) as u32 + b
+                })
+            })
+        })
+    }
+
+    fn count(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}
+
+/// [`layer_sizes`] of the rows in `rows`, walked in increasing order; the sources as a
+/// bitmap (the dst rows included: they are a prefix of the sources).
+fn dense_layer_sizes(full: &Block, rows: &Bitmap) -> (BlockSizes, Bitmap) {
+    let mut src = Bitmap(rows.0.clone());
+    src.0.resize(full.num_src.div_ceil(64), 0);
+    let mut degree_hist = Vec::new();
+    let (mut num_dst, mut num_edges, mut self_loops) = (0, 0, 0);
+    for r in rows.iter() {
+        let nbrs = full.neighbors(r as usize);
+        add_degree(&mut degree_hist, nbrs.len());
+        num_dst += 1;
+        num_edges += nbrs.len();
+        let mut has_loop = false;
+        for &u in nbrs {
+            has_loop |= u == r;
+            src.0[u as usize / 64] |= 1 << (u % 64);
+        }
+        self_loops += usize::from(has_loop);
+    }
+    let sizes = BlockSizes {
+        num_src: src.count(),
+        num_dst,
+        num_edges,
+        degree_hist,
+        self_loops,
+    };
+    (sizes, src)
+}
+
 fn layer_sizes(full: &Block, rows: &[u32], marker: &mut [u32]) -> (BlockSizes, Vec<u32>) {
     let mut degree_hist = Vec::new();
     for &r in rows {
@@ -378,6 +478,44 @@ mod tests {
         let sizes = s.sizes(&[5, 2]).unwrap();
         let built: Vec<BlockSizes> = micro.iter().map(BlockSizes::of).collect();
         assert_eq!(sizes, built);
+    }
+
+    #[test]
+    fn bitmap_and_marker_walks_give_the_same_sizes() {
+        // A batch large enough for both walks: 200 nodes, each reading 5 others and itself.
+        let n = 200u32;
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        for v in 0..n {
+            for j in [0, 1, 7, 31, 64, 99] {
+                src.push((v * 13 + j * 17) % n);
+                dst.push(v);
+            }
+        }
+        let g = Csr::from_edges(n as usize, &src, &dst).unwrap();
+        let seeds: Vec<u32> = (0..n).step_by(3).collect();
+        let blocks: Vec<Arc<Block>> = sample_blocks(&g, &seeds, &[3, 4], 5)
+            .unwrap()
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let s = Slicer::new(&blocks).unwrap();
+        for take in [1, 2, 9, seeds.len()] {
+            let part: Vec<u32> = seeds.iter().rev().step_by(2).take(take).copied().collect();
+            let built: Vec<BlockSizes> =
+                s.slice(&part).unwrap().iter().map(BlockSizes::of).collect();
+            // Marker walk only, bitmap walk from the top layer on, and the default.
+            assert_eq!(
+                s.sizes_with(&part, 0).unwrap(),
+                built,
+                "{take} seeds, marker"
+            );
+            assert_eq!(
+                s.sizes_with(&part, 64).unwrap(),
+                built,
+                "{take} seeds, bitmap"
+            );
+            assert_eq!(s.sizes(&part).unwrap(), built, "{take} seeds");
+        }
     }
 
     #[test]

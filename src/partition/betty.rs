@@ -141,9 +141,17 @@ struct Ring {
     pos: Vec<u32>,
 }
 
+/// Per-thread scratch of one REG row: the accumulator (all zero between rows), its
+/// touched list and the row's distinct sources.
+#[derive(Default)]
+struct RowScratch {
+    acc: Vec<u32>,
+    touched: Vec<u32>,
+    sources: Vec<u32>,
+}
+
 thread_local! {
-    /// Per-thread accumulator of one REG row (all zero between rows) and its touched list.
-    static ACC: RefCell<(Vec<u32>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static ACC: RefCell<RowScratch> = RefCell::new(RowScratch::default());
 }
 
 /// The REG of the output block (`blocks.last()`): node `i` is its dst `i` (the batch's
@@ -191,7 +199,11 @@ pub fn redundancy_graph(
         .into_par_iter()
         .map(|a| {
             ACC.with(|cell| {
-                let (acc, touched) = &mut *cell.borrow_mut();
+                let RowScratch {
+                    acc,
+                    touched,
+                    sources,
+                } = &mut *cell.borrow_mut();
                 if acc.len() < n {
                     acc.resize(n, 0);
                 }
@@ -203,13 +215,14 @@ pub fn redundancy_graph(
                         acc[b as usize] += 1;
                     }
                 };
-                let mut sources = block.neighbors(a as usize).to_vec();
+                sources.clear();
+                sources.extend_from_slice(block.neighbors(a as usize));
                 if opts.self_inputs {
                     sources.push(a);
                 }
                 sources.sort_unstable();
                 sources.dedup();
-                for &s in &sources {
+                for &s in sources.iter() {
                     let cons = consumers.of(s);
                     let h = hub_of[s as usize];
                     if h == u32::MAX {
@@ -276,6 +289,7 @@ pub fn tree_weights(blocks: &[Arc<Block>]) -> Vec<i32> {
     let mut below: Vec<u64> = Vec::new();
     for (l, b) in blocks.iter().enumerate() {
         below = (0..b.num_dst)
+            .into_par_iter()
             .map(|r| {
                 1 + b
                     .neighbors(r)

@@ -23,6 +23,8 @@
 //!
 //! [`buffalo_memory_aware`] raises K until every group fits a budget.
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Buckets, Csr, Slicer};
 use crate::partition::buffalo_model::{item_sizes, Clusters, GroupModel};
@@ -104,9 +106,9 @@ pub fn buffalo_plan(
     }
     let full = slicer.full_sizes();
     let global = |local: &[u32]| -> Vec<u32> { local.iter().map(|&d| seeds[d as usize]).collect() };
-    let (items, cluster) = split_buckets(seeds, slicer, k, seed, bytes, opts, &full)?;
+    let (items, cluster, known) = split_buckets(seeds, slicer, k, seed, bytes, opts, &full)?;
     let globals: Vec<Vec<u32>> = items.iter().map(|it| global(it)).collect();
-    let sizes = item_sizes(slicer, &globals)?;
+    let sizes = item_sizes(slicer, &globals, known)?;
     let clusters = Clusters::new(slicer, &globals, &sizes, &cluster)?;
     let model = Model {
         full: &full,
@@ -132,11 +134,13 @@ pub fn buffalo_plan(
         local.sort_unstable();
         global(&local)
     };
-    let exact = |m: &[usize]| -> Result<u64> { Ok(bytes(&slicer.sizes(&seeds_of(m))?)) };
-    let mut est = members
-        .iter()
-        .map(|m| exact(m))
-        .collect::<Result<Vec<u64>>>()?;
+    // The groups' exact sizes, in parallel.
+    let exact = |groups: &[&[usize]]| -> Result<Vec<u64>> {
+        let lists: Vec<Vec<u32>> = groups.iter().map(|m| seeds_of(m)).collect();
+        Ok(slicer.sizes_all(&lists)?.iter().map(|s| bytes(s)).collect())
+    };
+    let all: Vec<&[usize]> = members.iter().map(Vec::as_slice).collect();
+    let mut est = exact(&all)?;
     let model_error = est
         .iter()
         .zip(&predicted)
@@ -163,7 +167,10 @@ pub fn buffalo_plan(
         };
         let item = members[heavy].swap_remove(pos);
         members[light].push(item);
-        let (h, l) = (exact(&members[heavy])?, exact(&members[light])?);
+        let (h, l) = match exact(&[&members[heavy], &members[light]])?[..] {
+            [h, l] => (h, l),
+            _ => break,
+        };
         if h.max(l) >= est[heavy] {
             let back = members[light].pop().unwrap_or(item);
             members[heavy].push(back);
@@ -182,11 +189,22 @@ pub fn buffalo_plan(
             }
         }
     }
+    // Every group non-empty: the parts are the groups (in order of first seed), whose
+    // exact bytes are known; otherwise some were refilled and are measured again.
+    let filled = members.iter().any(Vec::is_empty);
     let parts = parts::groups_filled(seeds, &mut labels, k);
-    let bytes = parts
-        .iter()
-        .map(|p| Ok(bytes(&slicer.sizes(p)?)))
-        .collect::<Result<Vec<u64>>>()?;
+    let bytes = if filled {
+        let sizes = slicer.sizes_all(&parts)?;
+        sizes.iter().map(|s| bytes(s)).collect()
+    } else {
+        // `groups` numbers the labels in order of first appearance.
+        let mut seen = vec![false; k];
+        labels
+            .iter()
+            .filter(|&&l| !std::mem::replace(&mut seen[l as usize], true))
+            .map(|&l| est[l as usize])
+            .collect()
+    };
     Ok(BuffaloPlan {
         parts,
         bytes,
@@ -298,7 +316,9 @@ fn contiguous_groups(model: &Model<'_>, solo: &[u64], k: usize) -> Vec<Vec<usize
 /// The items: degree buckets of the output block (and the zero-degree seeds), with
 /// `locality` divided by GREM part, every one heavier than `T / pieces_per_part` cut into
 /// equal pieces, then the largest halved until there are at least `k`. Local dst ids,
-/// increasing within an item; with each item its cluster (GREM part, or bucket).
+/// increasing within an item; with each item its cluster (GREM part, or bucket) and, for
+/// an item that is a whole cell, the sizes measured to decide its split.
+#[allow(clippy::type_complexity)]
 fn split_buckets(
     seeds: &[u32],
     slicer: &Slicer,
@@ -307,7 +327,7 @@ fn split_buckets(
     bytes: &dyn Fn(&[BlockSizes]) -> u64,
     opts: &BuffaloOptions,
     full: &[BlockSizes],
-) -> Result<(Vec<Vec<u32>>, Vec<usize>)> {
+) -> Result<(Vec<Vec<u32>>, Vec<usize>, Vec<Option<Vec<BlockSizes>>>)> {
     let blocks = slicer.blocks();
     let out = &blocks[blocks.len() - 1];
     let buckets = Buckets::new(out, None);
@@ -315,34 +335,43 @@ fn split_buckets(
     if !buckets.zero_degree.is_empty() {
         by_degree.push(buckets.zero_degree);
     }
-    let whole = if opts.locality {
+    let whole: Vec<(Vec<u32>, usize)> = if opts.locality {
         // Cells of (GREM part, bucket), part-major: seeds that read the same sources are
         // adjacent in the item order.
+        // One pass over each bucket (not one per part): cell (part, bucket) at
+        // `part * buckets + bucket`, its dst ids still increasing.
         let labels = source_parts(out, k, seed)?;
-        let mut cells = Vec::with_capacity(k * by_degree.len());
-        for part in 0..k {
-            for b in &by_degree {
-                let cell: Vec<u32> = b
-                    .iter()
-                    .copied()
-                    .filter(|&d| labels[d as usize] as usize == part)
-                    .collect();
-                if !cell.is_empty() {
-                    cells.push((cell, part));
-                }
+        let nb = by_degree.len();
+        let mut cells: Vec<Vec<u32>> = vec![Vec::new(); k * nb];
+        for (j, b) in by_degree.iter().enumerate() {
+            for &d in b {
+                cells[labels[d as usize] as usize * nb + j].push(d);
             }
         }
         cells
+            .into_iter()
+            .enumerate()
+            .filter(|(_, cell)| !cell.is_empty())
+            .map(|(i, cell)| (cell, i / nb))
+            .collect()
     } else {
         by_degree.into_iter().zip(0..).collect()
     };
     let piece_bytes = (bytes(full) as f64 / (k * opts.pieces_per_part) as f64).max(1.0);
     let mut items = Vec::with_capacity(whole.len() + k * opts.pieces_per_part);
     let mut cluster = Vec::with_capacity(items.capacity());
-    for (b, c) in whole {
-        let global: Vec<u32> = b.iter().map(|&d| seeds[d as usize]).collect();
-        let own = bytes(&slicer.sizes(&global)?) as f64;
+    let mut known: Vec<Option<Vec<BlockSizes>>> = Vec::with_capacity(items.capacity());
+    let globals: Vec<Vec<u32>> = whole
+        .iter()
+        .map(|(b, _)| b.iter().map(|&d| seeds[d as usize]).collect())
+        .collect();
+    let whole_sizes = slicer.sizes_all(&globals)?;
+    drop(globals);
+    for ((b, c), sizes) in whole.into_iter().zip(whole_sizes) {
+        let own = bytes(&sizes) as f64;
         let pieces = ((own / piece_bytes).ceil() as usize).clamp(1, b.len());
+        known.push((pieces == 1).then_some(sizes));
+        known.extend((1..pieces).map(|_| None));
         let (q, r) = (b.len() / pieces, b.len() % pieces);
         let mut at = 0;
         for i in 0..pieces {
@@ -365,8 +394,10 @@ fn split_buckets(
         let rest = items[big].split_off(half);
         items.push(rest);
         cluster.push(cluster[big]);
+        known[big] = None;
+        known.push(None);
     }
-    Ok((items, cluster))
+    Ok((items, cluster, known))
 }
 
 /// GREM passes of the locality cut. More than a graph cut's default: on products-like
@@ -378,25 +409,54 @@ const LOCALITY_PASSES: usize = 8;
 /// src nodes (seeds and their sampled sources): seeds in one part tend to share sources.
 /// One label per seed (local dst id).
 fn source_parts(out: &Block, k: usize, seed: u64) -> Result<Vec<u32>> {
-    let (mut src, mut dst) = (
-        Vec::with_capacity(out.num_edges()),
-        Vec::with_capacity(out.num_edges()),
-    );
-    for d in 0..out.num_dst {
-        for &s in out.neighbors(d) {
-            src.push(s);
-            dst.push(d as u32);
-        }
-    }
-    let g = Csr::from_edges(out.num_src, &src, &dst)?.symmetrize();
     let opts = GremOptions {
         seed,
         passes: LOCALITY_PASSES,
         ..GremOptions::default()
     };
-    let mut labels = grem_partition(&g, k, &opts)?;
+    let mut labels = grem_partition(&block_graph(out), k, &opts)?;
     labels.truncate(out.num_dst);
     Ok(labels)
+}
+
+/// The block as a symmetric graph over its src nodes: row `v` holds, sorted and without
+/// duplicates, the sources `v` reads (if it is a dst) and the dst nodes that read it (the
+/// block's transposed CSR), so no edge list is sorted. Equal to
+/// `Csr::from_edges(num_src, src, dst).symmetrize()` over the block's edges; rows are
+/// built in parallel.
+fn block_graph(out: &Block) -> Csr {
+    let mut rows: Vec<Vec<u32>> = (0..out.num_src)
+        .into_par_iter()
+        .map(|v| {
+            let fed = &out.t_dst[out.t_indptr[v] as usize..out.t_indptr[v + 1] as usize];
+            let reads = if v < out.num_dst {
+                out.neighbors(v)
+            } else {
+                &[]
+            };
+            let mut row = Vec::with_capacity(fed.len() + reads.len());
+            row.extend_from_slice(reads);
+            row.extend_from_slice(fed);
+            row.sort_unstable();
+            row.dedup();
+            row
+        })
+        .collect();
+    let mut indptr = Vec::with_capacity(rows.len() + 1);
+    indptr.push(0u64);
+    for r in &rows {
+        indptr.push(indptr[indptr.len() - 1] + r.len() as u64);
+    }
+    let mut indices = Vec::with_capacity(indptr[rows.len()] as usize);
+    for r in &mut rows {
+        indices.append(r);
+    }
+    Csr {
+        num_nodes: out.num_src,
+        indptr: indptr.into(),
+        indices: indices.into(),
+        edge_ids: None,
+    }
 }
 
 /// Buffalo with a budget: the smallest K (from `ceil(bytes(batch) / budget)` up, at most
@@ -456,6 +516,30 @@ mod tests {
         // No two seeds share a source here, while the model assumes independent overlap:
         // its prediction is low, but by little.
         assert!(plan.model_error < 0.10, "{}", plan.model_error);
+    }
+
+    #[test]
+    fn the_block_graph_equals_the_symmetrized_edge_list() {
+        // Shared sources, a self-loop (dst 1 reads itself) and a duplicate edge.
+        let b = Block::new(
+            6,
+            vec![0, 3, 6, 8],
+            vec![3, 4, 1, 1, 3, 3, 5, 0],
+            vec![10, 11, 12, 13, 14, 15],
+        )
+        .unwrap();
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        for d in 0..b.num_dst {
+            for &s in b.neighbors(d) {
+                src.push(s);
+                dst.push(d as u32);
+            }
+        }
+        let want = Csr::from_edges(b.num_src, &src, &dst).unwrap().symmetrize();
+        let got = block_graph(&b);
+        assert_eq!(got.indptr.to_vec(), want.indptr.to_vec());
+        assert_eq!(got.indices.to_vec(), want.indices.to_vec());
+        assert_eq!(got.num_nodes, want.num_nodes);
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! full estimator on the groups Buffalo forms; its error is reported
 //! ([`crate::partition::buffalo::BuffaloPlan`]).
 
+use rayon::prelude::*;
+
 use crate::graph::{BlockSizes, Slicer};
 
 /// Exact sizes and redundancy of every cluster.
@@ -55,7 +57,7 @@ impl Clusters {
             }
         }
         let sizes = members
-            .iter()
+            .par_iter()
             .map(|m| {
                 if m.is_empty() {
                     Ok(vec![BlockSizes::default(); layers])
@@ -227,9 +229,31 @@ fn scaled_hist(hist: &[usize], total: usize) -> Vec<usize> {
     out
 }
 
-/// The exact sizes of every item (global seed lists): one footprint walk each.
-pub fn item_sizes(slicer: &Slicer, items: &[Vec<u32>]) -> crate::Result<Vec<Vec<BlockSizes>>> {
-    items.iter().map(|it| slicer.sizes(it)).collect()
+/// The exact sizes of every item (global seed lists): `known[i]` where given (measured
+/// already), else one footprint walk each, in parallel.
+pub fn item_sizes(
+    slicer: &Slicer,
+    items: &[Vec<u32>],
+    known: Vec<Option<Vec<BlockSizes>>>,
+) -> crate::Result<Vec<Vec<BlockSizes>>> {
+    if known.len() != items.len() {
+        return Err(crate::error::Error::invalid(format!(
+            "buffalo: {} known sizes for {} items",
+            known.len(),
+            items.len()
+        )));
+    }
+    let missing: Vec<&[u32]> = items
+        .iter()
+        .zip(&known)
+        .filter(|(_, k)| k.is_none())
+        .map(|(it, _)| it.as_slice())
+        .collect();
+    let mut measured = slicer.sizes_all(&missing)?.into_iter();
+    Ok(known
+        .into_iter()
+        .map(|k| k.or_else(|| measured.next()).unwrap_or_default())
+        .collect())
 }
 
 #[cfg(test)]

@@ -76,6 +76,28 @@ pub fn message_flow_graph(
     layers: usize,
     opts: &CherryOptions,
 ) -> Result<MetisGraph> {
+    flow_graph_within(graph, seeds, layers, opts, i32::MAX as usize)
+}
+
+/// The refusal of a flow graph whose METIS arrays would pass `limit` entries.
+fn too_large(seeds: usize, layers: usize, nodes: usize, edges: usize, limit: usize) -> Error {
+    Error::invalid(format!(
+        "cherry: the {layers}-hop message-flow graph of {seeds} seeds has {nodes} nodes and at \
+         least {edges} edges, past the {limit} adjacency entries METIS's 32-bit indices \
+         (idx_t) can hold; use betty, buffalo or grem, or smaller batches"
+    ))
+}
+
+/// [`message_flow_graph`], refused (before its METIS arrays are allocated) once it holds
+/// more than `limit` nodes or directed edges: each kept edge is at least one adjacency
+/// entry.
+fn flow_graph_within(
+    graph: &Csr,
+    seeds: &[u32],
+    layers: usize,
+    opts: &CherryOptions,
+    limit: usize,
+) -> Result<MetisGraph> {
     if layers == 0 {
         return Err(Error::invalid("cherry: layers must be at least 1"));
     }
@@ -117,6 +139,16 @@ pub fn message_flow_graph(
                 src.push(*slot);
                 dst.push(i as u32);
             }
+            // With non-seeds kept every edge is kept: stop before it grows further.
+            if opts.non_seeds == NonSeeds::Keep && (src.len() > limit || nodes.len() > limit) {
+                return Err(too_large(
+                    seeds.len(),
+                    layers,
+                    nodes.len(),
+                    src.len(),
+                    limit,
+                ));
+            }
         }
         frontier = end..nodes.len();
     }
@@ -126,32 +158,93 @@ pub fn message_flow_graph(
         NonSeeds::Keep => nodes.len(),
         NonSeeds::Remove => seeds.len(),
     };
+    let kept = src
+        .iter()
+        .zip(&dst)
+        .filter(|&(&u, &v)| (u as usize) < n && (v as usize) < n)
+        .count();
+    if kept > limit || n > limit {
+        return Err(too_large(seeds.len(), layers, nodes.len(), kept, limit));
+    }
     let mut outdeg = vec![0u64; nodes.len()];
     for &u in &src {
         outdeg[u as usize] += 1;
     }
     let weight = edge_weight(opts.weight, &src, &outdeg);
-    let mut rows: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
+    // Both directions of every kept edge, bucketed by row (counting sort, no per-row
+    // vectors), then each row sorted and its repeated neighbours merged, in parallel.
+    let mut ptr = vec![0usize; n + 1];
+    for (&u, &v) in src.iter().zip(&dst) {
+        if (u as usize) < n && (v as usize) < n {
+            ptr[u as usize + 1] += 1;
+            ptr[v as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        ptr[i + 1] += ptr[i];
+    }
+    let mut adj = vec![(0u32, 0u32); ptr[n]];
+    let mut next = ptr[..n].to_vec();
     for (&u, &v) in src.iter().zip(&dst) {
         if (u as usize) < n && (v as usize) < n {
             let w = weight(u);
-            rows[u as usize].push((v, w));
-            rows[v as usize].push((u, w));
+            adj[next[u as usize]] = (v, w);
+            next[u as usize] += 1;
+            adj[next[v as usize]] = (u, w);
+            next[v as usize] += 1;
         }
     }
-    drop((src, dst));
-    rows.par_iter_mut().for_each(|r| {
-        r.sort_unstable();
-        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(r.len());
-        for &(v, w) in r.iter() {
-            match merged.last_mut() {
-                Some(last) if last.0 == v => last.1 = last.1.saturating_add(w),
-                _ => merged.push((v, w)),
+    drop((src, dst, next));
+    let mut rows: Vec<&mut [(u32, u32)]> = Vec::with_capacity(n);
+    let mut rest: &mut [(u32, u32)] = &mut adj;
+    for i in 0..n {
+        let (row, tail) = rest.split_at_mut(ptr[i + 1] - ptr[i]);
+        rows.push(row);
+        rest = tail;
+    }
+    let merged: Vec<usize> = rows
+        .into_par_iter()
+        .map(|r| {
+            r.sort_unstable();
+            let mut len = 0;
+            for i in 0..r.len() {
+                if len > 0 && r[len - 1].0 == r[i].0 {
+                    r[len - 1].1 = r[len - 1].1.saturating_add(r[i].1);
+                } else {
+                    r[len] = r[i];
+                    len += 1;
+                }
+            }
+            len
+        })
+        .collect();
+    let total: usize = merged.iter().sum();
+    if total > limit {
+        return Err(too_large(
+            seeds.len(),
+            layers,
+            nodes.len(),
+            total / 2,
+            limit,
+        ));
+    }
+    let weighted = opts.weight != CherryWeight::Unit;
+    let mut g = MetisGraph {
+        xadj: Vec::with_capacity(n + 1),
+        adjncy: Vec::with_capacity(total),
+        adjwgt: weighted.then(|| Vec::with_capacity(total)),
+        vwgt: None,
+    };
+    g.xadj.push(0);
+    for (i, &len) in merged.iter().enumerate() {
+        for &(v, w) in &adj[ptr[i]..ptr[i] + len] {
+            g.adjncy.push(v as i32);
+            if let Some(wgt) = &mut g.adjwgt {
+                wgt.push(w.min(i32::MAX as u32) as i32);
             }
         }
-        *r = merged;
-    });
-    let mut g = MetisGraph::from_rows(&rows, opts.weight != CherryWeight::Unit)?;
+        g.xadj.push(g.adjncy.len() as i32);
+    }
     if opts.non_seeds == NonSeeds::Keep {
         let mut vwgt = vec![0i32; n];
         vwgt[..seeds.len()].fill(1);
@@ -299,6 +392,33 @@ impl Cherry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flow_graph_past_metis_indices_is_refused_with_its_sizes() {
+        // A path 0 <- 1 <- 2 <- 3: two hops from seeds 0, 1 hold 4 nodes, 3 edges, 6 entries.
+        let g = Csr::from_edges(4, &[1, 2, 3], &[0, 1, 2]).unwrap();
+        for non_seeds in [NonSeeds::Keep, NonSeeds::Remove] {
+            let opts = CherryOptions {
+                non_seeds,
+                ..CherryOptions::default()
+            };
+            assert!(flow_graph_within(&g, &[0, 1], 2, &opts, 6).is_ok());
+        }
+        let keep = CherryOptions::default();
+        // 3 edges fit 5, their 6 adjacency entries do not.
+        assert!(flow_graph_within(&g, &[0, 1], 2, &keep, 5).is_err());
+        let err = flow_graph_within(&g, &[0], 2, &keep, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("32-bit") && err.contains("2-hop"), "{err}");
+        // Removed non-seeds leave only the seed-seed edge 1 -> 0.
+        let remove = CherryOptions {
+            non_seeds: NonSeeds::Remove,
+            ..CherryOptions::default()
+        };
+        assert!(flow_graph_within(&g, &[0, 1], 2, &remove, 2).is_ok());
+        assert!(flow_graph_within(&g, &[0, 1], 2, &remove, 0).is_err());
+    }
 
     #[test]
     fn mfg_weights_follow_out_degree() {
