@@ -285,6 +285,60 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
 }
 
 #[test]
+fn a_chunk_that_runs_out_of_memory_is_split_and_the_gradients_stay_exact() {
+    let _serial = serial();
+    let (data, g) = small();
+    let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
+    let mut one = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5)).unwrap();
+    let peak = one.train_epoch(0).unwrap().full_graph.unwrap().peak_bytes;
+    for dedup in [Dedup::Off, Dedup::On] {
+        // One chunk forced, under a budget it does not fit: the device refuses it, the
+        // chunk is split until the halves fit, and the plan keeps the split.
+        let mut c = config(&data, kind, aggr, Some(1), 0.5);
+        c.full_graph = Some(FullGraphConfig {
+            chunks: Some(1),
+            order: NodeOrder::Id,
+            dedup,
+        });
+        c.micro.memory_budget = Some(peak * 6 / 10);
+        // The reference (unchunked) does not fit the budget: computed first, with the same
+        // initial weights, before the budget is set.
+        let plain = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5));
+        let (want_loss, want) = reference(&plain.unwrap(), &data, &g, 2);
+        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+        let (loss, stats) = t.full_graph_gradients(2).unwrap();
+        assert!(stats.oom_splits > 0, "{dedup:?}: no split");
+        assert!(stats.chunks > 1, "{dedup:?}");
+        assert!(stats.peak_bytes <= peak * 6 / 10);
+        assert!(
+            ((loss - want_loss) / want_loss).abs() < 1e-5,
+            "{loss} vs {want_loss}"
+        );
+        for (i, (a, b)) in grads(&t.model).iter().zip(&want).enumerate() {
+            assert_close_scaled(&format!("{dedup:?} parameter {i}"), a, b, 1e-4);
+        }
+        // The next epoch starts from the split plan. (A retried half runs without the
+        // previous chunk's rows; with reuse on, the next epoch's assembly may split more.)
+        for p in t.model.parameters() {
+            p.set_grad(None);
+        }
+        let (_, next) = t.full_graph_gradients(3).unwrap();
+        assert!(next.chunks >= stats.chunks, "{dedup:?}");
+        if dedup == Dedup::Off {
+            assert_eq!(next.oom_splits, 0);
+        }
+    }
+    // A budget no single node fits is an error naming it.
+    let mut c = config(&data, kind, aggr, Some(1), 0.5);
+    c.micro.memory_budget = Some(1 << 10);
+    let err = match Trainer::new(&data, g.clone(), c) {
+        Err(e) => e.to_string(),
+        Ok(mut t) => t.full_graph_gradients(0).unwrap_err().to_string(),
+    };
+    assert!(err.contains("too small"), "{err}");
+}
+
+#[test]
 fn wrong_settings_are_clear_errors() {
     let _serial = serial();
     let (data, g) = small();

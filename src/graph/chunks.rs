@@ -91,6 +91,34 @@ impl ChunkPlan {
         self.parts.as_ref()
     }
 
+    /// Splits chunk `c` of layer `l` in two of about equal cost, in its place (a chunk that
+    /// ran out of memory). Errors when the chunk has a single node.
+    pub fn split_chunk(&mut self, graph: &Csr, l: usize, c: usize) -> Result<()> {
+        let r = self
+            .chunks
+            .get(l)
+            .and_then(|layer| layer.get(c))
+            .cloned()
+            .ok_or_else(|| Error::invalid(format!("full-graph: no chunk {c} in layer {l}")))?;
+        if r.len() < 2 {
+            return Err(Error::invalid(format!(
+                "full-graph: chunk {c} of layer {l} has a single node and cannot be split"
+            )));
+        }
+        let halves = split(graph, &self.nodes[l][r.clone()], 2);
+        let ranges: Vec<Range<usize>> = halves
+            .into_iter()
+            .map(|h| r.start + h.start..r.start + h.end)
+            .collect();
+        let sizes: Vec<BlockSizes> = ranges
+            .iter()
+            .map(|h| chunk_sizes(graph, &self.nodes[l][h.clone()]))
+            .collect();
+        self.chunks[l].splice(c..=c, ranges);
+        self.sizes[l].splice(c..=c, sizes);
+        Ok(())
+    }
+
     /// Layers.
     pub fn layers(&self) -> usize {
         self.nodes.len()
@@ -426,6 +454,32 @@ mod tests {
                 assert_eq!(n, want, "layer {l} chunk {c}");
             }
         }
+    }
+
+    #[test]
+    fn a_split_chunk_becomes_two_covering_its_nodes_with_their_sizes() {
+        let g = graph(200, 1200, 7);
+        let targets: Vec<u32> = (0..200).step_by(3).collect();
+        let mut plan = ChunkPlan::new(&g, &targets, 2, 3).unwrap();
+        let before = plan.chunks[1].clone();
+        plan.split_chunk(&g, 1, 1).unwrap();
+        let after = &plan.chunks[1];
+        assert_eq!(after.len(), 4);
+        assert_eq!(
+            (after[0].clone(), after[3].clone()),
+            (before[0].clone(), before[2].clone())
+        );
+        assert_eq!(after[1].start, before[1].start);
+        assert_eq!(after[1].end, after[2].start);
+        assert_eq!(after[2].end, before[1].end);
+        assert!(after.iter().all(|r| !r.is_empty()));
+        for c in 0..4 {
+            let b = plan.block(&g, 1, c).unwrap();
+            assert_eq!(plan.sizes()[1][c], BlockSizes::of(&b), "chunk {c}");
+        }
+        let one = ChunkPlan::new(&g, &[5], 1, 1).unwrap();
+        assert!(one.clone().split_chunk(&g, 0, 0).is_err());
+        assert!(one.clone().split_chunk(&g, 0, 1).is_err());
     }
 
     #[test]

@@ -37,9 +37,10 @@
 //!
 //! Not done yet: the hybrid mode (caching the aggregation of mean/sum/GCN layers so that
 //! only the update is recomputed), HongTu's reordering of chunks to maximise the rows
-//! consecutive chunks share, a copy stream overlapping the next chunk's upload, and
-//! splitting a chunk that still runs out of memory (it is an error; the budget's plan
-//! leaves the safety margin).
+//! consecutive chunks share, and a copy stream overlapping the next chunk's upload.
+//!
+//! A chunk that runs out of memory anyway (the device refuses an allocation) is split in
+//! two in the plan and run again, as a micro-batch is; the JSON counts `oom_splits`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -147,6 +148,9 @@ pub struct FullGraphStats {
     pub chunk_runs: Vec<ChunkStats>,
     /// Per layer, the replication of its input rows over the chunks (one pass).
     pub layers: Vec<LayerRows>,
+    /// Chunks that ran out of memory and were split in two (for the rest of the run).
+    #[serde(default)]
+    pub oom_splits: usize,
 }
 
 /// How often one layer's input rows are read and uploaded in one pass over its chunks:
@@ -409,6 +413,8 @@ struct ChunkIn {
     block: Arc<Block>,
     x: Tensor,
     est: u64,
+    /// Rows taken from the previous chunk's.
+    shared: usize,
 }
 
 impl Trainer<'_> {
@@ -530,8 +536,7 @@ impl Trainer<'_> {
 
     /// Chunk `c` of `lp`'s layer: builds its block, predicts its peak, resets the
     /// tracker's peak and puts its input rows on the device, from the previous chunk's
-    /// where they are shared. Counts the time and the bytes moved; `count` (the first pass
-    /// over a layer) records the rows read.
+    /// where they are shared. Counts the time and the bytes moved.
     #[allow(clippy::too_many_arguments)]
     fn chunk_in(
         &mut self,
@@ -541,7 +546,6 @@ impl Trainer<'_> {
         prev: Option<&HostMatrix>,
         ph: &mut Phases,
         st: &mut FullGraphStats,
-        count: Option<&mut RowCounter>,
     ) -> Result<ChunkIn> {
         let l = lp.l;
         let t = Instant::now();
@@ -552,9 +556,6 @@ impl Trainer<'_> {
             None => None,
         };
         let shared = reuse.as_ref().map_or(0, Reuse::shared);
-        if let Some(count) = count {
-            count.add(ids, shared);
-        }
         ph.slice += t.elapsed().as_secs_f64();
         if shared == 0 {
             // Nothing to take: the kept rows go before the peak is measured.
@@ -587,7 +588,12 @@ impl Trainer<'_> {
             lp.kept = Some(KeptRows::new(ids, &x));
         }
         ph.gather += t.elapsed().as_secs_f64();
-        Ok(ChunkIn { block, x, est })
+        Ok(ChunkIn {
+            block,
+            x,
+            est,
+            shared,
+        })
     }
 
     /// The rows layer `l` reads for `ids` (its block's src nodes) on the training device:
@@ -617,8 +623,10 @@ impl Trainer<'_> {
     }
 
     /// One full-graph epoch (see the module docs) with one optimizer step; `plan` holds
-    /// the training nodes' chunks.
-    fn full_graph_epoch(&mut self, epoch: usize, plan: &ChunkPlan) -> Result<FullGraphOutcome> {
+    /// the training nodes' chunks. A chunk that runs out of memory is split in two in the
+    /// plan (so later passes and epochs run the halves) and run again: its failed attempt
+    /// left nothing behind (no rows written, no gradient held).
+    fn full_graph_epoch(&mut self, epoch: usize, plan: &mut ChunkPlan) -> Result<FullGraphOutcome> {
         let layers = plan.layers();
         let n = self.graph.num_nodes;
         let total = self.data.split.train.len();
@@ -628,10 +636,7 @@ impl Trainer<'_> {
             epoch: epoch as u64,
         };
         let mut ph = Phases::default();
-        let mut st = FullGraphStats {
-            chunks: plan.num_chunks(),
-            ..Default::default()
-        };
+        let mut st = FullGraphStats::default();
         let params = self.model.parameters();
 
         // 1. Forward below the output layer: H^0 .. H^{L-2} on the host.
@@ -640,18 +645,34 @@ impl Trainer<'_> {
             let mut out = HostMatrix::zeros(&plan.nodes[l], self.config.model.widths(l).1, n)?;
             let mut count = RowCounter::new(l, n);
             let mut lp = self.layer_pass(l, ChunkPass::Forward);
-            for (c, range) in plan.chunks[l].iter().enumerate() {
+            let mut c = 0;
+            while c < plan.chunks[l].len() {
+                let range = plan.chunks[l][c].clone();
                 let prev = h.last();
-                let ChunkIn { block, x, est } =
-                    self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st, Some(&mut count))?;
-                let t = Instant::now();
-                let rows = no_grad(|| -> Result<Vec<f32>> {
-                    self.model.forward_layer(l, &block, x, &fwd)?.to_vec_f32()
-                })?;
-                ph.forward += t.elapsed().as_secs_f64();
-                st.rows_to_host_bytes += f32_bytes(rows.len());
-                out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
-                self.chunk_done(&mut st, l, "forward", c, &block.src_nodes, range.len(), est);
+                let run = (|| -> Result<()> {
+                    let ci = self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;
+                    let t = Instant::now();
+                    let rows = no_grad(|| -> Result<Vec<f32>> {
+                        self.model
+                            .forward_layer(l, &ci.block, ci.x, &fwd)?
+                            .to_vec_f32()
+                    })?;
+                    ph.forward += t.elapsed().as_secs_f64();
+                    st.rows_to_host_bytes += f32_bytes(rows.len());
+                    out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
+                    count.add(&ci.block.src_nodes, ci.shared);
+                    self.chunk_done(
+                        &mut st,
+                        l,
+                        "forward",
+                        c,
+                        &ci.block.src_nodes,
+                        range.len(),
+                        ci.est,
+                    );
+                    Ok(())
+                })();
+                c += self.split_on_oom(run, plan, l, c, &mut lp, &mut st)?;
             }
             h.push(out);
             st.layers.push(count.rows);
@@ -670,49 +691,59 @@ impl Trainer<'_> {
         };
         let mut count = RowCounter::new(last, n);
         let mut lp = self.layer_pass(last, ChunkPass::Loss { total });
-        for (c, range) in plan.chunks[last].iter().enumerate() {
+        let mut c = 0;
+        while c < plan.chunks[last].len() {
+            let range = plan.chunks[last][c].clone();
             let prev = h.last();
-            let ChunkIn { block, x, est } =
-                self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st, Some(&mut count))?;
-            let t = Instant::now();
-            let x = if last > 0 { x.requires_grad_leaf() } else { x };
-            let seeds = block.dst_nodes();
-            let y = self.gather_labels(seeds)?;
-            st.rows_to_device_bytes += f32_bytes(seeds.len());
-            ph.gather += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
-                let logits = self.model.forward_layer(last, &block, x.clone(), &fwd)?;
-                let ce = ops::cross_entropy(&logits, &y, None)?;
-                let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
-                let k = seeds.len();
-                let loss = if k != total {
-                    ops::mul_scalar(&ce, k as f64 / total as f64)?
-                } else {
-                    ce.clone()
-                };
-                drop(logits);
-                loss.backward()?;
-                drop(loss);
-                Ok((ce.item()?, pred))
-            })?;
-            drop(y);
-            ph.backward += t.elapsed().as_secs_f64();
-            loss_sum += ce * seeds.len() as f64;
-            correct += pred
-                .iter()
-                .zip(seeds)
-                .filter(|(&p, &s)| p == self.data.labels[s as usize])
-                .count();
-            if let Some(g) = grad_in.as_mut() {
+            let run = (|| -> Result<()> {
+                let ChunkIn {
+                    block,
+                    x,
+                    est,
+                    shared,
+                } = self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;
                 let t = Instant::now();
-                st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
+                let x = if last > 0 { x.requires_grad_leaf() } else { x };
+                let seeds = block.dst_nodes();
+                let y = self.gather_labels(seeds)?;
+                st.rows_to_device_bytes += f32_bytes(seeds.len());
                 ph.gather += t.elapsed().as_secs_f64();
-            }
-            drop(x);
-            self.chunk_done(&mut st, last, "loss", c, &block.src_nodes, range.len(), est);
+                let t = Instant::now();
+                let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
+                    let logits = self.model.forward_layer(last, &block, x.clone(), &fwd)?;
+                    let ce = ops::cross_entropy(&logits, &y, None)?;
+                    let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
+                    let k = seeds.len();
+                    let loss = if k != total {
+                        ops::mul_scalar(&ce, k as f64 / total as f64)?
+                    } else {
+                        ce.clone()
+                    };
+                    drop(logits);
+                    loss.backward()?;
+                    drop(loss);
+                    Ok((ce.item()?, pred))
+                })?;
+                drop(y);
+                ph.backward += t.elapsed().as_secs_f64();
+                loss_sum += ce * seeds.len() as f64;
+                correct += pred
+                    .iter()
+                    .zip(seeds)
+                    .filter(|(&p, &s)| p == self.data.labels[s as usize])
+                    .count();
+                if let Some(g) = grad_in.as_mut() {
+                    let t = Instant::now();
+                    st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
+                    ph.gather += t.elapsed().as_secs_f64();
+                }
+                drop(x);
+                count.add(&block.src_nodes, shared);
+                self.chunk_done(&mut st, last, "loss", c, &block.src_nodes, range.len(), est);
+                Ok(())
+            })();
+            c += self.split_on_oom(run, plan, last, c, &mut lp, &mut st)?;
         }
-
         // The kept rows of the output layer go before the layers below run.
         drop(lp);
         st.layers.push(count.rows);
@@ -733,44 +764,44 @@ impl Trainer<'_> {
                 )?),
             };
             let mut lp = self.layer_pass(l, ChunkPass::Backward);
-            for (c, range) in plan.chunks[l].iter().enumerate() {
+            let mut c = 0;
+            while c < plan.chunks[l].len() {
+                let range = plan.chunks[l][c].clone();
                 let prev = h.last();
-                let ChunkIn { block, x, est } =
-                    self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st, None)?;
-                let x = if l > 0 { x.requires_grad_leaf() } else { x };
-                let t = Instant::now();
-                let w = g_out.width;
-                with_held_grads(&params, || -> Result<()> {
-                    let out = self.model.forward_layer(l, &block, x.clone(), &fwd)?;
-                    let g = Tensor::from_f32(
-                        g_out.data[range.start * w..range.end * w].to_vec(),
-                        &[range.len(), w],
-                        self.config.device,
-                    )?;
-                    out.backward_with(&g)?;
-                    drop(g);
-                    drop(out);
-                    Ok(())
-                })?;
-                st.rows_to_device_bytes += f32_bytes(range.len() * w);
-                ph.backward += t.elapsed().as_secs_f64();
-                if let Some(g) = grad_in.as_mut() {
+                let run = (|| -> Result<()> {
+                    let ChunkIn { block, x, est, .. } =
+                        self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;
+                    let x = if l > 0 { x.requires_grad_leaf() } else { x };
                     let t = Instant::now();
-                    st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
-                    ph.gather += t.elapsed().as_secs_f64();
-                }
-                drop(x);
-                self.chunk_done(
-                    &mut st,
-                    l,
-                    "backward",
-                    c,
-                    &block.src_nodes,
-                    range.len(),
-                    est,
-                );
+                    let w = g_out.width;
+                    with_held_grads(&params, || -> Result<()> {
+                        let out = self.model.forward_layer(l, &block, x.clone(), &fwd)?;
+                        let g = Tensor::from_f32(
+                            g_out.data[range.start * w..range.end * w].to_vec(),
+                            &[range.len(), w],
+                            self.config.device,
+                        )?;
+                        out.backward_with(&g)?;
+                        drop(g);
+                        drop(out);
+                        Ok(())
+                    })?;
+                    st.rows_to_device_bytes += f32_bytes(range.len() * w);
+                    ph.backward += t.elapsed().as_secs_f64();
+                    if let Some(g) = grad_in.as_mut() {
+                        let t = Instant::now();
+                        st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
+                        ph.gather += t.elapsed().as_secs_f64();
+                    }
+                    drop(x);
+                    let src = &block.src_nodes;
+                    self.chunk_done(&mut st, l, "backward", c, src, range.len(), est);
+                    Ok(())
+                })();
+                c += self.split_on_oom(run, plan, l, c, &mut lp, &mut st)?;
             }
         }
+        st.chunks = plan.num_chunks();
         Ok(FullGraphOutcome {
             loss_sum,
             correct,
@@ -778,6 +809,45 @@ impl Trainer<'_> {
             phases: ph,
             stats: st,
         })
+    }
+
+    /// After chunk `c` of layer `l` ran: 1 (go on to the next chunk) when it succeeded; 0
+    /// (run chunk `c` again) when it ran out of memory and was split in two in `plan`;
+    /// otherwise the error (a single-node chunk that runs out of memory: the budget is too
+    /// small).
+    fn split_on_oom(
+        &self,
+        run: Result<()>,
+        plan: &mut ChunkPlan,
+        l: usize,
+        c: usize,
+        lp: &mut LayerPass,
+        st: &mut FullGraphStats,
+    ) -> Result<usize> {
+        match run {
+            Ok(()) => Ok(1),
+            Err(Error::OutOfMemory {
+                requested,
+                live,
+                budget,
+                ..
+            }) if plan.chunks[l][c].len() < 2 => Err(Error::invalid(format!(
+                "memory budget {} is too small for full-graph training: a chunk of the single \
+                 node {} (layer {l}) ran out of memory ({} live, {} requested)",
+                format_bytes(budget),
+                plan.dst(l, c)[0],
+                format_bytes(live),
+                format_bytes(requested)
+            ))),
+            Err(Error::OutOfMemory { .. }) => {
+                plan.split_chunk(&self.graph, l, c)?;
+                st.oom_splits += 1;
+                // Whatever the failed attempt kept is not the previous chunk's any more.
+                lp.kept = None;
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Records a finished chunk's figures.
@@ -863,7 +933,8 @@ impl Trainer<'_> {
             None => (self.full_graph_plan()?, true),
         };
         let partition = if made { t.elapsed().as_secs_f64() } else { 0.0 };
-        let out = self.full_graph_epoch(epoch, &plan);
+        let mut plan = plan;
+        let out = self.full_graph_epoch(epoch, &mut plan);
         self.full_plan = Some(plan);
         let mut out = out?;
         out.phases.partition = partition;
