@@ -7,6 +7,7 @@ pub mod linear;
 pub mod mlp;
 pub mod model;
 pub mod module;
+pub mod replay;
 pub mod sage;
 
 pub use gat::GatLayer;
