@@ -3,6 +3,7 @@
 pub mod gat;
 pub mod gcn;
 pub mod init;
+pub mod layer;
 pub mod linear;
 pub mod mlp;
 pub mod model;
@@ -12,8 +13,9 @@ pub mod sage;
 
 pub use gat::GatLayer;
 pub use init::Init;
+pub use layer::{BuildCtx, KindConfig, Layer, LayerSpec, ModelEntry};
 pub use linear::Linear;
 pub use mlp::Mlp;
-pub use model::{Forward, Gnn, ModelConfig, ModelKind};
+pub use model::{Forward, Gnn, ModelConfig, ModelKind, MODELS};
 pub use module::{Activation, Module};
 pub use sage::{Aggregator, LstmParams, SageLayer};

@@ -21,33 +21,12 @@
 //!
 //! # The engine's allocation pattern
 //!
-//! The layers ([`crate::nn`]) put these ops together as follows, `i`/`o` the layer's
-//! input/output widths, `ns`/`nd` the block's src/dst counts:
+//! What each op allocates, keeps and frees, and how autograd's backward walks the graph,
+//! is replayed by [`crate::nn::replay`]. Each layer kind replays its own forward with those
+//! ops in its own file, beside the forward it replays ([`crate::nn::LayerSpec::replay`]:
+//! `src/nn/sage.rs`, `gcn.rs`, `gat.rs`), and the estimator walks the same layer specs
+//! the trainer builds its model from ([`ModelConfig::layer_specs`]). Around the layers:
 //!
-//! - **SAGE mean/sum**: the self term is `matmul_rows(h, nd, W_self)` when `h` is kept
-//!   anyway (projecting first, or `h` without gradient: the features), else
-//!   `h_dst = slice(h)` `[nd, i]` first, kept by `matmul(h_dst, W_self)`, computed after
-//!   the neighbours. Neighbours, projecting first when that takes fewer multiply-adds
-//!   ([`crate::nn::sage::projects_first`]): `segment(matmul(h, W_neigh))` (keeps `h`, a
-//!   transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
-//!   `[nd, i]`). Then `(self + neigh) + bias`: three `[nd, o]` outputs, the first two
-//!   transient.
-//! - **SAGE pool**: `relu(matmul(h, W_pool) + b_pool)` `[ns, i]` (kept by relu),
-//!   `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then as above.
-//! - **GCN**: norms `[ns, 1]`, `[nd, 1]`; `x = matmul(h, W)` when `i > o` (projection
-//!   first), `xs = x ⊙ norm_src`, `agg = segment_sum(xs) + xs[..nd]`, `agg ⊙ norm_dst`,
-//!   then `matmul(·, W)` when not projected, `+ bias`.
-//! - **SAGE-LSTM**: `xw = matmul(h, W_ih) + b` `[ns, 4F]` (the product transient), the
-//!   per-(node, step) rows `xg = index_select(xw, idx)` `[R, 4F]` (`R = Σ` nodes × degree over
-//!   the buckets of `degree_hist`, the explosion bucket cut by `lstm_split`; `idx` u32 `[R]`
-//!   kept by the gather), then `lstm_aggregate`; `xw` and `xg` go after it, and
-//!   `matmul(agg, W_neigh)` keeps the aggregate. Then as mean.
-//! - **GAT** (`H` heads, 1 in the output layer; `E` = edges plus one self-loop per dst node
-//!   without one): `z = matmul(h, W)`; per side `headwise_dot` (`z ⊙ a` `[n, H·D]` keeping
-//!   `z`, viewed `[n·H, D]`, `sum_dim`, viewed `[n, H]`; the dst side on the copy `z[..nd]`,
-//!   kept by its product); two u32 `[E]` edge index tensors; both sides gathered to `[E, H]`,
-//!   `add`, `leaky_relu`, `segment_softmax`, attention dropout (u32 `[E]` edge ids),
-//!   `segment_weighted_sum`, `+ bias`.
 //! - **Between layers**: `relu` (keeps its `[nd, o]` output), then dropout with the dst
 //!   nodes' global ids as a u32 `[nd]` tensor (keeps the ids). The layer's input `h` is
 //!   dropped when the next layer's output replaces it, so a dropout output survives only
@@ -72,18 +51,20 @@
 //!
 //! # Adding a layer
 //!
-//! A new layer kind is one replay function with the signature of `sage_mean_sum`
-//! mirroring its forward code with the `Replay` ops (add a `Replay` op for a new
-//! primitive: its forward allocations, what its closure keeps, what its rule allocates),
-//! plus one arm in `MemoryEstimator::layer`. Layers that need more than widths read the
-//! block's [`BlockSizes`]: the LSTM its per-degree histogram, GAT `num_edges` and
-//! `self_loops`.
+//! A new model kind is one file in `src/nn/`: its layer ([`crate::nn::Layer`]), its spec
+//! ([`crate::nn::LayerSpec`]) whose `replay` repeats the layer's forward with the
+//! [`crate::nn::replay::Replay`] ops (add a `Replay` op for a new primitive: its forward
+//! allocations, what its closure keeps, what its rule allocates), its configuration
+//! ([`crate::nn::KindConfig`]) and its registry entry in [`crate::nn::MODELS`]. Layers
+//! that need more than widths read the block's [`BlockSizes`]: the LSTM its per-degree
+//! histogram, GAT `num_edges` and `self_loops`. The estimator needs no edit.
+//!
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::nn::replay::{Replay, Val, WORD};
-use crate::nn::{Aggregator, ModelConfig, ModelKind};
+use crate::nn::{LayerSpec, ModelConfig};
 
 /// What stays on the device between micro-batches besides the parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,42 +262,28 @@ impl MemoryEstimator {
             .saturating_add(self.activation_bytes(sizes, total_seeds)?))
     }
 
-    /// Mirror of [`crate::nn::Gnn::forward`] in training mode.
+    /// Replay of [`crate::nn::Gnn::forward`] in training mode: every layer's own replay
+    /// ([`crate::nn::LayerSpec::replay`]) chained by [`ModelConfig::replay_layer`].
     fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Val {
+        let specs = self.model.layer_specs();
         let mut h = x;
-        for (l, s) in sizes.iter().enumerate() {
-            h = self.forward_layer(r, l, s, h);
+        for (l, (s, spec)) in sizes.iter().zip(&specs).enumerate() {
+            h = self.forward_layer(r, spec.as_ref(), l, s, h);
         }
         h
     }
 
-    /// Mirror of [`crate::nn::Gnn::forward_layer`] in training mode: the layer, its input
-    /// released, then ReLU and dropout except after the output layer.
-    fn forward_layer(&self, r: &mut Replay, l: usize, s: &BlockSizes, h: Val) -> Val {
-        let m = &self.model;
-        let (i, o) = m.widths(l);
-        let shape = LayerShape {
-            num_src: s.num_src,
-            num_dst: s.num_dst,
-            in_dim: i,
-            out_dim: o,
-            last: l + 1 == m.layers,
-        };
-        let mut h2 = self.layer(r, &h, &shape, s);
-        r.release(h.buf);
-        if l + 1 < m.layers {
-            let a = r.relu(&h2);
-            r.release(h2.buf);
-            h2 = a;
-            if m.dropout > 0.0 {
-                let ids = r.input(s.num_dst, 1);
-                let d = r.dropout(&h2, &ids);
-                r.release(h2.buf);
-                r.release(ids.buf);
-                h2 = d;
-            }
-        }
-        h2
+    /// Replay of [`crate::nn::Gnn::forward_layer`]: layer `l` (`spec`), then ReLU and
+    /// dropout except after the output layer.
+    fn forward_layer(
+        &self,
+        r: &mut Replay,
+        spec: &dyn LayerSpec,
+        l: usize,
+        s: &BlockSizes,
+        h: Val,
+    ) -> Val {
+        self.model.replay_layer(spec, r, l, s, h, self.lstm_split)
     }
 
     /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
@@ -345,6 +312,8 @@ impl MemoryEstimator {
             )));
         }
         let (i, _) = m.widths(layer);
+        let specs = m.layer_specs();
+        let spec = specs[layer].as_ref();
         let ns = sizes.num_src;
         let mut r = Replay::new(self.round());
         let x = if layer == 0 {
@@ -362,7 +331,7 @@ impl MemoryEstimator {
         match pass {
             ChunkPass::Forward => {
                 r.no_grad = true;
-                let out = self.forward_layer(&mut r, layer, sizes, x);
+                let out = self.forward_layer(&mut r, spec, layer, sizes, x);
                 // Read back to the host.
                 r.release(out.buf);
                 return Ok(r.peak);
@@ -371,7 +340,7 @@ impl MemoryEstimator {
                 let n = sizes.num_dst;
                 let y = r.input(n, 1);
                 let h = x.clone_in(&mut r);
-                let logits = self.forward_layer(&mut r, layer, sizes, h);
+                let logits = self.forward_layer(&mut r, spec, layer, sizes, h);
                 let ce = r.cross_entropy(&logits, &y);
                 // The predictions are read at once.
                 let pred = r.alloc(n, 1);
@@ -389,7 +358,7 @@ impl MemoryEstimator {
             }
             ChunkPass::Backward => {
                 let h = x.clone_in(&mut r);
-                let out = self.forward_layer(&mut r, layer, sizes, h);
+                let out = self.forward_layer(&mut r, spec, layer, sizes, h);
                 let g = r.input(out.rows, out.cols);
                 r.backward(&out, Some(g.buf));
                 r.release(g.buf);
@@ -417,279 +386,6 @@ impl MemoryEstimator {
             .resident_bytes(state)
             .saturating_add(self.chunk_activation_bytes(layer, sizes, pass)?))
     }
-
-    /// One layer: the only place that knows which layer kinds exist.
-    fn layer(&self, r: &mut Replay, h: &Val, shape: &LayerShape, sizes: &BlockSizes) -> Val {
-        match (self.model.kind, self.model.aggr) {
-            (ModelKind::Sage, Aggregator::Mean | Aggregator::Sum) => {
-                sage_mean_sum(r, h, shape, sizes)
-            }
-            (ModelKind::Sage, Aggregator::Pool) => sage_pool(r, h, shape),
-            (ModelKind::Sage, Aggregator::Max) => sage_max(r, h, shape),
-            (ModelKind::Sage, Aggregator::Lstm) => sage_lstm(r, h, shape, sizes, self.lstm_split),
-            (ModelKind::Gcn, _) => gcn(r, h, shape),
-            (ModelKind::Gat, _) => {
-                let m = &self.model;
-                let opts = GatOpts {
-                    heads: if shape.last { 1 } else { m.heads },
-                    attn_dropout: m.attn_dropout > 0.0,
-                    self_loops: m.self_loops,
-                };
-                gat(r, h, shape, sizes, opts)
-            }
-        }
-    }
-}
-
-/// Sizes one layer's replay reads (the full [`BlockSizes`] are there for layers that need
-/// degree histograms or edge counts).
-#[derive(Clone, Copy, Debug)]
-pub struct LayerShape {
-    /// Source (input) nodes of the layer's block.
-    pub num_src: usize,
-    /// Destination (output) nodes of the layer's block.
-    pub num_dst: usize,
-    /// Input feature width.
-    pub in_dim: usize,
-    /// Output feature width.
-    pub out_dim: usize,
-    /// The model's output layer (GAT: one head).
-    pub last: bool,
-}
-
-/// Mirror of [`crate::nn::sage::SageLayer::forward`] with `mean` or `sum`.
-fn sage_mean_sum(r: &mut Replay, h: &Val, s: &LayerShape, sizes: &BlockSizes) -> Val {
-    let (i, o) = (s.in_dim, s.out_dim);
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let bias = r.param(1, o);
-    let project = crate::nn::sage::projects_first(s.num_src, s.num_dst, sizes.num_edges, i, o);
-    let h_dst = if project || !h.grad {
-        None
-    } else {
-        Some(r.slice_rows(h, s.num_dst))
-    };
-    let neigh = if project {
-        let t = r.matmul(h, &w_neigh);
-        let n = r.segment(&t, s.num_dst, false);
-        r.release(t.buf);
-        n
-    } else {
-        let t = r.segment(h, s.num_dst, false);
-        let n = r.matmul(&t, &w_neigh);
-        r.release(t.buf);
-        n
-    };
-    let own = match &h_dst {
-        Some(x) => r.matmul(x, &w_self),
-        None => r.matmul_rows(h, s.num_dst, &w_self),
-    };
-    let a1 = r.add(&own, &neigh);
-    let out = r.add(&a1, &bias);
-    r.release(own.buf);
-    r.release(a1.buf);
-    r.release(neigh.buf);
-    if let Some(x) = h_dst {
-        r.release(x.buf);
-    }
-    out
-}
-
-/// Mirror of the `max` arm of [`crate::nn::sage::SageLayer::forward`].
-fn sage_max(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
-    let (i, o) = (s.in_dim, s.out_dim);
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, s.num_dst);
-    let mx = r.segment(h, s.num_dst, true);
-    let neigh = r.matmul(&mx, &w_neigh);
-    r.release(mx.buf);
-    finish_sage(r, h_dst, neigh, &w_self, &bias)
-}
-
-/// Mirror of the `pool` arm of [`crate::nn::sage::SageLayer::forward`].
-fn sage_pool(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
-    let (i, o) = (s.in_dim, s.out_dim);
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let w_pool = r.param(i, i);
-    let b_pool = r.param(1, i);
-    let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, s.num_dst);
-    let m = r.matmul(h, &w_pool);
-    let z1 = r.add(&m, &b_pool);
-    r.release(m.buf);
-    let z = r.relu(&z1);
-    r.release(z1.buf);
-    let mx = r.segment(&z, s.num_dst, true);
-    let neigh = r.matmul(&mx, &w_neigh);
-    r.release(mx.buf);
-    r.release(z.buf);
-    finish_sage(r, h_dst, neigh, &w_self, &bias)
-}
-
-/// `(fc_self(h_dst) + neigh) + bias`, then the layer's locals go.
-fn finish_sage(r: &mut Replay, h_dst: Val, neigh: Val, w_self: &Val, bias: &Val) -> Val {
-    let s = r.matmul(&h_dst, w_self);
-    let a1 = r.add(&s, &neigh);
-    let out = r.add(&a1, bias);
-    r.release(s.buf);
-    r.release(a1.buf);
-    r.release(neigh.buf);
-    r.release(h_dst.buf);
-    out
-}
-
-/// Mirror of [`crate::nn::gcn::GcnLayer::forward`].
-fn gcn(r: &mut Replay, h: &Val, s: &LayerShape) -> Val {
-    let (i, o) = (s.in_dim, s.out_dim);
-    let w = r.param(i, o);
-    let bias = r.param(1, o);
-    let n_src = r.input(s.num_src, 1);
-    let n_dst = r.input(s.num_dst, 1);
-    let project_first = i > o;
-    let x = if project_first {
-        r.matmul(h, &w)
-    } else {
-        h.clone_in(r)
-    };
-    let xs = r.mul(&x, &n_src);
-    let seg = r.segment(&xs, s.num_dst, false);
-    let sl = r.slice_rows(&xs, s.num_dst);
-    let agg = r.add(&seg, &sl);
-    r.release(seg.buf);
-    r.release(sl.buf);
-    let agg2 = r.mul(&agg, &n_dst);
-    let out = if project_first {
-        agg2.clone_in(r)
-    } else {
-        r.matmul(&agg2, &w)
-    };
-    let res = r.add(&out, &bias);
-    for v in [out, agg2, agg, xs, x, n_dst, n_src] {
-        r.release(v.buf);
-    }
-    res
-}
-
-/// The LSTM's dense batches `(nodes, degree)` from the degree histogram, in the order of
-/// [`crate::graph::Buckets`] (increasing degree; the largest degree's bucket, the
-/// explosion bucket, cut into pieces of at most `split` nodes).
-fn lstm_buckets(hist: &[usize], split: Option<usize>) -> Vec<(usize, usize)> {
-    let max = hist.iter().rposition(|&n| n > 0).unwrap_or(0);
-    let mut v = Vec::new();
-    for (k, &m) in hist.iter().enumerate().skip(1).filter(|&(_, &m)| m > 0) {
-        match split.filter(|&n| k == max && n > 0) {
-            Some(n) => {
-                let mut left = m;
-                while left > 0 {
-                    v.push((left.min(n), k));
-                    left -= left.min(n);
-                }
-            }
-            None => v.push((m, k)),
-        }
-    }
-    v
-}
-
-/// Mirror of the `lstm` arm of [`crate::nn::sage::SageLayer::forward`]
-/// ([`crate::nn::sage::LstmParams::aggregate`]).
-fn sage_lstm(
-    r: &mut Replay,
-    h: &Val,
-    s: &LayerShape,
-    sizes: &BlockSizes,
-    split: Option<usize>,
-) -> Val {
-    let (i, o) = (s.in_dim, s.out_dim);
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let w_ih = r.param(i, i.saturating_mul(4));
-    let w_hh = r.param(i, i.saturating_mul(4));
-    let b = r.param(1, i.saturating_mul(4));
-    let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, s.num_dst);
-    let buckets = lstm_buckets(&sizes.degree_hist, split);
-    let rows = buckets.iter().map(|&(m, k)| m * k).sum();
-    let mm = r.matmul(h, &w_ih);
-    let xw = r.add(&mm, &b);
-    r.release(mm.buf);
-    let idx = r.input(rows, 1);
-    let xg = r.gather(&xw, &idx);
-    r.release(xw.buf);
-    let agg = r.lstm(&xg, &w_hh, s.num_dst, buckets);
-    r.release(xg.buf);
-    r.release(idx.buf);
-    let neigh = r.matmul(&agg, &w_neigh);
-    r.release(agg.buf);
-    finish_sage(r, h_dst, neigh, &w_self, &bias)
-}
-
-/// What a GAT layer's replay reads besides its shape.
-#[derive(Clone, Copy, Debug)]
-struct GatOpts {
-    heads: usize,
-    attn_dropout: bool,
-    self_loops: bool,
-}
-
-/// Mirror of [`crate::nn::gat::GatLayer::forward`] (`s.out_dim` = heads × width).
-fn gat(r: &mut Replay, h: &Val, s: &LayerShape, sizes: &BlockSizes, g: GatOpts) -> Val {
-    let (i, o, heads) = (s.in_dim, s.out_dim, g.heads.max(1));
-    let w = r.param(i, o);
-    let attn_src = r.param(1, o);
-    let attn_dst = r.param(1, o);
-    let bias = r.param(1, o);
-    // `Block::with_self_loops` adds one edge to every dst node without a self-loop.
-    let e = if g.self_loops {
-        sizes.num_edges + s.num_dst - sizes.self_loops.min(s.num_dst)
-    } else {
-        sizes.num_edges
-    };
-    let z = r.matmul(h, &w);
-    let el = headwise_dot(r, &z, &attn_src, heads);
-    let z_dst = r.slice_rows(&z, s.num_dst);
-    let er = headwise_dot(r, &z_dst, &attn_dst, heads);
-    r.release(z_dst.buf);
-    let src = r.input(e, 1);
-    let dst = r.input(e, 1);
-    let sl = r.gather(&el, &src);
-    let sr = r.gather(&er, &dst);
-    let sum = r.add(&sl, &sr);
-    let score = r.unary_saving_output(&sum);
-    for v in [sum, sr, sl] {
-        r.release(v.buf);
-    }
-    let mut alpha = r.segment_softmax(&score);
-    if g.attn_dropout {
-        let ids = r.input(e, 1);
-        let d = r.dropout(&alpha, &ids);
-        r.release(alpha.buf);
-        r.release(ids.buf);
-        alpha = d;
-    }
-    let out = r.segment_weighted_sum(&z, &alpha, s.num_dst);
-    let res = r.add(&out, &bias);
-    for v in [out, alpha, score, dst, src, er, el, z] {
-        r.release(v.buf);
-    }
-    res
-}
-
-/// Mirror of [`crate::nn::gat::headwise_dot`]: `z ⊙ a`, viewed `[n·H, D]`, summed per row,
-/// viewed `[n, H]`.
-fn headwise_dot(r: &mut Replay, z: &Val, a: &Val, heads: usize) -> Val {
-    let n = z.rows;
-    let prod = r.mul(z, a);
-    let flat = r.view(&prod, n * heads, z.cols / heads);
-    let sums = r.sum_rows(&flat);
-    r.release(flat.buf);
-    let out = r.view(&sums, n, heads);
-    r.release(sums.buf);
-    r.release(prod.buf);
-    out
 }
 
 /// Parses a byte size: a number with an optional unit `B`, `KB`/`KiB`, `MB`/`MiB`,
@@ -744,6 +440,7 @@ pub fn format_bytes(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nn::{Aggregator, ModelKind};
 
     #[test]
     fn byte_sizes_parse() {
