@@ -26,7 +26,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
 use crate::nn::init;
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerSpec, ModelEntry};
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::linear::Linear;
 use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
@@ -295,15 +295,11 @@ impl KindConfig for GatConfig {
         self.heads.checked_mul(hidden)
     }
 
-    fn layer(&self, l: usize, layers: usize, in_dim: usize, out_dim: usize) -> Box<dyn LayerSpec> {
-        let heads = if l + 1 == layers {
-            1
-        } else {
-            self.heads.max(1)
-        };
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec> {
+        let heads = if at.last { 1 } else { self.heads.max(1) };
         Box::new(GatSpec {
-            in_dim,
-            out_per_head: out_dim / heads,
+            in_dim: at.in_dim,
+            out_per_head: at.out_dim / heads,
             heads,
             attn_dropout: self.attn_dropout,
             self_loops: self.self_loops,

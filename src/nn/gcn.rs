@@ -11,7 +11,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
 use crate::nn::init;
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerSpec, ModelEntry};
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::linear::Linear;
 use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
@@ -134,14 +134,11 @@ impl KindConfig for GcnConfig {
         "gcn".to_string()
     }
 
-    fn layer(
-        &self,
-        _l: usize,
-        _layers: usize,
-        in_dim: usize,
-        out_dim: usize,
-    ) -> Box<dyn LayerSpec> {
-        Box::new(GcnSpec { in_dim, out_dim })
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec> {
+        Box::new(GcnSpec {
+            in_dim: at.in_dim,
+            out_dim: at.out_dim,
+        })
     }
 }
 

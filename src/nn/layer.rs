@@ -117,8 +117,21 @@ pub trait KindConfig: Debug {
         Some(hidden)
     }
 
-    /// Layer `l` of `layers`, from `in_dim` to `out_dim` features.
-    fn layer(&self, l: usize, layers: usize, in_dim: usize, out_dim: usize) -> Box<dyn LayerSpec>;
+    /// The model's layer at `at`.
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec>;
+}
+
+/// Where a layer stands in its model, and its widths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerAt {
+    /// Its index, the input layer 0.
+    pub index: usize,
+    /// It is the output layer.
+    pub last: bool,
+    /// Input width.
+    pub in_dim: usize,
+    /// Output width.
+    pub out_dim: usize,
 }
 
 /// One model kind of the registry ([`crate::nn::model::MODELS`]).

@@ -4,17 +4,18 @@
 //! the PyG peer. Dropout masks are keyed by (seed, epoch, layer) and by each row's global
 //! node id, so splitting a batch into micro-batches does not change them.
 //!
-//! GAT (as the PyG peer): hidden layers have `heads` heads of `hidden` features each,
-//! concatenated (`heads · hidden` wide); the output layer has one head of `out_dim`.
-//! Attention dropout (`attn_dropout`) masks are keyed by (seed, epoch, layer) and by global
-//! edge ids (see [`crate::nn::gat`]).
+//! A model is a stack of layers ([`crate::nn::layer`]): [`ModelConfig::layer_specs`] lists
+//! them before they have weights, [`Gnn::new`] builds them, and the memory estimator
+//! replays the same specs. Which kinds exist is the registry [`MODELS`]; each kind's file
+//! (`sage.rs`, `gcn.rs`, `gat.rs`) holds its entry, its config and its layer, so nothing
+//! here matches on the kind.
 
 use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerSpec, ModelEntry};
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
 use crate::nn::sage::Aggregator;
@@ -75,12 +76,16 @@ impl std::str::FromStr for ModelKind {
 /// before anything is allocated.
 pub const MAX_PARAMETER_VALUES: u64 = u32::MAX as u64;
 
-/// Shape of a model.
+/// Shape of a model, as the CLI flags, the JSON output and checkpoints carry it: the
+/// widths every kind shares, plus each kind's own settings flat beside them (so old JSON
+/// and checkpoints compare field by field). A kind's layers never read this struct for
+/// their own settings: they read their kind's config type ([`ModelConfig::kind_config`]:
+/// `SageConfig`, `GcnConfig`, `GatConfig`), built from it by the kind's registry entry.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ModelConfig {
     /// Which model.
     pub kind: ModelKind,
-    /// SAGE's neighbour aggregator (ignored by GCN and GAT).
+    /// SAGE's neighbour aggregator (read into `SageConfig`; ignored by GCN and GAT).
     pub aggr: Aggregator,
     /// Input feature width.
     pub in_dim: usize,
@@ -92,7 +97,8 @@ pub struct ModelConfig {
     pub layers: usize,
     /// Dropout probability between layers.
     pub dropout: f64,
-    /// GAT: attention heads of the hidden layers (the output layer has one).
+    /// GAT (read into `GatConfig`): attention heads of the hidden layers (the output
+    /// layer has one).
     pub heads: usize,
     /// GAT: dropout on the attention weights (0 in the PyG peer).
     pub attn_dropout: f64,
@@ -140,8 +146,13 @@ impl ModelConfig {
         let kind = self.kind_config();
         (0..self.layers)
             .map(|l| {
-                let (i, o) = self.widths_of(kind.as_ref(), l);
-                kind.layer(l, self.layers, i, o)
+                let (in_dim, out_dim) = self.widths_of(kind.as_ref(), l);
+                kind.layer(LayerAt {
+                    index: l,
+                    last: l + 1 == self.layers,
+                    in_dim,
+                    out_dim,
+                })
             })
             .collect()
     }

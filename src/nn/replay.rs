@@ -251,12 +251,18 @@ impl Replay {
 
     /// `matmul(a, b)`: keeps both; its rule allocates `ā` then `b̄` (for those that need them).
     pub fn matmul(&mut self, a: &Val, b: &Val) -> Val {
-        let out = self.alloc(a.rows, b.cols);
+        self.binary_saving_inputs(a, b, (a.rows, b.cols))
+    }
+
+    /// An op of two inputs that keeps both and whose rule allocates each input's gradient
+    /// (first input first), with an output of `shape`.
+    fn binary_saving_inputs(&mut self, a: &Val, b: &Val, shape: (usize, usize)) -> Val {
+        let out = self.alloc(shape.0, shape.1);
         let saved = vec![self.share(a.buf), self.share(b.buf)];
         let (a2, b2) = (*a, *b);
         self.record(
             out,
-            (a.rows, b.cols),
+            shape,
             &[a, b],
             saved,
             Box::new(move |r, _| {
@@ -412,20 +418,7 @@ impl Replay {
 
     /// `segment_weighted_sum(x, a)`: keeps both; its rule allocates `x̄` then `ā`.
     pub fn segment_weighted_sum(&mut self, x: &Val, a: &Val, num_dst: usize) -> Val {
-        let out = self.alloc(num_dst, x.cols);
-        let saved = vec![self.share(x.buf), self.share(a.buf)];
-        let (x2, a2) = (*x, *a);
-        self.record(
-            out,
-            (num_dst, x.cols),
-            &[x, a],
-            saved,
-            Box::new(move |r, _| {
-                let gx = x2.grad.then(|| r.alloc(x2.rows, x2.cols));
-                let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
-                vec![gx, ga]
-            }),
-        )
+        self.binary_saving_inputs(x, a, (num_dst, x.cols))
     }
 
     /// [`crate::ops::lstm_aggregate`] over dense `(nodes, degree)` buckets: the output,

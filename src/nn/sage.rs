@@ -26,7 +26,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Buckets};
 use crate::nn::init::{self, Init};
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerSpec, ModelEntry};
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::linear::Linear;
 use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
@@ -330,16 +330,10 @@ impl KindConfig for SageConfig {
         format!("sage-{}", self.aggr.name())
     }
 
-    fn layer(
-        &self,
-        _l: usize,
-        _layers: usize,
-        in_dim: usize,
-        out_dim: usize,
-    ) -> Box<dyn LayerSpec> {
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec> {
         Box::new(SageSpec {
-            in_dim,
-            out_dim,
+            in_dim: at.in_dim,
+            out_dim: at.out_dim,
             aggr: self.aggr,
         })
     }
