@@ -244,7 +244,8 @@ impl Layer for GatModelLayer {
 pub const MODEL: ModelEntry = ModelEntry {
     kind: ModelKind::Gat,
     names: &["gat"],
-    help: "GAT: multi-head attention over the in-edges (--heads, --attn-dropout, --self-loops)",
+    help:
+        "GAT, multi-head attention over the in-edges, with --heads, --attn-dropout and --self-loops",
     config: |m: &ModelConfig| {
         Box::new(GatConfig {
             heads: m.heads,

@@ -121,7 +121,7 @@ impl Layer for GcnNormed {
 pub const MODEL: ModelEntry = ModelEntry {
     kind: ModelKind::Gcn,
     names: &["gcn"],
-    help: "GCN: symmetric normalisation by the graph's degrees, with self-loops",
+    help: "GCN, symmetric normalisation by the graph's degrees with self-loops",
     config: |_: &ModelConfig| Box::new(GcnConfig),
 };
 

@@ -52,6 +52,15 @@ impl ModelKind {
     pub fn name(self) -> &'static str {
         self.entry().name()
     }
+
+    /// Every kind's name, as a list for people: `sage, gcn or gat`.
+    pub fn names() -> String {
+        let names: Vec<&str> = MODELS.iter().map(ModelEntry::name).collect();
+        match names.split_last() {
+            Some((last, first)) if !first.is_empty() => format!("{} or {last}", first.join(", ")),
+            _ => names.concat(),
+        }
+    }
 }
 
 impl std::str::FromStr for ModelKind {
@@ -59,14 +68,10 @@ impl std::str::FromStr for ModelKind {
     fn from_str(s: &str) -> Result<Self> {
         match MODELS.iter().find(|m| m.names.contains(&s)) {
             Some(m) => Ok(m.kind),
-            None => {
-                let names: Vec<&str> = MODELS.iter().map(ModelEntry::name).collect();
-                let (last, first) = names.split_last().expect("the registry is not empty");
-                Err(Error::invalid(format!(
-                    "unknown model `{s}`: expected {} or {last}",
-                    first.join(", ")
-                )))
-            }
+            None => Err(Error::invalid(format!(
+                "unknown model `{s}`: expected {}",
+                ModelKind::names()
+            ))),
         }
     }
 }

@@ -314,7 +314,7 @@ pub const MODEL: ModelEntry = ModelEntry {
     kind: ModelKind::Sage,
     names: &["sage", "graphsage"],
     help:
-        "GraphSAGE: self and aggregated neighbours, separate weights (--aggr picks the aggregator)",
+        "GraphSAGE, self and aggregated neighbours with separate weights, --aggr picks the aggregator",
     config: |m: &ModelConfig| Box::new(SageConfig { aggr: m.aggr }),
 };
 
