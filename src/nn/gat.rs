@@ -335,6 +335,11 @@ impl LayerSpec for GatSpec {
         ])
     }
 
+    /// Attention weights the projected rows, all heads together.
+    fn multiply_adds_per_edge(&self) -> f64 {
+        self.heads as f64 * self.out_per_head as f64
+    }
+
     fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>> {
         let mut layer = GatLayer::new(
             self.in_dim,

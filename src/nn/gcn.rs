@@ -157,6 +157,10 @@ impl LayerSpec for GcnSpec {
         Some(vec![("fc.weight", vec![i, o]), ("bias", vec![o])])
     }
 
+    fn multiply_adds_per_edge(&self) -> f64 {
+        self.in_dim as f64
+    }
+
     fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>> {
         let layer = GcnLayer::new(self.in_dim, self.out_dim, &mut ctx.rng, ctx.device)?;
         let norm = ctx.degree_norm("gcn")?;

@@ -43,6 +43,10 @@ pub trait LayerSpec: Debug + Send + Sync {
     /// `None` when a size overflows 64 bits.
     fn parameter_shapes(&self) -> Option<Vec<(&'static str, Vec<u64>)>>;
 
+    /// Multiply-adds per edge of the forward's aggregation: the cost proxy that balances
+    /// ranks ([`crate::dist::micro_cost`]), not a time model.
+    fn multiply_adds_per_edge(&self) -> f64;
+
     /// The layer with seeded initial weights.
     fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>>;
 

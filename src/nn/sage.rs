@@ -374,6 +374,17 @@ impl LayerSpec for SageSpec {
         Some(shapes)
     }
 
+    /// The LSTM's four gates, input and hidden, per (node, step); pool's transform per
+    /// neighbour; the other aggregators read each neighbour's row once.
+    fn multiply_adds_per_edge(&self) -> f64 {
+        let i = self.in_dim as f64;
+        match self.aggr {
+            Aggregator::Lstm => 8.0 * i * i,
+            Aggregator::Pool => i * i,
+            Aggregator::Mean | Aggregator::Sum | Aggregator::Max => i,
+        }
+    }
+
     fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>> {
         let layer = SageLayer::new(
             self.in_dim,
