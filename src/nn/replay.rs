@@ -239,14 +239,7 @@ impl Replay {
     /// `slice(x, 0, 0, n)`: the first `n` rows as a new buffer; its rule allocates `[rows of x, c]`.
     pub fn slice_rows(&mut self, x: &Val, n: usize) -> Val {
         let out = self.alloc(n, x.cols);
-        let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            (n, cols),
-            &[x],
-            vec![],
-            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
-        )
+        self.unary(x, out, (n, x.cols), vec![])
     }
 
     /// `matmul(a, b)`: keeps both; its rule allocates `ā` then `b̄` (for those that need them).
@@ -362,14 +355,7 @@ impl Replay {
         } else {
             vec![]
         };
-        let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            (num_dst, cols),
-            &[x],
-            saved,
-            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
-        )
+        self.unary(x, out, (num_dst, x.cols), saved)
     }
 
     /// `reshape`: the same buffer under another shape; its rule reshapes the gradient.
@@ -387,28 +373,14 @@ impl Replay {
     /// `sum_dim(x, 1)`: `[r, c]` to `[r]`; its rule expands the gradient to `[r, c]`.
     pub fn sum_rows(&mut self, x: &Val) -> Val {
         let out = self.alloc(x.rows, 1);
-        let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            (rows, 1),
-            &[x],
-            vec![],
-            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
-        )
+        self.unary(x, out, (x.rows, 1), vec![])
     }
 
     /// `index_select(x, idx)` (keeps `idx`); its rule scatters into `[rows of x, c]`.
     pub fn gather(&mut self, x: &Val, idx: &Val) -> Val {
         let out = self.alloc(idx.rows, x.cols);
         let saved = vec![self.share(idx.buf)];
-        let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            (idx.rows, cols),
-            &[x],
-            saved,
-            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
-        )
+        self.unary(x, out, (idx.rows, x.cols), saved)
     }
 
     /// `segment_softmax` over `[E, H]` scores (keeps its output).
@@ -492,18 +464,24 @@ impl Replay {
         )
     }
 
-    /// A unary op whose rule reads its output (`relu`, `mul_scalar`).
-    pub fn unary_saving_output(&mut self, x: &Val) -> Val {
-        let out = self.alloc(x.rows, x.cols);
-        let saved = vec![self.share(out)];
+    /// `out` (of `shape`) computed from `x` alone, its closure keeping `saved`; its rule
+    /// allocates `x`'s gradient.
+    fn unary(&mut self, x: &Val, out: usize, shape: (usize, usize), saved: Vec<usize>) -> Val {
         let (rows, cols) = (x.rows, x.cols);
         self.record(
             out,
-            (rows, cols),
+            shape,
             &[x],
             saved,
             Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
         )
+    }
+
+    /// A unary op whose rule reads its output (`relu`, `mul_scalar`).
+    pub fn unary_saving_output(&mut self, x: &Val) -> Val {
+        let out = self.alloc(x.rows, x.cols);
+        let saved = vec![self.share(out)];
+        self.unary(x, out, (x.rows, x.cols), saved)
     }
 
     /// `relu` (keeps its output).
@@ -520,14 +498,7 @@ impl Replay {
     pub fn dropout(&mut self, x: &Val, ids: &Val) -> Val {
         let out = self.alloc(x.rows, x.cols);
         let saved = vec![self.share(ids.buf)];
-        let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            (rows, cols),
-            &[x],
-            saved,
-            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
-        )
+        self.unary(x, out, (x.rows, x.cols), saved)
     }
 
     /// `cross_entropy(logits, labels)`: `[n, 2]` scratch, `lse [n]` and the loss; keeps logits, `lse`, labels.
@@ -538,14 +509,7 @@ impl Replay {
         let loss = self.alloc(1, 1);
         self.release(scratch);
         let saved = vec![self.share(logits.buf), lse, self.share(labels.buf)];
-        let (rows, cols) = (logits.rows, logits.cols);
-        self.record(
-            loss,
-            (1, 1),
-            &[logits],
-            saved,
-            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
-        )
+        self.unary(logits, loss, (1, 1), saved)
     }
 
     /// Mirror of [`crate::autograd::backward`] from the scalar `root` (`seed: None`), or of
