@@ -1,6 +1,6 @@
-//! The memory estimator on the LSTM and GAT layers, against the CPU tracker (exact bytes):
-//! every micro-batch's estimate equals its measured peak to the byte (K = 1 and 4), and
-//! under a budget the measured peak stays within it.
+//! The memory estimator on every model kind and aggregator, against the CPU tracker (exact
+//! bytes): every micro-batch's estimate equals its measured peak to the byte (K = 1 and 4),
+//! and under a budget the measured peak stays within it.
 //!
 //! The CPU tracker is process-wide, so these tests take a lock against each other.
 
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 mod common;
 
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind};
+use espalier::nn::{Aggregator, ModelConfig, ModelKind, MODELS};
 use espalier::partition::Resident;
 use espalier::train::{BatchSize, MicroConfig, OptimizerKind, TrainConfig, Trainer};
 use espalier::Device;
@@ -165,4 +165,44 @@ fn gat_on_cora_estimate_is_exact() {
         ModelKind::Gat,
         Aggregator::Mean,
     );
+}
+
+#[test]
+fn sage_mean_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_all(&arxiv_like(), ModelKind::Sage, Aggregator::Mean);
+}
+
+#[test]
+fn sage_sum_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_all(&arxiv_like(), ModelKind::Sage, Aggregator::Sum);
+}
+
+#[test]
+fn sage_max_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_all(&arxiv_like(), ModelKind::Sage, Aggregator::Max);
+}
+
+#[test]
+fn sage_pool_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_all(&arxiv_like(), ModelKind::Sage, Aggregator::Pool);
+}
+
+#[test]
+fn gcn_estimate_is_exact() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_all(&arxiv_like(), ModelKind::Gcn, Aggregator::Mean);
+}
+
+/// The kinds the tests above cover; a kind added to the registry needs its own
+/// `*_estimate_is_exact` test here, and then its name in this list.
+const COVERED: &[&str] = &["sage", "gcn", "gat"];
+
+#[test]
+fn every_registered_model_kind_has_an_exact_estimate_test() {
+    let registered: Vec<&str> = MODELS.iter().map(|m| m.name()).collect();
+    assert_eq!(registered, COVERED);
 }

@@ -10,7 +10,7 @@ use clap::Args;
 
 use espalier::error::{Error, Result};
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind};
+use espalier::nn::{Aggregator, ModelConfig, ModelKind, MODELS};
 use espalier::partition::{self, format_bytes, parse_bytes};
 use espalier::train::{
     BatchSize, FeatureDType, FeaturePlacement, Loader, MicroConfig, OptimizerKind, TrainConfig,
@@ -50,8 +50,8 @@ pub struct CommonArgs {
     /// gets this many planted classes.
     #[arg(long)]
     pub classes: Option<usize>,
-    /// Model: sage, gcn or gat.
-    #[arg(long, default_value = "sage")]
+    /// Model: one of the registry `espalier::nn::MODELS` (its help lists them).
+    #[arg(long, default_value = "sage", help = model_help(), long_help = model_help())]
     pub model: String,
     /// SAGE only: the aggregator, mean (default), sum, max (PyG's: the max of the
     /// neighbours' features), pool (DGL's: a linear layer and ReLU, then the max) or lstm
@@ -133,6 +133,15 @@ pub struct CommonArgs {
     /// Do not write the binary cache of a loaded dataset.
     #[arg(long)]
     pub no_cache: bool,
+}
+
+/// `--model`'s help, from the registry of model kinds: each name and what it is.
+fn model_help() -> String {
+    let kinds: Vec<String> = MODELS
+        .iter()
+        .map(|m| format!("{}: {}", m.name(), m.help))
+        .collect();
+    format!("Model: {}. {}", ModelKind::names(), kinds.join("; "))
 }
 
 impl CommonArgs {

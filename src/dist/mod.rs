@@ -33,7 +33,7 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
-use crate::nn::{Aggregator, ModelConfig, ModelKind};
+use crate::nn::ModelConfig;
 use crate::tensor::Tensor;
 
 #[cfg(feature = "mpi")]
@@ -185,21 +185,16 @@ pub fn deal(costs: &[f64], ranks: usize) -> Vec<usize> {
 pub fn micro_cost(sizes: &[BlockSizes], model: &ModelConfig) -> f64 {
     sizes
         .iter()
+        .zip(model.layer_specs())
         .enumerate()
-        .map(|(l, s)| {
+        .map(|(l, (s, spec))| {
             let (i, o) = model.widths(l);
             let (i, o) = (i as f64, o as f64);
             let (edges, dst) = (s.num_edges as f64, s.num_dst as f64);
-            let per_edge = match (model.kind, model.aggr) {
-                (ModelKind::Sage, Aggregator::Lstm) => 8.0 * i * i,
-                (ModelKind::Sage, Aggregator::Pool) => i * i,
-                (ModelKind::Gat, _) => o,
-                _ => i,
-            };
             // Gathering the input rows is memory traffic proportional to the first layer's
             // sources.
             let gather = if l == 0 { s.num_src as f64 * i } else { 0.0 };
-            edges * per_edge + 2.0 * dst * i * o + gather
+            edges * spec.multiply_adds_per_edge() + 2.0 * dst * i * o + gather
         })
         .sum()
 }

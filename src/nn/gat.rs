@@ -24,11 +24,15 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::Block;
+use crate::graph::{Block, BlockSizes};
 use crate::nn::init;
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::linear::Linear;
+use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
+use crate::nn::replay::{Replay, Val};
 use crate::ops;
+use crate::ops::dropout_key;
 use crate::rng::{hash3, Rng};
 use crate::tensor::Tensor;
 
@@ -206,6 +210,219 @@ impl Module for GatLayer {
         v.push((join(prefix, "bias"), self.bias.clone()));
         v
     }
+}
+
+/// A [`GatLayer`] with its attention dropout, as a model runs it.
+#[derive(Clone, Debug)]
+pub struct GatModelLayer {
+    /// The layer.
+    pub layer: GatLayer,
+    /// Dropout probability on the attention weights in training.
+    pub attn_dropout: f64,
+}
+
+impl Module for GatModelLayer {
+    fn named_parameters(&self, prefix: &str) -> Vec<(String, Tensor)> {
+        self.layer.named_parameters(prefix)
+    }
+}
+
+impl Layer for GatModelLayer {
+    /// Attention dropout masks are keyed by (seed, epoch, layer), in a key space apart
+    /// from the dropout between layers.
+    fn forward(&self, block: &Arc<Block>, h: &Tensor, l: usize, f: &Forward) -> Result<Tensor> {
+        let p = self.attn_dropout;
+        let dropout = (f.training && p > 0.0).then(|| AttnDropout {
+            p,
+            key: dropout_key(f.seed, f.epoch, (1 << 32) | l as u64),
+        });
+        self.layer.forward(block, h, dropout)
+    }
+}
+
+/// GAT in the registry of model kinds.
+pub const MODEL: ModelEntry = ModelEntry {
+    kind: ModelKind::Gat,
+    names: &["gat"],
+    help:
+        "GAT, multi-head attention over the in-edges, with --heads, --attn-dropout and --self-loops",
+    config: |m: &ModelConfig| {
+        Box::new(GatConfig {
+            heads: m.heads,
+            attn_dropout: m.attn_dropout,
+            self_loops: m.self_loops,
+        })
+    },
+};
+
+/// GAT's own settings. Hidden layers have `heads` heads of the model's hidden width each,
+/// concatenated; the output layer has one head of the class count (as the PyG peer).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatConfig {
+    /// Attention heads of the hidden layers (`--heads`).
+    pub heads: usize,
+    /// Dropout on the attention weights (`--attn-dropout`; 0 in the PyG peer).
+    pub attn_dropout: f64,
+    /// Add a self-loop to every dst node without one (`--self-loops`; PyG's default).
+    pub self_loops: bool,
+}
+
+impl KindConfig for GatConfig {
+    fn validate(&self) -> Result<()> {
+        if self.heads == 0 {
+            return Err(Error::invalid("gat needs at least one head"));
+        }
+        if !(0.0..1.0).contains(&self.attn_dropout) {
+            return Err(Error::invalid(format!(
+                "attention dropout {} must be in [0, 1)",
+                self.attn_dropout
+            )));
+        }
+        Ok(())
+    }
+
+    fn label(&self) -> String {
+        match self.heads {
+            1 => "gat (1 head)".to_string(),
+            n => format!("gat ({n} heads)"),
+        }
+    }
+
+    fn width_note(&self) -> String {
+        format!(", {} heads", self.heads)
+    }
+
+    fn hidden_width(&self, hidden: usize) -> Option<usize> {
+        self.heads.checked_mul(hidden)
+    }
+
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec> {
+        let heads = if at.last { 1 } else { self.heads.max(1) };
+        Box::new(GatSpec {
+            in_dim: at.in_dim,
+            out_per_head: at.out_dim / heads,
+            heads,
+            attn_dropout: self.attn_dropout,
+            self_loops: self.self_loops,
+        })
+    }
+}
+
+/// A GAT layer before it has weights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatSpec {
+    /// Input width.
+    pub in_dim: usize,
+    /// Width of one head's output.
+    pub out_per_head: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Dropout on the attention weights in training.
+    pub attn_dropout: f64,
+    /// Add a self-loop to every dst node without one.
+    pub self_loops: bool,
+}
+
+impl LayerSpec for GatSpec {
+    fn parameter_shapes(&self) -> Option<Vec<(&'static str, Vec<u64>)>> {
+        let i = self.in_dim as u64;
+        let o = (self.heads as u64).checked_mul(self.out_per_head as u64)?;
+        Some(vec![
+            ("fc.weight", vec![i, o]),
+            ("attn_src", vec![o]),
+            ("attn_dst", vec![o]),
+            ("bias", vec![o]),
+        ])
+    }
+
+    /// Attention weights the projected rows, all heads together.
+    fn multiply_adds_per_edge(&self) -> f64 {
+        self.heads as f64 * self.out_per_head as f64
+    }
+
+    fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>> {
+        let mut layer = GatLayer::new(
+            self.in_dim,
+            self.out_per_head,
+            self.heads,
+            &mut ctx.rng,
+            ctx.device,
+        )?;
+        layer.self_loops = self.self_loops;
+        Ok(Box::new(GatModelLayer {
+            layer,
+            attn_dropout: self.attn_dropout,
+        }))
+    }
+
+    fn replay(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes, _split: Option<usize>) -> Val {
+        replay_gat(r, h, self, sizes)
+    }
+}
+
+/// Replay of [`GatLayer::forward`] in training mode.
+///
+/// **GAT** (`H` heads, 1 in the output layer; `E` = edges plus one self-loop per dst node
+/// without one): `z = matmul(h, W)`; per side `headwise_dot` (`z ⊙ a` `[n, H·D]` keeping
+/// `z`, viewed `[n·H, D]`, `sum_dim`, viewed `[n, H]`; the dst side on the copy `z[..nd]`,
+/// kept by its product); two u32 `[E]` edge index tensors; both sides gathered to `[E, H]`,
+/// `add`, `leaky_relu`, `segment_softmax`, attention dropout (u32 `[E]` edge ids),
+/// `segment_weighted_sum`, `+ bias`.
+fn replay_gat(r: &mut Replay, h: &Val, g: &GatSpec, sizes: &BlockSizes) -> Val {
+    let (i, heads) = (g.in_dim, g.heads.max(1));
+    let o = heads.saturating_mul(g.out_per_head);
+    let w = r.param(i, o);
+    let attn_src = r.param(1, o);
+    let attn_dst = r.param(1, o);
+    let bias = r.param(1, o);
+    // `Block::with_self_loops` adds one edge to every dst node without a self-loop.
+    let e = if g.self_loops {
+        sizes.num_edges + sizes.num_dst - sizes.self_loops.min(sizes.num_dst)
+    } else {
+        sizes.num_edges
+    };
+    let z = r.matmul(h, &w);
+    let el = replay_headwise_dot(r, &z, &attn_src, heads);
+    let z_dst = r.slice_rows(&z, sizes.num_dst);
+    let er = replay_headwise_dot(r, &z_dst, &attn_dst, heads);
+    r.release(z_dst.buf);
+    let src = r.input(e, 1);
+    let dst = r.input(e, 1);
+    let sl = r.gather(&el, &src);
+    let sr = r.gather(&er, &dst);
+    let sum = r.add(&sl, &sr);
+    let score = r.unary_saving_output(&sum);
+    for v in [sum, sr, sl] {
+        r.release(v.buf);
+    }
+    let mut alpha = r.segment_softmax(&score);
+    if g.attn_dropout > 0.0 {
+        let ids = r.input(e, 1);
+        let d = r.dropout(&alpha, &ids);
+        r.release(alpha.buf);
+        r.release(ids.buf);
+        alpha = d;
+    }
+    let out = r.segment_weighted_sum(&z, &alpha, sizes.num_dst);
+    let res = r.add(&out, &bias);
+    for v in [out, alpha, score, dst, src, er, el, z] {
+        r.release(v.buf);
+    }
+    res
+}
+
+/// Replay of [`headwise_dot`]: `z ⊙ a`, viewed `[n·H, D]`, summed per row,
+/// viewed `[n, H]`.
+fn replay_headwise_dot(r: &mut Replay, z: &Val, a: &Val, heads: usize) -> Val {
+    let n = z.rows;
+    let prod = r.mul(z, a);
+    let flat = r.view(&prod, n * heads, z.cols / heads);
+    let sums = r.sum_rows(&flat);
+    r.release(flat.buf);
+    let out = r.view(&sums, n, heads);
+    r.release(sums.buf);
+    r.release(prod.buf);
+    out
 }
 
 #[cfg(test)]

@@ -9,10 +9,13 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::Block;
+use crate::graph::{Block, BlockSizes};
 use crate::nn::init;
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::linear::Linear;
+use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
+use crate::nn::replay::{Replay, Val};
 use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
@@ -91,4 +94,115 @@ impl Module for GcnLayer {
         v.push((join(prefix, "bias"), self.bias.clone()));
         v
     }
+}
+
+/// A [`GcnLayer`] with the graph's degree norms it reads.
+#[derive(Clone, Debug)]
+pub struct GcnNormed {
+    /// The layer.
+    pub layer: GcnLayer,
+    /// [`gcn_norm`] of the whole graph, shared by the model's layers.
+    pub norm: Arc<Vec<f32>>,
+}
+
+impl Module for GcnNormed {
+    fn named_parameters(&self, prefix: &str) -> Vec<(String, Tensor)> {
+        self.layer.named_parameters(prefix)
+    }
+}
+
+impl Layer for GcnNormed {
+    fn forward(&self, block: &Arc<Block>, h: &Tensor, _l: usize, _f: &Forward) -> Result<Tensor> {
+        self.layer.forward(block, h, &self.norm)
+    }
+}
+
+/// GCN in the registry of model kinds.
+pub const MODEL: ModelEntry = ModelEntry {
+    kind: ModelKind::Gcn,
+    names: &["gcn"],
+    help: "GCN, symmetric normalisation by the graph's degrees with self-loops",
+    config: |_: &ModelConfig| Box::new(GcnConfig),
+};
+
+/// GCN's own settings: none beyond the widths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcnConfig;
+
+impl KindConfig for GcnConfig {
+    fn label(&self) -> String {
+        "gcn".to_string()
+    }
+
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec> {
+        Box::new(GcnSpec {
+            in_dim: at.in_dim,
+            out_dim: at.out_dim,
+        })
+    }
+}
+
+/// A GCN layer before it has weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcnSpec {
+    /// Input width.
+    pub in_dim: usize,
+    /// Output width.
+    pub out_dim: usize,
+}
+
+impl LayerSpec for GcnSpec {
+    fn parameter_shapes(&self) -> Option<Vec<(&'static str, Vec<u64>)>> {
+        let (i, o) = (self.in_dim as u64, self.out_dim as u64);
+        Some(vec![("fc.weight", vec![i, o]), ("bias", vec![o])])
+    }
+
+    fn multiply_adds_per_edge(&self) -> f64 {
+        self.in_dim as f64
+    }
+
+    fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>> {
+        let layer = GcnLayer::new(self.in_dim, self.out_dim, &mut ctx.rng, ctx.device)?;
+        let norm = ctx.degree_norm("gcn")?;
+        Ok(Box::new(GcnNormed { layer, norm }))
+    }
+
+    fn replay(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes, _split: Option<usize>) -> Val {
+        replay_gcn(r, h, (self.in_dim, self.out_dim), sizes)
+    }
+}
+
+/// Replay of [`GcnLayer::forward`].
+///
+/// **GCN**: norms `[ns, 1]`, `[nd, 1]`; `x = matmul(h, W)` when `i > o` (projection
+/// first), `xs = x ⊙ norm_src`, `agg = segment_sum(xs) + xs[..nd]`, `agg ⊙ norm_dst`,
+/// then `matmul(·, W)` when not projected, `+ bias`.
+fn replay_gcn(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+    let w = r.param(i, o);
+    let bias = r.param(1, o);
+    let n_src = r.input(sizes.num_src, 1);
+    let n_dst = r.input(sizes.num_dst, 1);
+    let project_first = i > o;
+    let x = if project_first {
+        r.matmul(h, &w)
+    } else {
+        h.clone_in(r)
+    };
+    let xs = r.mul(&x, &n_src);
+    let seg = r.segment(&xs, sizes.num_dst, false);
+    let sl = r.slice_rows(&xs, sizes.num_dst);
+    let agg = r.add(&seg, &sl);
+    r.release(seg.buf);
+    r.release(sl.buf);
+    let agg2 = r.mul(&agg, &n_dst);
+    let out = if project_first {
+        agg2.clone_in(r)
+    } else {
+        r.matmul(&agg2, &w)
+    };
+    let res = r.add(&out, &bias);
+    for v in [out, agg2, agg, xs, x, n_dst, n_src] {
+        r.release(v.buf);
+    }
+    res
 }

@@ -3,16 +3,19 @@
 pub mod gat;
 pub mod gcn;
 pub mod init;
+pub mod layer;
 pub mod linear;
 pub mod mlp;
 pub mod model;
 pub mod module;
+pub mod replay;
 pub mod sage;
 
 pub use gat::GatLayer;
 pub use init::Init;
+pub use layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 pub use linear::Linear;
 pub use mlp::Mlp;
-pub use model::{Forward, Gnn, ModelConfig, ModelKind};
+pub use model::{Forward, Gnn, ModelConfig, ModelKind, MODELS};
 pub use module::{Activation, Module};
 pub use sage::{Aggregator, LstmParams, SageLayer};

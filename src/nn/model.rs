@@ -4,22 +4,23 @@
 //! the PyG peer. Dropout masks are keyed by (seed, epoch, layer) and by each row's global
 //! node id, so splitting a batch into micro-batches does not change them.
 //!
-//! GAT (as the PyG peer): hidden layers have `heads` heads of `hidden` features each,
-//! concatenated (`heads · hidden` wide); the output layer has one head of `out_dim`.
-//! Attention dropout (`attn_dropout`) masks are keyed by (seed, epoch, layer) and by global
-//! edge ids (see [`crate::nn::gat`]).
+//! A model is a stack of layers ([`crate::nn::layer`]): [`ModelConfig::layer_specs`] lists
+//! them before they have weights, [`Gnn::new`] builds them, and the memory estimator
+//! replays the same specs. Which kinds exist is the registry [`MODELS`]; each kind's file
+//! (`sage.rs`, `gcn.rs`, `gat.rs`) holds its entry, its config and its layer, so nothing
+//! here matches on the kind.
 
 use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::Block;
-use crate::nn::gat::{AttnDropout, GatLayer};
-use crate::nn::gcn::{gcn_norm, GcnLayer};
+use crate::graph::{Block, BlockSizes};
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::module::{join, Module};
-use crate::nn::sage::{Aggregator, SageLayer};
+use crate::nn::replay::{Replay, Val};
+use crate::nn::sage::Aggregator;
+use crate::nn::{gat, gcn, sage};
 use crate::ops;
-use crate::rng::Rng;
 use crate::tensor::Tensor;
 
 /// Which GNN.
@@ -34,15 +35,42 @@ pub enum ModelKind {
     Gat,
 }
 
+/// The registry of model kinds: each kind's names, help and configuration, defined in the
+/// kind's own file beside its layer. `--model` and the help read it.
+pub const MODELS: &[ModelEntry] = &[sage::MODEL, gcn::MODEL, gat::MODEL];
+
+impl ModelKind {
+    /// This kind's registry entry.
+    pub fn entry(self) -> &'static ModelEntry {
+        MODELS
+            .iter()
+            .find(|m| m.kind == self)
+            .expect("every model kind has a registry entry")
+    }
+
+    /// The name `--model` takes.
+    pub fn name(self) -> &'static str {
+        self.entry().name()
+    }
+
+    /// Every kind's name, as a list for people: `sage, gcn or gat`.
+    pub fn names() -> String {
+        let names: Vec<&str> = MODELS.iter().map(ModelEntry::name).collect();
+        match names.split_last() {
+            Some((last, first)) if !first.is_empty() => format!("{} or {last}", first.join(", ")),
+            _ => names.concat(),
+        }
+    }
+}
+
 impl std::str::FromStr for ModelKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "sage" | "graphsage" => Ok(ModelKind::Sage),
-            "gcn" => Ok(ModelKind::Gcn),
-            "gat" => Ok(ModelKind::Gat),
-            _ => Err(Error::invalid(format!(
-                "unknown model `{s}`: expected sage, gcn or gat"
+        match MODELS.iter().find(|m| m.names.contains(&s)) {
+            Some(m) => Ok(m.kind),
+            None => Err(Error::invalid(format!(
+                "unknown model `{s}`: expected {}",
+                ModelKind::names()
             ))),
         }
     }
@@ -53,12 +81,16 @@ impl std::str::FromStr for ModelKind {
 /// before anything is allocated.
 pub const MAX_PARAMETER_VALUES: u64 = u32::MAX as u64;
 
-/// Shape of a model.
+/// Shape of a model, as the CLI flags, the JSON output and checkpoints carry it: the
+/// widths every kind shares, plus each kind's own settings flat beside them (so old JSON
+/// and checkpoints compare field by field). A kind's layers never read this struct for
+/// their own settings: they read their kind's config type ([`ModelConfig::kind_config`]:
+/// `SageConfig`, `GcnConfig`, `GatConfig`), built from it by the kind's registry entry.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ModelConfig {
     /// Which model.
     pub kind: ModelKind,
-    /// SAGE's neighbour aggregator (ignored by GCN and GAT).
+    /// SAGE's neighbour aggregator (read into `SageConfig`; ignored by GCN and GAT).
     pub aggr: Aggregator,
     /// Input feature width.
     pub in_dim: usize,
@@ -70,7 +102,8 @@ pub struct ModelConfig {
     pub layers: usize,
     /// Dropout probability between layers.
     pub dropout: f64,
-    /// GAT: attention heads of the hidden layers (the output layer has one).
+    /// GAT (read into `GatConfig`): attention heads of the hidden layers (the output
+    /// layer has one).
     pub heads: usize,
     /// GAT: dropout on the attention weights (0 in the PyG peer).
     pub attn_dropout: f64,
@@ -96,17 +129,7 @@ impl ModelConfig {
                 self.dropout
             )));
         }
-        if self.kind == ModelKind::Gat {
-            if self.heads == 0 {
-                return Err(Error::invalid("gat needs at least one head"));
-            }
-            if !(0.0..1.0).contains(&self.attn_dropout) {
-                return Err(Error::invalid(format!(
-                    "attention dropout {} must be in [0, 1)",
-                    self.attn_dropout
-                )));
-            }
-        }
+        self.kind_config().validate()?;
         self.check_sizes()?;
         Ok(())
     }
@@ -114,21 +137,35 @@ impl ModelConfig {
     /// The model as a user names it, with only what applies to its kind: `sage-mean`,
     /// `sage-lstm`, `gcn`, `gat (4 heads)`.
     pub fn label(&self) -> String {
-        match self.kind {
-            ModelKind::Sage => format!("sage-{}", self.aggr.name()),
-            ModelKind::Gcn => "gcn".to_string(),
-            ModelKind::Gat if self.heads == 1 => "gat (1 head)".to_string(),
-            ModelKind::Gat => format!("gat ({} heads)", self.heads),
-        }
+        self.kind_config().label()
+    }
+
+    /// The settings only this configuration's kind reads, as its own type.
+    pub fn kind_config(&self) -> Box<dyn KindConfig> {
+        (self.kind.entry().config)(self)
+    }
+
+    /// The model's layers before they have weights, input layer first: what
+    /// [`Gnn::new`] builds and the memory estimator replays.
+    pub fn layer_specs(&self) -> Vec<Box<dyn LayerSpec>> {
+        let kind = self.kind_config();
+        (0..self.layers)
+            .map(|l| {
+                let (in_dim, out_dim) = self.widths_of(kind.as_ref(), l);
+                kind.layer(LayerAt {
+                    index: l,
+                    last: l + 1 == self.layers,
+                    in_dim,
+                    out_dim,
+                })
+            })
+            .collect()
     }
 
     /// The widths that set a tensor's size, for errors: `input 1433, hidden 256, 4 heads,
     /// 7 classes` (heads only for GAT).
     fn describe_widths(&self) -> String {
-        let heads = match self.kind {
-            ModelKind::Gat => format!(", {} heads", self.heads),
-            _ => String::new(),
-        };
+        let heads = self.kind_config().width_note();
         format!(
             "input {}, hidden {}{heads}, {} classes",
             self.in_dim, self.hidden, self.out_dim
@@ -146,54 +183,13 @@ impl ModelConfig {
             ))
         };
         let mul = |a: u64, b: u64| a.checked_mul(b).ok_or_else(too_big);
-        let (hidden, heads) = (self.hidden as u64, self.heads as u64);
-        let hidden_out = match self.kind {
-            ModelKind::Gat => mul(heads, hidden)?,
-            _ => hidden,
-        };
+        // Checked even when no hidden layer uses it.
+        let kind = self.kind_config();
+        kind.hidden_width(self.hidden).ok_or_else(too_big)?;
         let mut shapes = Vec::new();
-        for l in 0..self.layers {
-            let last = l + 1 == self.layers;
-            let i = if l == 0 {
-                self.in_dim as u64
-            } else {
-                hidden_out
-            };
-            let o = if last {
-                self.out_dim as u64
-            } else {
-                hidden_out
-            };
-            match self.kind {
-                ModelKind::Sage => {
-                    shapes.push((l, "fc_self.weight", vec![i, o]));
-                    shapes.push((l, "fc_neigh.weight", vec![i, o]));
-                    match self.aggr {
-                        Aggregator::Pool => {
-                            shapes.push((l, "fc_pool.weight", vec![i, i]));
-                            shapes.push((l, "fc_pool.bias", vec![i]));
-                        }
-                        Aggregator::Lstm => {
-                            let i4 = mul(i, 4)?;
-                            shapes.push((l, "lstm.weight_ih", vec![i, i4]));
-                            shapes.push((l, "lstm.weight_hh", vec![i, i4]));
-                            shapes.push((l, "lstm.bias", vec![i4]));
-                        }
-                        Aggregator::Mean | Aggregator::Sum | Aggregator::Max => {}
-                    }
-                    shapes.push((l, "bias", vec![o]));
-                }
-                ModelKind::Gcn => {
-                    shapes.push((l, "fc.weight", vec![i, o]));
-                    shapes.push((l, "bias", vec![o]));
-                }
-                ModelKind::Gat => {
-                    shapes.push((l, "fc.weight", vec![i, o]));
-                    shapes.push((l, "attn_src", vec![o]));
-                    shapes.push((l, "attn_dst", vec![o]));
-                    shapes.push((l, "bias", vec![o]));
-                }
-            }
+        for (l, spec) in self.layer_specs().iter().enumerate() {
+            let layer = spec.parameter_shapes().ok_or_else(too_big)?;
+            shapes.extend(layer.into_iter().map(|(name, shape)| (l, name, shape)));
         }
         for (_, _, shape) in &shapes {
             shape.iter().try_fold(1u64, |n, &d| mul(n, d))?;
@@ -239,10 +235,11 @@ impl ModelConfig {
     /// `heads · hidden`). Saturates instead of overflowing (widths that large fail
     /// [`ModelConfig::validate`]).
     pub fn widths(&self, l: usize) -> (usize, usize) {
-        let hidden_out = match self.kind {
-            ModelKind::Gat => self.heads.saturating_mul(self.hidden),
-            _ => self.hidden,
-        };
+        self.widths_of(self.kind_config().as_ref(), l)
+    }
+
+    fn widths_of(&self, kind: &dyn KindConfig, l: usize) -> (usize, usize) {
+        let hidden_out = kind.hidden_width(self.hidden).unwrap_or(usize::MAX);
         let i = if l == 0 { self.in_dim } else { hidden_out };
         let o = if l + 1 == self.layers {
             self.out_dim
@@ -327,13 +324,6 @@ impl ModelConfig {
     }
 }
 
-#[derive(Clone, Debug)]
-enum Layer {
-    Sage(SageLayer),
-    Gcn(GcnLayer),
-    Gat(GatLayer),
-}
-
 /// Per-call state of a forward pass.
 #[derive(Clone, Debug, Default)]
 pub struct Forward {
@@ -346,13 +336,11 @@ pub struct Forward {
 }
 
 /// A stack of GNN layers.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Gnn {
     /// The configuration the layers were built from.
     pub config: ModelConfig,
-    layers: Vec<Layer>,
-    /// GCN only: `1/√(d+1)` per graph node.
-    norm: Option<Arc<Vec<f32>>>,
+    layers: Vec<Box<dyn Layer>>,
 }
 
 impl Gnn {
@@ -364,41 +352,13 @@ impl Gnn {
         device: Device,
     ) -> Result<Gnn> {
         config.validate()?;
-        let mut rng = Rng::new(seed);
-        let layers = (0..config.layers)
-            .map(|l| {
-                let (i, o) = config.widths(l);
-                Ok(match config.kind {
-                    ModelKind::Sage => {
-                        Layer::Sage(SageLayer::new(i, o, config.aggr, &mut rng, device)?)
-                    }
-                    ModelKind::Gcn => Layer::Gcn(GcnLayer::new(i, o, &mut rng, device)?),
-                    ModelKind::Gat => {
-                        let heads = if l + 1 == config.layers {
-                            1
-                        } else {
-                            config.heads
-                        };
-                        let mut g = GatLayer::new(i, o / heads, heads, &mut rng, device)?;
-                        g.self_loops = config.self_loops;
-                        Layer::Gat(g)
-                    }
-                })
-            })
+        let mut ctx = BuildCtx::new(seed, device, in_degrees);
+        let layers = config
+            .layer_specs()
+            .iter()
+            .map(|spec| spec.build(&mut ctx))
             .collect::<Result<Vec<_>>>()?;
-        let norm = match config.kind {
-            ModelKind::Gcn => {
-                let d =
-                    in_degrees.ok_or_else(|| Error::invalid("gcn needs the graph's in-degrees"))?;
-                Some(Arc::new(gcn_norm(d)))
-            }
-            _ => None,
-        };
-        Ok(Gnn {
-            config,
-            layers,
-            norm,
-        })
+        Ok(Gnn { config, layers })
     }
 
     /// SAGE-LSTM: split each layer's explosion bucket into pieces of at most `max_nodes`
@@ -408,9 +368,7 @@ impl Gnn {
             return Err(Error::invalid("lstm split size must be at least 1"));
         }
         for l in &mut self.layers {
-            if let Layer::Sage(s) = l {
-                s.lstm_split = max_nodes;
-            }
+            l.set_bucket_split(max_nodes);
         }
         Ok(())
     }
@@ -460,24 +418,7 @@ impl Gnn {
                 ),
             ));
         }
-        let out = match layer {
-            Layer::Sage(s) => s.forward(block, &h)?,
-            Layer::Gcn(g) => {
-                let norm = self
-                    .norm
-                    .as_ref()
-                    .ok_or_else(|| Error::invalid("gcn without degree norms"))?;
-                g.forward(block, &h, norm)?
-            }
-            Layer::Gat(g) => {
-                let p = self.config.attn_dropout;
-                let dropout = (f.training && p > 0.0).then(|| AttnDropout {
-                    p,
-                    key: ops::dropout_key(f.seed, f.epoch, (1 << 32) | l as u64),
-                });
-                g.forward(block, &h, dropout)?
-            }
-        };
+        let out = layer.forward(block, &h, l, f)?;
         drop(h);
         let mut h = out;
         if l + 1 < self.layers.len() {
@@ -493,19 +434,44 @@ impl Gnn {
     }
 }
 
+impl ModelConfig {
+    /// Replay of [`Gnn::forward_layer`] in training mode on symbolic buffers: layer `l`
+    /// (`spec`, one of [`ModelConfig::layer_specs`]) on a block of `sizes`, its input `h`
+    /// released, then the ReLU and the dropout between layers except after the output
+    /// layer. The memory estimator chains it as [`Gnn::forward`] chains the layers.
+    pub fn replay_layer(
+        &self,
+        spec: &dyn LayerSpec,
+        r: &mut Replay,
+        l: usize,
+        sizes: &BlockSizes,
+        h: Val,
+        bucket_split: Option<usize>,
+    ) -> Val {
+        let mut out = spec.replay(r, &h, sizes, bucket_split);
+        r.release(h.buf);
+        if l + 1 < self.layers {
+            let a = r.relu(&out);
+            r.release(out.buf);
+            out = a;
+            if self.dropout > 0.0 {
+                let ids = r.input(sizes.num_dst, 1);
+                let d = r.dropout(&out, &ids);
+                r.release(out.buf);
+                r.release(ids.buf);
+                out = d;
+            }
+        }
+        out
+    }
+}
+
 impl Module for Gnn {
     fn named_parameters(&self, prefix: &str) -> Vec<(String, Tensor)> {
         self.layers
             .iter()
             .enumerate()
-            .flat_map(|(i, l)| {
-                let p = join(prefix, &format!("layers.{i}"));
-                match l {
-                    Layer::Sage(s) => s.named_parameters(&p),
-                    Layer::Gcn(g) => g.named_parameters(&p),
-                    Layer::Gat(g) => g.named_parameters(&p),
-                }
-            })
+            .flat_map(|(i, l)| l.named_parameters(&join(prefix, &format!("layers.{i}"))))
             .collect()
     }
 }

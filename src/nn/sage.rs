@@ -24,10 +24,13 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::{Block, Buckets};
+use crate::graph::{Block, BlockSizes, Buckets};
 use crate::nn::init::{self, Init};
+use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::linear::Linear;
+use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
+use crate::nn::replay::{Replay, Val};
 use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
@@ -294,4 +297,273 @@ impl Module for SageLayer {
         v.push((join(prefix, "bias"), self.bias.clone()));
         v
     }
+}
+
+impl Layer for SageLayer {
+    fn forward(&self, block: &Arc<Block>, h: &Tensor, _l: usize, _f: &Forward) -> Result<Tensor> {
+        SageLayer::forward(self, block, h)
+    }
+
+    fn set_bucket_split(&mut self, max_nodes: Option<usize>) {
+        self.lstm_split = max_nodes;
+    }
+}
+
+/// GraphSAGE in the registry of model kinds.
+pub const MODEL: ModelEntry = ModelEntry {
+    kind: ModelKind::Sage,
+    names: &["sage", "graphsage"],
+    help:
+        "GraphSAGE, self and aggregated neighbours with separate weights, --aggr picks the aggregator",
+    config: |m: &ModelConfig| Box::new(SageConfig { aggr: m.aggr }),
+};
+
+/// GraphSAGE's own settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SageConfig {
+    /// The neighbour aggregator (`--aggr`).
+    pub aggr: Aggregator,
+}
+
+impl KindConfig for SageConfig {
+    fn label(&self) -> String {
+        format!("sage-{}", self.aggr.name())
+    }
+
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec> {
+        Box::new(SageSpec {
+            in_dim: at.in_dim,
+            out_dim: at.out_dim,
+            aggr: self.aggr,
+        })
+    }
+}
+
+/// A GraphSAGE layer before it has weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SageSpec {
+    /// Input width.
+    pub in_dim: usize,
+    /// Output width.
+    pub out_dim: usize,
+    /// The neighbour aggregator.
+    pub aggr: Aggregator,
+}
+
+impl LayerSpec for SageSpec {
+    fn parameter_shapes(&self) -> Option<Vec<(&'static str, Vec<u64>)>> {
+        let (i, o) = (self.in_dim as u64, self.out_dim as u64);
+        let mut shapes = vec![
+            ("fc_self.weight", vec![i, o]),
+            ("fc_neigh.weight", vec![i, o]),
+        ];
+        match self.aggr {
+            Aggregator::Pool => {
+                shapes.push(("fc_pool.weight", vec![i, i]));
+                shapes.push(("fc_pool.bias", vec![i]));
+            }
+            Aggregator::Lstm => {
+                let i4 = i.checked_mul(4)?;
+                shapes.push(("lstm.weight_ih", vec![i, i4]));
+                shapes.push(("lstm.weight_hh", vec![i, i4]));
+                shapes.push(("lstm.bias", vec![i4]));
+            }
+            Aggregator::Mean | Aggregator::Sum | Aggregator::Max => {}
+        }
+        shapes.push(("bias", vec![o]));
+        Some(shapes)
+    }
+
+    /// The LSTM's four gates, input and hidden, per (node, step); pool's transform per
+    /// neighbour; the other aggregators read each neighbour's row once.
+    fn multiply_adds_per_edge(&self) -> f64 {
+        let i = self.in_dim as f64;
+        match self.aggr {
+            Aggregator::Lstm => 8.0 * i * i,
+            Aggregator::Pool => i * i,
+            Aggregator::Mean | Aggregator::Sum | Aggregator::Max => i,
+        }
+    }
+
+    fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>> {
+        let layer = SageLayer::new(
+            self.in_dim,
+            self.out_dim,
+            self.aggr,
+            &mut ctx.rng,
+            ctx.device,
+        )?;
+        Ok(Box::new(layer))
+    }
+
+    fn replay(
+        &self,
+        r: &mut Replay,
+        h: &Val,
+        sizes: &BlockSizes,
+        bucket_split: Option<usize>,
+    ) -> Val {
+        let io = (self.in_dim, self.out_dim);
+        match self.aggr {
+            Aggregator::Mean | Aggregator::Sum => replay_mean_sum(r, h, io, sizes),
+            Aggregator::Pool => replay_pool(r, h, io, sizes),
+            Aggregator::Max => replay_max(r, h, io, sizes),
+            Aggregator::Lstm => replay_lstm(r, h, io, sizes, bucket_split),
+        }
+    }
+}
+
+/// Replay of [`SageLayer::forward`] with `mean` or `sum` ([`SageLayer::forward_mean_sum`]),
+/// `i`/`o` the layer's widths, `ns`/`nd` the block's src/dst counts.
+///
+/// **SAGE mean/sum**: the self term is `matmul_rows(h, nd, W_self)` when `h` is kept
+/// anyway (projecting first, or `h` without gradient: the features), else
+/// `h_dst = slice(h)` `[nd, i]` first, kept by `matmul(h_dst, W_self)`, computed after
+/// the neighbours. Neighbours, projecting first when that takes fewer multiply-adds
+/// ([`projects_first`]): `segment(matmul(h, W_neigh))` (keeps `h`, a
+/// transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
+/// `[nd, i]`). Then `(self + neigh) + bias`: three `[nd, o]` outputs, the first two
+/// transient.
+fn replay_mean_sum(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let bias = r.param(1, o);
+    let project = projects_first(sizes.num_src, sizes.num_dst, sizes.num_edges, i, o);
+    let h_dst = if project || !h.grad {
+        None
+    } else {
+        Some(r.slice_rows(h, sizes.num_dst))
+    };
+    let neigh = if project {
+        let t = r.matmul(h, &w_neigh);
+        let n = r.segment(&t, sizes.num_dst, false);
+        r.release(t.buf);
+        n
+    } else {
+        let t = r.segment(h, sizes.num_dst, false);
+        let n = r.matmul(&t, &w_neigh);
+        r.release(t.buf);
+        n
+    };
+    let own = match &h_dst {
+        Some(x) => r.matmul(x, &w_self),
+        None => r.matmul_rows(h, sizes.num_dst, &w_self),
+    };
+    let a1 = r.add(&own, &neigh);
+    let out = r.add(&a1, &bias);
+    r.release(own.buf);
+    r.release(a1.buf);
+    r.release(neigh.buf);
+    if let Some(x) = h_dst {
+        r.release(x.buf);
+    }
+    out
+}
+
+/// Replay of the `max` arm of [`SageLayer::forward`]: the copy `h_dst = h[..nd]` `[nd, i]`
+/// first, `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then
+/// [`replay_finish`].
+fn replay_max(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let bias = r.param(1, o);
+    let h_dst = r.slice_rows(h, sizes.num_dst);
+    let mx = r.segment(h, sizes.num_dst, true);
+    let neigh = r.matmul(&mx, &w_neigh);
+    r.release(mx.buf);
+    replay_finish(r, h_dst, neigh, &w_self, &bias)
+}
+
+/// Replay of the `pool` arm of [`SageLayer::forward`].
+///
+/// **SAGE pool**: `relu(matmul(h, W_pool) + b_pool)` `[ns, i]` (kept by relu),
+/// `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then [`replay_finish`].
+fn replay_pool(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let w_pool = r.param(i, i);
+    let b_pool = r.param(1, i);
+    let bias = r.param(1, o);
+    let h_dst = r.slice_rows(h, sizes.num_dst);
+    let m = r.matmul(h, &w_pool);
+    let z1 = r.add(&m, &b_pool);
+    r.release(m.buf);
+    let z = r.relu(&z1);
+    r.release(z1.buf);
+    let mx = r.segment(&z, sizes.num_dst, true);
+    let neigh = r.matmul(&mx, &w_neigh);
+    r.release(mx.buf);
+    r.release(z.buf);
+    replay_finish(r, h_dst, neigh, &w_self, &bias)
+}
+
+/// `(fc_self(h_dst) + neigh) + bias` (three `[nd, o]` outputs, the first two transient),
+/// then the layer's locals go.
+fn replay_finish(r: &mut Replay, h_dst: Val, neigh: Val, w_self: &Val, bias: &Val) -> Val {
+    let s = r.matmul(&h_dst, w_self);
+    let a1 = r.add(&s, &neigh);
+    let out = r.add(&a1, bias);
+    r.release(s.buf);
+    r.release(a1.buf);
+    r.release(neigh.buf);
+    r.release(h_dst.buf);
+    out
+}
+
+/// The LSTM's dense batches `(nodes, degree)` from the degree histogram, in the order of
+/// [`crate::graph::Buckets`] (increasing degree; the largest degree's bucket, the
+/// explosion bucket, cut into pieces of at most `split` nodes).
+fn lstm_buckets(hist: &[usize], split: Option<usize>) -> Vec<(usize, usize)> {
+    let max = hist.iter().rposition(|&n| n > 0).unwrap_or(0);
+    let mut v = Vec::new();
+    for (k, &m) in hist.iter().enumerate().skip(1).filter(|&(_, &m)| m > 0) {
+        match split.filter(|&n| k == max && n > 0) {
+            Some(n) => {
+                let mut left = m;
+                while left > 0 {
+                    v.push((left.min(n), k));
+                    left -= left.min(n);
+                }
+            }
+            None => v.push((m, k)),
+        }
+    }
+    v
+}
+
+/// Replay of the `lstm` arm of [`SageLayer::forward`] ([`LstmParams::aggregate`]).
+///
+/// **SAGE-LSTM**: `xw = matmul(h, W_ih) + b` `[ns, 4F]` (the product transient), the
+/// per-(node, step) rows `xg = index_select(xw, idx)` `[R, 4F]` (`R = Σ` nodes × degree over
+/// the buckets of `degree_hist`, the explosion bucket cut by `lstm_split`; `idx` u32 `[R]`
+/// kept by the gather), then `lstm_aggregate`; `xw` and `xg` go after it, and
+/// `matmul(agg, W_neigh)` keeps the aggregate. Then [`replay_finish`].
+fn replay_lstm(
+    r: &mut Replay,
+    h: &Val,
+    (i, o): (usize, usize),
+    sizes: &BlockSizes,
+    split: Option<usize>,
+) -> Val {
+    let w_self = r.param(i, o);
+    let w_neigh = r.param(i, o);
+    let w_ih = r.param(i, i.saturating_mul(4));
+    let w_hh = r.param(i, i.saturating_mul(4));
+    let b = r.param(1, i.saturating_mul(4));
+    let bias = r.param(1, o);
+    let h_dst = r.slice_rows(h, sizes.num_dst);
+    let buckets = lstm_buckets(&sizes.degree_hist, split);
+    let rows = buckets.iter().map(|&(m, k)| m * k).sum();
+    let mm = r.matmul(h, &w_ih);
+    let xw = r.add(&mm, &b);
+    r.release(mm.buf);
+    let idx = r.input(rows, 1);
+    let xg = r.gather(&xw, &idx);
+    r.release(xw.buf);
+    let agg = r.lstm(&xg, &w_hh, sizes.num_dst, buckets);
+    r.release(xg.buf);
+    r.release(idx.buf);
+    let neigh = r.matmul(&agg, &w_neigh);
+    r.release(agg.buf);
+    replay_finish(r, h_dst, neigh, &w_self, &bias)
 }

@@ -1,0 +1,158 @@
+//! A model is a stack of layers, and a layer kind is one file that holds, side by side:
+//!
+//! - its **spec** ([`LayerSpec`]): what the layer is before it has weights (widths and
+//!   options), the shapes of its parameters, how to build it, and the **replay** of its
+//!   forward on the symbolic buffers of [`crate::nn::replay`], which the memory estimator
+//!   runs instead of the layer;
+//! - the **layer** itself ([`Layer`]): its parameters and its `forward`;
+//! - its model kind's own configuration ([`KindConfig`]) and registry entry
+//!   ([`ModelEntry`], listed in [`crate::nn::model::MODELS`]).
+//!
+//! [`crate::nn::Gnn`] builds its layers from the specs and the estimator
+//! ([`crate::partition::MemoryEstimator`]) replays the same specs, so a model cannot train
+//! without an estimate, and the two change in one place.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::graph::{Block, BlockSizes};
+use crate::nn::gcn::gcn_norm;
+use crate::nn::model::{Forward, ModelConfig, ModelKind};
+use crate::nn::module::Module;
+use crate::nn::replay::{Replay, Val};
+use crate::rng::Rng;
+use crate::tensor::Tensor;
+
+/// A layer with weights.
+pub trait Layer: Module + Debug + Send + Sync {
+    /// The block's dst rows from its src rows `h`, in pass `f`; `l` is the layer's index in
+    /// its model, which keys the layer's random masks.
+    fn forward(&self, block: &Arc<Block>, h: &Tensor, l: usize, f: &Forward) -> Result<Tensor>;
+
+    /// A layer that aggregates per degree bucket cuts each block's largest-degree bucket
+    /// (the explosion bucket) into pieces of at most `max_nodes` dst nodes (`None`: no
+    /// split); other layers ignore it.
+    fn set_bucket_split(&mut self, _max_nodes: Option<usize>) {}
+}
+
+/// One layer before it has weights.
+pub trait LayerSpec: Debug + Send + Sync {
+    /// `(name, shape)` of every parameter, in the order [`LayerSpec::build`] creates them;
+    /// `None` when a size overflows 64 bits.
+    fn parameter_shapes(&self) -> Option<Vec<(&'static str, Vec<u64>)>>;
+
+    /// Multiply-adds per edge of the forward's aggregation: the cost proxy that balances
+    /// ranks ([`crate::dist::micro_cost`]), not a time model.
+    fn multiply_adds_per_edge(&self) -> f64;
+
+    /// The layer with seeded initial weights.
+    fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>>;
+
+    /// The layer's forward in training mode on symbolic buffers: its parameters declared
+    /// ([`Replay::param`]), then every allocation its [`Layer::forward`] makes, in order,
+    /// with what each backward rule keeps. `h` is the input (kept by the caller, which
+    /// releases it after); `sizes` the block's; `bucket_split` as
+    /// [`Layer::set_bucket_split`]. Returns the output.
+    fn replay(
+        &self,
+        r: &mut Replay,
+        h: &Val,
+        sizes: &BlockSizes,
+        bucket_split: Option<usize>,
+    ) -> Val;
+}
+
+/// What building a model's layers shares: the weights' random stream, the device, and the
+/// graph's degrees for layers normalised by them.
+pub struct BuildCtx<'a> {
+    /// Draws every initial weight, layer after layer.
+    pub rng: Rng,
+    /// Where the parameters live.
+    pub device: Device,
+    in_degrees: Option<&'a [u32]>,
+    norm: Option<Arc<Vec<f32>>>,
+}
+
+impl<'a> BuildCtx<'a> {
+    /// A context seeded with `seed`; `in_degrees` are the graph's (GCN reads them).
+    pub fn new(seed: u64, device: Device, in_degrees: Option<&'a [u32]>) -> Self {
+        BuildCtx {
+            rng: Rng::new(seed),
+            device,
+            in_degrees,
+            norm: None,
+        }
+    }
+
+    /// `1/√(in-degree + 1)` per graph node ([`gcn_norm`]), computed once and shared by the
+    /// layers that read it.
+    pub fn degree_norm(&mut self, model: &str) -> Result<Arc<Vec<f32>>> {
+        if self.norm.is_none() {
+            let d = self
+                .in_degrees
+                .ok_or_else(|| Error::invalid(format!("{model} needs the graph's in-degrees")))?;
+            self.norm = Some(Arc::new(gcn_norm(d)));
+        }
+        Ok(self.norm.clone().expect("set above"))
+    }
+}
+
+/// A model kind's own settings, read from the [`ModelConfig`] the CLI and the JSON output
+/// carry; the kind's layers read only these (and the shared widths).
+pub trait KindConfig: Debug {
+    /// Checks the settings only this kind reads.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The model as a user names it (`sage-mean`, `gcn`, `gat (4 heads)`).
+    fn label(&self) -> String;
+
+    /// What this kind adds to the widths in errors (`, 4 heads`); empty by default.
+    fn width_note(&self) -> String {
+        String::new()
+    }
+
+    /// Output width of a hidden layer of `hidden` features (GAT: heads × hidden);
+    /// `None` when it overflows.
+    fn hidden_width(&self, hidden: usize) -> Option<usize> {
+        Some(hidden)
+    }
+
+    /// The model's layer at `at`.
+    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec>;
+}
+
+/// Where a layer stands in its model, and its widths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerAt {
+    /// Its index, the input layer 0.
+    pub index: usize,
+    /// It is the output layer.
+    pub last: bool,
+    /// Input width.
+    pub in_dim: usize,
+    /// Output width.
+    pub out_dim: usize,
+}
+
+/// One model kind of the registry ([`crate::nn::model::MODELS`]).
+pub struct ModelEntry {
+    /// The kind.
+    pub kind: ModelKind,
+    /// The names `--model` takes; the first is the kind's own.
+    pub names: &'static [&'static str],
+    /// One line for the help and the docs.
+    pub help: &'static str,
+    /// The kind's settings from the flat configuration.
+    pub config: fn(&ModelConfig) -> Box<dyn KindConfig>,
+}
+
+impl ModelEntry {
+    /// The kind's own name.
+    pub fn name(&self) -> &'static str {
+        self.names[0]
+    }
+}
