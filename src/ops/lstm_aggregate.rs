@@ -18,7 +18,10 @@
 //!
 //! **Per bucket and step:** one matmul (`h_{t-1}·W_hh`, skipped at `t = 0` where `h = 0`)
 //! and one fused cell kernel that adds the gathered projection, applies the gates, saves
-//! what backward needs and, at the last step, writes the node's output row.
+//! what backward needs and, at the last step, writes the node's output row. The CPU arm
+//! runs several buckets as one packed sequence instead, step `t` one matmul over the
+//! nodes still running ([`crate::ops::lstm_packs`], `ops/lstm_pack.rs`): the same values,
+//! bit for bit, with far fewer matmuls.
 //!
 //! **Backward** (per bucket, `t = k-1 … 0`): one fused kernel turns `(h̄_t, c̄_t)` into
 //! `z̄_t` (written to `x̄g` and to a bucket-local buffer) and `c̄_{t-1}`; one matmul
@@ -30,7 +33,8 @@
 //! backward `x̄g` (4 per (node, step, unit)) and `Hprev` (1) live together with the saved
 //! 5; the forward input `xg` (4) is not saved. Buckets are processed one after another, so
 //! splitting the explosion bucket ([`Buckets::split_explosion`]) bounds the per-step
-//! buffers (`[m, 4H]`) of one launch.
+//! buffers (`[m, 4H]`) of one launch (on the CPU, a pack's steps hold at most the
+//! largest bucket's nodes or `rows / 6`, whichever is more).
 //!
 //! Deterministic: every output value is written by one task, and the matmuls are fixed-order.
 //! The fused kernels run a thread per (node, hidden unit) (`shaders/lstm_aggregate.wgsl`,

@@ -189,10 +189,8 @@ where
     if parallel(work) {
         items.for_each(f);
     } else {
-        items
-            .with_max_len(usize::MAX)
-            .with_min_len(usize::MAX)
-            .for_each(f);
+        // Never split: the whole range runs on the calling thread.
+        items.with_min_len(usize::MAX).for_each(f);
     }
 }
 
@@ -356,6 +354,89 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::Device;
+    use crate::graph::{Block, Buckets};
+    use crate::ops::{lstm_aggregate, mul, sum_all};
+    use std::sync::Arc;
+
+    fn values(n: usize, salt: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    /// `(output, x̄g by (dst, step))` of the op over `plan`, `xg` given by (dst, step).
+    fn run(block: &Block, plan: &LstmPlan, h: usize) -> (Vec<f32>, Vec<Vec<f32>>) {
+        // Row of each (dst, step) in the plan's layout.
+        let mut row = vec![Vec::new(); block.num_dst];
+        for b in &plan.buckets {
+            for (i, &d) in b.dst.iter().enumerate() {
+                row[d as usize] = (0..b.degree).map(|t| b.offset + i * b.degree + t).collect();
+            }
+        }
+        let by_pair = values(plan.rows() * 4 * h, 7);
+        let mut xg = vec![0.0; plan.rows() * 4 * h];
+        let mut pair = 0;
+        for rows in &row {
+            for &r in rows {
+                xg[r * 4 * h..(r + 1) * 4 * h]
+                    .copy_from_slice(&by_pair[pair * 4 * h..(pair + 1) * 4 * h]);
+                pair += 1;
+            }
+        }
+        let xg = Tensor::from_f32(xg, &[plan.rows(), 4 * h], Device::Cpu)
+            .unwrap()
+            .requires_grad_leaf();
+        let w = Tensor::from_f32(values(h * 4 * h, 3), &[h, 4 * h], Device::Cpu).unwrap();
+        let out = lstm_aggregate(&xg, &w, &Arc::new(plan.clone())).unwrap();
+        let g = Tensor::from_f32(
+            values(block.num_dst * h, 5),
+            &[block.num_dst, h],
+            Device::Cpu,
+        )
+        .unwrap();
+        sum_all(&mul(&out, &g).unwrap())
+            .unwrap()
+            .backward()
+            .unwrap();
+        let dxg = xg.grad().unwrap().to_vec_f32().unwrap();
+        let grads = row
+            .iter()
+            .flatten()
+            .map(|&r| dxg[r * 4 * h..(r + 1) * 4 * h].to_vec())
+            .collect();
+        (out.to_vec_f32().unwrap(), grads)
+    }
+
+    #[test]
+    fn shared_packs_and_one_bucket_per_pack_give_the_same_bits() {
+        // In-degrees 3, 1, 5, 0, 2, 3, 4, 1, 5 over 12 sources.
+        let degrees = [3, 1, 5, 0, 2, 3, 4, 1, 5];
+        let mut indptr = vec![0];
+        let mut indices = Vec::new();
+        for (d, &k) in degrees.iter().enumerate() {
+            indices.extend((0..k).map(|t| ((d * 3 + t * 5) % 12) as u32));
+            indptr.push(indices.len() as u32);
+        }
+        let block = Block::new(12, indptr, indices, (0..12).collect()).unwrap();
+        let h = 3;
+        let buckets = Buckets::new(&block, None);
+        // Increasing degree: buckets share packs. Decreasing: every bucket a pack of its
+        // own, the per-bucket order.
+        let packed = LstmPlan::new(&block, &buckets).unwrap();
+        let mut reversed = buckets.clone();
+        reversed.buckets.reverse();
+        let alone = LstmPlan::new(&block, &reversed).unwrap();
+        let sizes = |p: &LstmPlan| -> Vec<_> {
+            p.buckets.iter().map(|b| (b.dst.len(), b.degree)).collect()
+        };
+        assert_eq!(
+            groups(&sizes(&packed)),
+            vec![vec![4, 3], vec![2, 1], vec![0]]
+        );
+        assert_eq!(groups(&sizes(&alone)).len(), packed.buckets.len());
+        assert_eq!(run(&block, &packed, h), run(&block, &alone, h));
+    }
 
     #[test]
     fn packs_stay_within_the_cap_and_run_the_longest_first() {
