@@ -35,7 +35,7 @@ use crate::tensor::Tensor;
 pub fn lstm_packs(buckets: &[(usize, usize)]) -> Vec<Vec<usize>> {
     groups(buckets)
         .iter()
-        .map(|g| active(g.iter().map(|&b| buckets[b])))
+        .map(|g| active(&g.iter().map(|&b| buckets[b]).collect::<Vec<_>>()))
         .collect()
 }
 
@@ -46,7 +46,9 @@ const STEP_VALUES: usize = 6;
 
 /// Bucket indices of each pack, in decreasing degree (see the module docs).
 fn groups(buckets: &[(usize, usize)]) -> Vec<Vec<usize>> {
-    let rows: usize = buckets.iter().map(|&(m, k)| m * k).sum();
+    let rows = buckets
+        .iter()
+        .fold(0usize, |a, &(m, k)| a.saturating_add(m.saturating_mul(k)));
     let cap = buckets
         .iter()
         .map(|b| b.0)
@@ -55,15 +57,15 @@ fn groups(buckets: &[(usize, usize)]) -> Vec<Vec<usize>> {
         .max(rows / STEP_VALUES);
     let mut out = Vec::new();
     let mut pack: Vec<usize> = Vec::new();
-    let (mut nodes, mut last) = (0, usize::MAX);
+    let (mut nodes, mut last) = (0usize, usize::MAX);
     for b in (0..buckets.len()).rev() {
         let (m, k) = buckets[b];
-        if !pack.is_empty() && (nodes + m > cap || k > last) {
+        if !pack.is_empty() && (nodes.saturating_add(m) > cap || k > last) {
             out.push(std::mem::take(&mut pack));
             nodes = 0;
         }
         pack.push(b);
-        nodes += m;
+        nodes = nodes.saturating_add(m);
         last = k;
     }
     if !pack.is_empty() {
@@ -72,12 +74,19 @@ fn groups(buckets: &[(usize, usize)]) -> Vec<Vec<usize>> {
     out
 }
 
-/// Nodes running at each step of a pack of `(nodes, degree)` buckets.
-fn active(pack: impl Iterator<Item = (usize, usize)> + Clone) -> Vec<usize> {
-    let steps = pack.clone().map(|b| b.1).max().unwrap_or(0);
-    (0..steps)
-        .map(|t| pack.clone().filter(|b| b.1 > t).map(|b| b.0).sum())
-        .collect()
+/// Nodes running at each step of a pack of `(nodes, degree)` buckets: `n_t = Σ m` over
+/// the buckets of degree `> t`, as suffix sums over the degrees (saturating, for the
+/// estimator's absurd sizes).
+fn active(pack: &[(usize, usize)]) -> Vec<usize> {
+    let steps = pack.iter().map(|b| b.1).max().unwrap_or(0);
+    let mut n = vec![0usize; steps];
+    for &(m, k) in pack.iter().filter(|b| b.1 > 0) {
+        n[k - 1] = n[k - 1].saturating_add(m);
+    }
+    for t in (1..steps).rev() {
+        n[t - 1] = n[t - 1].saturating_add(n[t]);
+    }
+    n
 }
 
 /// One pack, nodes in pack order: the first row of each node in the layout, its dst id,
@@ -138,7 +147,7 @@ fn packs<'a, T>(
             let mut p = Pack {
                 base: Vec::new(),
                 dst: Vec::new(),
-                steps: active(g.iter().map(|&b| sizes[b])),
+                steps: active(&g.iter().map(|&b| sizes[b]).collect::<Vec<_>>()),
                 rows: Vec::new(),
                 cells: Vec::new(),
             };
