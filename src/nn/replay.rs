@@ -393,11 +393,12 @@ impl Replay {
         self.binary_saving_inputs(x, a, (num_dst, x.cols))
     }
 
-    /// [`crate::ops::lstm_aggregate`] over dense `(nodes, degree)` buckets: the output,
-    /// 5 saved values per (row, unit) (gates and cell state) and, per step, `h·W_hh`
-    /// `[m, 4F]` and the next `h` `[m, F]` beside the previous one. Backward: `x̄g`
-    /// `[rows, 4F]`, per step `z̄` `[m, 4F]` and `h̄` `[m, F]` beside the previous one,
-    /// then `Hprev` `[rows, F]`; the saved values go before `W̄_hh = Hprevᵀ·x̄g`.
+    /// [`crate::ops::lstm_aggregate`] over dense `(nodes, degree)` buckets, run as the packs
+    /// of [`crate::ops::lstm_packs`]: the output, 5 saved values per (row, unit) (gates and
+    /// cell state) and, per step of a pack, `h·W_hh` `[n_t, 4F]` and the next `h` `[n_t, F]`
+    /// beside the previous one. Backward: `x̄g` `[rows, 4F]`, per step `z̄` `[n_t, 4F]` and
+    /// `h̄` `[n_t, F]` beside the previous one, then `Hprev` `[rows, F]`; the saved values
+    /// go before `W̄_hh = Hprevᵀ·x̄g`.
     pub fn lstm(
         &mut self,
         xg: &Val,
@@ -410,9 +411,12 @@ impl Replay {
         let out = self.alloc(num_dst, f);
         let acts = self.alloc(rows, f.saturating_mul(4));
         let cs = self.alloc(rows, f);
-        for &(m, k) in &buckets {
+        // The CPU arm runs the buckets as packed sequences: step t over the pack's n_t
+        // nodes still running.
+        let packs = crate::ops::lstm_packs(&buckets);
+        for steps in &packs {
             let mut hb: Option<usize> = None;
-            for _ in 0..k {
+            for &m in steps {
                 let hw = hb.map(|_| self.alloc(m, f.saturating_mul(4)));
                 let next = self.alloc(m, f);
                 if let Some(prev) = hb.replace(next) {
@@ -434,9 +438,9 @@ impl Replay {
             vec![],
             Box::new(move |r, _| {
                 let dxg = r.alloc(rows, f.saturating_mul(4));
-                for &(m, k) in &buckets {
+                for steps in &packs {
                     let mut dh: Option<usize> = None;
-                    for t in (0..k).rev() {
+                    for (t, &m) in steps.iter().enumerate().rev() {
                         let dz = r.alloc(m, f.saturating_mul(4));
                         let next = (t > 0).then(|| r.alloc(m, f));
                         if t > 0 {

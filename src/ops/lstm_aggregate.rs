@@ -18,7 +18,10 @@
 //!
 //! **Per bucket and step:** one matmul (`h_{t-1}·W_hh`, skipped at `t = 0` where `h = 0`)
 //! and one fused cell kernel that adds the gathered projection, applies the gates, saves
-//! what backward needs and, at the last step, writes the node's output row.
+//! what backward needs and, at the last step, writes the node's output row. The CPU arm
+//! runs several buckets as one packed sequence instead, step `t` one matmul over the
+//! nodes still running ([`crate::ops::lstm_packs`], `ops/lstm_pack.rs`): the same values,
+//! bit for bit, with far fewer matmuls.
 //!
 //! **Backward** (per bucket, `t = k-1 … 0`): one fused kernel turns `(h̄_t, c̄_t)` into
 //! `z̄_t` (written to `x̄g` and to a bucket-local buffer) and `c̄_{t-1}`; one matmul
@@ -30,7 +33,8 @@
 //! backward `x̄g` (4 per (node, step, unit)) and `Hprev` (1) live together with the saved
 //! 5; the forward input `xg` (4) is not saved. Buckets are processed one after another, so
 //! splitting the explosion bucket ([`Buckets::split_explosion`]) bounds the per-step
-//! buffers (`[m, 4H]`) of one launch.
+//! buffers (`[m, 4H]`) of one launch (on the CPU, a pack's steps hold at most the
+//! largest bucket's nodes or `rows / 6`, whichever is more).
 //!
 //! Deterministic: every output value is written by one task, and the matmuls are fixed-order.
 //! The fused kernels run a thread per (node, hidden unit) (`shaders/lstm_aggregate.wgsl`,
@@ -45,23 +49,20 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use crate::autograd::{no_grad, record};
-use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
+use crate::device::cpu::CpuData;
 use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::LstmAggregateParams;
 use crate::device::wgpu::{Context, Kernel, WgpuBuffer, Window};
 use crate::error::{Error, Result};
-use crate::float::Float;
 use crate::graph::{Block, Buckets};
 use crate::ops::index_select::{wgpu_gather, wgpu_put};
-use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
-use crate::ops::rows::{dims2, parallel, u32_count};
+use crate::ops::lstm_pack;
+use crate::ops::rows::{dims2, u32_count};
 use crate::ops::{cpu_output, cuda_output, matmul, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
-const OP: &str = "lstm_aggregate";
+pub(crate) const OP: &str = "lstm_aggregate";
 const SHADER: &str = include_str!("../../shaders/lstm_aggregate.wgsl");
 const STEP: Kernel = Kernel {
     stem: "lstm_aggregate",
@@ -189,8 +190,8 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
             Storage::Cuda(x) => cuda_forward(x, &w, plan, h, xg),
             Storage::Cpu(x) => {
                 let (o, a, c) = match &x.data {
-                    CpuData::F32(v) => cpu_forward(v, &w, plan, h, xg)?,
-                    CpuData::F64(v) => cpu_forward(v, &w, plan, h, xg)?,
+                    CpuData::F32(v) => lstm_pack::cpu_forward(v, &w, plan, h, xg)?,
+                    CpuData::F64(v) => lstm_pack::cpu_forward(v, &w, plan, h, xg)?,
                     _ => return Err(xg.dtype_error(OP, "f32")),
                 };
                 Ok((
@@ -264,10 +265,10 @@ fn backward(
             (Storage::Cpu(a), Storage::Cpu(c), Storage::Cpu(gv), _) => {
                 let (dxg, hprev) = match (&a.data, &c.data, &gv.data) {
                     (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
-                        cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                        lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
                     }
                     (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
-                        cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                        lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
                     }
                     _ => return Err(g.dtype_error(OP, acts.dtype().name())),
                 };
@@ -298,230 +299,6 @@ fn backward(
         None => None,
     };
     Ok((dxg, dw))
-}
-
-/// One node's rows in a parallel step: (node, ((its k saved rows, its k states), its row
-/// of the bucket-local buffer)).
-type NodeRows<'a, T> = (usize, ((&'a mut [T], &'a mut [T]), &'a mut [T]));
-
-/// The `[n, cols]` CPU values of `t` as `T`.
-fn cpu_values<T: CpuElem>(t: &Tensor, f: impl FnOnce(&[T]) -> Result<()>) -> Result<()> {
-    let guard = t.storage();
-    let data = guard.cpu(OP)?;
-    let v = T::slice(data).ok_or_else(|| t.dtype_error(OP, "f32"))?;
-    f(v)
-}
-
-fn wrap<T: CpuElem>(
-    v: Vec<T>,
-    alloc: crate::device::Allocation,
-    shape: Vec<usize>,
-    like: &Tensor,
-) -> Tensor {
-    cpu_output(CpuBuffer::from_reserved(T::wrap(v), alloc), shape, like)
-}
-
-fn cpu_forward<T: Float + CpuElem>(
-    xg: &[T],
-    w: &Tensor,
-    plan: &LstmPlan,
-    h: usize,
-    like: &Tensor,
-) -> Result<(CpuBuffer, CpuBuffer, CpuBuffer)> {
-    let rows = plan.rows();
-    let (out_alloc, acts_alloc, cs_alloc) = (
-        cpu::reserve::<T>(plan.num_dst * h)?,
-        cpu::reserve::<T>(rows * 4 * h)?,
-        cpu::reserve::<T>(rows * h)?,
-    );
-    let mut out = vec![T::ZERO; plan.num_dst * h];
-    let mut acts = vec![T::ZERO; rows * 4 * h];
-    let mut cs = vec![T::ZERO; rows * h];
-    if h > 0 {
-        for b in &plan.buckets {
-            let (m, k) = (b.dst.len(), b.degree);
-            let region = b.offset..b.offset + m * k;
-            let acts_b = &mut acts[region.start * 4 * h..region.end * 4 * h];
-            let cs_b = &mut cs[region.start * h..region.end * h];
-            let xg_b = &xg[region.start * 4 * h..region.end * 4 * h];
-            let mut hb: Option<Tensor> = None;
-            for t in 0..k {
-                let hw = match &hb {
-                    Some(hb) => Some(matmul(hb, w, false, false)?),
-                    None => None,
-                };
-                let alloc = cpu::reserve::<T>(m * h)?;
-                let mut next = vec![T::ZERO; m * h];
-                let mut step = |hw: Option<&[T]>| {
-                    let node = |(i, ((a, c), hrow)): NodeRows<'_, T>| {
-                        let x = &xg_b[(i * k + t) * 4 * h..(i * k + t + 1) * 4 * h];
-                        for j in 0..h {
-                            let mut z = [x[j], x[h + j], x[2 * h + j], x[3 * h + j]];
-                            if let Some(hw) = hw {
-                                let r = &hw[i * 4 * h..(i + 1) * 4 * h];
-                                for (q, zq) in z.iter_mut().enumerate() {
-                                    *zq += r[q * h + j];
-                                }
-                            }
-                            let cp = if t > 0 { c[(t - 1) * h + j] } else { T::ZERO };
-                            let (act, cv, hv) = cell_unit(z, cp);
-                            for (q, &v) in act.iter().enumerate() {
-                                a[t * 4 * h + q * h + j] = v;
-                            }
-                            c[t * h + j] = cv;
-                            hrow[j] = hv;
-                        }
-                    };
-                    if parallel(m * 9 * h) {
-                        acts_b
-                            .par_chunks_mut(k * 4 * h)
-                            .zip(cs_b.par_chunks_mut(k * h))
-                            .zip(next.par_chunks_mut(h))
-                            .enumerate()
-                            .for_each(node);
-                    } else {
-                        acts_b
-                            .chunks_mut(k * 4 * h)
-                            .zip(cs_b.chunks_mut(k * h))
-                            .zip(next.chunks_mut(h))
-                            .enumerate()
-                            .for_each(node);
-                    }
-                };
-                match &hw {
-                    Some(hw) => cpu_values::<T>(hw, |v| {
-                        step(Some(v));
-                        Ok(())
-                    })?,
-                    None => step(None),
-                }
-                hb = Some(wrap(next, alloc, vec![m, h], like));
-            }
-            if let Some(hb) = hb {
-                cpu_values::<T>(&hb, |v| {
-                    for (i, &d) in b.dst.iter().enumerate() {
-                        out[d as usize * h..(d as usize + 1) * h]
-                            .copy_from_slice(&v[i * h..(i + 1) * h]);
-                    }
-                    Ok(())
-                })?;
-            }
-        }
-    }
-    Ok((
-        CpuBuffer::from_reserved(T::wrap(out), out_alloc),
-        CpuBuffer::from_reserved(T::wrap(acts), acts_alloc),
-        CpuBuffer::from_reserved(T::wrap(cs), cs_alloc),
-    ))
-}
-
-/// `(x̄g, Hprev if W_hh needs a gradient)`.
-#[allow(clippy::too_many_arguments)]
-fn cpu_backward<T: Float + CpuElem>(
-    acts: &[T],
-    cs: &[T],
-    g: &[T],
-    w: &Tensor,
-    plan: &LstmPlan,
-    h: usize,
-    w_grad: bool,
-    like: &Tensor,
-) -> Result<(CpuBuffer, Option<CpuBuffer>)> {
-    let rows = plan.rows();
-    let dxg_alloc = cpu::reserve::<T>(rows * 4 * h)?;
-    let mut dxg = vec![T::ZERO; rows * 4 * h];
-    if h > 0 {
-        for b in &plan.buckets {
-            let (m, k) = (b.dst.len(), b.degree);
-            let region = b.offset..b.offset + m * k;
-            let acts_b = &acts[region.start * 4 * h..region.end * 4 * h];
-            let cs_b = &cs[region.start * h..region.end * h];
-            let dxg_b = &mut dxg[region.start * 4 * h..region.end * 4 * h];
-            let mut dc = vec![T::ZERO; m * h];
-            let mut dh: Option<Tensor> = None;
-            for t in (0..k).rev() {
-                let alloc = cpu::reserve::<T>(m * 4 * h)?;
-                let mut dz_b = vec![T::ZERO; m * 4 * h];
-                let mut step = |dh: Option<&[T]>| {
-                    let node = |(i, ((dx, dcr), dzr)): NodeRows<'_, T>| {
-                        let a = &acts_b[(i * k + t) * 4 * h..(i * k + t + 1) * 4 * h];
-                        let d = b.dst[i] as usize;
-                        for j in 0..h {
-                            let act = [a[j], a[h + j], a[2 * h + j], a[3 * h + j]];
-                            let c = cs_b[(i * k + t) * h + j];
-                            let cp = if t > 0 {
-                                cs_b[(i * k + t - 1) * h + j]
-                            } else {
-                                T::ZERO
-                            };
-                            let hbar = match dh {
-                                Some(dh) => dh[i * h + j],
-                                None => g[d * h + j],
-                            };
-                            let (dzv, dcp) = cell_unit_backward(act, c, cp, hbar, dcr[j]);
-                            for (q, &v) in dzv.iter().enumerate() {
-                                dx[t * 4 * h + q * h + j] = v;
-                                dzr[q * h + j] = v;
-                            }
-                            dcr[j] = dcp;
-                        }
-                    };
-                    if parallel(m * 12 * h) {
-                        dxg_b
-                            .par_chunks_mut(k * 4 * h)
-                            .zip(dc.par_chunks_mut(h))
-                            .zip(dz_b.par_chunks_mut(4 * h))
-                            .enumerate()
-                            .for_each(node);
-                    } else {
-                        dxg_b
-                            .chunks_mut(k * 4 * h)
-                            .zip(dc.chunks_mut(h))
-                            .zip(dz_b.chunks_mut(4 * h))
-                            .enumerate()
-                            .for_each(node);
-                    }
-                };
-                match &dh {
-                    Some(dh_t) => cpu_values::<T>(dh_t, |v| {
-                        step(Some(v));
-                        Ok(())
-                    })?,
-                    None => step(None),
-                }
-                dh = if t > 0 {
-                    let dz = wrap(dz_b, alloc, vec![m, 4 * h], like);
-                    Some(matmul(&dz, w, false, true)?)
-                } else {
-                    None
-                };
-            }
-        }
-    }
-    let hprev = if w_grad {
-        let alloc = cpu::reserve::<T>(rows * h)?;
-        let mut hp = vec![T::ZERO; rows * h];
-        let fill = |(r, row): (usize, &mut [T])| {
-            if plan.steps[r] > 0 && h > 0 {
-                let a = &acts[(r - 1) * 4 * h + 3 * h..r * 4 * h];
-                let c = &cs[(r - 1) * h..r * h];
-                for j in 0..h {
-                    row[j] = a[j] * c[j].tanh();
-                }
-            }
-        };
-        if h > 0 {
-            if parallel(rows * 3 * h) {
-                hp.par_chunks_mut(h).enumerate().for_each(fill);
-            } else {
-                hp.chunks_mut(h).enumerate().for_each(fill);
-            }
-        }
-        Some(CpuBuffer::from_reserved(T::wrap(hp), alloc))
-    } else {
-        None
-    };
-    Ok((CpuBuffer::from_reserved(T::wrap(dxg), dxg_alloc), hprev))
 }
 
 fn upload_u32(ctx: &Arc<Context>, v: &[u32]) -> Result<WgpuBuffer> {

@@ -1,0 +1,471 @@
+//! The CPU arm of [`crate::ops::lstm_aggregate`]: buckets packed into one sequence.
+//!
+//! Per bucket and step, the recurrent product `h_{t-1}·W_hh` is a GEMM over the bucket's
+//! `m` nodes, which for the small buckets of a sampled block is dominated by packing
+//! `W_hh` (`[F, 4F]`) into the GEMM's panels, once per call: a bucket of degree `k` costs
+//! `k - 1` calls whatever its size. Packed sequences (PyTorch's `PackedSequence`) run
+//! several buckets together instead: their nodes are laid in decreasing degree, so the
+//! nodes still running at step `t` (degree `> t`) are a prefix of the pack, and step `t`
+//! is one GEMM over that prefix, `k_max - 1` calls per pack.
+//!
+//! **Packs** ([`lstm_packs`]): the plan's buckets are taken in decreasing degree and
+//! grouped greedily while the pack's nodes stay within `max(m_max, rows / 6)`, `m_max`
+//! the largest bucket's nodes: a forward step holds `h·W_hh [n_t, 4H]` and two `h
+//! [n_t, H]`, backward `z̄ [n_t, 4H]` and `h̄ [n_t, H]`, so a step's buffers are never
+//! larger than the largest bucket's were or than the cell states `[rows, H]` kept beside
+//! them (and `Hprev [rows, H]` that backward allocates after its steps).
+
+//! Every value is the one the per-bucket order computes, bit for bit: a row of a GEMM
+//! does not depend on the other rows, and each node's steps read and write only its own
+//! rows of the layout.
+
+use rayon::prelude::*;
+
+use crate::device::cpu::{self, CpuBuffer, CpuElem};
+use crate::error::Result;
+use crate::float::Float;
+use crate::ops::lstm_aggregate::{LstmPlan, OP};
+use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
+use crate::ops::rows::parallel;
+use crate::ops::{cpu_output, matmul, matmul_rows};
+use crate::tensor::Tensor;
+
+/// The packs of buckets given as `(nodes, degree)` in plan order: for each pack, the
+/// number of nodes still running at each step `t = 0 … k_max - 1` (non-increasing).
+pub fn lstm_packs(buckets: &[(usize, usize)]) -> Vec<Vec<usize>> {
+    groups(buckets)
+        .iter()
+        .map(|g| active(&g.iter().map(|&b| buckets[b]).collect::<Vec<_>>()))
+        .collect()
+}
+
+/// Values per (node, hidden unit) a forward step holds: `h·W_hh` (4), the previous and
+/// the next `h` (1 each). A pack of at most `rows / STEP_VALUES` nodes holds at most
+/// `[rows, H]`, what the saved cell states take.
+const STEP_VALUES: usize = 6;
+
+/// Bucket indices of each pack, in decreasing degree (see the module docs).
+fn groups(buckets: &[(usize, usize)]) -> Vec<Vec<usize>> {
+    let rows = buckets
+        .iter()
+        .fold(0usize, |a, &(m, k)| a.saturating_add(m.saturating_mul(k)));
+    let cap = buckets
+        .iter()
+        .map(|b| b.0)
+        .max()
+        .unwrap_or(0)
+        .max(rows / STEP_VALUES);
+    let mut out = Vec::new();
+    let mut pack: Vec<usize> = Vec::new();
+    let (mut nodes, mut last) = (0usize, usize::MAX);
+    for b in (0..buckets.len()).rev() {
+        let (m, k) = buckets[b];
+        if !pack.is_empty() && (nodes.saturating_add(m) > cap || k > last) {
+            out.push(std::mem::take(&mut pack));
+            nodes = 0;
+        }
+        pack.push(b);
+        nodes = nodes.saturating_add(m);
+        last = k;
+    }
+    if !pack.is_empty() {
+        out.push(pack);
+    }
+    out
+}
+
+/// Nodes running at each step of a pack of `(nodes, degree)` buckets: `n_t = Σ m` over
+/// the buckets of degree `> t`, as suffix sums over the degrees (saturating, for the
+/// estimator's absurd sizes).
+fn active(pack: &[(usize, usize)]) -> Vec<usize> {
+    let steps = pack.iter().map(|b| b.1).max().unwrap_or(0);
+    let mut n = vec![0usize; steps];
+    for &(m, k) in pack.iter().filter(|b| b.1 > 0) {
+        n[k - 1] = n[k - 1].saturating_add(m);
+    }
+    for t in (1..steps).rev() {
+        n[t - 1] = n[t - 1].saturating_add(n[t]);
+    }
+    n
+}
+
+/// One pack, nodes in pack order: the first row of each node in the layout, its dst id,
+/// and its rows of the `[rows, w]` buffers it writes.
+struct Pack<'a, T> {
+    base: Vec<usize>,
+    dst: Vec<usize>,
+    steps: Vec<usize>,
+    rows: Vec<&'a mut [T]>,
+    cells: Vec<&'a mut [T]>,
+}
+
+/// Each node's rows of a `[rows, w]` buffer.
+type NodeRows<'a, T> = Vec<&'a mut [T]>;
+
+/// A node of a parallel forward step: (index in the pack, ((its gate rows, its cell
+/// rows), its row of the next `h`)).
+type StepItem<'b, 'a, T> = (
+    usize,
+    ((&'b mut &'a mut [T], &'b mut &'a mut [T]), &'b mut [T]),
+);
+
+/// A node of a parallel backward step: (index in the pack, ((its `x̄g` rows, its `c̄`),
+/// its row of `z̄`)).
+type GradItem<'b, 'a, T> = (usize, ((&'b mut &'a mut [T], &'b mut [T]), &'b mut [T]));
+
+/// The packs of `plan` over the per-node rows of two `[rows, w]` buffers (`cells` may be
+/// empty).
+fn packs<'a, T>(
+    plan: &LstmPlan,
+    wide: &'a mut [T],
+    w: usize,
+    narrow: &'a mut [T],
+    n: usize,
+) -> Vec<Pack<'a, T>> {
+    let sizes: Vec<_> = plan
+        .buckets
+        .iter()
+        .map(|b| (b.dst.len(), b.degree))
+        .collect();
+    let mut by_bucket: Vec<(NodeRows<'a, T>, NodeRows<'a, T>)> = Vec::new();
+    let (mut wide, mut narrow) = (wide, narrow);
+    for b in &plan.buckets {
+        let len = b.dst.len() * b.degree;
+        let (wb, wr) = std::mem::take(&mut wide).split_at_mut(len * w);
+        let (nb, nr) = std::mem::take(&mut narrow).split_at_mut(len * n);
+        (wide, narrow) = (wr, nr);
+        let cells = if n > 0 {
+            nb.chunks_mut(b.degree * n).collect()
+        } else {
+            Vec::new()
+        };
+        by_bucket.push((wb.chunks_mut(b.degree * w).collect(), cells));
+    }
+    groups(&sizes)
+        .into_iter()
+        .map(|g| {
+            let mut p = Pack {
+                base: Vec::new(),
+                dst: Vec::new(),
+                steps: active(&g.iter().map(|&b| sizes[b]).collect::<Vec<_>>()),
+                rows: Vec::new(),
+                cells: Vec::new(),
+            };
+            for &b in &g {
+                let pb = &plan.buckets[b];
+                p.base
+                    .extend((0..pb.dst.len()).map(|i| pb.offset + i * pb.degree));
+                p.dst.extend(pb.dst.iter().map(|&d| d as usize));
+                let (r, c) = std::mem::take(&mut by_bucket[b]);
+                p.rows.extend(r);
+                p.cells.extend(c);
+            }
+            p
+        })
+        .collect()
+}
+
+/// The `[n, cols]` CPU values of `t` as `T`.
+fn with_values<T: CpuElem>(t: Option<&Tensor>, f: impl FnOnce(Option<&[T]>)) -> Result<()> {
+    match t {
+        Some(t) => {
+            let guard = t.storage();
+            let data = guard.cpu(OP)?;
+            f(Some(
+                T::slice(data).ok_or_else(|| t.dtype_error(OP, "f32"))?,
+            ));
+        }
+        None => f(None),
+    }
+    Ok(())
+}
+
+fn wrap<T: CpuElem>(
+    v: Vec<T>,
+    alloc: crate::device::Allocation,
+    shape: Vec<usize>,
+    like: &Tensor,
+) -> Tensor {
+    cpu_output(CpuBuffer::from_reserved(T::wrap(v), alloc), shape, like)
+}
+
+/// Runs `f` over `items`, over rayon's pool when `work` is worth it.
+fn for_each<I, F>(work: usize, items: I, f: F)
+where
+    I: IndexedParallelIterator,
+    F: Fn(I::Item) + Sync + Send,
+{
+    if parallel(work) {
+        items.for_each(f);
+    } else {
+        // Never split: the whole range runs on the calling thread.
+        items.with_min_len(usize::MAX).for_each(f);
+    }
+}
+
+/// Forward: `(out [num_dst, H], activated gates [rows, 4H], cell states [rows, H])`.
+pub(crate) fn cpu_forward<T: Float + CpuElem>(
+    xg: &[T],
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    like: &Tensor,
+) -> Result<(CpuBuffer, CpuBuffer, CpuBuffer)> {
+    let rows = plan.rows();
+    let (out_alloc, acts_alloc, cs_alloc) = (
+        cpu::reserve::<T>(plan.num_dst * h)?,
+        cpu::reserve::<T>(rows * 4 * h)?,
+        cpu::reserve::<T>(rows * h)?,
+    );
+    let mut out = cpu::try_filled(plan.num_dst * h, T::ZERO)?;
+    let mut acts = cpu::try_filled(rows * 4 * h, T::ZERO)?;
+    let mut cs = cpu::try_filled(rows * h, T::ZERO)?;
+    if h > 0 {
+        for mut p in packs(plan, &mut acts, 4 * h, &mut cs, h) {
+            let mut hb: Option<Tensor> = None;
+            for t in 0..p.steps.len() {
+                let n = p.steps[t];
+                let hw = match &hb {
+                    Some(hb) => Some(matmul_rows(hb, n, w)?),
+                    None => None,
+                };
+                let alloc = cpu::reserve::<T>(n * h)?;
+                let mut next = cpu::try_filled(n * h, T::ZERO)?;
+                let base = &p.base;
+                with_values::<T>(hw.as_ref(), |hw| {
+                    let node = |(i, ((a, c), hrow)): StepItem<'_, '_, T>| {
+                        let x = &xg[(base[i] + t) * 4 * h..(base[i] + t + 1) * 4 * h];
+                        for j in 0..h {
+                            let mut z = [x[j], x[h + j], x[2 * h + j], x[3 * h + j]];
+                            if let Some(hw) = hw {
+                                let r = &hw[i * 4 * h..(i + 1) * 4 * h];
+                                for (q, zq) in z.iter_mut().enumerate() {
+                                    *zq += r[q * h + j];
+                                }
+                            }
+                            let cp = if t > 0 { c[(t - 1) * h + j] } else { T::ZERO };
+                            let (act, cv, hv) = cell_unit(z, cp);
+                            for (q, &v) in act.iter().enumerate() {
+                                a[t * 4 * h + q * h + j] = v;
+                            }
+                            c[t * h + j] = cv;
+                            hrow[j] = hv;
+                        }
+                    };
+                    let items = p.rows[..n]
+                        .par_iter_mut()
+                        .zip(p.cells[..n].par_iter_mut())
+                        .zip(next.par_chunks_mut(h))
+                        .enumerate();
+                    for_each(n * 9 * h, items, node);
+                })?;
+                // Nodes of degree t + 1 end here: their hidden state is the output.
+                let still = p.steps.get(t + 1).copied().unwrap_or(0);
+                for i in still..n {
+                    let d = p.dst[i];
+                    out[d * h..(d + 1) * h].copy_from_slice(&next[i * h..(i + 1) * h]);
+                }
+                hb = Some(wrap(next, alloc, vec![n, h], like));
+            }
+        }
+    }
+    Ok((
+        CpuBuffer::from_reserved(T::wrap(out), out_alloc),
+        CpuBuffer::from_reserved(T::wrap(acts), acts_alloc),
+        CpuBuffer::from_reserved(T::wrap(cs), cs_alloc),
+    ))
+}
+
+/// Backward: `(x̄g, Hprev if W_hh needs a gradient)`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn cpu_backward<T: Float + CpuElem>(
+    acts: &[T],
+    cs: &[T],
+    g: &[T],
+    w: &Tensor,
+    plan: &LstmPlan,
+    h: usize,
+    w_grad: bool,
+    like: &Tensor,
+) -> Result<(CpuBuffer, Option<CpuBuffer>)> {
+    let rows = plan.rows();
+    let dxg_alloc = cpu::reserve::<T>(rows * 4 * h)?;
+    let mut dxg = cpu::try_filled(rows * 4 * h, T::ZERO)?;
+    if h > 0 {
+        for mut p in packs(plan, &mut dxg, 4 * h, &mut [], 0) {
+            let mut dc = cpu::try_filled(p.base.len() * h, T::ZERO)?;
+            let mut dh: Option<Tensor> = None;
+            for t in (0..p.steps.len()).rev() {
+                let n = p.steps[t];
+                // Nodes below `still` ran past step t: their h̄ comes from step t + 1.
+                let still = p.steps.get(t + 1).copied().unwrap_or(0);
+                let alloc = cpu::reserve::<T>(n * 4 * h)?;
+                let mut dz = cpu::try_filled(n * 4 * h, T::ZERO)?;
+                let (base, dst) = (&p.base, &p.dst);
+                with_values::<T>(dh.as_ref(), |dh| {
+                    let node = |(i, ((dx, dcr), dzr)): GradItem<'_, '_, T>| {
+                        let r = base[i] + t;
+                        let a = &acts[r * 4 * h..(r + 1) * 4 * h];
+                        for j in 0..h {
+                            let act = [a[j], a[h + j], a[2 * h + j], a[3 * h + j]];
+                            let c = cs[r * h + j];
+                            let cp = if t > 0 { cs[(r - 1) * h + j] } else { T::ZERO };
+                            let hbar = match dh {
+                                Some(dh) if i < still => dh[i * h + j],
+                                _ => g[dst[i] * h + j],
+                            };
+                            let (dzv, dcp) = cell_unit_backward(act, c, cp, hbar, dcr[j]);
+                            for (q, &v) in dzv.iter().enumerate() {
+                                dx[t * 4 * h + q * h + j] = v;
+                                dzr[q * h + j] = v;
+                            }
+                            dcr[j] = dcp;
+                        }
+                    };
+                    let items = p.rows[..n]
+                        .par_iter_mut()
+                        .zip(dc.par_chunks_mut(h))
+                        .zip(dz.par_chunks_mut(4 * h))
+                        .enumerate();
+                    for_each(n * 12 * h, items, node);
+                })?;
+                dh = if t > 0 {
+                    let dz = wrap(dz, alloc, vec![n, 4 * h], like);
+                    Some(matmul(&dz, w, false, true)?)
+                } else {
+                    None
+                };
+            }
+        }
+    }
+    let hprev = if w_grad {
+        let alloc = cpu::reserve::<T>(rows * h)?;
+        let mut hp = cpu::try_filled(rows * h, T::ZERO)?;
+        let fill = |(r, row): (usize, &mut [T])| {
+            if plan.steps[r] > 0 {
+                let a = &acts[(r - 1) * 4 * h + 3 * h..r * 4 * h];
+                let c = &cs[(r - 1) * h..r * h];
+                for j in 0..h {
+                    row[j] = a[j] * c[j].tanh();
+                }
+            }
+        };
+        if h > 0 {
+            for_each(rows * 3 * h, hp.par_chunks_mut(h).enumerate(), fill);
+        }
+        Some(CpuBuffer::from_reserved(T::wrap(hp), alloc))
+    } else {
+        None
+    };
+    Ok((CpuBuffer::from_reserved(T::wrap(dxg), dxg_alloc), hprev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+    use crate::graph::{Block, Buckets};
+    use crate::ops::{lstm_aggregate, mul, sum_all};
+    use std::sync::Arc;
+
+    fn values(n: usize, salt: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    /// `(output, x̄g by (dst, step))` of the op over `plan`, `xg` given by (dst, step).
+    fn run(block: &Block, plan: &LstmPlan, h: usize) -> (Vec<f32>, Vec<Vec<f32>>) {
+        // Row of each (dst, step) in the plan's layout.
+        let mut row = vec![Vec::new(); block.num_dst];
+        for b in &plan.buckets {
+            for (i, &d) in b.dst.iter().enumerate() {
+                row[d as usize] = (0..b.degree).map(|t| b.offset + i * b.degree + t).collect();
+            }
+        }
+        let by_pair = values(plan.rows() * 4 * h, 7);
+        let mut xg = vec![0.0; plan.rows() * 4 * h];
+        let mut pair = 0;
+        for rows in &row {
+            for &r in rows {
+                xg[r * 4 * h..(r + 1) * 4 * h]
+                    .copy_from_slice(&by_pair[pair * 4 * h..(pair + 1) * 4 * h]);
+                pair += 1;
+            }
+        }
+        let xg = Tensor::from_f32(xg, &[plan.rows(), 4 * h], Device::Cpu)
+            .unwrap()
+            .requires_grad_leaf();
+        let w = Tensor::from_f32(values(h * 4 * h, 3), &[h, 4 * h], Device::Cpu).unwrap();
+        let out = lstm_aggregate(&xg, &w, &Arc::new(plan.clone())).unwrap();
+        let g = Tensor::from_f32(
+            values(block.num_dst * h, 5),
+            &[block.num_dst, h],
+            Device::Cpu,
+        )
+        .unwrap();
+        sum_all(&mul(&out, &g).unwrap())
+            .unwrap()
+            .backward()
+            .unwrap();
+        let dxg = xg.grad().unwrap().to_vec_f32().unwrap();
+        let grads = row
+            .iter()
+            .flatten()
+            .map(|&r| dxg[r * 4 * h..(r + 1) * 4 * h].to_vec())
+            .collect();
+        (out.to_vec_f32().unwrap(), grads)
+    }
+
+    #[test]
+    fn shared_packs_and_one_bucket_per_pack_give_the_same_bits() {
+        // In-degrees 3, 1, 5, 0, 2, 3, 4, 1, 5 over 12 sources.
+        let degrees = [3, 1, 5, 0, 2, 3, 4, 1, 5];
+        let mut indptr = vec![0];
+        let mut indices = Vec::new();
+        for (d, &k) in degrees.iter().enumerate() {
+            indices.extend((0..k).map(|t| ((d * 3 + t * 5) % 12) as u32));
+            indptr.push(indices.len() as u32);
+        }
+        let block = Block::new(12, indptr, indices, (0..12).collect()).unwrap();
+        let h = 3;
+        let buckets = Buckets::new(&block, None);
+        // Increasing degree: buckets share packs. Decreasing: every bucket a pack of its
+        // own, the per-bucket order.
+        let packed = LstmPlan::new(&block, &buckets).unwrap();
+        let mut reversed = buckets.clone();
+        reversed.buckets.reverse();
+        let alone = LstmPlan::new(&block, &reversed).unwrap();
+        let sizes = |p: &LstmPlan| -> Vec<_> {
+            p.buckets.iter().map(|b| (b.dst.len(), b.degree)).collect()
+        };
+        assert_eq!(
+            groups(&sizes(&packed)),
+            vec![vec![4, 3], vec![2, 1], vec![0]]
+        );
+        assert_eq!(groups(&sizes(&alone)).len(), packed.buckets.len());
+        assert_eq!(run(&block, &packed, h), run(&block, &alone, h));
+    }
+
+    #[test]
+    fn packs_stay_within_the_cap_and_run_the_longest_first() {
+        // Plan order (increasing degree): (nodes, degree).
+        let buckets = [(4, 1), (3, 2), (1, 3), (2, 5)];
+        assert_eq!(groups(&buckets), vec![vec![3, 2], vec![1], vec![0]]);
+        assert_eq!(
+            lstm_packs(&buckets),
+            vec![vec![3, 3, 3, 2, 2], vec![3, 3], vec![4]]
+        );
+        // Pieces of one degree go together up to the cap.
+        assert_eq!(
+            groups(&[(1, 1), (2, 4), (2, 4)]),
+            vec![vec![2], vec![1], vec![0]]
+        );
+        assert_eq!(groups(&[(4, 1), (2, 4), (2, 4)]), vec![vec![2, 1], vec![0]]);
+        // A degree above the previous one starts a new pack (a prefix must keep running).
+        assert_eq!(groups(&[(1, 5), (1, 2)]), vec![vec![1], vec![0]]);
+        assert!(lstm_packs(&[]).is_empty());
+        // Long sequences: up to rows / 6 nodes (46 / 6 = 7) share a pack.
+        assert_eq!(groups(&[(2, 1), (2, 10), (2, 12)]), vec![vec![2, 1, 0]]);
+    }
+}
