@@ -151,31 +151,30 @@ impl ChunkPlan {
     /// `shared[l][c]`: the source nodes chunk `c` of layer `l` shares with chunk `c - 1`
     /// (0 for the first chunk): the rows deduplicated transfers take from the device.
     pub fn shared_with_previous(&self, graph: &Csr) -> Vec<Vec<usize>> {
-        (0..self.layers())
-            .map(|l| {
-                (0..self.chunks[l].len())
-                    .into_par_iter()
-                    .map_init(
-                        || Marks::new(graph.num_nodes),
-                        |marks, c| match c {
-                            0 => 0,
-                            _ => shared_src(graph, self.dst(l, c - 1), self.dst(l, c), marks),
-                        },
-                    )
-                    .collect()
-            })
-            .collect()
+        self.per_chunk(graph, |marks, l, c| match c {
+            0 => 0,
+            _ => shared_src(graph, self.dst(l, c - 1), self.dst(l, c), marks),
+        })
     }
 
     fn measure(&self, graph: &Csr) -> Vec<Vec<BlockSizes>> {
+        self.per_chunk(graph, |marks, l, c| {
+            chunk_sizes_with(graph, self.dst(l, c), marks)
+        })
+    }
+
+    /// `f(marks, l, c)` for every chunk `c` of every layer `l`, the chunks of a layer in
+    /// parallel, each thread with its own node marks.
+    fn per_chunk<T: Send>(
+        &self,
+        graph: &Csr,
+        f: impl Fn(&mut Marks, usize, usize) -> T + Sync,
+    ) -> Vec<Vec<T>> {
         (0..self.layers())
             .map(|l| {
                 (0..self.chunks[l].len())
                     .into_par_iter()
-                    .map_init(
-                        || Marks::new(graph.num_nodes),
-                        |marks, c| chunk_sizes_with(graph, self.dst(l, c), marks),
-                    )
+                    .map_init(|| Marks::new(graph.num_nodes), |marks, c| f(marks, l, c))
                     .collect()
             })
             .collect()

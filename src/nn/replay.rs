@@ -26,7 +26,7 @@
 //! | `index_select(x, idx)` | `[m, c]` | `idx` | `[rows of x, c]` (scatter) |
 //! | `leaky_relu`, `segment_softmax` | `[r, c]` | their output | `[r, c]` |
 //! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z` and `α` | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
-//! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[m, 4F]` and `h̄` `[m, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
+//! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) `h·W_hh` `[n_t, 4F]` and the next `h` `[n_t, F]` | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
 //! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
 //!
 //! Autograd's backward allocates the scalar seed, then visits nodes in the topological
