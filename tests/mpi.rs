@@ -113,14 +113,25 @@ fn parameters(path: &Path) -> HashMap<String, Vec<f32>> {
 
 /// Trains with `ranks` ranks and in one process at the same K, and checks that they agree.
 fn ranks_match_one_process(ranks: usize, k: usize) {
+    ranks_with_samplers_match_one_process(ranks, 0, k);
+}
+
+/// [`ranks_match_one_process`] with the last `samplers` of the `world` ranks sampling for
+/// the others (`--sampler-ranks`).
+fn ranks_with_samplers_match_one_process(world: usize, samplers: usize, k: usize) {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
         return;
     }
+    let ranks = world - samplers;
     let dir = tempfile::tempdir().unwrap();
     let one = single(&train_args(k, dir.path(), "one"));
     assert!(one.status.success(), "one process failed: {}", stderr(&one));
-    let many = mpirun(ranks, &train_args(k, dir.path(), "many"));
+    let mut args = train_args(k, dir.path(), "many");
+    if samplers > 0 {
+        args.extend(["--sampler-ranks".to_string(), samplers.to_string()]);
+    }
+    let many = mpirun(world, &args);
     assert!(
         many.status.success(),
         "mpirun -np {ranks} failed: {}",
@@ -131,9 +142,16 @@ fn ranks_match_one_process(ranks: usize, k: usize) {
     let out = String::from_utf8_lossy(&many.stdout);
     assert_eq!(out.matches("test accuracy").count(), 1, "stdout: {out}");
     let err = stderr(&many);
+    let ranks_lines = usize::from(ranks > 1);
     assert_eq!(
         err.matches(&format!("ranks {ranks} (MPI")).count(),
-        1,
+        ranks_lines,
+        "{err}"
+    );
+    let sampler_lines = usize::from(samplers > 0);
+    assert_eq!(
+        err.matches(&format!("sampler ranks {samplers}:")).count(),
+        sampler_lines,
         "{err}"
     );
 
@@ -159,7 +177,12 @@ fn ranks_match_one_process(ranks: usize, k: usize) {
             "epoch {}: loss {lx} in one process, {ly} over {ranks} ranks",
             x["epoch"]
         );
-        assert!(y["phases"]["allreduce"].as_f64().unwrap() > 0.0);
+        if ranks > 1 {
+            assert!(y["phases"]["allreduce"].as_f64().unwrap() > 0.0);
+        }
+        // Trainers fed by sampler ranks wait for their messages, and only then.
+        let fed = y["phases"]["feed"].as_f64().unwrap();
+        assert_eq!(fed > 0.0, samplers > 0, "feed {fed}s");
         assert_eq!(x["phases"]["allreduce"].as_f64().unwrap(), 0.0);
     }
 
@@ -200,6 +223,38 @@ fn three_ranks_sharing_four_micro_batches_unevenly_match_one_process() {
 fn ranks_without_a_micro_batch_add_zeros_and_change_nothing() {
     // Three ranks, two micro-batches: one rank computes nothing but joins the all-reduce.
     ranks_match_one_process(3, 2);
+}
+
+#[test]
+fn one_sampler_rank_feeding_two_trainers_matches_one_process_at_k_4() {
+    ranks_with_samplers_match_one_process(3, 1, 4);
+}
+
+#[test]
+fn two_sampler_ranks_taking_turns_to_feed_one_trainer_match_one_process() {
+    ranks_with_samplers_match_one_process(3, 2, 3);
+}
+
+#[test]
+fn sampler_ranks_must_leave_a_trainer_and_need_mpi() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = train_args(2, dir.path(), "s");
+    args.extend(["--sampler-ranks".to_string(), "1".to_string()]);
+    let o = single(&args);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("needs several MPI ranks"), "{err}");
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped the MPI half: {why}");
+        return;
+    }
+    let mut args = train_args(2, dir.path(), "s");
+    args.extend(["--sampler-ranks".to_string(), "2".to_string()]);
+    let o = mpirun(2, &args);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("at least one rank must train"), "{err}");
+    assert!(!dir.path().join("s.json").exists(), "nothing trained");
 }
 
 #[test]

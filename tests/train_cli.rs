@@ -496,7 +496,11 @@ fn full_graph_defaults_to_all_neighbours_and_reports_its_chunks_in_the_json() {
     assert!(stderr(&o).contains("--full-graph"), "{}", stderr(&o));
     let o = train(&["--full-graph", "--dedup-transfers", "always"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("expected auto, on or off"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("expected auto, on or off"),
+        "{}",
+        stderr(&o)
+    );
     let o = train(&["--full-graph", "--node-order", "bfs"]);
     assert!(!o.status.success());
     assert!(
