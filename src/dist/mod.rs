@@ -20,6 +20,10 @@
 //!
 //! Only rank 0 prints the run, writes `--json` and checkpoints; evaluation is replicated on
 //! every rank (same parameters, same result).
+//!
+//! With `--sampler-ranks S` the last S ranks only sample, partition, slice and gather, and
+//! send each trainer its micro-batches ([`feed`], [`wire`]); the collectives then run among
+//! the trainers.
 
 mod batch;
 mod feed;
