@@ -159,6 +159,7 @@ fn ranks_with_samplers_match_one_process(world: usize, samplers: usize, k: usize
     let b = read_json(&dir.path().join("many.json"));
     assert_eq!(a["ranks"], 1);
     assert_eq!(b["ranks"], ranks);
+    assert_eq!(b["sampler_ranks"], samplers);
     let (ea, eb) = (
         a["epochs"].as_array().unwrap(),
         b["epochs"].as_array().unwrap(),

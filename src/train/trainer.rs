@@ -433,8 +433,12 @@ pub struct Summary {
     pub features_on_device: bool,
     /// Seconds of training (evaluation included).
     pub train_seconds: f64,
-    /// Processes that trained together (`mpirun -np N`; 1 without MPI).
+    /// Processes that trained together (`mpirun -np N`; 1 without MPI; the trainer ranks
+    /// with `--sampler-ranks`).
     pub ranks: usize,
+    /// Ranks that sampled for them (`--sampler-ranks`; 0 without).
+    #[serde(default)]
+    pub sampler_ranks: usize,
     /// One entry per batch (per epoch in full-batch training): K, partitioner, redundancy,
     /// times, and per micro-batch seeds, input nodes, estimated and measured peaks.
     pub micro_batches: Vec<PartitionStats>,
@@ -1322,6 +1326,7 @@ impl<'a> Trainer<'a> {
             features_on_device: self.resident_features.is_some(),
             train_seconds,
             ranks: self.dist.size(),
+            sampler_ranks: self.dist.collective.samplers(),
             micro_batches: Vec::new(),
         }
     }
