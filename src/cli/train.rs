@@ -337,6 +337,9 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         }
     }
     if sampler {
+        // Ctrl-C reaches every rank: a sampler goes on until its trainers, which stop after
+        // their current batch, say they have stopped.
+        stop_flag()?;
         return trainer.serve_trainers();
     }
     let micro = &trainer.config.micro;
@@ -466,6 +469,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         write_json(path, &summary)?;
     }
     if summary.interrupted {
+        // mpirun ends the whole job once one rank exits with an error code: no rank leaves
+        // before rank 0 has written its JSON (an all-reduce of nothing as a barrier).
+        if dist.size() > 1 {
+            dist.all_reduce_sum_f64(&mut [0.0])?;
+        }
         std::process::exit(INTERRUPTED_EXIT);
     }
     Ok(())
