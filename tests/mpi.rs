@@ -113,14 +113,25 @@ fn parameters(path: &Path) -> HashMap<String, Vec<f32>> {
 
 /// Trains with `ranks` ranks and in one process at the same K, and checks that they agree.
 fn ranks_match_one_process(ranks: usize, k: usize) {
+    ranks_with_samplers_match_one_process(ranks, 0, k);
+}
+
+/// [`ranks_match_one_process`] with the last `samplers` of the `world` ranks sampling for
+/// the others (`--sampler-ranks`).
+fn ranks_with_samplers_match_one_process(world: usize, samplers: usize, k: usize) {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
         return;
     }
+    let ranks = world - samplers;
     let dir = tempfile::tempdir().unwrap();
     let one = single(&train_args(k, dir.path(), "one"));
     assert!(one.status.success(), "one process failed: {}", stderr(&one));
-    let many = mpirun(ranks, &train_args(k, dir.path(), "many"));
+    let mut args = train_args(k, dir.path(), "many");
+    if samplers > 0 {
+        args.extend(["--sampler-ranks".to_string(), samplers.to_string()]);
+    }
+    let many = mpirun(world, &args);
     assert!(
         many.status.success(),
         "mpirun -np {ranks} failed: {}",
@@ -131,9 +142,16 @@ fn ranks_match_one_process(ranks: usize, k: usize) {
     let out = String::from_utf8_lossy(&many.stdout);
     assert_eq!(out.matches("test accuracy").count(), 1, "stdout: {out}");
     let err = stderr(&many);
+    let ranks_lines = usize::from(ranks > 1);
     assert_eq!(
         err.matches(&format!("ranks {ranks} (MPI")).count(),
-        1,
+        ranks_lines,
+        "{err}"
+    );
+    let sampler_lines = usize::from(samplers > 0);
+    assert_eq!(
+        err.matches(&format!("sampler ranks {samplers}:")).count(),
+        sampler_lines,
         "{err}"
     );
 
@@ -141,6 +159,7 @@ fn ranks_match_one_process(ranks: usize, k: usize) {
     let b = read_json(&dir.path().join("many.json"));
     assert_eq!(a["ranks"], 1);
     assert_eq!(b["ranks"], ranks);
+    assert_eq!(b["sampler_ranks"], samplers);
     let (ea, eb) = (
         a["epochs"].as_array().unwrap(),
         b["epochs"].as_array().unwrap(),
@@ -159,28 +178,19 @@ fn ranks_match_one_process(ranks: usize, k: usize) {
             "epoch {}: loss {lx} in one process, {ly} over {ranks} ranks",
             x["epoch"]
         );
-        assert!(y["phases"]["allreduce"].as_f64().unwrap() > 0.0);
+        if ranks > 1 {
+            assert!(y["phases"]["allreduce"].as_f64().unwrap() > 0.0);
+        }
+        // Trainers fed by sampler ranks wait for their messages, and only then.
+        let fed = y["phases"]["feed"].as_f64().unwrap();
+        assert_eq!(fed > 0.0, samplers > 0, "feed {fed}s");
         assert_eq!(x["phases"]["allreduce"].as_f64().unwrap(), 0.0);
     }
 
-    let pa = parameters(&dir.path().join("one.safetensors"));
-    let pb = parameters(&dir.path().join("many.safetensors"));
-    assert!(!pa.is_empty());
-    assert_eq!(
-        pa.keys().collect::<std::collections::BTreeSet<_>>(),
-        pb.keys().collect()
+    let worst = largest_difference(
+        &dir.path().join("one.safetensors"),
+        &dir.path().join("many.safetensors"),
     );
-    let mut worst = (0.0f32, String::new());
-    for (name, va) in &pa {
-        let vb = &pb[name];
-        assert_eq!(va.len(), vb.len(), "{name}");
-        for (i, (x, y)) in va.iter().zip(vb).enumerate() {
-            let d = (x - y).abs();
-            if d > worst.0 {
-                worst = (d, format!("{name}[{i}]: {x} vs {y}"));
-            }
-        }
-    }
     // Adam's steps are about lr = 0.01 whatever the gradient's size, so a rounding
     // difference moves a parameter by far less than a step.
     assert!(worst.0 <= 1e-4, "largest parameter difference {}", worst.1);
@@ -200,6 +210,110 @@ fn three_ranks_sharing_four_micro_batches_unevenly_match_one_process() {
 fn ranks_without_a_micro_batch_add_zeros_and_change_nothing() {
     // Three ranks, two micro-batches: one rank computes nothing but joins the all-reduce.
     ranks_match_one_process(3, 2);
+}
+
+#[test]
+fn one_sampler_rank_feeding_two_trainers_matches_one_process_at_k_4() {
+    ranks_with_samplers_match_one_process(3, 1, 4);
+}
+
+#[test]
+fn two_sampler_ranks_taking_turns_to_feed_one_trainer_match_one_process() {
+    ranks_with_samplers_match_one_process(3, 2, 3);
+}
+
+/// The largest difference between two checkpoints' parameters, and where.
+fn largest_difference(a: &Path, b: &Path) -> (f32, String) {
+    let (pa, pb) = (parameters(a), parameters(b));
+    assert!(!pa.is_empty());
+    assert_eq!(
+        pa.keys().collect::<std::collections::BTreeSet<_>>(),
+        pb.keys().collect()
+    );
+    let mut worst = (0.0f32, String::new());
+    for (name, va) in &pa {
+        let vb = &pb[name];
+        assert_eq!(va.len(), vb.len(), "{name}");
+        for (i, (x, y)) in va.iter().zip(vb).enumerate() {
+            if (x - y).abs() > worst.0 {
+                worst = ((x - y).abs(), format!("{name}[{i}]: {x} vs {y}"));
+            }
+        }
+    }
+    worst
+}
+
+#[test]
+fn sampler_ranks_resume_at_the_checkpoints_epoch_like_one_process() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut base = train_args(2, dir.path(), "base");
+    let at = base.iter().position(|a| a == "--epochs").unwrap() + 1;
+    base[at] = "2".into();
+    let o = single(&base);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let resume = |tag: &str| {
+        let mut args = train_args(2, dir.path(), tag);
+        let ck = dir.path().join("base.safetensors").display().to_string();
+        args.extend(["--resume".to_string(), ck]);
+        args
+    };
+    let one = single(&resume("one"));
+    assert!(one.status.success(), "{}", stderr(&one));
+    let mut args = resume("many");
+    args.extend(["--sampler-ranks".to_string(), "1".to_string()]);
+    let many = mpirun(3, &args);
+    assert!(many.status.success(), "{}", stderr(&many));
+    // The samplers start at epoch 3 too: one epoch of batches, the same parameters.
+    let b = read_json(&dir.path().join("many.json"));
+    assert_eq!(b["epochs"].as_array().unwrap().len(), 3);
+    let worst = largest_difference(
+        &dir.path().join("one.safetensors"),
+        &dir.path().join("many.safetensors"),
+    );
+    assert!(worst.0 <= 1e-4, "largest parameter difference {}", worst.1);
+
+    // A finished run: the trainers have no batch to ask for, and the samplers stop.
+    let mut again = train_args(2, dir.path(), "again");
+    let ck = dir.path().join("many.safetensors").display().to_string();
+    again.extend(["--resume".into(), ck, "--sampler-ranks".into(), "1".into()]);
+    let o = mpirun(3, &again);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("already finished"), "{out}");
+}
+
+#[test]
+fn sampler_ranks_must_leave_a_trainer_and_need_mpi_and_micro_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = train_args(2, dir.path(), "s");
+    args.extend(["--sampler-ranks".to_string(), "1".to_string()]);
+    let o = single(&args);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("needs several MPI ranks"), "{err}");
+    let mut fg = train_args(1, dir.path(), "fg");
+    fg.retain(|a| a != "--partitioner" && a != "metis");
+    fg.extend(["--full-graph", "--sampler-ranks", "1"].map(String::from));
+    let err = stderr(&single(&fg));
+    assert!(
+        err.contains("--full-graph has no micro-batches for sampler ranks"),
+        "{err}"
+    );
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped the MPI half: {why}");
+        return;
+    }
+    let mut args = train_args(2, dir.path(), "s");
+    args.extend(["--sampler-ranks".to_string(), "2".to_string()]);
+    let o = mpirun(2, &args);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("at least one rank must train"), "{err}");
+    assert!(!dir.path().join("s.json").exists(), "nothing trained");
 }
 
 #[test]

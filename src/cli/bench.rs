@@ -285,6 +285,7 @@ fn medians(e: &[EpochStats]) -> Phases {
         backward: m(|p| p.backward),
         optimizer: m(|p| p.optimizer),
         allreduce: m(|p| p.allreduce),
+        feed: m(|p| p.feed),
     }
 }
 

@@ -89,6 +89,13 @@ pub struct TrainArgs {
     /// device memory while a chunk's rows are assembled, which --memory-budget counts.
     #[arg(long, requires = "full_graph", default_value = "auto")]
     pub dedup_transfers: String,
+    /// Under `mpirun -np N`: make the last S of the N ranks sampler ranks (Armada's
+    /// disaggregated sampling), which sample, partition and slice each batch's
+    /// micro-batches, gather their input rows and send them to the N - S trainer ranks, so
+    /// that trainers only compute. Same parameters as without; sampler ranks run on the CPU
+    /// whatever --device says. Not with --full-graph.
+    #[arg(long, default_value_t = 0)]
+    pub sampler_ranks: usize,
     /// Write a checkpoint (safetensors) here after every epoch (atomically: a crash keeps
     /// the previous one).
     #[arg(long)]
@@ -243,6 +250,16 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
              --loader do not apply (--node-order sets how nodes are grouped into chunks)",
         ));
     }
+    if a.sampler_ranks > 0 && a.full_graph {
+        return Err(Error::invalid(
+            "--sampler-ranks: --full-graph has no micro-batches for sampler ranks to make",
+        ));
+    }
+    if a.sampler_ranks > 0 {
+        // A collective call: every rank learns its group (trainers, or samplers).
+        dist.split_samplers(a.sampler_ranks)?;
+    }
+    let sampler = espalier::dist::is_sampler(&**dist);
     if a.patience == Some(0) {
         return Err(Error::invalid("--patience must be at least 1"));
     }
@@ -299,9 +316,14 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             config.device = espalier::Device::Cuda(((first as usize + local) % count) as u32);
         }
     }
+    if sampler {
+        // Sampler ranks compute nothing: they need no accelerator.
+        config.device = espalier::Device::Cpu;
+    }
     let device = config.device;
     let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
     trainer.set_collective(dist.clone())?;
+    trainer.join_samplers()?;
     trainer.model.set_lstm_split(a.common.lstm_split)?;
     trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
@@ -313,6 +335,12 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
                 trainer.start_epoch
             );
         }
+    }
+    if sampler {
+        // Ctrl-C reaches every rank: a sampler goes on until its trainers, which stop after
+        // their current batch, say they have stopped.
+        stop_flag()?;
+        return trainer.serve_trainers();
     }
     let micro = &trainer.config.micro;
     if log::enabled(Level::Info) {
@@ -347,6 +375,14 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             } else {
                 ""
             },
+        );
+    }
+    if dist.samplers() > 0 && log::enabled(Level::Info) {
+        eprintln!(
+            "sampler ranks {}: they sample, slice and gather each batch's micro-batches for \
+             the {} trainer rank(s)",
+            dist.samplers(),
+            dist.size()
         );
     }
     if dist.size() > 1 && log::enabled(Level::Info) {
@@ -433,6 +469,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         write_json(path, &summary)?;
     }
     if summary.interrupted {
+        // mpirun ends the whole job once one rank exits with an error code: no rank leaves
+        // before rank 0 has written its JSON (an all-reduce of nothing as a barrier).
+        if dist.size() > 1 {
+            dist.all_reduce_sum_f64(&mut [0.0])?;
+        }
         std::process::exit(INTERRUPTED_EXIT);
     }
     Ok(())

@@ -20,13 +20,19 @@
 //!
 //! Only rank 0 prints the run, writes `--json` and checkpoints; evaluation is replicated on
 //! every rank (same parameters, same result).
+//!
+//! With `--sampler-ranks S` the last S ranks only sample, partition, slice and gather, and
+//! send each trainer its micro-batches ([`feed`], [`wire`]); the collectives then run among
+//! the trainers.
 
 mod batch;
+mod feed;
 #[cfg(feature = "mpi")]
 mod mpi_world;
 #[cfg(feature = "mpi")]
 pub mod nccl;
 pub mod sim;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -57,6 +63,42 @@ pub trait Collective: Send + Sync {
     /// Ends every rank's process after this one failed (MPI_Abort), so the others do not
     /// wait for it in a collective for ever. One process: nothing to do.
     fn abort(&self, _code: i32) {}
+    /// Makes the last `samplers` ranks of the world sampler ranks (a collective call on
+    /// every rank): from then on [`Collective::rank`], [`Collective::size`] and the
+    /// collectives are those of this rank's group (the trainers, or the samplers), while
+    /// point-to-point messages address ranks of the whole world.
+    fn split_samplers(&self, samplers: usize) -> Result<()> {
+        Err(Error::invalid(format!(
+            "--sampler-ranks {samplers} needs several MPI ranks (`mpirun -np N`, with \
+             espalier built with `--features mpi`)"
+        )))
+    }
+    /// The number of sampler ranks ([`Collective::split_samplers`]; 0 without).
+    fn samplers(&self) -> usize {
+        0
+    }
+    /// This process's rank in the whole world (trainers first, then samplers).
+    fn world_rank(&self) -> usize {
+        self.rank()
+    }
+    /// The number of ranks in the whole world.
+    fn world_size(&self) -> usize {
+        self.size()
+    }
+    /// Sends `buf` to world rank `dest` with `tag` (blocking until it can be reused).
+    fn send_bytes(&self, dest: usize, _tag: i32, _buf: &[u8]) -> Result<()> {
+        Err(Error::invalid(format!(
+            "no rank {dest} to send to in {}",
+            self.describe()
+        )))
+    }
+    /// Receives the next message from world rank `src` with `tag`.
+    fn recv_bytes(&self, src: usize, _tag: i32) -> Result<Vec<u8>> {
+        Err(Error::invalid(format!(
+            "no rank {src} to receive from in {}",
+            self.describe()
+        )))
+    }
 }
 
 /// One process: every collective is the identity.
@@ -157,6 +199,12 @@ fn mpi_world(n: usize) -> Result<Arc<dyn Collective>> {
     )))
 }
 
+/// Whether this process is one of the sampler ranks (the world's last
+/// [`Collective::samplers`]), which serve trainers instead of training.
+pub fn is_sampler(c: &dyn Collective) -> bool {
+    c.samplers() > 0 && c.world_rank() >= c.world_size() - c.samplers()
+}
+
 /// Deals micro-batches to `ranks` ranks by estimated cost: longest first, each onto the
 /// rank with the least cost so far (ties: the lower rank; equal costs: the earlier
 /// micro-batch first), so the slowest rank's share is within the largest micro-batch of
@@ -208,6 +256,8 @@ pub struct Dist {
     nccl: Option<nccl::Nccl>,
     /// Why the gradients cross the host (several ranks, not NCCL), for the run's header.
     host_reason: Option<String>,
+    /// On a trainer rank fed by sampler ranks: where its micro-batches come from.
+    pub(crate) feed: Option<feed::Feed>,
 }
 
 impl Default for Dist {
@@ -224,6 +274,7 @@ impl Dist {
             #[cfg(feature = "mpi")]
             nccl: None,
             host_reason: None,
+            feed: None,
         }
     }
 

@@ -114,15 +114,15 @@ pub enum Pass {
     Plan,
 }
 
-/// One micro-batch ready to upload.
-struct Prepared {
-    seeds: Vec<u32>,
-    blocks: Vec<Arc<Block>>,
+/// One micro-batch ready to upload (made here, or received from a sampler rank).
+pub(crate) struct Prepared {
+    pub seeds: Vec<u32>,
+    pub blocks: Vec<Arc<Block>>,
     /// Gathered rows; `None` when the matrix lives on the device (gathered there by id).
-    features: Option<HostRows>,
-    labels: Vec<u32>,
-    slice_s: f64,
-    gather_s: f64,
+    pub features: Option<HostRows>,
+    pub labels: Vec<u32>,
+    pub slice_s: f64,
+    pub gather_s: f64,
 }
 
 /// The result of one batch.
@@ -140,7 +140,7 @@ pub(crate) struct BatchOutcome {
 
 /// Where a batch's micro-batches get their blocks: sliced from the full batch's sample, or
 /// (`sampler`) sampled from their own seeds.
-struct Source<'s> {
+pub(crate) struct Source<'s> {
     slicer: &'s Slicer,
     sampler: Option<MicroSampler>,
 }
@@ -164,7 +164,7 @@ impl MicroSampler {
 
 /// Host-side preparation: slice or sample (unless the micro-batch is the whole batch),
 /// gather (unless `features` is `None`: the matrix lives on the device).
-fn prepare(
+pub(crate) fn prepare(
     source: &Source,
     data: &Dataset,
     features: Option<&FeatureStore>,
@@ -219,9 +219,35 @@ enum Readout {
     Device { ce: Tensor, pred: Tensor },
 }
 
+impl<'s> Run<'s> {
+    pub(crate) fn new(
+        source: Option<&'s Source<'s>>,
+        total: usize,
+        epoch: usize,
+        phases: Phases,
+    ) -> Self {
+        Run {
+            source,
+            total,
+            epoch,
+            out: BatchOutcome {
+                loss_sum: 0.0,
+                correct: 0,
+                seeds: 0,
+                phases,
+                stats: PartitionStats::default(),
+                non_finite: false,
+            },
+            pending: Vec::new(),
+        }
+    }
+}
+
 /// State of one batch's run shared by its micro-batches.
-struct Run<'s> {
-    source: &'s Source<'s>,
+pub(crate) struct Run<'s> {
+    /// Where an out-of-memory micro-batch's halves come from; `None` for micro-batches
+    /// received from a sampler rank.
+    source: Option<&'s Source<'s>>,
     total: usize,
     epoch: usize,
     out: BatchOutcome,
@@ -241,17 +267,13 @@ impl Trainer<'_> {
         let mut phases = Phases::default();
         let t = Instant::now();
         let key = ((epoch as u64) << 32) | b as u64;
+        if pass == Pass::Train && self.dist.feed.is_some() {
+            return self.run_fed_batch(epoch, b, seeds.len());
+        }
         let blocks = self.sample(seeds, key)?;
         phases.sample = t.elapsed().as_secs_f64();
         let slicer = Slicer::new(&blocks)?;
-        let source = Source {
-            slicer: &slicer,
-            sampler: (self.config.micro.loader == Loader::PerMicroBatch).then(|| MicroSampler {
-                graph: self.graph.clone(),
-                fanouts: self.config.fanouts.clone(),
-                key: mix64(self.config.seed ^ key ^ 0x6c6f_6164_6572),
-            }),
-        };
+        let source = self.source(&slicer, key);
 
         let t = Instant::now();
         let parts = self.plan(&slicer, seeds, epoch)?;
@@ -272,20 +294,7 @@ impl Trainer<'_> {
             ..Default::default()
         };
         let full_inputs = blocks[0].num_src;
-        let mut run = Run {
-            source: &source,
-            total: seeds.len(),
-            epoch,
-            out: BatchOutcome {
-                loss_sum: 0.0,
-                correct: 0,
-                seeds: 0,
-                phases,
-                stats: PartitionStats::default(),
-                non_finite: false,
-            },
-            pending: Vec::new(),
-        };
+        let mut run = Run::new(Some(&source), seeds.len(), epoch, phases);
 
         if pass == Pass::Plan {
             let state = self.resident_now();
@@ -322,6 +331,46 @@ impl Trainer<'_> {
                 }
                 Ok(())
             })?;
+        }
+        self.finish_batch(run, stats, pass, full_inputs)
+    }
+
+    /// The source of batch `key`'s micro-batches: slices of `slicer`'s sample, or fresh
+    /// samples of their own seeds (`--loader per-micro-batch`).
+    pub(crate) fn source<'s>(&self, slicer: &'s Slicer, key: u64) -> Source<'s> {
+        Source {
+            slicer,
+            sampler: (self.config.micro.loader == Loader::PerMicroBatch).then(|| MicroSampler {
+                graph: self.graph.clone(),
+                fanouts: self.config.fanouts.clone(),
+                key: mix64(self.config.seed ^ key ^ 0x6c6f_6164_6572),
+            }),
+        }
+    }
+
+    /// Runs micro-batches prepared elsewhere (received from a sampler rank) in order.
+    pub(crate) fn run_prepared(
+        &self,
+        parts: Vec<Prepared>,
+        run: &mut Run<'_>,
+        stats: &mut PartitionStats,
+    ) -> Result<()> {
+        for p in parts {
+            self.run_micro(p, run, stats)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a batch whose micro-batches have run: reads their figures, sums over the
+    /// ranks and steps the optimizer (`Pass::Train`), or drops the gradients.
+    pub(crate) fn finish_batch(
+        &mut self,
+        mut run: Run<'_>,
+        mut stats: PartitionStats,
+        pass: Pass,
+        full_inputs: usize,
+    ) -> Result<BatchOutcome> {
+        if pass != Pass::Plan {
             stats.k = stats.batches.len();
             self.settle(&mut run)?;
             if pass == Pass::Train {
@@ -393,9 +442,18 @@ impl Trainer<'_> {
                     let half = seeds.len().div_ceil(2);
                     let (a, b) = seeds.split_at(half);
                     // The second half runs after the first: push it first.
+                    let Some(source) = run.source else {
+                        return Err(Error::invalid(format!(
+                            "a micro-batch of {} seeds received from a sampler rank ran out \
+                             of memory on this trainer (received micro-batches are not split): \
+                             give --memory-budget so that the sampler ranks choose a K that \
+                             fits, or more --micro-batches",
+                            seeds.len()
+                        )));
+                    };
                     let f = self.host_features();
-                    todo.push(prepare(run.source, self.data, f, b.to_vec(), false)?);
-                    todo.push(prepare(run.source, self.data, f, a.to_vec(), false)?);
+                    todo.push(prepare(source, self.data, f, b.to_vec(), false)?);
+                    todo.push(prepare(source, self.data, f, a.to_vec(), false)?);
                 }
                 Err(Error::OutOfMemory {
                     requested,
@@ -421,7 +479,7 @@ impl Trainer<'_> {
     }
 
     /// The host matrix micro-batches gather from; `None` when it lives on the device.
-    fn host_features(&self) -> Option<&FeatureStore<'_>> {
+    pub(crate) fn host_features(&self) -> Option<&FeatureStore<'_>> {
         match self.resident_features {
             Some(_) => None,
             None => Some(&self.features),

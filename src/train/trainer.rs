@@ -329,6 +329,10 @@ pub struct Phases {
     /// Summing the gradients over the ranks (`mpirun -np N`; 0 in one process).
     #[serde(default)]
     pub allreduce: f64,
+    /// Waiting for a sampler rank's micro-batches and decoding them (`--sampler-ranks`;
+    /// 0 otherwise): the trainer's idle time for want of input.
+    #[serde(default)]
+    pub feed: f64,
 }
 
 impl Phases {
@@ -341,6 +345,7 @@ impl Phases {
         self.backward += o.backward;
         self.optimizer += o.optimizer;
         self.allreduce += o.allreduce;
+        self.feed += o.feed;
     }
 }
 
@@ -428,8 +433,12 @@ pub struct Summary {
     pub features_on_device: bool,
     /// Seconds of training (evaluation included).
     pub train_seconds: f64,
-    /// Processes that trained together (`mpirun -np N`; 1 without MPI).
+    /// Processes that trained together (`mpirun -np N`; 1 without MPI; the trainer ranks
+    /// with `--sampler-ranks`).
     pub ranks: usize,
+    /// Ranks that sampled for them (`--sampler-ranks`; 0 without).
+    #[serde(default)]
+    pub sampler_ranks: usize,
     /// One entry per batch (per epoch in full-batch training): K, partitioner, redundancy,
     /// times, and per micro-batch seeds, input nodes, estimated and measured peaks.
     pub micro_batches: Vec<PartitionStats>,
@@ -1191,6 +1200,7 @@ impl<'a> Trainer<'a> {
         self.peak_seen.set(0);
         let mut best = Best::from_history(&self.history);
         if self.finished() {
+            self.release_samplers()?;
             let fin = match self.stored_final.clone() {
                 Some(f) => f,
                 // Finished but saved before the final evaluation: evaluate now.
@@ -1259,6 +1269,8 @@ impl<'a> Trainer<'a> {
                 break;
             }
         }
+        // No more batches: sampler ranks (if any) may stop.
+        self.release_samplers()?;
         let train_seconds = t0.elapsed().as_secs_f64();
         let final_loss = self.history.last().map_or(f64::NAN, |e| e.loss);
         let fin = if interrupted {
@@ -1314,6 +1326,7 @@ impl<'a> Trainer<'a> {
             features_on_device: self.resident_features.is_some(),
             train_seconds,
             ranks: self.dist.size(),
+            sampler_ranks: self.dist.collective.samplers(),
             micro_batches: Vec::new(),
         }
     }
