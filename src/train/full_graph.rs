@@ -469,15 +469,19 @@ impl Trainer<'_> {
         Ok(plan)
     }
 
-    /// The part labels that order the nodes before chunking ([`NodeOrder`]): `parts`
-    /// parts, at least [`ORDER_PARTS`] or `--chunks`, at most one per node.
+    /// The part labels that order the nodes before chunking ([`NodeOrder`]): at least
+    /// [`ORDER_PARTS`] parts or `--chunks`, at most one per node; none when the run has one
+    /// chunk for sure (`--chunks 1`, or no chunk count and no budget).
     fn node_parts(&self, fg: &FullGraphConfig) -> Result<Option<Arc<[u32]>>> {
         let n = self.graph.num_nodes;
         let k = fg.chunks.unwrap_or(1).max(ORDER_PARTS).min(n);
         let seed = self.config.seed;
+        // One chunk whatever the order (forced, or no budget to search with): the
+        // partition would order nodes for nothing.
+        let one_chunk = fg.chunks.unwrap_or(1) == 1 && self.config.micro.memory_budget.is_none();
         let parts = match fg.order {
             NodeOrder::Id => return Ok(None),
-            _ if k < 2 => return Ok(None),
+            _ if k < 2 || one_chunk => return Ok(None),
             NodeOrder::Metis => metis_graph_partition(&self.graph, k, seed)?,
             NodeOrder::Grem => grem_partition(
                 &self.graph,
