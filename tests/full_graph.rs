@@ -432,11 +432,12 @@ fn row_replication_counts_every_upload_and_each_distinct_row_once() {
         assert!(b.shared_with_previous > 0);
         assert!(b.shared_with_previous <= b.rows_uploaded - b.distinct_rows);
     }
-    // Deduplicated: the shared rows are taken on the device, not uploaded.
+    // Deduplicated: the shared rows are taken on the device, not uploaded, and the chunks
+    // run in the reorganised order, whose consecutive chunks share no fewer rows.
     let dedup = run(5, Dedup::On);
     for (a, b) in naive.layers.iter().zip(&dedup.layers) {
         assert_eq!(b.rows_read, a.rows_read, "layer {}", a.layer);
-        assert_eq!(b.shared_with_previous, a.shared_with_previous);
+        assert!(b.shared_with_previous >= a.shared_with_previous);
         assert_eq!(b.rows_uploaded, b.rows_read - b.shared_with_previous);
         assert!(b.naive_replication() > b.replication());
     }

@@ -27,7 +27,8 @@ pub struct ChunkPlan {
     /// `nodes[l]`: the nodes layer `l` computes (global ids, increasing, or part by part
     /// when the plan has parts: see [`ChunkPlan::with_parts`]).
     pub nodes: Vec<Vec<u32>>,
-    /// `chunks[l]`: ranges of `nodes[l]`, in order, covering it.
+    /// `chunks[l]`: disjoint ranges of `nodes[l]` covering it, in the order the chunks
+    /// run: increasing, unless [`ChunkPlan::reorder_chunks`] reordered them.
     pub chunks: Vec<Vec<Range<usize>>>,
     /// `sizes[l][c]`: the sizes of chunk `c`'s block in layer `l` ([`ChunkPlan::sizes`]).
     sizes: Vec<Vec<BlockSizes>>,
@@ -84,6 +85,97 @@ impl ChunkPlan {
         self.chunks = self.nodes.iter().map(|n| split(graph, n, chunks)).collect();
         self.sizes = self.measure(graph);
         Ok(())
+    }
+
+    /// HongTu's chunk reorganisation: reorders every layer's chunks (not their nodes) so
+    /// that consecutive chunks share many source rows, which deduplicated transfers then
+    /// take from the device instead of the host. Greedy: the first chunk stays first, and
+    /// each next chunk is the one not yet placed that shares the most distinct sources
+    /// with the chunk before it (the lowest index on ties); a layer keeps its order when
+    /// the greedy one would not share more in all. The math does not change.
+    pub fn reorder_chunks(&mut self, graph: &Csr) {
+        for l in 0..self.layers() {
+            let k = self.chunks[l].len();
+            let shared = self.pairwise_shared(graph, l);
+            let order = greedy_path(&shared, k);
+            let along =
+                |o: &[usize]| -> u64 { o.windows(2).map(|w| shared[w[0] * k + w[1]]).sum() };
+            if along(&order) <= along(&(0..k).collect::<Vec<_>>()) {
+                continue;
+            }
+            self.chunks[l] = order.iter().map(|&c| self.chunks[l][c].clone()).collect();
+            self.sizes[l] = order.iter().map(|&c| self.sizes[l][c].clone()).collect();
+        }
+    }
+
+    /// `shared[a * C + b]`: the distinct sources chunks `a` and `b` of layer `l` share
+    /// (`C` chunks; symmetric, 0 on the diagonal). Counted per source node over the chunks
+    /// that read it, so its cost is that of listing every chunk's sources once plus the
+    /// pairs of chunks each node is read by.
+    fn pairwise_shared(&self, graph: &Csr, l: usize) -> Vec<u64> {
+        let k = self.chunks[l].len();
+        if k < 3 {
+            // With two chunks or fewer every order has the same consecutive pairs.
+            return vec![0; k * k];
+        }
+        let srcs: Vec<Vec<u32>> = (0..k)
+            .into_par_iter()
+            .map_init(
+                || Marks::new(graph.num_nodes),
+                |marks, c| {
+                    marks.clear();
+                    let mut out = Vec::new();
+                    for_each_src(graph, self.dst(l, c), |u| {
+                        if marks.insert(u) {
+                            out.push(u);
+                        }
+                    });
+                    out
+                },
+            )
+            .collect();
+        // Node -> the chunks reading it, in increasing chunk order (CSR).
+        let n = graph.num_nodes;
+        let mut ptr = vec![0usize; n + 1];
+        for s in &srcs {
+            for &u in s {
+                ptr[u as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            ptr[i + 1] += ptr[i];
+        }
+        let mut fill = ptr.clone();
+        let mut readers = vec![0u32; ptr[n]];
+        for (c, s) in srcs.iter().enumerate() {
+            for &u in s {
+                readers[fill[u as usize]] = c as u32;
+                fill[u as usize] += 1;
+            }
+        }
+        drop(srcs);
+        (0..n)
+            .into_par_iter()
+            .fold(
+                || vec![0u64; k * k],
+                |mut m, u| {
+                    let r = &readers[ptr[u]..ptr[u + 1]];
+                    for (i, &a) in r.iter().enumerate() {
+                        for &b in &r[i + 1..] {
+                            m[a as usize * k + b as usize] += 1;
+                            m[b as usize * k + a as usize] += 1;
+                        }
+                    }
+                    m
+                },
+            )
+            .reduce(
+                || vec![0u64; k * k],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                    a
+                },
+            )
     }
 
     /// The part labels that ordered every layer's nodes ([`ChunkPlan::with_parts`]).
@@ -240,6 +332,28 @@ pub fn split(graph: &Csr, nodes: &[u32], chunks: usize) -> Vec<Range<usize>> {
         out.push(start..nodes.len());
     }
     out
+}
+
+/// A path through `k` chunks that starts at chunk 0 and steps, each time, to the chunk not
+/// yet visited that shares the most with the current one (`shared` as
+/// [`ChunkPlan::pairwise_shared`]); the lowest index on ties.
+fn greedy_path(shared: &[u64], k: usize) -> Vec<usize> {
+    let mut order = Vec::with_capacity(k);
+    let mut placed = vec![false; k];
+    let mut cur = 0usize;
+    for _ in 0..k {
+        order.push(cur);
+        placed[cur] = true;
+        let row = &shared[cur * k..(cur + 1) * k];
+        let next = (0..k)
+            .filter(|&j| !placed[j])
+            .max_by_key(|&j| (row[j], std::cmp::Reverse(j)));
+        match next {
+            Some(j) => cur = j,
+            None => break,
+        }
+    }
+    order
 }
 
 /// Every source node of the full-neighbour block of `dst` (its dst nodes and their
@@ -453,6 +567,81 @@ mod tests {
                 assert_eq!(n, want, "layer {l} chunk {c}");
             }
         }
+    }
+
+    /// Distinct sources of every chunk of layer `l`, by building the blocks.
+    fn chunk_srcs(plan: &ChunkPlan, g: &Csr, l: usize) -> Vec<std::collections::HashSet<u32>> {
+        (0..plan.chunks[l].len())
+            .map(|c| {
+                plan.block(g, l, c)
+                    .unwrap()
+                    .src_nodes
+                    .iter()
+                    .copied()
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pairwise_shared_counts_the_sources_every_two_chunks_share() {
+        let g = graph(400, 1600, 8);
+        let targets: Vec<u32> = (0..400).step_by(2).collect();
+        let plan = ChunkPlan::new(&g, &targets, 2, 7).unwrap();
+        for l in 0..plan.layers() {
+            let k = plan.chunks[l].len();
+            let m = plan.pairwise_shared(&g, l);
+            let srcs = chunk_srcs(&plan, &g, l);
+            for a in 0..k {
+                for b in 0..k {
+                    let want = match a == b {
+                        true => 0,
+                        false => srcs[a].intersection(&srcs[b]).count() as u64,
+                    };
+                    assert_eq!(m[a * k + b], want, "layer {l} chunks {a}, {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reordered_chunks_keep_their_nodes_and_sizes_and_share_no_fewer_rows() {
+        let g = graph(600, 2400, 9);
+        let targets: Vec<u32> = (0..600).step_by(3).collect();
+        // Nodes grouped by a scattered labelling, so that the id order is a poor one.
+        let parts: Arc<[u32]> = (0..600u32).map(|v| (v * 7919) % 13).collect();
+        let before = ChunkPlan::with_parts(&g, &targets, 2, 9, Some(parts)).unwrap();
+        let mut after = before.clone();
+        after.reorder_chunks(&g);
+        let total = |p: &ChunkPlan| -> usize { p.shared_with_previous(&g).iter().flatten().sum() };
+        assert!(total(&after) >= total(&before));
+        let mut moved = false;
+        for l in 0..before.layers() {
+            assert_eq!(after.nodes[l], before.nodes[l]);
+            assert_eq!(after.chunks[l][0], before.chunks[l][0]);
+            let mut a = after.chunks[l].clone();
+            moved |= a != before.chunks[l];
+            a.sort_by_key(|r| r.start);
+            assert_eq!(a, before.chunks[l], "the same ranges, reordered");
+            for (c, s) in after.sizes()[l].iter().enumerate() {
+                assert_eq!(*s, chunk_sizes(&g, after.dst(l, c)), "layer {l} chunk {c}");
+            }
+        }
+        assert!(moved, "this plan's id order is not the greedy one");
+    }
+
+    #[test]
+    fn the_greedy_path_steps_to_the_chunk_sharing_the_most() {
+        // Chunk 0 shares most with 2, 2 with 3, 3 with 1.
+        #[rustfmt::skip]
+        let m = [
+            0, 1, 5, 0,
+            1, 0, 0, 4,
+            5, 0, 0, 6,
+            0, 4, 6, 0,
+        ];
+        assert_eq!(greedy_path(&m, 4), vec![0, 2, 3, 1]);
+        assert_eq!(greedy_path(&[0], 1), vec![0]);
     }
 
     #[test]

@@ -35,9 +35,12 @@
 //! rows, kept on the device, and uploads only the rest ([`crate::train::row_reuse`]);
 //! the JSON's `layers` give the rows read and uploaded per layer.
 //!
+//! Where transfers are deduplicated, the chunks of every layer also run in HongTu's
+//! reorganised order ([`ChunkPlan::reorder_chunks`]): each next chunk is the one sharing
+//! the most rows with the chunk before it.
+//!
 //! Not done yet: the hybrid mode (caching the aggregation of mean/sum/GCN layers so that
-//! only the update is recomputed), HongTu's reordering of chunks to maximise the rows
-//! consecutive chunks share, and a copy stream overlapping the next chunk's upload.
+//! only the update is recomputed), and a copy stream overlapping the next chunk's upload.
 //!
 //! A chunk that runs out of memory anyway (the device refuses an allocation) is split in
 //! two in the plan and run again, as a micro-batch is; the JSON counts `oom_splits`.
@@ -428,12 +431,19 @@ impl Trainer<'_> {
         let parts = self.node_parts(&fg)?;
         let mut plan =
             ChunkPlan::with_parts(&self.graph, train, layers, fg.chunks.unwrap_or(1), parts)?;
+        let reorder = (0..layers).any(|l| self.reuses_rows(l));
         let (Some(budget), None) = (self.config.micro.memory_budget, fg.chunks) else {
+            if reorder {
+                plan.reorder_chunks(&self.graph);
+            }
             return Ok(plan);
         };
         let most = plan.nodes.iter().map(Vec::len).max().unwrap_or(1).max(1);
         let largest = |plan: &mut ChunkPlan, c: usize| -> Result<u64> {
             plan.rechunk(&self.graph, c)?;
+            if reorder {
+                plan.reorder_chunks(&self.graph);
+            }
             let shared = self.shared_rows(plan);
             let est = &self.estimator;
             largest_chunk_estimate(est, plan.sizes(), train.len(), Resident::STEADY, &shared)
@@ -466,6 +476,9 @@ impl Trainer<'_> {
             }
         }
         plan.rechunk(&self.graph, c)?;
+        if reorder {
+            plan.reorder_chunks(&self.graph);
+        }
         Ok(plan)
     }
 
