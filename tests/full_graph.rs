@@ -141,6 +141,7 @@ fn chunked_gradients_equal_unchunked_full_neighbour_training() {
                 chunks: Some(chunks),
                 order,
                 dedup,
+                hybrid: false,
             });
             let mut t = Trainer::new(&data, g.clone(), c).unwrap();
             let (want_loss, want) = reference(&t, &data, &g, 4);
@@ -205,6 +206,7 @@ fn chunk_estimates_equal_measured_peaks_on_the_cpu() {
             chunks: Some(4),
             order: NodeOrder::Id,
             dedup,
+            hybrid: false,
         });
         let mut t = Trainer::new(&data, g.clone(), c).unwrap();
         for epoch in 0..2 {
@@ -241,6 +243,7 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
                 chunks: None,
                 order,
                 dedup,
+                hybrid: false,
             });
             c.micro.memory_budget = budget;
             let mut t = Trainer::new(&data, g.clone(), c).unwrap();
@@ -272,7 +275,8 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
                 _ => Vec::new(),
             };
             let (est, sizes) = (&t.estimator, plan.sizes());
-            largest_chunk_estimate(est, sizes, train.len(), Resident::STEADY, &shared).unwrap()
+            largest_chunk_estimate(est, sizes, train.len(), Resident::STEADY, &shared, false)
+                .unwrap()
         };
         let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
         assert!(fits(largest(some.chunks)), "{order:?} {dedup:?}");
@@ -299,6 +303,7 @@ fn a_chunk_that_runs_out_of_memory_is_split_and_the_gradients_stay_exact() {
             chunks: Some(1),
             order: NodeOrder::Id,
             dedup,
+            hybrid: false,
         });
         c.micro.memory_budget = Some(peak * 6 / 10);
         // The reference (unchunked) does not fit the budget: computed first, with the same
@@ -399,6 +404,27 @@ fn wgpu_chunked_gradients_match_the_cpu() {
             assert_close_scaled(&format!("{kind:?} parameter {i} on {dev}"), x, y, 1e-3);
         }
     }
+    // Hybrid mode: the cached aggregation and its transpose on the device.
+    let hybrid = |device: Device| {
+        let mut c = config(&data, ModelKind::Sage, Aggregator::Mean, Some(3), 0.5);
+        c.device = device;
+        c.full_graph = Some(FullGraphConfig {
+            chunks: Some(3),
+            hybrid: true,
+            ..Default::default()
+        });
+        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+        let (loss, _) = t.full_graph_gradients(1).unwrap();
+        (loss, grads(&t.model))
+    };
+    let ((a, want), (b, got)) = (hybrid(Device::Cpu), hybrid(dev));
+    assert!(
+        ((a - b) / a).abs() < 1e-4,
+        "hybrid: loss {a} (cpu) vs {b} ({dev})"
+    );
+    for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+        assert_close_scaled(&format!("hybrid parameter {i} on {dev}"), x, y, 1e-3);
+    }
 }
 
 #[test]
@@ -412,6 +438,7 @@ fn row_replication_counts_every_upload_and_each_distinct_row_once() {
             chunks: Some(chunks),
             order: NodeOrder::Id,
             dedup,
+            hybrid: false,
         });
         let mut t = Trainer::new(&data, g.clone(), c).unwrap();
         t.train_epoch(0).unwrap().full_graph.unwrap()
@@ -442,4 +469,87 @@ fn row_replication_counts_every_upload_and_each_distinct_row_once() {
         assert!(b.naive_replication() > b.replication());
     }
     assert!(dedup.rows_to_device_bytes < naive.rows_to_device_bytes);
+}
+
+/// Hybrid mode (`--hybrid`): layers whose aggregation has no weights cache it on the host,
+/// and the backward recomputes only the update; the gradients are still those of
+/// unchunked full-neighbour training, every chunk's estimate is its measured peak, and a
+/// backward chunk uploads `2·num_dst` rows instead of `num_src`.
+#[test]
+fn hybrid_chunks_give_the_unchunked_gradients_exact_estimates_and_dst_row_uploads() {
+    let _serial = serial();
+    let (data, g) = small();
+    for aggr in [Aggregator::Mean, Aggregator::Sum] {
+        for (chunks, dedup, layers) in [(1, Dedup::Off, 2), (3, Dedup::On, 2), (5, Dedup::Off, 3)] {
+            let run = |hybrid: bool| {
+                let mut c = config(&data, ModelKind::Sage, aggr, Some(chunks), 0.5);
+                c.model.layers = layers;
+                c.fanouts = vec![-1; layers];
+                c.full_graph = Some(FullGraphConfig {
+                    chunks: Some(chunks),
+                    order: NodeOrder::Grem,
+                    dedup,
+                    hybrid,
+                });
+                let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+                let (loss, stats) = t.full_graph_gradients(2).unwrap();
+                (loss, grads(&t.model), stats)
+            };
+            let what = format!("{aggr:?} {layers} layers, {chunks} chunks, {dedup:?}");
+            let (want_loss, want, plain) = run(false);
+            let (loss, got, stats) = run(true);
+            assert!(
+                ((loss - want_loss) / want_loss).abs() < 1e-5,
+                "{what}: loss {loss} vs {want_loss}"
+            );
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_close_scaled(&format!("{what} parameter {i}"), a, b, 1e-4);
+            }
+            assert_eq!(stats.chunk_runs.len(), plain.chunk_runs.len(), "{what}");
+            for r in &stats.chunk_runs {
+                assert_eq!(
+                    r.est_peak_bytes, r.peak_bytes,
+                    "{what}: layer {} {} chunk {}",
+                    r.layer, r.pass, r.chunk
+                );
+            }
+            if dedup == Dedup::Off {
+                // A backward chunk uploads its dst rows and their aggregation instead of
+                // its src rows: 2·num_dst rows instead of num_src (same forward passes).
+                let width = |l: usize| if l == 0 { data.feat_dim } else { 24 };
+                let change: i64 = stats
+                    .chunk_runs
+                    .iter()
+                    .filter(|r| r.pass == "backward")
+                    .map(|r| 4 * width(r.layer) as i64 * (2 * r.num_dst as i64 - r.num_src as i64))
+                    .sum();
+                assert_eq!(
+                    stats.rows_to_device_bytes as i64 - plain.rows_to_device_bytes as i64,
+                    change,
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn hybrid_mode_refuses_aggregations_with_weights() {
+    let _serial = serial();
+    let (data, g) = small();
+    for (kind, aggr) in [
+        (ModelKind::Gat, Aggregator::Mean),
+        (ModelKind::Sage, Aggregator::Max),
+        (ModelKind::Sage, Aggregator::Lstm),
+    ] {
+        let mut c = config(&data, kind, aggr, Some(2), 0.0);
+        c.full_graph = Some(FullGraphConfig {
+            chunks: Some(2),
+            hybrid: true,
+            ..Default::default()
+        });
+        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+        let e = t.train_epoch(0).unwrap_err().to_string();
+        assert!(e.contains("--hybrid"), "{kind:?}/{aggr:?}: {e}");
+    }
 }

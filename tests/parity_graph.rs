@@ -106,6 +106,25 @@ fn segment_ops_over_the_zoo() {
     }
 }
 
+/// The aggregations' transposes (full-graph training's hybrid mode runs them on their
+/// own), from a gradient of the dst rows to the src rows.
+#[test]
+fn segment_sum_transposed_over_the_zoo() {
+    for (name, b) in zoo() {
+        for &f in &WIDTHS {
+            let g = rand_f32(&[b.num_dst, f], (b.num_edges() * 37 + f) as u64);
+            for mean in [false, true] {
+                let b = b.clone();
+                parity(
+                    &format!("segment_sum_transposed mean={mean}/{name}/f={f}"),
+                    &move |g| ops::segment_sum_transposed(&g[0], &b, mean),
+                    std::slice::from_ref(&g),
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn segment_max_ties_go_to_the_first_edge() {
     // Values in {-1, 0, 1}: most comparisons are ties, so the argmax (hence the gradient)

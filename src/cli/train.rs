@@ -89,6 +89,14 @@ pub struct TrainArgs {
     /// device memory while a chunk's rows are assembled, which --memory-budget counts.
     #[arg(long, requires = "full_graph", default_value = "auto")]
     pub dedup_transfers: String,
+    /// With --full-graph: HongTu's hybrid mode. The layers below the output layer cache
+    /// their aggregation in host memory (one row of input width per node) in the forward
+    /// pass, and their backward recomputes only the update from a chunk's own rows and that
+    /// cache instead of the whole layer from every neighbour's row: fewer rows uploaded,
+    /// no aggregation recomputed. Needs aggregations without weights (sage with --aggr mean
+    /// or sum); without it (recompute mode) any model trains.
+    #[arg(long, requires = "full_graph")]
+    pub hybrid: bool,
     /// Under `mpirun -np N`: make the last S of the N ranks sampler ranks (Armada's
     /// disaggregated sampling), which sample, partition and slice each batch's
     /// micro-batches, gather their input rows and send them to the N - S trainer ranks, so
@@ -301,6 +309,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             chunks: a.chunks,
             order: node_order,
             dedup,
+            hybrid: a.hybrid,
         });
     }
     config.on_nan = on_nan;

@@ -35,6 +35,29 @@ pub trait Layer: Module + Debug + Send + Sync {
     /// (the explosion bucket) into pieces of at most `max_nodes` dst nodes (`None`: no
     /// split); other layers ignore it.
     fn set_bucket_split(&mut self, _max_nodes: Option<usize>) {}
+
+    /// The layer split into its weight-free aggregation and its update, for full-graph
+    /// training's hybrid mode; `None` (the default) where the aggregation has weights.
+    fn hybrid(&self) -> Option<&dyn HybridLayer> {
+        None
+    }
+}
+
+/// A layer whose aggregation has no weights (HongTu's hybrid mode): its forward is
+/// `update(h, aggregate(h))`, so full-graph training can cache the aggregation on the host
+/// in the forward pass, and recompute only the update in the backward pass, from the
+/// block's dst rows and that cache, without the src rows.
+pub trait HybridLayer {
+    /// The aggregation `[num_dst, in]` of the block's src rows `h` (no weights).
+    fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor>;
+
+    /// The layer's output `[num_dst, out]` from `h`, whose first `num_dst` rows are the
+    /// block's dst rows (it may have only those), and the aggregation `a`.
+    fn update(&self, block: &Arc<Block>, h: &Tensor, a: &Tensor) -> Result<Tensor>;
+
+    /// The gradient `[num_src, in]` that [`HybridLayer::aggregate`] passes to `h` from the
+    /// gradient `a_grad` of its output (the aggregation is linear, so `h` is not needed).
+    fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor>;
 }
 
 /// One layer before it has weights.
@@ -62,6 +85,25 @@ pub trait LayerSpec: Debug + Send + Sync {
         sizes: &BlockSizes,
         bucket_split: Option<usize>,
     ) -> Val;
+
+    /// The replays of the layer's [`HybridLayer`] split, where it has one.
+    fn hybrid(&self) -> Option<&dyn HybridSpec> {
+        None
+    }
+}
+
+/// Replays of a [`HybridLayer`]'s three parts, as [`LayerSpec::replay`] replays the
+/// forward.
+pub trait HybridSpec {
+    /// [`HybridLayer::aggregate`]: its parameters declared first (as in
+    /// [`LayerSpec::replay`]), then its allocations; returns the aggregation.
+    fn replay_aggregate(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes) -> Val;
+
+    /// [`HybridLayer::update`] from `h` (its dst rows first) and the aggregation `a`.
+    fn replay_update(&self, r: &mut Replay, h: &Val, a: &Val, sizes: &BlockSizes) -> Val;
+
+    /// [`HybridLayer::aggregate_backward`] of `a_grad`.
+    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, sizes: &BlockSizes) -> Val;
 }
 
 /// What building a model's layers shares: the weights' random stream, the device, and the

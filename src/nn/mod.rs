@@ -13,7 +13,9 @@ pub mod sage;
 
 pub use gat::GatLayer;
 pub use init::Init;
-pub use layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
+pub use layer::{
+    BuildCtx, HybridLayer, HybridSpec, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry,
+};
 pub use linear::Linear;
 pub use mlp::Mlp;
 pub use model::{Forward, Gnn, ModelConfig, ModelKind, MODELS};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
+use crate::nn::layer::{BuildCtx, HybridLayer, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
 use crate::nn::sage::Aggregator;
@@ -420,6 +420,19 @@ impl Gnn {
         }
         let out = layer.forward(block, &h, l, f)?;
         drop(h);
+        self.finish_layer(l, block, out, f)
+    }
+
+    /// What follows layer `l`'s own output `out` in [`Gnn::forward_layer`]: nothing after
+    /// the output layer, else the ReLU and, in training, the dropout keyed by the block's
+    /// dst nodes.
+    pub fn finish_layer(
+        &self,
+        l: usize,
+        block: &Arc<Block>,
+        out: Tensor,
+        f: &Forward,
+    ) -> Result<Tensor> {
         let mut h = out;
         if l + 1 < self.layers.len() {
             h = ops::relu(&h)?;
@@ -431,6 +444,12 @@ impl Gnn {
             }
         }
         Ok(h)
+    }
+
+    /// Layer `l`'s split for full-graph training's hybrid mode
+    /// ([`crate::nn::layer::Layer::hybrid`]); `None` where its aggregation has weights.
+    pub fn hybrid_layer(&self, l: usize) -> Option<&dyn HybridLayer> {
+        self.layers.get(l).and_then(|layer| layer.hybrid())
     }
 }
 
@@ -448,8 +467,15 @@ impl ModelConfig {
         h: Val,
         bucket_split: Option<usize>,
     ) -> Val {
-        let mut out = spec.replay(r, &h, sizes, bucket_split);
+        let out = spec.replay(r, &h, sizes, bucket_split);
         r.release(h.buf);
+        self.replay_finish(r, l, sizes, out)
+    }
+
+    /// Replay of [`Gnn::finish_layer`] in training mode: the ReLU and the dropout between
+    /// layers (releasing each input), nothing after the output layer.
+    pub fn replay_finish(&self, r: &mut Replay, l: usize, sizes: &BlockSizes, out: Val) -> Val {
+        let mut out = out;
         if l + 1 < self.layers {
             let a = r.relu(&out);
             r.release(out.buf);

@@ -26,7 +26,9 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Buckets};
 use crate::nn::init::{self, Init};
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
+use crate::nn::layer::{
+    BuildCtx, HybridLayer, HybridSpec, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry,
+};
 use crate::nn::linear::Linear;
 use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
@@ -307,6 +309,38 @@ impl Layer for SageLayer {
     fn set_bucket_split(&mut self, max_nodes: Option<usize>) {
         self.lstm_split = max_nodes;
     }
+
+    fn hybrid(&self) -> Option<&dyn HybridLayer> {
+        let split: &dyn HybridLayer = self;
+        matches!(self.aggr, Aggregator::Mean | Aggregator::Sum).then_some(split)
+    }
+}
+
+/// `mean` and `sum` split for the hybrid mode: the aggregation is `segment_mean(h)` (or
+/// `segment_sum`), the update `h_dst·W_self + a·W_neigh + b` (aggregating first whatever
+/// [`projects_first`] says, so the result may round differently from
+/// [`SageLayer::forward`]).
+impl HybridLayer for SageLayer {
+    fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
+        match self.aggr {
+            Aggregator::Mean => ops::segment_mean(h, block),
+            Aggregator::Sum => ops::segment_sum(h, block),
+            other => Err(Error::invalid(format!(
+                "sage-{}: the aggregation has weights, so there is no hybrid split",
+                other.name()
+            ))),
+        }
+    }
+
+    fn update(&self, block: &Arc<Block>, h: &Tensor, a: &Tensor) -> Result<Tensor> {
+        let neigh = self.fc_neigh.forward(a)?;
+        let own = ops::matmul_rows(h, block.num_dst, &self.fc_self.weight)?;
+        ops::add(&ops::add(&own, &neigh)?, &self.bias)
+    }
+
+    fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor> {
+        ops::segment_sum_transposed(a_grad, block, self.aggr == Aggregator::Mean)
+    }
 }
 
 /// GraphSAGE in the registry of model kinds.
@@ -410,6 +444,40 @@ impl LayerSpec for SageSpec {
             Aggregator::Max => replay_max(r, h, io, sizes),
             Aggregator::Lstm => replay_lstm(r, h, io, sizes, bucket_split),
         }
+    }
+
+    fn hybrid(&self) -> Option<&dyn HybridSpec> {
+        let split: &dyn HybridSpec = self;
+        matches!(self.aggr, Aggregator::Mean | Aggregator::Sum).then_some(split)
+    }
+}
+
+/// Replays of [`SageLayer`]'s [`HybridLayer`] split: the aggregation `[nd, i]` (what
+/// its autograd rule keeps: nothing but the block); the update's three parameters, then
+/// `a·W_neigh`, `matmul_rows(h, nd, W_self)` (keeps `h`), two adds; the transposed
+/// aggregation `[ns, i]`.
+impl HybridSpec for SageSpec {
+    fn replay_aggregate(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes) -> Val {
+        r.segment(h, sizes.num_dst, false)
+    }
+
+    fn replay_update(&self, r: &mut Replay, h: &Val, a: &Val, sizes: &BlockSizes) -> Val {
+        let (i, o) = (self.in_dim, self.out_dim);
+        let w_self = r.param(i, o);
+        let w_neigh = r.param(i, o);
+        let bias = r.param(1, o);
+        let neigh = r.matmul(a, &w_neigh);
+        let own = r.matmul_rows(h, sizes.num_dst, &w_self);
+        let a1 = r.add(&own, &neigh);
+        let out = r.add(&a1, &bias);
+        for v in [own, a1, neigh] {
+            r.release(v.buf);
+        }
+        out
+    }
+
+    fn replay_aggregate_backward(&self, r: &mut Replay, _a_grad: &Val, sizes: &BlockSizes) -> Val {
+        r.input(sizes.num_src, self.in_dim)
     }
 }
 

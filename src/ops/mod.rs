@@ -78,7 +78,7 @@ pub use reduce::{expand_dim, mean_all, mean_dim, sum_all, sum_dim};
 pub use reshape::reshape;
 pub use segment_max::segment_max;
 pub use segment_softmax::{segment_softmax, segment_softmax_backward};
-pub use segment_sum::{segment_mean, segment_sum};
+pub use segment_sum::{segment_mean, segment_sum, segment_sum_transposed};
 pub use segment_weighted_sum::{segment_weighted_sum, segment_weighted_sum_backward};
 pub use sgd::{sgd_update, SgdStep};
 pub use slice::slice;

@@ -77,17 +77,54 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     };
     let block = block.clone();
     Ok(record(op, out, &[x], move |g| {
-        let shape = vec![block.num_src, f];
-        let gx = match &*g.storage() {
-            Storage::Cuda(b) => cuda_output(launch_cuda(op, false, b, &block, f, mean)?, shape, g),
-            Storage::Cpu(b) => {
-                let buf = float_cpu!(op, &b.data, v => cpu_backward(v, &block, f, mean)?);
-                cpu_output(buf, shape, g)
-            }
-            Storage::Wgpu(b) => wgpu_output(launch(op, false, b, &block, f, mean)?, shape, g),
-        };
-        Ok(vec![Some(gx)])
+        Ok(vec![Some(transposed(op, g, &block, f, mean)?)])
     }))
+}
+
+/// The backward of [`segment_sum`] (`mean`: of [`segment_mean`]) as an op of its own:
+/// from `g[num_dst, f]`, `x̄[num_src, f]` with `x̄[u, :] = Σ_{(d, e) out of u} g[d, :]`
+/// (times `1/|N(d)|` for the mean). The aggregation's gradient without its input, which
+/// full-graph training's hybrid mode needs (it caches the aggregation, not the input).
+/// Not recorded for autograd.
+pub fn segment_sum_transposed(g: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
+    let op = if mean {
+        "segment_mean_transposed"
+    } else {
+        "segment_sum_transposed"
+    };
+    g.expect_float(op)?;
+    let (rows, f) = dims2(op, "g", g)?;
+    if rows != block.num_dst {
+        return Err(Error::shape(
+            op,
+            format!(
+                "g has {rows} rows (shape {:?}) but the block has {} dst nodes",
+                g.shape(),
+                block.num_dst
+            ),
+        ));
+    }
+    check_block(op, block)?;
+    transposed(op, g, block, f, mean)
+}
+
+/// `x̄[num_src, f]` from `g[num_dst, f]` over the block's transposed CSR.
+fn transposed(
+    op: &'static str,
+    g: &Tensor,
+    block: &Arc<Block>,
+    f: usize,
+    mean: bool,
+) -> Result<Tensor> {
+    let shape = vec![block.num_src, f];
+    Ok(match &*g.storage() {
+        Storage::Cuda(b) => cuda_output(launch_cuda(op, false, b, block, f, mean)?, shape, g),
+        Storage::Cpu(b) => {
+            let buf = float_cpu!(op, &b.data, v => cpu_backward(v, block, f, mean)?);
+            cpu_output(buf, shape, g)
+        }
+        Storage::Wgpu(b) => wgpu_output(launch(op, false, b, block, f, mean)?, shape, g),
+    })
 }
 
 /// Runs the forward (`[num_src, f]` in, `[num_dst, f]` out) or backward (the reverse)

@@ -64,7 +64,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::nn::replay::{Replay, Val, WORD};
-use crate::nn::{LayerSpec, ModelConfig};
+use crate::nn::{HybridSpec, LayerSpec, ModelConfig};
 
 /// What stays on the device between micro-batches besides the parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,25 @@ pub enum ChunkPass {
     /// A layer below the output layer recomputed with autograd, then its backward from
     /// the output rows' gradient uploaded from the host.
     Backward,
+    /// Hybrid mode's forward of a layer below the output layer (no autograd graph): the
+    /// aggregation, read back to the host, then the update; the output rows go back to
+    /// the host.
+    HybridForward,
+    /// Hybrid mode's backward of a layer below the output layer: the update alone,
+    /// recomputed from the dst rows and the cached aggregation (both uploaded), then its
+    /// backward, and the aggregation's backward into the src rows' gradient.
+    HybridBackward,
+}
+
+impl ChunkPass {
+    /// The passes a layer below the output layer runs: forward and backward, recomputing
+    /// the whole layer or, in hybrid mode, only its update.
+    pub fn below_output(hybrid: bool) -> [ChunkPass; 2] {
+        match hybrid {
+            true => [ChunkPass::HybridForward, ChunkPass::HybridBackward],
+            false => [ChunkPass::Forward, ChunkPass::Backward],
+        }
+    }
 }
 
 /// Predicts a micro-batch's peak device bytes from its block sizes and the model.
@@ -314,7 +333,22 @@ impl MemoryEstimator {
         let (i, _) = m.widths(layer);
         let specs = m.layer_specs();
         let spec = specs[layer].as_ref();
-        let ns = sizes.num_src;
+        let hybrid = matches!(pass, ChunkPass::HybridForward | ChunkPass::HybridBackward);
+        let split = match (hybrid, spec.hybrid()) {
+            (false, _) => None,
+            (true, Some(split)) => Some(split),
+            (true, None) => {
+                return Err(Error::invalid(format!(
+                    "memory estimate: layer {layer} of {} has no hybrid split",
+                    m.label()
+                )))
+            }
+        };
+        // The hybrid backward uploads the dst rows only.
+        let ns = match pass {
+            ChunkPass::HybridBackward => sizes.num_dst,
+            _ => sizes.num_src,
+        };
         let mut r = Replay::new(self.round());
         let x = if layer == 0 {
             let ids = self.device_gather.then(|| r.input(ns, 1));
@@ -323,12 +357,17 @@ impl MemoryEstimator {
                 r.release(ids.buf);
             }
             x
-        } else if pass == ChunkPass::Forward {
+        } else if matches!(pass, ChunkPass::Forward | ChunkPass::HybridForward) {
             r.input(ns, i)
         } else {
             r.leaf_input(ns, i)
         };
+        if let Some(split) = split {
+            self.replay_hybrid(&mut r, split, layer, sizes, pass, x);
+            return Ok(r.peak);
+        }
         match pass {
+            ChunkPass::HybridForward | ChunkPass::HybridBackward => unreachable!("replayed above"),
             ChunkPass::Forward => {
                 r.no_grad = true;
                 let out = self.forward_layer(&mut r, spec, layer, sizes, x);
@@ -371,6 +410,63 @@ impl MemoryEstimator {
         }
         r.release(x.buf);
         Ok(r.peak)
+    }
+
+    /// Hybrid mode's passes of layer `layer` (below the output layer), `x` the uploaded
+    /// input rows (all src rows forward, the dst rows backward), in the order
+    /// [`crate::train::full_graph`] runs them.
+    fn replay_hybrid(
+        &self,
+        r: &mut Replay,
+        split: &dyn HybridSpec,
+        layer: usize,
+        sizes: &BlockSizes,
+        pass: ChunkPass,
+        x: Val,
+    ) {
+        let (nd, i) = (sizes.num_dst, self.model.widths(layer).0);
+        if pass == ChunkPass::HybridForward {
+            r.no_grad = true;
+            let a = split.replay_aggregate(r, &x, sizes);
+            let out = split.replay_update(r, &x, &a, sizes);
+            r.release(x.buf);
+            // The aggregation is read back to the host, then the output rows.
+            r.release(a.buf);
+            let out = self.model.replay_finish(r, layer, sizes, out);
+            r.release(out.buf);
+            return;
+        }
+        // The cached aggregation, a leaf when its gradient flows on to a lower layer.
+        let a = match layer {
+            0 => r.input(nd, i),
+            _ => r.leaf_input(nd, i),
+        };
+        let out = split.replay_update(r, &x, &a, sizes);
+        let out = self.model.replay_finish(r, layer, sizes, out);
+        let g = r.input(out.rows, out.cols);
+        r.backward(&out, Some(g.buf));
+        r.release(g.buf);
+        r.release(out.buf);
+        if let Some(a_grad) = a.leaf.and_then(|l| r.leaf_grads[l]) {
+            let grad = Val {
+                buf: a_grad,
+                rows: nd,
+                cols: i,
+                grad: false,
+                node: None,
+                leaf: None,
+            };
+            // The src rows' gradient is read back to the host, then goes.
+            let src = split.replay_aggregate_backward(r, &grad, sizes);
+            r.release(src.buf);
+            r.release(a_grad);
+        }
+        r.release(a.buf);
+        // The dst rows' own gradient is read back, then the rows go.
+        if let Some(g) = x.leaf.and_then(|l| r.leaf_grads[l]) {
+            r.release(g);
+        }
+        r.release(x.buf);
     }
 
     /// `R + A` of one chunk of full-graph training (see

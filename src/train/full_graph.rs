@@ -39,8 +39,12 @@
 //! reorganised order ([`ChunkPlan::reorder_chunks`]): each next chunk is the one sharing
 //! the most rows with the chunk before it.
 //!
-//! Not done yet: the hybrid mode (caching the aggregation of mean/sum/GCN layers so that
-//! only the update is recomputed), and a copy stream overlapping the next chunk's upload.
+//! In **hybrid mode** (`--hybrid`, [`hybrid`]), a layer below the output layer whose
+//! aggregation has no weights (SAGE mean and sum) also writes its aggregation `A^l` to the
+//! host in the forward pass, and its backward recomputes only the update from the chunk's
+//! dst rows and `A^l`, then runs the aggregation's transpose for the src rows' gradient.
+//!
+//! Not done yet: GCN's hybrid split, and a copy stream overlapping the next chunk's upload.
 //!
 //! A chunk that runs out of memory anyway (the device refuses an allocation) is split in
 //! two in the plan and run again, as a micro-batch is; the JSON counts `oom_splits`.
@@ -64,6 +68,9 @@ use crate::train::micro::{with_held_grads, SAFETY_MARGIN};
 use crate::train::row_reuse::{assembly_peak_bytes, Dedup, KeptRows, Reuse};
 use crate::train::trainer::{Phases, Trainer};
 
+mod hybrid;
+use hybrid::{HybridOut, HybridRows};
+
 /// `--full-graph`: how full-graph training is chunked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FullGraphConfig {
@@ -77,6 +84,11 @@ pub struct FullGraphConfig {
     /// (`--dedup-transfers`, [`crate::train::row_reuse`]).
     #[serde(default)]
     pub dedup: Dedup,
+    /// HongTu's hybrid mode (`--hybrid`): the layers below the output layer cache their
+    /// aggregation on the host in the forward pass, and their backward recomputes only
+    /// the update ([`crate::nn::HybridLayer`]; SAGE mean and sum).
+    #[serde(default)]
+    pub hybrid: bool,
 }
 
 /// `--node-order`: the order of every layer's nodes before they are cut into chunks
@@ -339,13 +351,24 @@ fn add_input_grad(x: &Tensor, l: usize, g: &mut HostMatrix, src: &[u32]) -> Resu
     Ok(f32_bytes(rows.len()))
 }
 
+/// `rows` zero rows of `width` floats on the host.
+fn host_rows(rows: usize, width: usize) -> Result<Vec<f32>> {
+    let len = rows.checked_mul(width).ok_or_else(|| {
+        Error::invalid(format!(
+            "full-graph: {rows} rows of width {width} overflow the address space"
+        ))
+    })?;
+    Ok(vec![0.0; len])
+}
+
 /// Bytes of `n` f32 values.
-fn f32_bytes(n: usize) -> u64 {
+pub(crate) fn f32_bytes(n: usize) -> u64 {
     (n as u64).saturating_mul(4)
 }
 
 /// The largest estimated chunk peak of `plan` (with the resident state `state`), over
-/// every layer and the passes it runs in: forward and backward below the output layer,
+/// every layer and the passes it runs in: forward and backward below the output layer
+/// ([`ChunkPass::below_output`]: recomputing the layer, or its update where `hybrid`),
 /// the loss pass at the output layer. `shared[l][c]` (missing: 0) are the rows chunk `c` of
 /// layer `l` takes from chunk `c - 1` on the device ([`ChunkPlan::shared_with_previous`]
 /// where transfers are deduplicated): their assembly's peak counts too.
@@ -355,8 +378,10 @@ pub fn largest_chunk_estimate(
     total: usize,
     state: Resident,
     shared: &[Vec<usize>],
+    hybrid: bool,
 ) -> Result<u64> {
     let layers = sizes.len();
+    let below = ChunkPass::below_output(hybrid);
     sizes
         .par_iter()
         .enumerate()
@@ -365,7 +390,7 @@ pub fn largest_chunk_estimate(
             let passes: &[ChunkPass] = if l + 1 == layers {
                 &[ChunkPass::Loss { total }]
             } else {
-                &[ChunkPass::Forward, ChunkPass::Backward]
+                &below
             };
             let reuse = reuse_bytes(estimator, l, c, &sizes[l], shared);
             let resident = estimator.resident_bytes(state);
@@ -427,6 +452,9 @@ impl Trainer<'_> {
     pub(crate) fn full_graph_plan(&self) -> Result<ChunkPlan> {
         let fg = self.config.full_graph.clone().unwrap_or_default();
         let layers = self.config.model.layers;
+        if fg.hybrid {
+            self.check_hybrid()?;
+        }
         let train = &self.data.split.train;
         let parts = self.node_parts(&fg)?;
         let mut plan =
@@ -446,7 +474,15 @@ impl Trainer<'_> {
             }
             let shared = self.shared_rows(plan);
             let est = &self.estimator;
-            largest_chunk_estimate(est, plan.sizes(), train.len(), Resident::STEADY, &shared)
+            let sizes = plan.sizes();
+            largest_chunk_estimate(
+                est,
+                sizes,
+                train.len(),
+                Resident::STEADY,
+                &shared,
+                fg.hybrid,
+            )
         };
         let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
         let (mut lo, mut c) = (0usize, 1usize);
@@ -656,12 +692,21 @@ impl Trainer<'_> {
         let mut st = FullGraphStats::default();
         let params = self.model.parameters();
 
-        // 1. Forward below the output layer: H^0 .. H^{L-2} on the host.
+        // 1. Forward below the output layer: H^0 .. H^{L-2} on the host (and in hybrid
+        // mode every layer's aggregation A^l).
+        let hybrid = self.hybrid();
+        let [forward, backward] = ChunkPass::below_output(hybrid);
         let mut h: Vec<HostMatrix> = Vec::new();
+        let mut aggs: Vec<Vec<f32>> = Vec::new();
         for l in 0..layers - 1 {
             let mut out = HostMatrix::zeros(&plan.nodes[l], self.config.model.widths(l).1, n)?;
+            let in_width = self.config.model.widths(l).0;
+            let mut agg = match hybrid {
+                true => host_rows(plan.nodes[l].len(), in_width)?,
+                false => Vec::new(),
+            };
             let mut count = RowCounter::new(l, n);
-            let mut lp = self.layer_pass(l, ChunkPass::Forward);
+            let mut lp = self.layer_pass(l, forward);
             let mut c = 0;
             while c < plan.chunks[l].len() {
                 let range = plan.chunks[l][c].clone();
@@ -670,9 +715,21 @@ impl Trainer<'_> {
                     let ci = self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;
                     let t = Instant::now();
                     let rows = no_grad(|| -> Result<Vec<f32>> {
-                        self.model
-                            .forward_layer(l, &ci.block, ci.x, &fwd)?
-                            .to_vec_f32()
+                        let Some(split) = self.model.hybrid_layer(l).filter(|_| hybrid) else {
+                            return self
+                                .model
+                                .forward_layer(l, &ci.block, ci.x, &fwd)?
+                                .to_vec_f32();
+                        };
+                        let a = split.aggregate(&ci.block, &ci.x)?;
+                        let y = split.update(&ci.block, &ci.x, &a)?;
+                        drop(ci.x);
+                        let a_rows = a.to_vec_f32()?;
+                        drop(a);
+                        st.rows_to_host_bytes += f32_bytes(a_rows.len());
+                        agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
+                        drop(a_rows);
+                        self.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
                     })?;
                     ph.forward += t.elapsed().as_secs_f64();
                     st.rows_to_host_bytes += f32_bytes(rows.len());
@@ -692,6 +749,7 @@ impl Trainer<'_> {
                 c += self.split_on_oom(run, plan, l, c, &mut lp, &mut st)?;
             }
             h.push(out);
+            aggs.push(agg);
             st.layers.push(count.rows);
         }
 
@@ -780,11 +838,27 @@ impl Trainer<'_> {
                     n,
                 )?),
             };
-            let mut lp = self.layer_pass(l, ChunkPass::Backward);
+            let agg = aggs.pop().unwrap_or_default();
+            let mut lp = self.layer_pass(l, backward);
             let mut c = 0;
             while c < plan.chunks[l].len() {
                 let range = plan.chunks[l][c].clone();
                 let prev = h.last();
+                if hybrid {
+                    let rows = HybridRows {
+                        prev,
+                        agg: &agg,
+                        g_out: &g_out,
+                    };
+                    let mut out = HybridOut {
+                        grad_in: grad_in.as_mut(),
+                        ph: &mut ph,
+                        st: &mut st,
+                    };
+                    let run = self.hybrid_backward_chunk(plan, l, c, rows, &fwd, &mut out);
+                    c += self.split_on_oom(run, plan, l, c, &mut lp, &mut st)?;
+                    continue;
+                }
                 let run = (|| -> Result<()> {
                     let ChunkIn { block, x, est, .. } =
                         self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;

@@ -590,6 +590,7 @@ const RESUMABLE_CHANGES: &[&str] = &[
     "full_graph.chunks",
     "full_graph.order",
     "full_graph.dedup",
+    "full_graph.hybrid",
 ];
 
 /// `value`'s leaves by dotted path.

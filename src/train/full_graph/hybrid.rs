@@ -1,0 +1,141 @@
+//! HongTu's hybrid mode (`--hybrid`): a layer whose aggregation has no weights
+//! ([`crate::nn::HybridLayer`]: SAGE mean and sum) caches its aggregation `A^l` on the host
+//! in the forward pass, so that its backward recomputes only the update, from the chunk's
+//! dst rows of `H^{l-1}` and of `A^l`, instead of the whole layer from every src row: the
+//! chunk uploads `2 · num_dst` rows instead of `num_src`, and skips the aggregation's
+//! forward. The aggregation's backward (its transpose over the block) still gives every
+//! src row its gradient, which goes back to the host as in recompute mode.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{f32_bytes, FullGraphStats, HostMatrix};
+use crate::error::{Error, Result};
+use crate::graph::ChunkPlan;
+use crate::nn::{Forward, Module};
+use crate::partition::ChunkPass;
+use crate::tensor::Tensor;
+use crate::train::micro::with_held_grads;
+use crate::train::trainer::{Phases, Trainer};
+
+/// What a hybrid backward chunk reads on the host.
+pub(super) struct HybridRows<'a> {
+    /// `H^{l-1}`, the layer's input rows (`None` for the input layer: the features).
+    pub prev: Option<&'a HostMatrix>,
+    /// `A^l` in the plan's order of layer `l`'s nodes.
+    pub agg: &'a [f32],
+    /// `G^l`, the gradient of the layer's output rows.
+    pub g_out: &'a HostMatrix,
+}
+
+/// What a hybrid backward chunk writes.
+pub(super) struct HybridOut<'a> {
+    /// `G^{l-1}` (`None` for the input layer).
+    pub grad_in: Option<&'a mut HostMatrix>,
+    pub ph: &'a mut Phases,
+    pub st: &'a mut FullGraphStats,
+}
+
+impl Trainer<'_> {
+    /// Whether this run is full-graph training in hybrid mode.
+    pub(super) fn hybrid(&self) -> bool {
+        self.config.full_graph.as_ref().is_some_and(|f| f.hybrid)
+    }
+
+    /// Errors unless every layer below the output layer has a hybrid split.
+    pub(super) fn check_hybrid(&self) -> Result<()> {
+        let below = self.config.model.layers.saturating_sub(1);
+        match (0..below).find(|&l| self.model.hybrid_layer(l).is_none()) {
+            None => Ok(()),
+            Some(l) => Err(Error::invalid(format!(
+                "--hybrid caches aggregations without weights (sage with --aggr mean or sum); \
+                 layer {l} of {} aggregates with weights: train it without --hybrid \
+                 (recompute mode)",
+                self.config.model.label()
+            ))),
+        }
+    }
+
+    /// Chunk `c` of layer `l` in hybrid mode's backward pass: uploads its dst rows of
+    /// `H^{l-1}` and of `A^l`, recomputes the update (and the ReLU and dropout after it)
+    /// with autograd, runs its backward from the chunk's rows of `G^l`, and adds the
+    /// gradients of the aggregation's src rows and of the dst rows into `G^{l-1}`.
+    pub(super) fn hybrid_backward_chunk(
+        &mut self,
+        plan: &ChunkPlan,
+        l: usize,
+        c: usize,
+        rows: HybridRows<'_>,
+        fwd: &Forward,
+        out: &mut HybridOut<'_>,
+    ) -> Result<()> {
+        let t = Instant::now();
+        let block = Arc::new(plan.block(&self.graph, l, c)?);
+        out.ph.slice += t.elapsed().as_secs_f64();
+        let range = plan.chunks[l][c].clone();
+        let nd = block.num_dst;
+        let width = self.config.model.widths(l).0;
+        let est = self.chunk_estimate(l, &plan.sizes()[l][c], ChunkPass::HybridBackward, 0)?;
+        self.fold_peak();
+        self.config.device.memory()?.reset_peak();
+        let split = self
+            .model
+            .hybrid_layer(l)
+            .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no hybrid split")))?;
+        let t = Instant::now();
+        let dst = block.dst_nodes();
+        let x = self.chunk_input(l, rows.prev, dst)?;
+        let x = if l > 0 { x.requires_grad_leaf() } else { x };
+        let a = rows
+            .agg
+            .get(range.start * width..range.end * width)
+            .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no cached rows")))?;
+        let a = Tensor::from_f32(a.to_vec(), &[nd, width], self.config.device)?;
+        let a = if l > 0 { a.requires_grad_leaf() } else { a };
+        out.st.rows_to_device_bytes += self.input_bytes(l, nd) + f32_bytes(nd * width);
+        out.ph.gather += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let params = self.model.parameters();
+        let g_out = rows.g_out;
+        let w = g_out.width;
+        let (ph, st) = (&mut *out.ph, &mut *out.st);
+        let grad_in = out.grad_in.as_deref_mut();
+        // The aggregation's backward runs before the held parameter gradients are merged
+        // back, as the estimator replays it (both copies of them are live at its peak).
+        with_held_grads(&params, || -> Result<()> {
+            let y = split.update(&block, &x, &a)?;
+            let y = self.model.finish_layer(l, &block, y, fwd)?;
+            let g = Tensor::from_f32(
+                g_out.data[range.start * w..range.end * w].to_vec(),
+                &[nd, w],
+                self.config.device,
+            )?;
+            y.backward_with(&g)?;
+            drop(g);
+            drop(y);
+            st.rows_to_device_bytes += f32_bytes(nd * w);
+            ph.backward += t.elapsed().as_secs_f64();
+            let Some(grad_in) = grad_in else {
+                return Ok(());
+            };
+            let t = Instant::now();
+            let a_grad = a.grad().ok_or_else(|| {
+                Error::invalid(format!("--hybrid: layer {l}'s aggregation got no gradient"))
+            })?;
+            let src = split.aggregate_backward(&block, &a_grad)?.to_vec_f32()?;
+            drop(a_grad);
+            a.set_grad(None);
+            grad_in.scatter_add(&block.src_nodes, &src)?;
+            st.rows_to_host_bytes += f32_bytes(src.len());
+            drop(src);
+            st.rows_to_host_bytes += super::add_input_grad(&x, l, grad_in, dst)?;
+            ph.gather += t.elapsed().as_secs_f64();
+            Ok(())
+        })?;
+        drop(a);
+        drop(x);
+        let src = &block.src_nodes;
+        self.chunk_done(out.st, l, "backward", c, src, nd, est);
+        Ok(())
+    }
+}
