@@ -63,7 +63,6 @@ mod widen;
 pub use adam::{adam_update, AdamStep};
 pub use argmax::argmax_rows;
 pub use assign::assign;
-pub(crate) use assign::{fill, fill_cuda};
 pub use binary::{add, add_assign, div, mul, sub, Broadcast};
 pub use concat::concat;
 pub use cross_entropy::cross_entropy;

@@ -11,6 +11,7 @@
 //! from a stream-ordered caching pool ([`CudaBuffer`]) counted by the device's memory
 //! tracker, like every other backend.
 
+pub mod args;
 mod block;
 mod buffer;
 mod context;
