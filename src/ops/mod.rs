@@ -42,6 +42,7 @@ mod binary;
 mod concat;
 mod cross_entropy;
 mod dropout;
+pub(crate) mod gpu;
 mod index_select;
 mod log_softmax;
 mod lstm_aggregate;

@@ -15,6 +15,7 @@ pub mod args;
 mod block;
 mod buffer;
 mod context;
+mod gpu;
 mod launch;
 pub mod nvrtc;
 mod staging;
