@@ -250,7 +250,10 @@ fn gpu_forward<D: CrossEntropyKernels>(
             return Err(bad_label(row as usize, label_at(row as usize)?, c));
         }
     }
-    Ok((D::output(loss, vec![], logits), D::output(lse, vec![n], logits)))
+    Ok((
+        D::output(loss, vec![], logits),
+        D::output(lse, vec![n], logits),
+    ))
 }
 
 /// Parameters of the cross-entropy shader for rows `r0..r1` of `[n, c]`, with the
@@ -391,10 +394,24 @@ impl CrossEntropyKernels for cuda::Context {
         let (x, labels, lse, row_loss) = (o.x.into(), o.labels.into(), lse.into(), rows.into());
         let (r, c) = (o.n as u32, o.c as u32);
         if o.c > LONG_ROW_CUDA {
-            let args = CeRowsBlockArgs { x, labels, lse, row_loss, r, c };
+            let args = CeRowsBlockArgs {
+                x,
+                labels,
+                lse,
+                row_loss,
+                r,
+                c,
+            };
             self.launch_args(&args, self.grid_blocks(o.n as u64, ROW_THREADS_CUDA))
         } else {
-            let args = CeRowsArgs { x, labels, lse, row_loss, r, c };
+            let args = CeRowsArgs {
+                x,
+                labels,
+                lse,
+                row_loss,
+                r,
+                c,
+            };
             self.launch_args_rows(&args, o.n as u64)
         }
     }
@@ -413,11 +430,28 @@ impl CrossEntropyKernels for cuda::Context {
         match o.weights {
             Some(w) => {
                 let w = w.into();
-                let args = CeMeanWeightedArgs { labels, rows, w, loss, status, r, c, inv_n };
+                let args = CeMeanWeightedArgs {
+                    labels,
+                    rows,
+                    w,
+                    loss,
+                    status,
+                    r,
+                    c,
+                    inv_n,
+                };
                 self.launch_args(&args, one_block)
             }
             None => {
-                let args = CeMeanArgs { labels, rows, loss, status, r, c, inv_n };
+                let args = CeMeanArgs {
+                    labels,
+                    rows,
+                    loss,
+                    status,
+                    r,
+                    c,
+                    inv_n,
+                };
                 self.launch_args(&args, one_block)
             }
         }
@@ -430,17 +464,42 @@ impl CrossEntropyKernels for cuda::Context {
         gl: &cuda::CudaBuffer,
         gx: &cuda::CudaBuffer,
     ) -> Result<()> {
-        let (x, labels, lse, gl, gx) = (o.x.into(), o.labels.into(), lse.into(), gl.into(), gx.into());
+        let (x, labels, lse, gl, gx) = (
+            o.x.into(),
+            o.labels.into(),
+            lse.into(),
+            gl.into(),
+            gx.into(),
+        );
         let (r, c, inv_n) = (o.n as u32, o.c as u32, inv_n(o.n));
         let total = (o.n * o.c) as u64;
         match o.weights {
             Some(w) => {
                 let w = w.into();
-                let args = CeBackwardWeightedArgs { x, labels, lse, gl, w, gx, r, c, inv_n };
+                let args = CeBackwardWeightedArgs {
+                    x,
+                    labels,
+                    lse,
+                    gl,
+                    w,
+                    gx,
+                    r,
+                    c,
+                    inv_n,
+                };
                 self.launch_args_1d(&args, total)
             }
             None => {
-                let args = CeBackwardArgs { x, labels, lse, gl, gx, r, c, inv_n };
+                let args = CeBackwardArgs {
+                    x,
+                    labels,
+                    lse,
+                    gl,
+                    gx,
+                    r,
+                    c,
+                    inv_n,
+                };
                 self.launch_args_1d(&args, total)
             }
         }

@@ -245,6 +245,22 @@ pub(crate) struct Step {
     num_dst: usize,
 }
 
+impl Step {
+    /// Step `t` of bucket `bucket` of `plan`, with `h` hidden units.
+    fn of(plan: &LstmPlan, bucket: usize, h: usize, t: usize) -> Step {
+        let b = &plan.buckets[bucket];
+        Step {
+            bucket,
+            m: b.dst.len(),
+            h,
+            k: b.degree,
+            t,
+            offset: b.offset,
+            num_dst: plan.num_dst,
+        }
+    }
+}
+
 /// The buffers of a forward step: `xg`, `acts [rows, 4H]` and `cs [rows, H]` in the
 /// plan's layout; `hw = h_{t-1}·W_hh [m, 4H]` (none at `t = 0`); the bucket's next hidden
 /// state `next [m, H]`; the output `out [num_dst, H]`.
@@ -452,15 +468,7 @@ fn gpu_forward<D: LstmKernels>(
             {
                 let hw_guard = hw.as_ref().map(|t| t.storage());
                 let hw = hw_guard.as_deref().map(|s| D::buffer(s, OP)).transpose()?;
-                let step = Step {
-                    bucket,
-                    m,
-                    h,
-                    k,
-                    t,
-                    offset: b.offset,
-                    num_dst: plan.num_dst,
-                };
+                let step = Step::of(plan, bucket, h, t);
                 let bufs = StepBuffers {
                     xg: x,
                     hw,
@@ -521,15 +529,7 @@ fn gpu_backward<D: LstmKernels>(
             {
                 let dh_guard = dh.as_ref().map(|t| t.storage());
                 let dh = dh_guard.as_deref().map(|s| D::buffer(s, OP)).transpose()?;
-                let step = Step {
-                    bucket,
-                    m,
-                    h,
-                    k,
-                    t,
-                    offset: b.offset,
-                    num_dst: plan.num_dst,
-                };
+                let step = Step::of(plan, bucket, h, t);
                 let bufs = StepBackwardBuffers {
                     acts: a,
                     cs: c,

@@ -165,7 +165,10 @@ mod tests {
             .map(|param| {
                 let param = param.split_whitespace().collect::<Vec<_>>().join(" ");
                 let (ty, name) = param.rsplit_once(' ').unwrap();
-                let (ty, name) = (format!("{ty}{}", "*".repeat(name.matches('*').count())), name);
+                let (ty, name) = (
+                    format!("{ty}{}", "*".repeat(name.matches('*').count())),
+                    name,
+                );
                 let kind = match ty.trim_start_matches("const ") {
                     t if t.ends_with('*') => ArgKind::Ptr,
                     "u32" => ArgKind::U32,

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 
+use crate::device::cuda::args::FillArgs;
 use crate::device::cuda::context::{driver_err, Context};
 use crate::device::cuda::staging::{PinnedChunk, CHUNK_BYTES};
 use crate::device::{size_class, Allocation};
-use crate::device::cuda::args::FillArgs;
 use crate::error::{Error, Result};
 
 /// Uploads at least this large go through the pinned staging chunks.
@@ -80,7 +80,9 @@ impl CudaBuffer {
             return Self::zeros(ctx, bytes);
         }
         let count = u32::try_from(n).map_err(|_| {
-            Error::invalid(format!("fill: {n} values do not fit the kernel's u32 count"))
+            Error::invalid(format!(
+                "fill: {n} values do not fit the kernel's u32 count"
+            ))
         })?;
         let out = Self::new(ctx, bytes)?;
         let args = FillArgs {
