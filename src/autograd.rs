@@ -172,7 +172,7 @@ pub fn backward_with(root: &Tensor, grad: &Tensor) -> Result<()> {
 /// The backward pass from `root` whose incoming gradient is `seed`.
 fn run(root: &Tensor, seed: Tensor) -> Result<()> {
     let Some(root_node) = root.grad_fn().cloned() else {
-        return root.accumulate_grad(seed);
+        return accumulate(root, seed);
     };
 
     let order = topological_order(&root_node);
@@ -215,7 +215,7 @@ fn run(root: &Tensor, seed: Tensor) -> Result<()> {
             }
             match parent {
                 Parent::None => {}
-                Parent::Leaf(t) => t.accumulate_grad(g)?,
+                Parent::Leaf(t) => accumulate(t, g)?,
                 Parent::Node(n) => {
                     let merged = match grads.remove(&n.id) {
                         Some(prev) => crate::ops::add(&prev, &g)?,
@@ -230,6 +230,19 @@ fn run(root: &Tensor, seed: Tensor) -> Result<()> {
 }
 
 /// Nodes reachable from `root`, each after every node that consumes it.
+/// Adds `g` to the accumulated gradient of `leaf`: in place when nothing else holds that
+/// gradient (the common case between micro-batches), else into a new tensor.
+fn accumulate(leaf: &Tensor, g: Tensor) -> Result<()> {
+    leaf.update_grad(|old| match old {
+        None => Ok(g),
+        Some(old) if old.storage_is_unique() && old.is_sole_handle() => {
+            crate::ops::add_assign(&old, &g)?;
+            Ok(old)
+        }
+        Some(old) => crate::ops::add(&old, &g),
+    })
+}
+
 fn topological_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
     let mut seen: HashMap<u64, ()> = HashMap::new();
     let mut post: Vec<Arc<Node>> = Vec::new();

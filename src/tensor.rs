@@ -24,7 +24,7 @@ pub enum DType {
     /// 32-bit unsigned index.
     U32,
     /// IEEE half precision: storage of feature matrices only (`--feature-dtype f16`),
-    /// widened to f32 by [`crate::ops::widen`]. GPU buffers hold two values per word.
+    /// widened to f32 by the `widen` op. GPU buffers hold two values per word.
     F16,
     /// bfloat16: as [`DType::F16`], with f32's exponent range and 8 bits of mantissa.
     BF16,
@@ -286,7 +286,7 @@ impl Tensor {
                 ))
             }
             Device::Wgpu(i) => {
-                let buf = crate::ops::fill(&wgpu_dev::context(i)?, n, gpu_word(value, dtype)?)?;
+                let buf = WgpuBuffer::filled(&wgpu_dev::context(i)?, n, gpu_word(value, dtype)?)?;
                 Ok(Self::from_storage(
                     Storage::Wgpu(buf),
                     shape.to_vec(),
@@ -296,7 +296,7 @@ impl Tensor {
             }
             Device::Cuda(i) => {
                 let ctx = cuda_dev::context(i)?;
-                let buf = crate::ops::fill_cuda(&ctx, n, gpu_word(value, dtype)?)?;
+                let buf = CudaBuffer::filled(&ctx, n, gpu_word(value, dtype)?)?;
                 Ok(Self::from_storage(
                     Storage::Cuda(buf),
                     shape.to_vec(),
@@ -470,7 +470,7 @@ impl Tensor {
     }
 
     /// A tensor sharing this one's storage under another shape (no copy). Use
-    /// [`crate::ops::reshape`] to keep the autograd link.
+    /// the `reshape` op to keep the autograd link.
     pub fn view(&self, shape: &[usize]) -> Result<Tensor> {
         if numel_of(shape) != self.numel() {
             return Err(Error::shape(
@@ -568,18 +568,21 @@ impl Tensor {
         self.set_grad(None);
     }
 
-    /// Adds `g` to the accumulated gradient (in place when the gradient is not shared).
-    pub(crate) fn accumulate_grad(&self, g: Tensor) -> Result<()> {
+    /// Replaces the accumulated gradient by `f` of it, holding the gradient's lock while `f`
+    /// runs, so that concurrent accumulations into one leaf are not lost (see
+    /// `autograd::accumulate`, which decides how to add). On an error the gradient is gone.
+    pub(crate) fn update_grad(
+        &self,
+        f: impl FnOnce(Option<Tensor>) -> Result<Tensor>,
+    ) -> Result<()> {
         let mut slot = self.0.grad.lock().unwrap_or_else(|e| e.into_inner());
-        *slot = Some(match slot.take() {
-            None => g,
-            Some(old) if old.storage_is_unique() && Arc::strong_count(&old.0) == 1 => {
-                crate::ops::add_assign(&old, &g)?;
-                old
-            }
-            Some(old) => crate::ops::add(&old, &g)?,
-        });
+        *slot = Some(f(slot.take())?);
         Ok(())
+    }
+
+    /// True when nothing but this handle holds the tensor (no clone, no graph node).
+    pub(crate) fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.0) == 1
     }
 
     /// Reverse-mode backward from this scalar; gradients accumulate in the leaves.

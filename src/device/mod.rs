@@ -11,6 +11,7 @@
 pub mod block;
 pub mod cpu;
 pub mod cuda;
+pub mod gpu;
 mod memory;
 pub mod wgpu;
 pub mod wgpu_shader;

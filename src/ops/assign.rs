@@ -2,22 +2,14 @@
 //! checkpoint. Not recorded by autograd.
 //!
 //! On the GPUs the copy is a buffer-to-buffer copy on the queue or stream;
-//! `shaders/assign.wgsl` and `kernels/assign.cu` hold the fill kernel that `Tensor::full`
-//! uses for non-zero values ([`fill`], [`fill_cuda`]).
+//! `shaders/assign.wgsl` and `kernels/assign.cu` also hold the fill kernel that the device
+//! buffers use for `Tensor::full` with a non-zero value
+//! ([`WgpuBuffer::filled`](crate::device::wgpu::WgpuBuffer::filled),
+//! [`CudaBuffer::filled`](crate::device::cuda::CudaBuffer::filled)).
 
 use crate::device::cpu::CpuData;
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::AssignParams;
-use crate::device::wgpu::{Context, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
-
-const FILL: Kernel = Kernel {
-    stem: "assign",
-    source: include_str!("../../shaders/assign.wgsl"),
-    entry: "fill_u32",
-};
-const FILL_CUDA: cuda::Kernel = crate::cuda_kernel!("assign", "fill_u32");
 
 /// Overwrites `dst`'s values with `src`'s.
 pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
@@ -43,39 +35,4 @@ pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A buffer of `n` 4-byte values, each the 32-bit `word` (zeros are cleared, not filled).
-pub(crate) fn fill(ctx: &std::sync::Arc<Context>, n: usize, word: u32) -> Result<WgpuBuffer> {
-    let bytes = (n * 4) as u64;
-    if word == 0 {
-        return WgpuBuffer::zeros(ctx, bytes);
-    }
-    let out = WgpuBuffer::new(ctx, bytes)?;
-    let params = AssignParams {
-        word,
-        ..Default::default()
-    };
-    ctx.launch_chunked(&FILL, params, &[(1, &out)], &[], n as u64)?;
-    Ok(out)
-}
-
-/// A CUDA buffer of `n` 4-byte values, each the 32-bit `word`.
-pub(crate) fn fill_cuda(
-    ctx: &std::sync::Arc<cuda::Context>,
-    n: usize,
-    word: u32,
-) -> Result<CudaBuffer> {
-    let bytes = (n * 4) as u64;
-    if word == 0 {
-        return CudaBuffer::zeros(ctx, bytes);
-    }
-    let out = CudaBuffer::new(ctx, bytes)?;
-    let count = crate::ops::rows::u32_count("full", "the tensor", n)?;
-    ctx.launch_1d(
-        &FILL_CUDA,
-        n as u64,
-        &[Arg::Buf(&out), Arg::U32(word), Arg::U32(count)],
-    )?;
-    Ok(out)
 }

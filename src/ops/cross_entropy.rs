@@ -30,19 +30,30 @@
 //! CUDA (`kernels/cross_entropy.cu`): the same kernels, with a warp per row (a block per
 //! row past 256 classes) and one block of 1024 threads for the mean and the label check,
 //! whose status is read back the same way.
+//!
+//! The GPU orchestration (label checks, buffers, the status readback, the gradients) is
+//! written once over the GPU seam (`src/device/gpu.rs`): [`gpu_forward`] and
+//! `Saved::gpu_backward`, generic over a backend implementing [`CrossEntropyKernels`],
+//! whose wgpu and CUDA implementations below marshal each kernel's parameters.
+
+use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::CrossEntropyParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
-use crate::device::Device;
+use crate::device::cuda::args::{
+    CeBackwardArgs, CeBackwardWeightedArgs, CeMeanArgs, CeMeanWeightedArgs, CeRowsArgs,
+    CeRowsBlockArgs, CeWeightGradArgs,
+};
+use crate::device::gpu::word_at;
+use crate::device::wgpu::{CrossEntropyParams, Kernel, WG};
+use crate::device::{cuda, wgpu, Device};
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
 use crate::ops::log_softmax::max_and_log_sum;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
-use crate::tensor::{DType, Storage, Tensor};
+use crate::tensor::{DType, Tensor};
 
 const OP: &str = "cross_entropy";
 
@@ -61,15 +72,6 @@ const BACKWARD: Kernel = kernel("ce_backward_f32");
 const BACKWARD_WEIGHTED: Kernel = kernel("ce_backward_weighted_f32");
 const WEIGHT_GRAD: Kernel = kernel("ce_weight_grad_f32");
 
-const ROWS_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_rows_f32");
-const ROWS_BLOCK_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_rows_block_f32");
-const MEAN_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_mean_f32");
-const MEAN_WEIGHTED_CUDA: cuda::Kernel =
-    crate::cuda_kernel!("cross_entropy", "ce_mean_weighted_f32");
-const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_backward_f32");
-const BACKWARD_WEIGHTED_CUDA: cuda::Kernel =
-    crate::cuda_kernel!("cross_entropy", "ce_backward_weighted_f32");
-const WEIGHT_GRAD_CUDA: cuda::Kernel = crate::cuda_kernel!("cross_entropy", "ce_weight_grad_f32");
 /// Rows of more classes than this get a block each on CUDA; shorter ones a warp.
 const LONG_ROW_CUDA: usize = 256;
 /// Threads per block of the block-per-row CUDA kernel.
@@ -107,41 +109,21 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
     if labels.dtype() != DType::U32 {
         return Err(labels.dtype_error(OP, "u32"));
     }
-    let (out, lse) = match &*logits.storage() {
-        Storage::Cuda(b) => {
-            let lg = labels.storage();
-            let wg = weights.map(|w| w.storage());
-            let ys = lg.cuda(OP)?;
-            let w = wg.as_deref().map(|s| s.cuda(OP)).transpose()?;
-            let (loss, lse) = cuda_forward(b, ys, w, n, c)?;
-            (
-                cuda_output(loss, vec![], logits),
-                cuda_output(lse, vec![n], logits),
-            )
-        }
-        Storage::Cpu(b) => {
-            let lg = labels.storage();
+    let (out, lse) = match logits.device() {
+        Device::Cuda(_) => gpu_forward::<cuda::Context>(logits, labels, weights, n, c)?,
+        Device::Wgpu(_) => gpu_forward::<wgpu::Context>(logits, labels, weights, n, c)?,
+        Device::Cpu => {
+            let (xg, lg) = (logits.storage(), labels.storage());
             let ys = u32_data(OP, labels, lg.cpu(OP)?)?;
             if let Some(i) = ys.iter().position(|&y| y as usize >= c) {
                 return Err(bad_label(i, ys[i], c));
             }
             let wg = weights.map(|w| w.storage());
             let wd = wg.as_ref().map(|g| g.cpu(OP)).transpose()?;
-            let (loss, lse) = float_cpu!(OP, &b.data, x => cpu_forward(x, ys, wd, c)?);
+            let (loss, lse) = float_cpu!(OP, xg.cpu(OP)?, x => cpu_forward(x, ys, wd, c)?);
             (
                 cpu_output(loss, vec![], logits),
                 cpu_output(lse, vec![n], logits),
-            )
-        }
-        Storage::Wgpu(b) => {
-            let lg = labels.storage();
-            let wg = weights.map(|w| w.storage());
-            let ys = lg.wgpu(OP)?;
-            let w = wg.as_deref().map(|s| s.wgpu(OP)).transpose()?;
-            let (loss, lse) = wgpu_forward(b, ys, w, n, c)?;
-            (
-                wgpu_output(loss, vec![], logits),
-                wgpu_output(lse, vec![n], logits),
             )
         }
     };
@@ -179,81 +161,102 @@ fn inv_n(n: usize) -> f32 {
     (1.0 / n as f64) as f32
 }
 
-/// The loss (one value) and per-row `lse` on the CUDA device; a bad label is an error.
-fn cuda_forward(
-    x: &CudaBuffer,
-    ys: &CudaBuffer,
-    w: Option<&CudaBuffer>,
+/// The operands of the cross-entropy kernels on a GPU backend: logits `x [n, c]`, labels
+/// `[n]` and the optional weights `[n]`.
+pub(crate) struct Operands<'a, B> {
     n: usize,
     c: usize,
-) -> Result<(CudaBuffer, CudaBuffer)> {
-    let ctx = x.ctx();
-    if c == 0 {
-        // No class exists, so the first label is out of range whatever it is.
-        let bytes = ys.read()?;
-        let first = bytes
-            .get(..4)
-            .map_or(0, bytemuck::pod_read_unaligned::<u32>);
-        return Err(bad_label(0, first, c));
-    }
-    u32_count(OP, "logits", n * c)?;
-    let host_checked = check_host_labels(ys.host_u32().as_deref(), n, c)?;
-    let (rn, rc) = (Arg::U32(n as u32), Arg::U32(c as u32));
-    let lse = CudaBuffer::new(ctx, (n * 4) as u64)?;
-    let rows = CudaBuffer::new(ctx, (n * 4) as u64)?;
-    let args = [
-        Arg::Buf(x),
-        Arg::Buf(ys),
-        Arg::Buf(&lse),
-        Arg::Buf(&rows),
-        rn,
-        rc,
-    ];
-    if c > LONG_ROW_CUDA {
-        let grid = ctx.grid_blocks(n as u64, ROW_THREADS_CUDA);
-        ctx.launch(&ROWS_BLOCK_CUDA, grid, &args)?;
-    } else {
-        ctx.launch_rows(&ROWS_CUDA, n as u64, &args)?;
-    }
-    let loss = CudaBuffer::new(ctx, 4)?;
-    let status = CudaBuffer::new(ctx, 8)?;
-    let one_block = ctx.grid_blocks(1, MEAN_THREADS_CUDA);
-    let scale = Arg::F32(inv_n(n));
-    let (ys, rows_arg, loss_arg, status_arg) = (
-        Arg::Buf(ys),
-        Arg::Buf(&rows),
-        Arg::Buf(&loss),
-        Arg::Buf(&status),
-    );
-    match w {
-        Some(w) => {
-            let args = [
-                ys,
-                rows_arg,
-                Arg::Buf(w),
-                loss_arg,
-                status_arg,
-                rn,
-                rc,
-                scale,
-            ];
-            ctx.launch(&MEAN_WEIGHTED_CUDA, one_block, &args)?;
-        }
-        None => {
-            let args = [ys, rows_arg, loss_arg, status_arg, rn, rc, scale];
-            ctx.launch(&MEAN_CUDA, one_block, &args)?;
-        }
-    }
-    if !host_checked {
-        let st: Vec<u32> = bytemuck::pod_collect_to_vec(&status.read()?);
-        if st[0] != u32::MAX {
-            return Err(bad_label(st[0] as usize, st[1], c));
-        }
-    }
-    Ok((loss, lse))
+    x: &'a B,
+    labels: &'a B,
+    weights: Option<&'a B>,
 }
 
-/// Parameters of the cross-entropy kernels for rows `r0..r1` of `[n, c]`, with the
+/// The cross-entropy kernels on one GPU backend (see `src/device/gpu.rs`): one method per
+/// kernel, each marshalling its typed parameters and launching it the backend's way.
+pub(crate) trait CrossEntropyKernels: GpuTensors {
+    /// Writes each row's log-sum-exp to `lse [n]` and its loss `lse - x[y]` to `rows [n]`
+    /// (a label out of range is clamped into the row: `mean` reports it).
+    fn rows(
+        self: &Arc<Self>,
+        o: &Operands<Self::Buffer>,
+        lse: &Self::Buffer,
+        rows: &Self::Buffer,
+    ) -> Result<()>;
+
+    /// Writes `Σ wᵢ·rowsᵢ / n` to `loss` (one value) and the first row whose label is not
+    /// below `c` to word 0 of `status` (two words), or `u32::MAX` when every label is.
+    fn mean(
+        self: &Arc<Self>,
+        o: &Operands<Self::Buffer>,
+        rows: &Self::Buffer,
+        loss: &Self::Buffer,
+        status: &Self::Buffer,
+    ) -> Result<()>;
+
+    /// Writes the logits' gradient `gx [n, c]` (`gl` holds the loss gradient, one value).
+    fn logits_grad(
+        self: &Arc<Self>,
+        o: &Operands<Self::Buffer>,
+        lse: &Self::Buffer,
+        gl: &Self::Buffer,
+        gx: &Self::Buffer,
+    ) -> Result<()>;
+
+    /// Writes the weights' gradient `gw [n]`.
+    fn weights_grad(
+        self: &Arc<Self>,
+        o: &Operands<Self::Buffer>,
+        lse: &Self::Buffer,
+        gl: &Self::Buffer,
+        gw: &Self::Buffer,
+    ) -> Result<()>;
+}
+
+/// The loss (shape `[]`) and the per-row `lse` (`[n]`) on a GPU backend; a bad label is an
+/// error.
+fn gpu_forward<D: CrossEntropyKernels>(
+    logits: &Tensor,
+    labels: &Tensor,
+    weights: Option<&Tensor>,
+    n: usize,
+    c: usize,
+) -> Result<(Tensor, Tensor)> {
+    let (xg, yg) = (logits.storage(), labels.storage());
+    let wg = weights.map(|w| w.storage());
+    let o = Operands {
+        n,
+        c,
+        x: D::buffer(&xg, OP)?,
+        labels: D::buffer(&yg, OP)?,
+        weights: wg.as_deref().map(|s| D::buffer(s, OP)).transpose()?,
+    };
+    let ctx = D::context_of(o.x);
+    let label_at = |row: usize| -> Result<u32> { Ok(word_at(&D::read(o.labels)?, row)) };
+    if c == 0 {
+        // No class exists, so the first label is out of range whatever it is.
+        return Err(bad_label(0, label_at(0)?, c));
+    }
+    u32_count(OP, "logits", n * c)?;
+    let host_checked = check_host_labels(D::host_u32(o.labels).as_deref(), n, c)?;
+    let lse = ctx.alloc((n * 4) as u64)?;
+    let rows = ctx.alloc((n * 4) as u64)?;
+    ctx.rows(&o, &lse, &rows)?;
+    let loss = ctx.alloc(4)?;
+    let status = ctx.alloc(8)?;
+    ctx.mean(&o, &rows, &loss, &status)?;
+    if !host_checked {
+        let row = word_at(&D::read(&status)?, 0);
+        if row != u32::MAX {
+            return Err(bad_label(row as usize, label_at(row as usize)?, c));
+        }
+    }
+    Ok((
+        D::output(loss, vec![], logits),
+        D::output(lse, vec![n], logits),
+    ))
+}
+
+/// Parameters of the cross-entropy shader for rows `r0..r1` of `[n, c]`, with the
 /// windows' first elements and the `first`/`last` flags of the mean.
 fn words(
     n: usize,
@@ -265,7 +268,7 @@ fn words(
     CrossEntropyParams {
         r: (r1 - r0) as u32,
         c: c as u32,
-        inv_n: (1.0 / n as f64 as f32).to_bits(),
+        inv_n: inv_n(n).to_bits(),
         r0: r0 as u32,
         x_base: bases.0,
         v_base: bases.1,
@@ -274,68 +277,253 @@ fn words(
     }
 }
 
-/// The loss (one value) and per-row `lse` on the device; a bad label is an error. Row
-/// kernels run over ranges of rows that fit one binding; the mean over ranges of rows that
-/// start at multiples of 256, so that its threads keep their rows (see the shader).
-fn wgpu_forward(
-    x: &WgpuBuffer,
-    ys: &WgpuBuffer,
-    w: Option<&WgpuBuffer>,
-    n: usize,
-    c: usize,
-) -> Result<(WgpuBuffer, WgpuBuffer)> {
-    let ctx = x.ctx();
-    let label_at = |row: usize| -> Result<u32> {
-        let bytes = ys.read()?;
-        Ok(bytes
-            .get(row * 4..row * 4 + 4)
-            .map_or(0, bytemuck::pod_read_unaligned::<u32>))
-    };
-    if c == 0 {
-        // No class exists, so the first label is out of range whatever it is.
-        return Err(bad_label(0, label_at(0)?, c));
+/// wgpu: row kernels run over ranges of rows that fit one binding, a workgroup per row;
+/// the mean over ranges of rows that start at multiples of 256, so that its threads keep
+/// their rows (see the shader).
+impl CrossEntropyKernels for wgpu::Context {
+    fn rows(
+        self: &Arc<Self>,
+        o: &Operands<wgpu::WgpuBuffer>,
+        lse: &wgpu::WgpuBuffer,
+        rows: &wgpu::WgpuBuffer,
+    ) -> Result<()> {
+        let (n, c) = (o.n, o.c);
+        for range @ (r0, r1) in self.split(OP, n, |a, b| (b - a) * c)? {
+            let xw = self.rows_window(o.x, r0, r1, c);
+            let [yw, lw, rw] = [o.labels, lse, rows].map(|b| self.window(b, r0, r1));
+            let words = words(n, c, range, (xw.base, yw.base), (false, false));
+            let grid = self.grid((r1 - r0) as u64 * WG as u64)?;
+            let binds = [(1, &xw), (2, &yw), (3, &lw), (4, &rw)];
+            self.launch_windows_grid(&ROWS, &words, &binds, grid)?;
+        }
+        Ok(())
     }
-    let host_checked = check_host_labels(ys.host_u32().as_deref(), n, c)?;
-    let lse = WgpuBuffer::new(ctx, (n * 4) as u64)?;
-    let rows = WgpuBuffer::new(ctx, (n * 4) as u64)?;
-    for range @ (r0, r1) in ctx.split(OP, n, |a, b| (b - a) * c)? {
-        let xw = ctx.rows_window(x, r0, r1, c);
-        let [yw, lw, rw] = [ys, &lse, &rows].map(|b| ctx.window(b, r0, r1));
-        let words = words(n, c, range, (xw.base, yw.base), (false, false));
-        let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
-        let binds = [(1, &xw), (2, &yw), (3, &lw), (4, &rw)];
-        ctx.launch_windows_grid(&ROWS, &words, &binds, grid)?;
+
+    fn mean(
+        self: &Arc<Self>,
+        o: &Operands<wgpu::WgpuBuffer>,
+        rows: &wgpu::WgpuBuffer,
+        loss: &wgpu::WgpuBuffer,
+        status: &wgpu::WgpuBuffer,
+    ) -> Result<()> {
+        let (n, c) = (o.n, o.c);
+        let scratch = wgpu::WgpuBuffer::new(self, 512 * 4)?;
+        let step = (self.window_elems() / 256).max(1) * 256;
+        let k = if o.weights.is_some() {
+            &MEAN_WEIGHTED
+        } else {
+            &MEAN
+        };
+        for r0 in (0..n).step_by(step) {
+            let r1 = (r0 + step).min(n);
+            let [yw, rw] = [o.labels, rows].map(|b| self.window(b, r0, r1));
+            let ww = o.weights.map(|w| self.window(w, r0, r1));
+            let (lw, sw, scw) = (
+                self.window(loss, 0, 1),
+                self.window(status, 0, 1),
+                self.window(&scratch, 0, 512),
+            );
+            let flags = (r0 == 0, r1 == n);
+            let words = words(n, c, (r0, r1), (0, yw.base), flags);
+            let mut binds = vec![(2, &yw), (5, &rw), (7, &lw), (8, &sw), (13, &scw)];
+            if let Some(ww) = &ww {
+                binds.push((6, ww));
+            }
+            self.launch_windows_grid(k, &words, &binds, (1, 1, 1))?;
+        }
+        Ok(())
     }
-    let loss = WgpuBuffer::new(ctx, 4)?;
-    let status = WgpuBuffer::new(ctx, 4)?;
-    let scratch = WgpuBuffer::new(ctx, 512 * 4)?;
-    let step = (ctx.window_elems() / 256).max(1) * 256;
-    let k = if w.is_some() { &MEAN_WEIGHTED } else { &MEAN };
-    for r0 in (0..n).step_by(step) {
-        let r1 = (r0 + step).min(n);
-        let [yw, rw] = [ys, &rows].map(|b| ctx.window(b, r0, r1));
-        let ww = w.map(|w| ctx.window(w, r0, r1));
-        let (lw, sw, scw) = (
-            ctx.window(&loss, 0, 1),
-            ctx.window(&status, 0, 1),
-            ctx.window(&scratch, 0, 512),
+
+    fn logits_grad(
+        self: &Arc<Self>,
+        o: &Operands<wgpu::WgpuBuffer>,
+        lse: &wgpu::WgpuBuffer,
+        gl: &wgpu::WgpuBuffer,
+        gx: &wgpu::WgpuBuffer,
+    ) -> Result<()> {
+        let (n, c) = (o.n, o.c);
+        let gl = self.window(gl, 0, 1);
+        let k = if o.weights.is_some() {
+            &BACKWARD_WEIGHTED
+        } else {
+            &BACKWARD
+        };
+        for range @ (r0, r1) in self.split(OP, n, |a, b| (b - a) * c)? {
+            let [xw, ow] = [o.x, gx].map(|b| self.rows_window(b, r0, r1, c));
+            let [yw, lw] = [o.labels, lse].map(|b| self.window(b, r0, r1));
+            let ww = o.weights.map(|w| self.window(w, r0, r1));
+            let words = words(n, c, range, (xw.base, yw.base), (false, false));
+            let mut binds = vec![(1, &xw), (2, &yw), (9, &lw), (10, &gl), (11, &ow)];
+            if let Some(ww) = &ww {
+                binds.push((6, ww));
+            }
+            self.launch_windows(k, &words, &binds, ((r1 - r0) * c) as u64)?;
+        }
+        Ok(())
+    }
+
+    fn weights_grad(
+        self: &Arc<Self>,
+        o: &Operands<wgpu::WgpuBuffer>,
+        lse: &wgpu::WgpuBuffer,
+        gl: &wgpu::WgpuBuffer,
+        gw: &wgpu::WgpuBuffer,
+    ) -> Result<()> {
+        let (n, c) = (o.n, o.c);
+        let gl = self.window(gl, 0, 1);
+        for range @ (r0, r1) in self.split(OP, n, |a, b| (b - a) * c)? {
+            let xw = self.rows_window(o.x, r0, r1, c);
+            let [yw, lw, ow] = [o.labels, lse, gw].map(|b| self.window(b, r0, r1));
+            let words = words(n, c, range, (xw.base, yw.base), (false, false));
+            let binds = [(1, &xw), (2, &yw), (9, &lw), (10, &gl), (12, &ow)];
+            self.launch_windows(&WEIGHT_GRAD, &words, &binds, (r1 - r0) as u64)?;
+        }
+        Ok(())
+    }
+}
+
+/// CUDA: every kernel sees whole buffers; a warp per row, a block per row past
+/// [`LONG_ROW_CUDA`] classes, and one block of [`MEAN_THREADS_CUDA`] for the mean.
+impl CrossEntropyKernels for cuda::Context {
+    fn rows(
+        self: &Arc<Self>,
+        o: &Operands<cuda::CudaBuffer>,
+        lse: &cuda::CudaBuffer,
+        rows: &cuda::CudaBuffer,
+    ) -> Result<()> {
+        let (x, labels, lse, row_loss) = (o.x.into(), o.labels.into(), lse.into(), rows.into());
+        let (r, c) = (o.n as u32, o.c as u32);
+        if o.c > LONG_ROW_CUDA {
+            let args = CeRowsBlockArgs {
+                x,
+                labels,
+                lse,
+                row_loss,
+                r,
+                c,
+            };
+            self.launch_args(&args, self.grid_blocks(o.n as u64, ROW_THREADS_CUDA))
+        } else {
+            let args = CeRowsArgs {
+                x,
+                labels,
+                lse,
+                row_loss,
+                r,
+                c,
+            };
+            self.launch_args_rows(&args, o.n as u64)
+        }
+    }
+
+    fn mean(
+        self: &Arc<Self>,
+        o: &Operands<cuda::CudaBuffer>,
+        rows: &cuda::CudaBuffer,
+        loss: &cuda::CudaBuffer,
+        status: &cuda::CudaBuffer,
+    ) -> Result<()> {
+        let one_block = self.grid_blocks(1, MEAN_THREADS_CUDA);
+        let (labels, rows, loss, status) =
+            (o.labels.into(), rows.into(), loss.into(), status.into());
+        let (r, c, inv_n) = (o.n as u32, o.c as u32, inv_n(o.n));
+        match o.weights {
+            Some(w) => {
+                let w = w.into();
+                let args = CeMeanWeightedArgs {
+                    labels,
+                    rows,
+                    w,
+                    loss,
+                    status,
+                    r,
+                    c,
+                    inv_n,
+                };
+                self.launch_args(&args, one_block)
+            }
+            None => {
+                let args = CeMeanArgs {
+                    labels,
+                    rows,
+                    loss,
+                    status,
+                    r,
+                    c,
+                    inv_n,
+                };
+                self.launch_args(&args, one_block)
+            }
+        }
+    }
+
+    fn logits_grad(
+        self: &Arc<Self>,
+        o: &Operands<cuda::CudaBuffer>,
+        lse: &cuda::CudaBuffer,
+        gl: &cuda::CudaBuffer,
+        gx: &cuda::CudaBuffer,
+    ) -> Result<()> {
+        let (x, labels, lse, gl, gx) = (
+            o.x.into(),
+            o.labels.into(),
+            lse.into(),
+            gl.into(),
+            gx.into(),
         );
-        let flags = (r0 == 0, r1 == n);
-        let words = words(n, c, (r0, r1), (0, yw.base), flags);
-        let mut binds = vec![(2, &yw), (5, &rw), (7, &lw), (8, &sw), (13, &scw)];
-        if let Some(ww) = &ww {
-            binds.push((6, ww));
+        let (r, c, inv_n) = (o.n as u32, o.c as u32, inv_n(o.n));
+        let total = (o.n * o.c) as u64;
+        match o.weights {
+            Some(w) => {
+                let w = w.into();
+                let args = CeBackwardWeightedArgs {
+                    x,
+                    labels,
+                    lse,
+                    gl,
+                    w,
+                    gx,
+                    r,
+                    c,
+                    inv_n,
+                };
+                self.launch_args_1d(&args, total)
+            }
+            None => {
+                let args = CeBackwardArgs {
+                    x,
+                    labels,
+                    lse,
+                    gl,
+                    gx,
+                    r,
+                    c,
+                    inv_n,
+                };
+                self.launch_args_1d(&args, total)
+            }
         }
-        ctx.launch_windows_grid(k, &words, &binds, (1, 1, 1))?;
     }
-    if !host_checked {
-        let st: Vec<u32> = bytemuck::pod_collect_to_vec(&status.read()?);
-        if st[0] != u32::MAX {
-            let row = st[0] as usize;
-            return Err(bad_label(row, label_at(row)?, c));
-        }
+
+    fn weights_grad(
+        self: &Arc<Self>,
+        o: &Operands<cuda::CudaBuffer>,
+        lse: &cuda::CudaBuffer,
+        gl: &cuda::CudaBuffer,
+        gw: &cuda::CudaBuffer,
+    ) -> Result<()> {
+        let args = CeWeightGradArgs {
+            x: o.x.into(),
+            labels: o.labels.into(),
+            lse: lse.into(),
+            gl: gl.into(),
+            gw: gw.into(),
+            r: o.n as u32,
+            c: o.c as u32,
+            inv_n: inv_n(o.n),
+        };
+        self.launch_args_1d(&args, o.n as u64)
     }
-    Ok((loss, lse))
 }
 
 /// The weights' values as `T`, if there are weights.
@@ -388,8 +576,8 @@ impl Saved {
     fn backward(self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let (n, c) = dims2(OP, "logits", &self.logits)?;
         let (gx, gw) = match self.logits.device() {
-            Device::Wgpu(_) => self.wgpu_backward(g, n, c)?,
-            Device::Cuda(_) => self.cuda_backward(g, n, c)?,
+            Device::Wgpu(_) => self.gpu_backward::<wgpu::Context>(g, n, c)?,
+            Device::Cuda(_) => self.gpu_backward::<cuda::Context>(g, n, c)?,
             Device::Cpu => self.cpu_backward(g, n, c)?,
         };
         Ok(match self.weights {
@@ -417,7 +605,12 @@ impl Saved {
         Ok((gx, gw))
     }
 
-    fn wgpu_backward(&self, g: &Tensor, n: usize, c: usize) -> Result<(Grad, Grad)> {
+    fn gpu_backward<D: CrossEntropyKernels>(
+        &self,
+        g: &Tensor,
+        n: usize,
+        c: usize,
+    ) -> Result<(Grad, Grad)> {
         self.logits.same_device(g, OP)?;
         let (xg, lg, yg, gg) = (
             self.logits.storage(),
@@ -426,85 +619,27 @@ impl Saved {
             g.storage(),
         );
         let wg = self.weights.as_ref().map(|w| w.storage());
-        let (x, lse, ys, gl) = (xg.wgpu(OP)?, lg.wgpu(OP)?, yg.wgpu(OP)?, gg.wgpu(OP)?);
-        let w = wg.as_deref().map(|s| s.wgpu(OP)).transpose()?;
-        let ctx = x.ctx();
-        let ranges = ctx.split(OP, n, |a, b| (b - a) * c)?;
-        let gl = ctx.window(gl, 0, 1);
+        let o = Operands {
+            n,
+            c,
+            x: D::buffer(&xg, OP)?,
+            labels: D::buffer(&yg, OP)?,
+            weights: wg.as_deref().map(|s| D::buffer(s, OP)).transpose()?,
+        };
+        let (lse, gl) = (D::buffer(&lg, OP)?, D::buffer(&gg, OP)?);
+        let ctx = D::context_of(o.x);
         let gx = if self.logits_grad {
-            let out = WgpuBuffer::new(ctx, (n * c * 4) as u64)?;
-            let k = if w.is_some() {
-                &BACKWARD_WEIGHTED
-            } else {
-                &BACKWARD
-            };
-            for &range @ (r0, r1) in &ranges {
-                let [xw, ow] = [x, &out].map(|b| ctx.rows_window(b, r0, r1, c));
-                let [yw, lw] = [ys, lse].map(|b| ctx.window(b, r0, r1));
-                let ww = w.map(|w| ctx.window(w, r0, r1));
-                let words = words(n, c, range, (xw.base, yw.base), (false, false));
-                let mut binds = vec![(1, &xw), (2, &yw), (9, &lw), (10, &gl), (11, &ow)];
-                if let Some(ww) = &ww {
-                    binds.push((6, ww));
-                }
-                ctx.launch_windows(k, &words, &binds, ((r1 - r0) * c) as u64)?;
-            }
-            Some(wgpu_output(out, vec![n, c], &self.logits))
+            u32_count(OP, "logits", n * c)?;
+            let out = ctx.alloc((n * c * 4) as u64)?;
+            ctx.logits_grad(&o, lse, gl, &out)?;
+            Some(D::output(out, vec![n, c], &self.logits))
         } else {
             None
         };
         let gw = if self.weights_grad {
-            let out = WgpuBuffer::new(ctx, (n * 4) as u64)?;
-            for &range @ (r0, r1) in &ranges {
-                let xw = ctx.rows_window(x, r0, r1, c);
-                let [yw, lw, ow] = [ys, lse, &out].map(|b| ctx.window(b, r0, r1));
-                let words = words(n, c, range, (xw.base, yw.base), (false, false));
-                let binds = [(1, &xw), (2, &yw), (9, &lw), (10, &gl), (12, &ow)];
-                ctx.launch_windows(&WEIGHT_GRAD, &words, &binds, (r1 - r0) as u64)?;
-            }
-            Some(wgpu_output(out, vec![n], &self.logits))
-        } else {
-            None
-        };
-        Ok((gx, gw))
-    }
-
-    fn cuda_backward(&self, g: &Tensor, n: usize, c: usize) -> Result<(Grad, Grad)> {
-        self.logits.same_device(g, OP)?;
-        let (xg, lg, yg, gg) = (
-            self.logits.storage(),
-            self.lse.storage(),
-            self.labels.storage(),
-            g.storage(),
-        );
-        let wg = self.weights.as_ref().map(|w| w.storage());
-        let (x, lse, ys, gl) = (xg.cuda(OP)?, lg.cuda(OP)?, yg.cuda(OP)?, gg.cuda(OP)?);
-        let w = wg.as_deref().map(|s| s.cuda(OP)).transpose()?;
-        let ctx = x.ctx();
-        let (rn, rc, scale) = (Arg::U32(n as u32), Arg::U32(c as u32), Arg::F32(inv_n(n)));
-        let (xa, ya, la, ga) = (Arg::Buf(x), Arg::Buf(ys), Arg::Buf(lse), Arg::Buf(gl));
-        let gx = if self.logits_grad {
-            let total = u32_count(OP, "logits", n * c)?;
-            let out = CudaBuffer::new(ctx, (n * c * 4) as u64)?;
-            match w {
-                Some(w) => {
-                    let args = [xa, ya, la, ga, Arg::Buf(w), Arg::Buf(&out), rn, rc, scale];
-                    ctx.launch_1d(&BACKWARD_WEIGHTED_CUDA, total as u64, &args)?;
-                }
-                None => {
-                    let args = [xa, ya, la, ga, Arg::Buf(&out), rn, rc, scale];
-                    ctx.launch_1d(&BACKWARD_CUDA, total as u64, &args)?;
-                }
-            }
-            Some(cuda_output(out, vec![n, c], &self.logits))
-        } else {
-            None
-        };
-        let gw = if self.weights_grad {
-            let out = CudaBuffer::new(ctx, (n * 4) as u64)?;
-            let args = [xa, ya, la, ga, Arg::Buf(&out), rn, rc, scale];
-            ctx.launch_1d(&WEIGHT_GRAD_CUDA, n as u64, &args)?;
-            Some(cuda_output(out, vec![n], &self.logits))
+            let out = ctx.alloc((n * 4) as u64)?;
+            ctx.weights_grad(&o, lse, gl, &out)?;
+            Some(D::output(out, vec![n], &self.logits))
         } else {
             None
         };

@@ -46,21 +46,29 @@
 //! put), so the step kernels only touch rows of the layout and of the bucket. Past the
 //! storage-binding limit they run over ranges of a bucket's nodes (see
 //! `src/device/wgpu/split.rs`); the results do not change.
+//!
+//! The bucket and step loop of the GPUs is written once, [`gpu_forward`] and
+//! [`gpu_backward`], generic over a backend implementing [`LstmKernels`] (the GPU seam,
+//! `src/device/gpu.rs`); the wgpu and CUDA implementations below hold what differs: the
+//! launches, wgpu's windows and row put/gather, CUDA's in-kernel dst indexing.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use crate::autograd::{no_grad, record};
 use crate::device::cpu::CpuData;
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::LstmAggregateParams;
-use crate::device::wgpu::{Context, Kernel, WgpuBuffer, Window};
+use crate::device::cuda::args::{LstmHprevArgs, LstmStepArgs, LstmStepBackwardArgs, Ptr};
+use crate::device::gpu::GpuDevice;
+use crate::device::wgpu::{Context, Kernel, LstmAggregateParams, WgpuBuffer, Window};
+use crate::device::{cuda, wgpu, Device};
 use crate::error::{Error, Result};
 use crate::graph::{Block, Buckets};
+use crate::ops::gpu::GpuTensors;
 use crate::ops::index_select::{wgpu_gather, wgpu_put};
 use crate::ops::lstm_pack;
 use crate::ops::rows::{dims2, u32_count};
-use crate::ops::{cpu_output, cuda_output, matmul, wgpu_output};
-use crate::tensor::{Storage, Tensor};
+use crate::ops::{cpu_output, matmul};
+use crate::tensor::Tensor;
 
 pub(crate) const OP: &str = "lstm_aggregate";
 const SHADER: &str = include_str!("../../shaders/lstm_aggregate.wgsl");
@@ -79,10 +87,6 @@ const HPREV: Kernel = Kernel {
     source: SHADER,
     entry: "lstm_hprev_f32",
 };
-const STEP_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_aggregate", "lstm_step_f32");
-const STEP_BACKWARD_CUDA: cuda::Kernel =
-    crate::cuda_kernel!("lstm_aggregate", "lstm_step_backward_f32");
-const HPREV_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_aggregate", "lstm_hprev_f32");
 
 /// One bucket of an [`LstmPlan`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,10 +190,11 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
     }
     let w = w_hh.detach();
     let (out, saved) = no_grad(|| -> Result<(Tensor, Saved)> {
-        match &*xg.storage() {
-            Storage::Cuda(x) => cuda_forward(x, &w, plan, h, xg),
-            Storage::Cpu(x) => {
-                let (o, a, c) = match &x.data {
+        match xg.device() {
+            Device::Cuda(_) => gpu_forward::<cuda::Context>(xg, &w, plan, h),
+            Device::Wgpu(_) => gpu_forward::<wgpu::Context>(xg, &w, plan, h),
+            Device::Cpu => {
+                let (o, a, c) = match xg.storage().cpu(OP)? {
                     CpuData::F32(v) => lstm_pack::cpu_forward(v, &w, plan, h, xg)?,
                     CpuData::F64(v) => lstm_pack::cpu_forward(v, &w, plan, h, xg)?,
                     _ => return Err(xg.dtype_error(OP, "f32")),
@@ -203,7 +208,6 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
                     },
                 ))
             }
-            Storage::Wgpu(x) => wgpu_forward(x, &w, plan, h, xg),
         }
     })?;
     let plan = plan.clone();
@@ -215,28 +219,106 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
 }
 
 /// What backward reads: activated gates `[rows, 4H]`, cell states `[rows, H]`, and on a
-/// GPU the uploaded per-bucket dst ids and row steps.
+/// GPU the uploaded dst ids and row steps (a [`GpuIndex`] of the tensors' backend).
 struct Saved {
     acts: Tensor,
     cs: Tensor,
-    gpu: Option<GpuIndex>,
+    gpu: Option<Box<dyn Any + Send + Sync>>,
 }
 
-enum GpuIndex {
-    Wgpu(WgpuIndex),
-    Cuda(CudaIndex),
+/// The index buffers the GPU backward reads, on backend `D`.
+struct GpuIndex<D: LstmKernels> {
+    dst: D::DstIds,
+    steps: D::Buffer,
 }
 
-struct WgpuIndex {
-    dst: Vec<WgpuBuffer>,
-    steps: WgpuBuffer,
+/// Sizes of one step of one bucket: bucket `bucket` of the plan, `m` nodes of degree `k`
+/// from row `offset`, step `t`, `h` hidden units, `num_dst` output rows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Step {
+    bucket: usize,
+    m: usize,
+    h: usize,
+    k: usize,
+    t: usize,
+    offset: usize,
+    num_dst: usize,
 }
 
-/// On CUDA every bucket's dst ids lie in one buffer, one bucket after another; kernels get
-/// a pointer to their bucket's first id.
-struct CudaIndex {
-    dst: CudaBuffer,
-    steps: CudaBuffer,
+impl Step {
+    /// Step `t` of bucket `bucket` of `plan`, with `h` hidden units.
+    fn of(plan: &LstmPlan, bucket: usize, h: usize, t: usize) -> Step {
+        let b = &plan.buckets[bucket];
+        Step {
+            bucket,
+            m: b.dst.len(),
+            h,
+            k: b.degree,
+            t,
+            offset: b.offset,
+            num_dst: plan.num_dst,
+        }
+    }
+}
+
+/// The buffers of a forward step: `xg`, `acts [rows, 4H]` and `cs [rows, H]` in the
+/// plan's layout; `hw = h_{t-1}·W_hh [m, 4H]` (none at `t = 0`); the bucket's next hidden
+/// state `next [m, H]`; the output `out [num_dst, H]`.
+pub(crate) struct StepBuffers<'a, B> {
+    xg: &'a B,
+    hw: Option<&'a B>,
+    acts: &'a B,
+    cs: &'a B,
+    next: &'a B,
+    out: &'a B,
+}
+
+/// The buffers of a backward step: the saved `acts`, `cs`; the output gradient
+/// `grad [num_dst, H]`; `dh = h̄_t [m, H]` (none at `t = k - 1`, where h̄ is the bucket's
+/// rows of `grad`); `dc [m, H]`; the step's `dz [m, 4H]`; `dxg [rows, 4H]`.
+pub(crate) struct StepBackwardBuffers<'a, B> {
+    acts: &'a B,
+    cs: &'a B,
+    grad: &'a B,
+    dh: Option<&'a B>,
+    dc: &'a B,
+    dz: &'a B,
+    dxg: &'a B,
+}
+
+/// The LSTM aggregation's kernels on one GPU backend (see `src/device/gpu.rs`); the bucket
+/// and step loop around them is [`gpu_forward`] and [`gpu_backward`], once for every
+/// backend.
+pub(crate) trait LstmKernels: GpuTensors {
+    /// The buckets' dst ids, laid out as this backend's step kernels read them.
+    type DstIds: Send + Sync + 'static;
+
+    /// Uploads the dst ids of every bucket of `plan`.
+    fn upload_dst(self: &Arc<Self>, plan: &LstmPlan) -> Result<Self::DstIds>;
+
+    /// One forward step (`lstm_step_f32`): gates, `c` and `h` of every node of the bucket;
+    /// at the last step also the bucket's rows of `out`.
+    fn step(&self, s: Step, dst: &Self::DstIds, b: StepBuffers<Self::Buffer>) -> Result<()>;
+
+    /// One backward step (`lstm_step_backward_f32`): `z̄` into `dz` and `dxg`, `c̄_{t-1}`
+    /// into `dc`.
+    fn step_backward(
+        &self,
+        s: Step,
+        dst: &Self::DstIds,
+        b: StepBackwardBuffers<Self::Buffer>,
+    ) -> Result<()>;
+
+    /// `hprev [rows, H]` (`rows_h` = (rows, H)): `o·tanh(c)` of the row before, 0 where `steps` is 0
+    /// (`lstm_hprev_f32`).
+    fn hprev(
+        &self,
+        rows_h: (usize, usize),
+        acts: &Self::Buffer,
+        cs: &Self::Buffer,
+        steps: &Self::Buffer,
+        hprev: &Self::Buffer,
+    ) -> Result<()>;
 }
 
 fn backward(
@@ -259,37 +341,31 @@ fn backward(
     }
     let rows = plan.rows();
     let Saved { acts, cs, gpu } = saved;
-    let (dxg, hprev) = {
-        let guards = (acts.storage(), cs.storage(), g.storage());
-        match (&*guards.0, &*guards.1, &*guards.2, &gpu) {
-            (Storage::Cpu(a), Storage::Cpu(c), Storage::Cpu(gv), _) => {
-                let (dxg, hprev) = match (&a.data, &c.data, &gv.data) {
-                    (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
-                        lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
-                    }
-                    (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
-                        lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
-                    }
-                    _ => return Err(g.dtype_error(OP, acts.dtype().name())),
-                };
-                (
-                    cpu_output(dxg, vec![rows, 4 * h], g),
-                    hprev.map(|b| cpu_output(b, vec![rows, h], g)),
-                )
-            }
-            (Storage::Wgpu(a), Storage::Wgpu(c), Storage::Wgpu(gv), Some(GpuIndex::Wgpu(idx))) => {
-                wgpu_backward(a, c, gv, idx, w, plan, h, w_grad, g)?
-            }
-            (Storage::Cuda(a), Storage::Cuda(c), Storage::Cuda(gv), Some(GpuIndex::Cuda(idx))) => {
-                cuda_backward(a, c, gv, idx, w, plan, h, w_grad, g)?
-            }
-            _ => {
-                return Err(Error::DeviceMismatch {
-                    op: OP,
-                    lhs: acts.device(),
-                    rhs: g.device(),
-                })
-            }
+    let (dxg, hprev) = match g.device() {
+        Device::Cuda(_) => {
+            let idx = gpu.as_ref().and_then(|i| i.downcast_ref());
+            gpu_backward::<cuda::Context>(&acts, &cs, g, idx, w, plan, w_grad)?
+        }
+        Device::Wgpu(_) => {
+            let idx = gpu.as_ref().and_then(|i| i.downcast_ref());
+            gpu_backward::<wgpu::Context>(&acts, &cs, g, idx, w, plan, w_grad)?
+        }
+        Device::Cpu => {
+            let guards = (acts.storage(), cs.storage(), g.storage());
+            let (a, c, gv) = (guards.0.cpu(OP)?, guards.1.cpu(OP)?, guards.2.cpu(OP)?);
+            let (dxg, hprev) = match (a, c, gv) {
+                (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
+                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                }
+                (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
+                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                }
+                _ => return Err(g.dtype_error(OP, acts.dtype().name())),
+            };
+            (
+                cpu_output(dxg, vec![rows, 4 * h], g),
+                hprev.map(|b| cpu_output(b, vec![rows, h], g)),
+            )
         }
     };
     // The saved states are no longer read: free them before the weight-gradient matmul.
@@ -301,16 +377,12 @@ fn backward(
     Ok((dxg, dw))
 }
 
-fn upload_u32(ctx: &Arc<Context>, v: &[u32]) -> Result<WgpuBuffer> {
-    WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(v))
-}
-
 /// Runs one step kernel over the nodes of a bucket (`m` nodes of degree `k` from row
 /// `offset`, step `t`) in ranges whose windows fit one binding. `rows4`/`rows1` are the
 /// `[rows, 4H]`/`[rows, H]` buffers of the layout, `node4`/`node1` the bucket's `[m, 4H]` and
 /// `[m, H]` ones, each with its binding.
 fn launch_step(
-    ctx: &Arc<Context>,
+    ctx: &Context,
     kernel: &Kernel,
     (m, h, k, t, offset): (usize, usize, usize, usize, usize),
     rows4: &[(u32, &WgpuBuffer)],
@@ -365,106 +437,112 @@ fn windows<'a>(
         .collect()
 }
 
-fn wgpu_forward(
-    x: &WgpuBuffer,
+/// The forward pass on a GPU backend: per bucket and step, the matmul `h_{t-1}·W_hh` and
+/// the backend's step kernel.
+fn gpu_forward<D: LstmKernels>(
+    xg: &Tensor,
     w: &Tensor,
     plan: &LstmPlan,
     h: usize,
-    like: &Tensor,
 ) -> Result<(Tensor, Saved)> {
-    let ctx = x.ctx().clone();
+    let guard = xg.storage();
+    let x = D::buffer(&guard, OP)?;
+    let ctx = D::context_of(x).clone();
     let rows = plan.rows();
-    let out = WgpuBuffer::zeros(&ctx, (plan.num_dst * h * 4) as u64)?;
-    let acts = WgpuBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
-    let cs = WgpuBuffer::new(&ctx, (rows * h * 4) as u64)?;
-    let mut dst = Vec::with_capacity(plan.buckets.len());
-    for b in &plan.buckets {
+    u32_count(OP, "xg", rows * 4 * h)?;
+    u32_count(OP, "the output", plan.num_dst * h)?;
+    let out = ctx.zeros((plan.num_dst * h * 4) as u64)?;
+    let acts = ctx.alloc((rows * 4 * h * 4) as u64)?;
+    let cs = ctx.alloc((rows * h * 4) as u64)?;
+    let dst = ctx.upload_dst(plan)?;
+    // Without hidden units every state is empty and the output stays zero-sized.
+    for (bucket, b) in plan.buckets.iter().enumerate().filter(|_| h > 0) {
         let (m, k) = (b.dst.len(), b.degree);
-        let dst_b = upload_u32(&ctx, &b.dst)?;
         let mut hb: Option<Tensor> = None;
         for t in 0..k {
             let hw = match &hb {
                 Some(hb) => Some(matmul(hb, w, false, false)?),
                 None => None,
             };
-            let next = WgpuBuffer::new(&ctx, (m * h * 4) as u64)?;
+            let next = ctx.alloc((m * h * 4) as u64)?;
             {
                 let hw_guard = hw.as_ref().map(|t| t.storage());
-                // Unused at t = 0: bind xg there so the binding is valid.
-                let hw_buf = match &hw_guard {
-                    Some(s) => s.wgpu(OP)?,
-                    None => x,
+                let hw = hw_guard.as_deref().map(|s| D::buffer(s, OP)).transpose()?;
+                let step = Step::of(plan, bucket, h, t);
+                let bufs = StepBuffers {
+                    xg: x,
+                    hw,
+                    acts: &acts,
+                    cs: &cs,
+                    next: &next,
+                    out: &out,
                 };
-                launch_step(
-                    &ctx,
-                    &STEP,
-                    (m, h, k, t, b.offset),
-                    &[(1, x), (3, &acts)],
-                    (4, &cs),
-                    &[(2, hw_buf)],
-                    &[(5, &next)],
-                )?;
+                ctx.step(step, &dst, bufs)?;
             }
-            if t + 1 == k {
-                // The last hidden state is the output of the bucket's dst nodes.
-                wgpu_put(&next, &dst_b, m, h, &out, plan.num_dst)?;
-            }
-            hb = Some(wgpu_output(next, vec![m, h], like));
+            hb = Some(D::output(next, vec![m, h], xg));
         }
-        dst.push(dst_b);
     }
-    let steps = upload_u32(&ctx, &plan.steps)?;
+    let steps = ctx.upload_u32(&plan.steps)?;
+    let index: GpuIndex<D> = GpuIndex { dst, steps };
     Ok((
-        wgpu_output(out, vec![plan.num_dst, h], like),
+        D::output(out, vec![plan.num_dst, h], xg),
         Saved {
-            acts: wgpu_output(acts, vec![rows, 4 * h], like),
-            cs: wgpu_output(cs, vec![rows, h], like),
-            gpu: Some(GpuIndex::Wgpu(WgpuIndex { dst, steps })),
+            acts: D::output(acts, vec![rows, 4 * h], xg),
+            cs: D::output(cs, vec![rows, h], xg),
+            gpu: Some(Box::new(index)),
         },
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn wgpu_backward(
-    acts: &WgpuBuffer,
-    cs: &WgpuBuffer,
-    g: &WgpuBuffer,
-    idx: &WgpuIndex,
+/// The backward pass on a GPU backend: `x̄g` and, when `w_grad`, `Hprev` (see the module
+/// docs). `idx` is what [`gpu_forward`] saved on this backend.
+fn gpu_backward<D: LstmKernels>(
+    acts: &Tensor,
+    cs: &Tensor,
+    g: &Tensor,
+    idx: Option<&GpuIndex<D>>,
     w: &Tensor,
     plan: &LstmPlan,
-    h: usize,
     w_grad: bool,
-    like: &Tensor,
 ) -> Result<(Tensor, Option<Tensor>)> {
-    let ctx = acts.ctx().clone();
-    let rows = plan.rows();
-    let dxg = WgpuBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
-    for (b, dst_b) in plan.buckets.iter().zip(&idx.dst) {
+    let guards = (acts.storage(), cs.storage(), g.storage());
+    let (a, c, gv) = (
+        D::buffer(&guards.0, OP)?,
+        D::buffer(&guards.1, OP)?,
+        D::buffer(&guards.2, OP)?,
+    );
+    let idx = idx.ok_or(Error::DeviceMismatch {
+        op: OP,
+        lhs: acts.device(),
+        rhs: g.device(),
+    })?;
+    let ctx = D::context_of(a).clone();
+    let (rows, h) = (plan.rows(), w.shape()[0]);
+    u32_count(OP, "the gate gradient", rows * 4 * h)?;
+    let dxg = ctx.alloc((rows * 4 * h * 4) as u64)?;
+    for (bucket, b) in plan.buckets.iter().enumerate().filter(|_| h > 0) {
         let (m, k) = (b.dst.len(), b.degree);
-        let dc = WgpuBuffer::new(&ctx, (m * h * 4) as u64)?;
-        // h̄ of the last step: the output gradient's rows of the bucket's dst nodes.
-        let g_b = wgpu_gather(g, plan.num_dst, h, dst_b, m)?;
+        let dc = ctx.alloc((m * h * 4) as u64)?;
         let mut dh: Option<Tensor> = None;
         for t in (0..k).rev() {
-            let dz = WgpuBuffer::new(&ctx, (m * 4 * h * 4) as u64)?;
+            let dz = ctx.alloc((m * 4 * h * 4) as u64)?;
             {
                 let dh_guard = dh.as_ref().map(|t| t.storage());
-                let dh_buf = match &dh_guard {
-                    Some(s) => s.wgpu(OP)?,
-                    None => &g_b,
+                let dh = dh_guard.as_deref().map(|s| D::buffer(s, OP)).transpose()?;
+                let step = Step::of(plan, bucket, h, t);
+                let bufs = StepBackwardBuffers {
+                    acts: a,
+                    cs: c,
+                    grad: gv,
+                    dh,
+                    dc: &dc,
+                    dz: &dz,
+                    dxg: &dxg,
                 };
-                launch_step(
-                    &ctx,
-                    &STEP_BACKWARD,
-                    (m, h, k, t, b.offset),
-                    &[(8, acts), (14, &dxg)],
-                    (9, cs),
-                    &[(13, &dz)],
-                    &[(11, dh_buf), (12, &dc)],
-                )?;
+                ctx.step_backward(step, &idx.dst, bufs)?;
             }
             dh = if t > 0 {
-                let dz = wgpu_output(dz, vec![m, 4 * h], like);
+                let dz = D::output(dz, vec![m, 4 * h], g);
                 Some(matmul(&dz, w, false, true)?)
             } else {
                 None
@@ -472,19 +550,87 @@ fn wgpu_backward(
         }
     }
     let hprev = if w_grad {
-        let hp = WgpuBuffer::new(&ctx, (rows * h * 4) as u64)?;
+        let hp = ctx.alloc((rows * h * 4) as u64)?;
+        ctx.hprev((rows, h), a, c, &idx.steps, &hp)?;
+        Some(D::output(hp, vec![rows, h], g))
+    } else {
+        None
+    };
+    Ok((D::output(dxg, vec![rows, 4 * h], g), hprev))
+}
+
+/// wgpu: a buffer of dst ids per bucket; the step kernels touch only rows of the layout
+/// and of the bucket, in ranges of nodes whose windows fit one binding, and the last
+/// hidden states are put into (their gradients gathered from) the output rows by
+/// [`crate::ops::index_select`]'s row kernels.
+impl LstmKernels for wgpu::Context {
+    type DstIds = Vec<WgpuBuffer>;
+
+    fn upload_dst(self: &Arc<Self>, plan: &LstmPlan) -> Result<Vec<WgpuBuffer>> {
+        plan.buckets
+            .iter()
+            .map(|b| self.upload_u32(&b.dst))
+            .collect()
+    }
+
+    fn step(&self, s: Step, dst: &Vec<WgpuBuffer>, b: StepBuffers<WgpuBuffer>) -> Result<()> {
+        launch_step(
+            self,
+            &STEP,
+            (s.m, s.h, s.k, s.t, s.offset),
+            &[(1, b.xg), (3, b.acts)],
+            (4, b.cs),
+            // Unused at t = 0: bind xg there so the binding is valid.
+            &[(2, b.hw.unwrap_or(b.xg))],
+            &[(5, b.next)],
+        )?;
+        if s.t + 1 == s.k {
+            // The last hidden state is the output of the bucket's dst nodes.
+            wgpu_put(b.next, &dst[s.bucket], s.m, s.h, b.out, s.num_dst)?;
+        }
+        Ok(())
+    }
+
+    fn step_backward(
+        &self,
+        s: Step,
+        dst: &Vec<WgpuBuffer>,
+        b: StepBackwardBuffers<WgpuBuffer>,
+    ) -> Result<()> {
+        // h̄ of the last step: the output gradient's rows of the bucket's dst nodes.
+        let last = match b.dh {
+            Some(_) => None,
+            None => Some(wgpu_gather(b.grad, s.num_dst, s.h, &dst[s.bucket], s.m)?),
+        };
+        let dh = b.dh.or(last.as_ref()).unwrap_or(b.grad);
+        launch_step(
+            self,
+            &STEP_BACKWARD,
+            (s.m, s.h, s.k, s.t, s.offset),
+            &[(8, b.acts), (14, b.dxg)],
+            (9, b.cs),
+            &[(13, b.dz)],
+            &[(11, dh), (12, b.dc)],
+        )
+    }
+
+    fn hprev(
+        &self,
+        (rows, h): (usize, usize),
+        acts: &WgpuBuffer,
+        cs: &WgpuBuffer,
+        steps: &WgpuBuffer,
+        hp: &WgpuBuffer,
+    ) -> Result<()> {
         // Rows r0..r1 read the saved states of the row before.
         let span = |r0: usize, r1: usize| (r1 - r0.saturating_sub(1)) * 4 * h;
-        for (r0, r1) in ctx.split(OP, rows, span)? {
+        for (r0, r1) in self.split(OP, rows, span)? {
             let lo = r0.saturating_sub(1);
             let (aw, cw) = (
-                ctx.rows_window(acts, lo, r1, 4 * h),
-                ctx.rows_window(cs, lo, r1, h),
+                self.rows_window(acts, lo, r1, 4 * h),
+                self.rows_window(cs, lo, r1, h),
             );
-            let (sw, hw) = (
-                ctx.window(&idx.steps, r0, r1),
-                ctx.rows_window(&hp, r0, r1, h),
-            );
+            let (sw, hw) = (self.window(steps, r0, r1), self.rows_window(hp, r0, r1, h));
             let words = LstmAggregateParams {
                 m: (r1 - r0) as u32,
                 h: h as u32,
@@ -496,156 +642,104 @@ fn wgpu_backward(
                 ..Default::default()
             };
             let binds = [(8, &aw), (9, &cw), (15, &sw), (16, &hw)];
-            ctx.launch_windows(&HPREV, &words, &binds, ((r1 - r0) * h) as u64)?;
+            self.launch_windows(&HPREV, &words, &binds, ((r1 - r0) * h) as u64)?;
         }
-        Some(wgpu_output(hp, vec![rows, h], like))
-    } else {
-        None
-    };
-    Ok((wgpu_output(dxg, vec![rows, 4 * h], like), hprev))
+        Ok(())
+    }
 }
 
-fn cuda_forward(
-    x: &CudaBuffer,
-    w: &Tensor,
-    plan: &LstmPlan,
-    h: usize,
-    like: &Tensor,
-) -> Result<(Tensor, Saved)> {
-    let ctx = x.ctx().clone();
-    let rows = plan.rows();
-    u32_count(OP, "xg", rows * 4 * h)?;
-    u32_count(OP, "the output", plan.num_dst * h)?;
-    let out = CudaBuffer::zeros(&ctx, (plan.num_dst * h * 4) as u64)?;
-    let acts = CudaBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
-    let cs = CudaBuffer::new(&ctx, (rows * h * 4) as u64)?;
-    let all_dst: Vec<u32> = plan.buckets.iter().flat_map(|b| b.dst.clone()).collect();
-    let dst = CudaBuffer::from_bytes(&ctx, bytemuck::cast_slice(&all_dst))?;
-    // Without hidden units every state is empty and the output stays zero-sized.
-    let mut first = 0;
-    for b in plan.buckets.iter().filter(|_| h > 0) {
-        let (m, k) = (b.dst.len(), b.degree);
-        let mut hb: Option<Tensor> = None;
-        for t in 0..k {
-            let hw = match &hb {
-                Some(hb) => Some(matmul(hb, w, false, false)?),
-                None => None,
-            };
-            let next = CudaBuffer::new(&ctx, (m * h * 4) as u64)?;
-            if m > 0 {
-                let hw_guard = hw.as_ref().map(|t| t.storage());
-                // Not read at t = 0: pass xg there so that the pointer is valid.
-                let hw_buf = match &hw_guard {
-                    Some(s) => s.cuda(OP)?,
-                    None => x,
-                };
-                // Every count below is at most rows * 4H, which fits u32 (checked above).
-                let args = [
-                    Arg::Buf(x),
-                    Arg::Buf(hw_buf),
-                    Arg::Buf(&acts),
-                    Arg::Buf(&cs),
-                    Arg::Buf(&next),
-                    Arg::Buf(&out),
-                    Arg::BufAt(&dst, first),
-                    Arg::U32(m as u32),
-                    Arg::U32(h as u32),
-                    Arg::U32(k as u32),
-                    Arg::U32(t as u32),
-                    Arg::U32(b.offset as u32),
-                ];
-                ctx.launch_1d(&STEP_CUDA, (m * h) as u64, &args)?;
-            }
-            hb = Some(cuda_output(next, vec![m, h], like));
-        }
-        first += m;
-    }
-    let steps = CudaBuffer::from_bytes(&ctx, bytemuck::cast_slice(&plan.steps))?;
-    Ok((
-        cuda_output(out, vec![plan.num_dst, h], like),
-        Saved {
-            acts: cuda_output(acts, vec![rows, 4 * h], like),
-            cs: cuda_output(cs, vec![rows, h], like),
-            gpu: Some(GpuIndex::Cuda(CudaIndex { dst, steps })),
-        },
-    ))
+/// The dst ids of every bucket in one CUDA buffer, one bucket after another; a kernel gets
+/// a pointer to its bucket's first id.
+pub(crate) struct CudaDstIds {
+    ids: cuda::CudaBuffer,
+    first: Vec<usize>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn cuda_backward(
-    acts: &CudaBuffer,
-    cs: &CudaBuffer,
-    g: &CudaBuffer,
-    idx: &CudaIndex,
-    w: &Tensor,
-    plan: &LstmPlan,
-    h: usize,
-    w_grad: bool,
-    like: &Tensor,
-) -> Result<(Tensor, Option<Tensor>)> {
-    let ctx = acts.ctx().clone();
-    let rows = plan.rows();
-    u32_count(OP, "the gate gradient", rows * 4 * h)?;
-    let dxg = CudaBuffer::new(&ctx, (rows * 4 * h * 4) as u64)?;
-    let mut first = 0;
-    for b in plan.buckets.iter().filter(|_| h > 0) {
-        let (m, k) = (b.dst.len(), b.degree);
-        let dc = CudaBuffer::new(&ctx, (m * h * 4) as u64)?;
-        let mut dh: Option<Tensor> = None;
-        for t in (0..k).rev() {
-            let dz = CudaBuffer::new(&ctx, (m * 4 * h * 4) as u64)?;
-            if m > 0 {
-                let dh_guard = dh.as_ref().map(|t| t.storage());
-                // Not read at t = k - 1: pass the output gradient there.
-                let dh_buf = match &dh_guard {
-                    Some(s) => s.cuda(OP)?,
-                    None => g,
-                };
-                // Every count below is at most rows * 4H, which fits u32 (checked above).
-                let args = [
-                    Arg::Buf(acts),
-                    Arg::Buf(cs),
-                    Arg::Buf(g),
-                    Arg::BufAt(&idx.dst, first),
-                    Arg::Buf(dh_buf),
-                    Arg::Buf(&dc),
-                    Arg::Buf(&dz),
-                    Arg::Buf(&dxg),
-                    Arg::U32(m as u32),
-                    Arg::U32(h as u32),
-                    Arg::U32(k as u32),
-                    Arg::U32(t as u32),
-                    Arg::U32(b.offset as u32),
-                ];
-                ctx.launch_1d(&STEP_BACKWARD_CUDA, (m * h) as u64, &args)?;
-            }
-            dh = if t > 0 {
-                let dz = cuda_output(dz, vec![m, 4 * h], like);
-                Some(matmul(&dz, w, false, true)?)
-            } else {
-                None
-            };
-        }
-        first += m;
+/// CUDA: whole buffers; the step kernels write the output rows and read the output
+/// gradient's rows themselves, through the bucket's dst ids.
+impl LstmKernels for cuda::Context {
+    type DstIds = CudaDstIds;
+
+    fn upload_dst(self: &Arc<Self>, plan: &LstmPlan) -> Result<CudaDstIds> {
+        let all: Vec<u32> = plan.buckets.iter().flat_map(|b| b.dst.clone()).collect();
+        let first = plan
+            .buckets
+            .iter()
+            .scan(0, |at, b| {
+                let first = *at;
+                *at += b.dst.len();
+                Some(first)
+            })
+            .collect();
+        Ok(CudaDstIds {
+            ids: self.upload_u32(&all)?,
+            first,
+        })
     }
-    let hprev = if w_grad {
-        let hp = CudaBuffer::new(&ctx, (rows * h * 4) as u64)?;
-        if rows * h > 0 {
-            let args = [
-                Arg::Buf(acts),
-                Arg::Buf(cs),
-                Arg::Buf(&idx.steps),
-                Arg::Buf(&hp),
-                Arg::U32(rows as u32),
-                Arg::U32(h as u32),
-            ];
-            ctx.launch_1d(&HPREV_CUDA, (rows * h) as u64, &args)?;
-        }
-        Some(cuda_output(hp, vec![rows, h], like))
-    } else {
-        None
-    };
-    Ok((cuda_output(dxg, vec![rows, 4 * h], like), hprev))
+
+    fn step(&self, s: Step, dst: &CudaDstIds, b: StepBuffers<cuda::CudaBuffer>) -> Result<()> {
+        // Every count below is at most rows * 4H, which fits u32 (checked by the caller).
+        let args = LstmStepArgs {
+            xg: b.xg.into(),
+            // Not read at t = 0: pass xg there so that the pointer is valid.
+            hw: b.hw.unwrap_or(b.xg).into(),
+            acts: b.acts.into(),
+            cs: b.cs.into(),
+            h_next: b.next.into(),
+            out: b.out.into(),
+            dst: Ptr::At(&dst.ids, dst.first[s.bucket]),
+            m: s.m as u32,
+            h: s.h as u32,
+            k: s.k as u32,
+            t: s.t as u32,
+            offset: s.offset as u32,
+        };
+        self.launch_args_1d(&args, (s.m * s.h) as u64)
+    }
+
+    fn step_backward(
+        &self,
+        s: Step,
+        dst: &CudaDstIds,
+        b: StepBackwardBuffers<cuda::CudaBuffer>,
+    ) -> Result<()> {
+        let args = LstmStepBackwardArgs {
+            acts: b.acts.into(),
+            cs: b.cs.into(),
+            grad: b.grad.into(),
+            dst: Ptr::At(&dst.ids, dst.first[s.bucket]),
+            // Not read at t = k - 1: pass the output gradient there.
+            dh: b.dh.unwrap_or(b.grad).into(),
+            dc: b.dc.into(),
+            dz: b.dz.into(),
+            dxg: b.dxg.into(),
+            m: s.m as u32,
+            h: s.h as u32,
+            k: s.k as u32,
+            t: s.t as u32,
+            offset: s.offset as u32,
+        };
+        self.launch_args_1d(&args, (s.m * s.h) as u64)
+    }
+
+    fn hprev(
+        &self,
+        (rows, h): (usize, usize),
+        acts: &cuda::CudaBuffer,
+        cs: &cuda::CudaBuffer,
+        steps: &cuda::CudaBuffer,
+        hp: &cuda::CudaBuffer,
+    ) -> Result<()> {
+        let args = LstmHprevArgs {
+            acts: acts.into(),
+            cs: cs.into(),
+            steps: steps.into(),
+            hprev: hp.into(),
+            rows: rows as u32,
+            h: h as u32,
+        };
+        self.launch_args_1d(&args, (rows * h) as u64)
+    }
 }
 
 #[cfg(test)]

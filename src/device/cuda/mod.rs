@@ -11,9 +11,11 @@
 //! from a stream-ordered caching pool ([`CudaBuffer`]) counted by the device's memory
 //! tracker, like every other backend.
 
+pub mod args;
 mod block;
 mod buffer;
 mod context;
+mod gpu;
 mod launch;
 pub mod nvrtc;
 mod staging;

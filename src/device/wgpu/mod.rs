@@ -10,6 +10,7 @@
 mod block;
 mod buffer;
 mod context;
+mod gpu;
 mod launch;
 mod layout;
 pub mod params;

@@ -1,0 +1,210 @@
+//! Typed argument lists of CUDA kernels.
+//!
+//! A kernel of `kernels/<stem>.cu` takes its arguments by position. Each struct below
+//! names one kernel (stem and entry point) and has one field per kernel parameter, with the
+//! parameter's name and kind, in the order of the kernel's signature; [`CudaArgs::args`]
+//! turns it into the [`Arg`] list the launch passes. A unit test parses every listed
+//! kernel's signature out of its `.cu` source and checks it against the struct, name by
+//! name and kind by kind (device pointer, `u32`, `float`), so an argument cannot be passed
+//! in the wrong position or with the wrong type. This is the CUDA twin of
+//! [`crate::device::wgpu::params`].
+
+use cudarc::driver::LaunchConfig;
+
+use crate::device::cuda::{Arg, Context, CudaBuffer, Kernel};
+use crate::error::Result;
+
+/// A device-pointer argument: a whole buffer, or a buffer from its `n`-th 4-byte word on.
+#[derive(Clone, Copy, Debug)]
+pub enum Ptr<'a> {
+    /// The buffer's first word.
+    Whole(&'a CudaBuffer),
+    /// The buffer from word `n` on.
+    At(&'a CudaBuffer, usize),
+}
+
+impl<'a> From<&'a CudaBuffer> for Ptr<'a> {
+    fn from(b: &'a CudaBuffer) -> Ptr<'a> {
+        Ptr::Whole(b)
+    }
+}
+
+impl<'a> Ptr<'a> {
+    fn arg(self) -> Arg<'a> {
+        match self {
+            Ptr::Whole(b) => Arg::Buf(b),
+            Ptr::At(b, n) => Arg::BufAt(b, n),
+        }
+    }
+}
+
+/// The kind of a kernel parameter, as its C type says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A device pointer (`float*`, `const u32*`, ...).
+    Ptr,
+    /// `u32`.
+    U32,
+    /// `float`.
+    F32,
+}
+
+/// The arguments of one kernel (see the module docs).
+pub trait CudaArgs<'a> {
+    /// The kernel they are for.
+    const KERNEL: Kernel;
+    /// The kernel's parameters: (name, kind), in order.
+    const SIGNATURE: &'static [(&'static str, ArgKind)];
+    /// The arguments in the kernel's order.
+    fn args(&self) -> Vec<Arg<'a>>;
+}
+
+macro_rules! cuda_args {
+    (@ty ptr) => { Ptr<'a> };
+    (@ty u32) => { u32 };
+    (@ty f32) => { f32 };
+    (@kind ptr) => { ArgKind::Ptr };
+    (@kind u32) => { ArgKind::U32 };
+    (@kind f32) => { ArgKind::F32 };
+    (@arg $v:expr, ptr) => { $v.arg() };
+    (@arg $v:expr, u32) => { Arg::U32($v) };
+    (@arg $v:expr, f32) => { Arg::F32($v) };
+    ($($stem:literal :: $entry:literal => $name:ident { $($field:ident : $kind:ident),* $(,)? })*) => {
+        $(
+            #[doc = concat!("The arguments of `", $entry, "` in `kernels/", $stem, ".cu`.")]
+            #[derive(Clone, Copy, Debug)]
+            #[allow(missing_docs)]
+            pub struct $name<'a> {
+                $(pub $field: cuda_args!(@ty $kind),)*
+            }
+            impl<'a> CudaArgs<'a> for $name<'a> {
+                const KERNEL: Kernel = crate::cuda_kernel!($stem, $entry);
+                const SIGNATURE: &'static [(&'static str, ArgKind)] =
+                    &[$((stringify!($field), cuda_args!(@kind $kind))),*];
+                fn args(&self) -> Vec<Arg<'a>> {
+                    vec![$(cuda_args!(@arg self.$field, $kind)),*]
+                }
+            }
+        )*
+        /// Every listed kernel: (stem, entry, signature).
+        #[cfg(test)]
+        pub(crate) const ALL: &[(&str, &str, &[(&str, ArgKind)])] =
+            &[$(($stem, $entry, <$name as CudaArgs>::SIGNATURE)),*];
+    };
+}
+
+cuda_args! {
+    "assign"::"fill_u32" => FillArgs { out: ptr, word: u32, n: u32 }
+    "cross_entropy"::"ce_rows_f32" => CeRowsArgs {
+        x: ptr, labels: ptr, lse: ptr, row_loss: ptr, r: u32, c: u32
+    }
+    "cross_entropy"::"ce_rows_block_f32" => CeRowsBlockArgs {
+        x: ptr, labels: ptr, lse: ptr, row_loss: ptr, r: u32, c: u32
+    }
+    "cross_entropy"::"ce_mean_f32" => CeMeanArgs {
+        labels: ptr, rows: ptr, loss: ptr, status: ptr, r: u32, c: u32, inv_n: f32
+    }
+    "cross_entropy"::"ce_mean_weighted_f32" => CeMeanWeightedArgs {
+        labels: ptr, rows: ptr, w: ptr, loss: ptr, status: ptr, r: u32, c: u32, inv_n: f32
+    }
+    "cross_entropy"::"ce_backward_f32" => CeBackwardArgs {
+        x: ptr, labels: ptr, lse: ptr, gl: ptr, gx: ptr, r: u32, c: u32, inv_n: f32
+    }
+    "cross_entropy"::"ce_backward_weighted_f32" => CeBackwardWeightedArgs {
+        x: ptr, labels: ptr, lse: ptr, gl: ptr, w: ptr, gx: ptr, r: u32, c: u32, inv_n: f32
+    }
+    "cross_entropy"::"ce_weight_grad_f32" => CeWeightGradArgs {
+        x: ptr, labels: ptr, lse: ptr, gl: ptr, gw: ptr, r: u32, c: u32, inv_n: f32
+    }
+    "lstm_aggregate"::"lstm_step_f32" => LstmStepArgs {
+        xg: ptr, hw: ptr, acts: ptr, cs: ptr, h_next: ptr, out: ptr, dst: ptr,
+        m: u32, h: u32, k: u32, t: u32, offset: u32
+    }
+    "lstm_aggregate"::"lstm_step_backward_f32" => LstmStepBackwardArgs {
+        acts: ptr, cs: ptr, grad: ptr, dst: ptr, dh: ptr, dc: ptr, dz: ptr, dxg: ptr,
+        m: u32, h: u32, k: u32, t: u32, offset: u32
+    }
+    "lstm_aggregate"::"lstm_hprev_f32" => LstmHprevArgs {
+        acts: ptr, cs: ptr, steps: ptr, hprev: ptr, rows: u32, h: u32
+    }
+}
+
+impl Context {
+    /// Launches the kernel of `args` on `cfg`.
+    pub fn launch_args<'a, A: CudaArgs<'a>>(&self, args: &A, cfg: LaunchConfig) -> Result<()> {
+        self.launch(&A::KERNEL, cfg, &args.args())
+    }
+
+    /// Launches the kernel of `args` over `n` items, a thread each; nothing for `n = 0`.
+    pub fn launch_args_1d<'a, A: CudaArgs<'a>>(&self, args: &A, n: u64) -> Result<()> {
+        self.launch_1d(&A::KERNEL, n, &args.args())
+    }
+
+    /// Launches the kernel of `args` over `rows` rows, a warp each; nothing for `rows = 0`.
+    pub fn launch_args_rows<'a, A: CudaArgs<'a>>(&self, args: &A, rows: u64) -> Result<()> {
+        self.launch_rows(&A::KERNEL, rows, &args.args())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parameters (name, kind) of `entry` as `kernels/<stem>.cu` declares it.
+    fn cu_signature(stem: &str, entry: &str) -> Vec<(String, ArgKind)> {
+        let path = format!("{}/kernels/{stem}.cu", env!("CARGO_MANIFEST_DIR"));
+        let source = std::fs::read_to_string(&path).unwrap();
+        let head = format!("__global__ void {entry}(");
+        let start = source
+            .find(&head)
+            .unwrap_or_else(|| panic!("{path}: no kernel {entry}"))
+            + head.len();
+        let end = start + source[start..].find(')').unwrap();
+        source[start..end]
+            .split(',')
+            .map(|param| {
+                let param = param.split_whitespace().collect::<Vec<_>>().join(" ");
+                let (ty, name) = param.rsplit_once(' ').unwrap();
+                let (ty, name) = (
+                    format!("{ty}{}", "*".repeat(name.matches('*').count())),
+                    name,
+                );
+                let kind = match ty.trim_start_matches("const ") {
+                    t if t.ends_with('*') => ArgKind::Ptr,
+                    "u32" => ArgKind::U32,
+                    "float" => ArgKind::F32,
+                    other => panic!("{path}: {entry}: parameter type `{other}` is not handled"),
+                };
+                (name.trim_start_matches('*').to_string(), kind)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_args_struct_matches_its_kernel_signature_name_by_name() {
+        for (stem, entry, signature) in ALL {
+            let want = cu_signature(stem, entry);
+            let got: Vec<(String, ArgKind)> =
+                signature.iter().map(|(n, k)| (n.to_string(), *k)).collect();
+            assert_eq!(
+                got, want,
+                "kernels/{stem}.cu: {entry}'s parameters and its Rust args struct differ"
+            );
+        }
+    }
+
+    #[test]
+    fn the_signature_parser_reads_pointers_scalars_and_names() {
+        assert_eq!(
+            cu_signature("assign", "fill_u32"),
+            vec![
+                ("out".to_string(), ArgKind::Ptr),
+                ("word".to_string(), ArgKind::U32),
+                ("n".to_string(), ArgKind::U32),
+            ]
+        );
+        let ce = cu_signature("cross_entropy", "ce_mean_f32");
+        assert_eq!(ce[0], ("labels".to_string(), ArgKind::Ptr));
+        assert_eq!(ce[6], ("inv_n".to_string(), ArgKind::F32));
+    }
+}
