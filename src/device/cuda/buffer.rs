@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 
-use crate::device::cuda::context::{driver_err, Context};
 use crate::device::cuda::staging::{PinnedChunk, CHUNK_BYTES};
+use crate::device::cuda::{driver_err, Context};
 use crate::device::{size_class, Allocation};
 use crate::error::Result;
 
