@@ -27,10 +27,13 @@ pub trait Collective: Send + Sync {
     /// collectives are those of this rank's group (the trainers, or the samplers), while
     /// point-to-point messages address ranks of the whole world.
     fn split_samplers(&self, samplers: usize) -> Result<()> {
-        Err(Error::invalid(format!(
-            "--sampler-ranks {samplers} needs several MPI ranks (`mpirun -np N`, with \
+        Err(Error::flag(
+            "--sampler-ranks",
+            format!(
+                "--sampler-ranks {samplers} needs several MPI ranks (`mpirun -np N`, with \
              espalier built with `--features mpi`)"
-        )))
+            ),
+        ))
     }
     /// The number of sampler ranks ([`Collective::split_samplers`]; 0 without).
     fn samplers(&self) -> usize {

@@ -330,9 +330,10 @@ pub(crate) fn complete(
     }
     if let Some(c) = opts.classes {
         if c == 0 || c > MAX_CLASSES {
-            return Err(Error::invalid(format!(
-                "--classes {c}: must be between 1 and {MAX_CLASSES}"
-            )));
+            return Err(Error::flag(
+                "--classes",
+                format!("--classes {c}: must be between 1 and {MAX_CLASSES}"),
+            ));
         }
     }
     let mut notes = p.notes;
@@ -358,9 +359,10 @@ pub(crate) fn complete(
         None => {
             let dim = opts.feat_dim.unwrap_or(DEFAULT_FEAT_DIM);
             if dim == 0 || dim > MAX_FEAT_DIM {
-                return Err(Error::invalid(format!(
-                    "--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"
-                )));
+                return Err(Error::flag(
+                    "--feat-dim",
+                    format!("--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"),
+                ));
             }
             ensure_allocatable(n as u128 * dim as u128 * 4, "synthesized features")?;
             notes.push(format!(
