@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use espalier::graph::io::{cache, write_ogb};
 use espalier::graph::synth::SynthSpec;
-use espalier::graph::LoadOptions;
+use espalier::graph::{Dataset, LoadOptions};
 
 fn main() -> espalier::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -65,7 +65,7 @@ fn main() -> espalier::Result<()> {
         .collect();
     for run in ["first load", "re-load"] {
         let t = Instant::now();
-        let (back, status) = cache::load_in_dirs(out.as_ref(), &opts, &dirs)?;
+        let (back, status) = Dataset::load_in_dirs(&out, &opts, &dirs)?;
         println!("{run}: {:.2} s ({status:?})", t.elapsed().as_secs_f64());
         assert!(back.graph == graph && back.features == features && back.labels == labels);
     }

@@ -12,7 +12,6 @@
 //! METIS: edge cut, seconds, memory), `all`. Graphs are symmetrized; the seeds are the
 //! dataset's training split.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,7 +20,6 @@ use espalier::graph::{self, Block, Csr, LoadOptions};
 use espalier::partition::betty::{betty, redundancy_graph, BettyOptions};
 use espalier::partition::buffalo::{buffalo, BuffaloOptions};
 use espalier::partition::cherry::{Cherry, CherryOptions, CherryWeight, NonSeeds};
-use espalier::partition::footprint::{partition_stats, InputCounter};
 use espalier::partition::grem::{grem_partition, grem_seeds, grem_working_bytes, GremOptions};
 use espalier::partition::kway::{edge_cut, metis_seeds, undirected_edges, MetisGraph};
 use espalier::partition::parts;
@@ -123,19 +121,20 @@ impl Batch<'_> {
     /// Peak-bytes stand-in: f32 features of the input nodes, f32 hidden activations of every
     /// other layer's src nodes, and 8 bytes per edge (index + value).
     fn estimator(&self) -> Result<impl Fn(&[u32]) -> u64 + '_> {
-        let counter = RefCell::new(InputCounter::new(&self.blocks)?);
+        let slicer = graph::Slicer::new(&self.blocks)?;
         Ok(move |s: &[u32]| {
-            let f = match counter.borrow_mut().footprint(s) {
-                Ok(f) => f,
+            let sizes = match slicer.sizes(s) {
+                Ok(sizes) => sizes,
                 Err(_) => return u64::MAX,
             };
-            let nodes: u64 = f
-                .src_nodes
+            let nodes: u64 = sizes
                 .iter()
                 .enumerate()
-                .map(|(l, &n)| n as u64 * if l == 0 { self.feat_dim } else { self.hidden } as u64)
+                .map(|(l, z)| {
+                    z.num_src as u64 * if l == 0 { self.feat_dim } else { self.hidden } as u64
+                })
                 .sum();
-            4 * nodes + 8 * f.edges.iter().sum::<usize>() as u64
+            4 * nodes + 8 * sizes.iter().map(|z| z.num_edges as u64).sum::<u64>()
         })
     }
 
@@ -471,4 +470,39 @@ fn check(seeds: &[u32], p: &[Vec<u32>], k: usize) -> Result<()> {
         return Err(espalier::Error::invalid("a partitioner broke the contract"));
     }
     parts::check_k("check", seeds.len(), k)
+}
+
+/// Quality of a partition of one batch.
+struct PartitionStats {
+    /// `Σ_k input nodes_k / batch input nodes`.
+    redundancy: f64,
+    /// Largest part's seed count over the mean seed count.
+    seeds_balance: f64,
+    /// Largest part's input nodes over the mean input nodes.
+    inputs_balance: f64,
+}
+
+/// Redundancy and balance of `parts` (seed lists) of the batch `blocks`, from the input
+/// nodes [`graph::Slicer::sizes`] counts for each part.
+fn partition_stats(blocks: &[Arc<Block>], parts: &[Vec<u32>]) -> Result<PartitionStats> {
+    let slicer = graph::Slicer::new(blocks)?;
+    let input_nodes = parts
+        .iter()
+        .map(|p| slicer.sizes(p).map(|z| z[0].num_src))
+        .collect::<Result<Vec<usize>>>()?;
+    let batch = slicer.full_sizes()[0].num_src.max(1);
+    let ratio = |v: Vec<usize>| {
+        let mean = v.iter().sum::<usize>() as f64 / v.len().max(1) as f64;
+        let max = v.iter().copied().max().unwrap_or(0) as f64;
+        if mean > 0.0 {
+            max / mean
+        } else {
+            1.0
+        }
+    };
+    Ok(PartitionStats {
+        redundancy: input_nodes.iter().sum::<usize>() as f64 / batch as f64,
+        seeds_balance: ratio(parts.iter().map(Vec::len).collect()),
+        inputs_balance: ratio(input_nodes),
+    })
 }

@@ -81,9 +81,20 @@ pub enum Error {
     #[error("autograd: {0}")]
     Autograd(String),
 
-    /// An argument or flag value is out of range or malformed.
+    /// An argument is out of range or malformed (a flag's value: [`Error::InvalidFlag`]).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// A command-line flag's value is out of range or malformed, or the flag does not apply
+    /// to the run: `flag` says which, for a caller to match on; `msg` is the whole message
+    /// and names the flag.
+    #[error("invalid argument: {msg}")]
+    InvalidFlag {
+        /// The flag as the user types it, e.g. `--classes`.
+        flag: &'static str,
+        /// What is wrong, starting with the flag.
+        msg: String,
+    },
 
     /// A file could not be opened, read or written.
     #[error("{path}: {source}")]
@@ -142,6 +153,15 @@ impl Error {
         Error::InvalidArgument(msg.into())
     }
 
+    /// Shorthand for an invalid-flag error: `flag` is e.g. `"--classes"`, `msg` the whole
+    /// message (which names the flag).
+    pub fn flag(flag: &'static str, msg: impl Into<String>) -> Self {
+        Error::InvalidFlag {
+            flag,
+            msg: msg.into(),
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -157,5 +177,36 @@ impl Error {
             line,
             msg: msg.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_error_carries_the_flag_and_prints_like_an_invalid_argument() {
+        let e = Error::flag("--heads", "--heads must be at least 1");
+        assert!(matches!(
+            e,
+            Error::InvalidFlag {
+                flag: "--heads",
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            Error::invalid("--heads must be at least 1").to_string()
+        );
+    }
+
+    #[test]
+    fn a_parse_error_names_the_file_and_the_line() {
+        let e = Error::parse("g.txt", 3, "negative id");
+        assert_eq!(e.to_string(), "g.txt:3: negative id");
+        assert_eq!(
+            Error::parse("g.txt", 0, "empty").to_string(),
+            "g.txt: empty"
+        );
     }
 }

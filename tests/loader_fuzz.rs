@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use espalier::graph::io::cache::{self, CacheStatus};
+use espalier::graph::io::CacheStatus;
 use espalier::graph::{Dataset, LoadOptions};
 use proptest::prelude::*;
 
@@ -227,7 +227,7 @@ proptest! {
         write_dataset(&data, None);
         let dirs = vec![tmp.path().join("cache")];
         let opts = LoadOptions::default();
-        let (fresh, status) = cache::load_in_dirs(&data, &opts, &dirs).unwrap();
+        let (fresh, status) = Dataset::load_in_dirs(&data, &opts, &dirs).unwrap();
         let CacheStatus::Written { path, .. } = status else {
             return Err(TestCaseError::fail(format!("{status:?}")));
         };
@@ -250,7 +250,7 @@ proptest! {
             Corruption::Drop { at } => { let i = at % bad.len(); bad.remove(i); }
         }
         std::fs::write(&path, &bad).unwrap();
-        let r = std::panic::catch_unwind(|| cache::load_in_dirs(&data, &opts, &dirs));
+        let r = std::panic::catch_unwind(|| Dataset::load_in_dirs(&data, &opts, &dirs));
         prop_assert!(r.is_ok(), "panicked on {:?}", c);
         let (again, status) = r.unwrap().unwrap();
         prop_assert!(again == fresh, "{c:?}: a corrupt entry was trusted");

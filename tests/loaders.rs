@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use espalier::graph::dataset::UNLABELED;
 use espalier::graph::io::cache::{self, CacheStatus};
-use espalier::graph::io::{edgelist, ogb, write_ogb};
+use espalier::graph::io::{ogb, write_ogb};
 use espalier::graph::synth::{self, SynthSpec};
 use espalier::graph::{Dataset, LoadOptions};
 use espalier::Error;
@@ -296,7 +296,7 @@ fn edge_lists() {
         "# a comment\n% another\n0 1\n1\t2 0.5\n\n2,5\n  3 0 1.0 1234\n",
     )
     .unwrap();
-    let d = edgelist::load(&p, &no_cache()).unwrap();
+    let d = Dataset::load_uncached(&p, &no_cache()).unwrap();
     assert_eq!((d.num_nodes(), d.num_edges(), d.name.as_str()), (6, 4, "g"));
     assert_eq!(d.graph.neighbors(0), &[3]);
     assert_eq!(d.graph.neighbors(5), &[2]);
@@ -387,7 +387,7 @@ fn email_enron_with_cache_outside_the_read_only_folder() {
     // Never write next to shared data, whatever its permissions.
     let dirs = vec![cache_dir.path().to_path_buf()];
     let opts = LoadOptions::default();
-    let (d, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (d, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert_eq!((d.num_nodes(), d.num_edges()), (36_692, 183_831));
     assert_eq!((d.feat_dim, d.num_classes), (100, 10));
     assert!(
@@ -400,7 +400,7 @@ fn email_enron_with_cache_outside_the_read_only_folder() {
         matches!(&status, CacheStatus::Written { path, .. } if path.starts_with(cache_dir.path())),
         "{status:?}"
     );
-    let (again, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (again, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert!(matches!(status, CacheStatus::Hit(_)), "{status:?}");
     assert_eq!(again, d);
 }
@@ -414,13 +414,13 @@ fn cache_hit_stale_and_corrupt() {
         feat_dim: Some(4),
         ..LoadOptions::default()
     };
-    let (d, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    let (d, status) = Dataset::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
     let CacheStatus::Written { path: file, .. } = status else {
         panic!("expected a written cache, got {status:?}")
     };
     assert!(file.starts_with(cache_dir.path()));
     // Hit: identical dataset, notes included.
-    let (hit, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    let (hit, status) = Dataset::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
     assert_eq!(status, CacheStatus::Hit(file.clone()));
     assert_eq!(hit, d);
     assert_eq!(hit.notes.len(), 1);
@@ -430,13 +430,13 @@ fn cache_hit_stale_and_corrupt() {
         seed: 3,
         ..opts.clone()
     };
-    let (w, status) = cache::load_in_dirs(tmp.path(), &wide, &dirs).unwrap();
+    let (w, status) = Dataset::load_in_dirs(tmp.path(), &wide, &dirs).unwrap();
     assert_eq!(status, CacheStatus::Hit(file.clone()));
     assert_eq!(w.feat_dim, 5);
     assert_eq!(std::fs::read_dir(cache_dir.path()).unwrap().count(), 1);
     // Stale: an input changed (size and time) -> re-parsed and rewritten.
     put(tmp.path(), "raw/edge.csv.gz", "0,1\n1,2\n2,3\n3,0\n0,3\n");
-    let (fresh, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    let (fresh, status) = Dataset::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
     match &status {
         CacheStatus::Rewritten { path, reason } => {
             assert_eq!(path, &file);
@@ -453,13 +453,13 @@ fn cache_hit_stale_and_corrupt() {
     f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1e9 as u64))
         .unwrap();
     drop(f);
-    let (_, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    let (_, status) = Dataset::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
     assert!(
         matches!(status, CacheStatus::Rewritten { .. }),
         "{status:?}"
     );
     assert!(matches!(
-        cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap().1,
+        Dataset::load_in_dirs(tmp.path(), &opts, &dirs).unwrap().1,
         CacheStatus::Hit(_)
     ));
     // Corrupt: a flipped byte in the data, then a truncated file.
@@ -467,14 +467,14 @@ fn cache_hit_stale_and_corrupt() {
     let n = bytes.len();
     bytes[n - 20] ^= 0x40;
     std::fs::write(&file, &bytes).unwrap();
-    let (again, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    let (again, status) = Dataset::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
     match &status {
         CacheStatus::Rewritten { reason, .. } => assert!(reason.contains("checksum"), "{reason}"),
         other => panic!("expected a rewritten cache, got {other:?}"),
     }
     assert_eq!(again, fresh);
     std::fs::write(&file, &bytes[..n / 2]).unwrap();
-    let (again, status) = cache::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
+    let (again, status) = Dataset::load_in_dirs(tmp.path(), &opts, &dirs).unwrap();
     assert!(
         matches!(status, CacheStatus::Rewritten { .. }),
         "{status:?}"
@@ -485,7 +485,7 @@ fn cache_hit_stale_and_corrupt() {
         cache: false,
         ..opts.clone()
     };
-    let (d_off, status) = cache::load_in_dirs(tmp.path(), &off, &dirs).unwrap();
+    let (d_off, status) = Dataset::load_in_dirs(tmp.path(), &off, &dirs).unwrap();
     assert_eq!(status, CacheStatus::Disabled);
     assert_eq!(d_off, fresh);
 }
@@ -498,14 +498,14 @@ fn default_cache_folder_is_next_to_writable_data() {
         .map(|d| d.path)
         .collect();
     assert_eq!(dirs, vec![tmp.path().join("espalier-cache")]);
-    let (_, status) = cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    let (_, status) = Dataset::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
     assert!(
         matches!(&status, CacheStatus::Written { path, .. } if path.starts_with(tmp.path().join("espalier-cache"))),
         "{status:?}"
     );
     // Not writable anywhere: the load still succeeds.
     let file = tmp.path().join("raw/edge.csv.gz");
-    let (_, status) = cache::load_in_dirs(
+    let (_, status) = Dataset::load_in_dirs(
         tmp.path(),
         &LoadOptions {
             seed: 9,
@@ -911,13 +911,13 @@ fn cache_entry_is_the_same_for_relative_and_absolute_paths_and_holds_no_absolute
     }
     let cache_dir = root.path().join("c");
     let dirs = vec![cache_dir.clone()];
-    let (_, status) = cache::load_in_dirs(&data, &LoadOptions::default(), &dirs).unwrap();
+    let (_, status) = Dataset::load_in_dirs(&data, &LoadOptions::default(), &dirs).unwrap();
     let CacheStatus::Written { path, .. } = status else {
         panic!("{status:?}")
     };
     // The same folder reached through a path with `..` reads the same entry.
     let detour = data.join("raw").join("..");
-    let (_, status) = cache::load_in_dirs(&detour, &LoadOptions::default(), &dirs).unwrap();
+    let (_, status) = Dataset::load_in_dirs(&detour, &LoadOptions::default(), &dirs).unwrap();
     assert_eq!(status, CacheStatus::Hit(path.clone()));
     let bytes = std::fs::read(&path).unwrap();
     let text = String::from_utf8_lossy(&bytes);
@@ -932,7 +932,7 @@ fn cache_entry_is_the_same_for_relative_and_absolute_paths_and_holds_no_absolute
             feat_dim: Some(8 * seed as usize),
             ..LoadOptions::default()
         };
-        let (d, status) = cache::load_in_dirs(&data, &opts, &dirs).unwrap();
+        let (d, status) = Dataset::load_in_dirs(&data, &opts, &dirs).unwrap();
         assert_eq!(status, CacheStatus::Hit(path.clone()));
         assert_eq!(d.feat_dim, 8 * seed as usize);
     }
@@ -952,7 +952,7 @@ fn stale_temp_files_in_the_cache_are_cleaned_after_an_hour() {
         .unwrap();
     drop(f);
     let dirs = vec![cache_dir.path().to_path_buf()];
-    cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    Dataset::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
     assert!(!old.exists(), "an old temp file stays");
     assert!(
         fresh.exists(),
@@ -965,10 +965,10 @@ fn cache_messages_say_written_rebuilt_and_why() {
     let tmp = ogb_dir(&[]);
     let cache_dir = tempfile::tempdir().unwrap();
     let dirs = vec![cache_dir.path().to_path_buf()];
-    let (_, s) = cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    let (_, s) = Dataset::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
     assert!(s.message().unwrap().contains("wrote"), "{s:?}");
     put(tmp.path(), "raw/edge.csv.gz", "0,1\n1,2\n2,3\n3,0\n0,3\n");
-    let (_, s) = cache::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
+    let (_, s) = Dataset::load_in_dirs(tmp.path(), &LoadOptions::default(), &dirs).unwrap();
     let m = s.message().unwrap();
     assert!(
         m.contains("rebuilt") && m.contains("raw/edge.csv.gz changed"),
@@ -1054,10 +1054,10 @@ fn a_cache_hit_is_memory_mapped_and_equals_the_parsed_dataset_exactly() {
     let (generated, dir) = written_synthetic(tmp.path(), "cora-like,scale=0.5,seed=2");
     let dirs = vec![tmp.path().join("cache")];
     let opts = LoadOptions::default();
-    let (parsed, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (parsed, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert!(matches!(status, CacheStatus::Written { .. }), "{status:?}");
     assert!(!parsed.graph.indices.is_mapped());
-    let (mapped, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (mapped, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert!(matches!(status, CacheStatus::Hit(_)), "{status:?}");
     let g = &mapped.graph;
     assert!(g.indptr.is_mapped() && g.indices.is_mapped());
@@ -1073,7 +1073,7 @@ fn a_cache_hit_is_memory_mapped_and_equals_the_parsed_dataset_exactly() {
     let mut copy = mapped.clone();
     copy.features[0] += 1.0;
     assert!(!copy.features.is_mapped() && copy.features[0] != mapped.features[0]);
-    let (again, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (again, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert!(matches!(status, CacheStatus::Hit(_)), "{status:?}");
     assert_eq!(again, parsed);
 }
@@ -1084,14 +1084,14 @@ fn an_entry_of_the_previous_format_version_is_rebuilt_with_a_note() {
     let (_, dir) = written_synthetic(tmp.path(), "cora-like,scale=0.2");
     let dirs = vec![tmp.path().join("cache")];
     let opts = LoadOptions::default();
-    let (parsed, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (parsed, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     let CacheStatus::Written { path, .. } = status else {
         panic!("expected a written entry, got {status:?}")
     };
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    let (again, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (again, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     match &status {
         CacheStatus::Rewritten { reason, .. } => {
             assert!(reason.contains("another version (format 3"), "{reason}")
@@ -1110,7 +1110,7 @@ fn a_cache_entry_with_an_out_of_range_id_and_a_matching_checksum_is_rejected() {
     let (_, dir) = written_synthetic(tmp.path(), "cora-like,scale=0.2");
     let dirs = vec![tmp.path().join("cache")];
     let opts = LoadOptions::default();
-    let (parsed, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (parsed, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     let CacheStatus::Written { path, .. } = status else {
         panic!("expected a written entry, got {status:?}")
     };
@@ -1123,7 +1123,7 @@ fn a_cache_entry_with_an_out_of_range_id_and_a_matching_checksum_is_rejected() {
     let sum = cache::entry_checksum(&bytes);
     bytes[72..80].copy_from_slice(&sum.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    let (again, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (again, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     match &status {
         CacheStatus::Rewritten { reason, .. } => {
             assert!(reason.contains("node id out of range"), "{reason}")
@@ -1190,7 +1190,7 @@ fn the_symmetrized_graph_is_cached_beside_the_entry_mapped_and_rebuilt_with_it()
     let cache_dir = tmp.path().join("cache");
     let dirs = vec![cache_dir.clone()];
     let opts = LoadOptions::default();
-    let (d, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (d, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     let entry = status.entry().unwrap().to_path_buf();
     let (g, line) = cache::symmetrized(&d.graph, &entry).unwrap();
     assert!(
@@ -1211,7 +1211,7 @@ fn the_symmetrized_graph_is_cached_beside_the_entry_mapped_and_rebuilt_with_it()
         .generate()
         .unwrap();
     write_ogb(&other, &dir).unwrap();
-    let (d2, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (d2, status) = Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert!(
         matches!(status, CacheStatus::Rewritten { .. }),
         "{status:?}"

@@ -9,7 +9,6 @@ use espalier::graph::{sample_blocks, Block, BlockSizes, Csr, Slicer};
 use espalier::partition::betty::{betty, betty_memory_aware, redundancy_graph, BettyOptions};
 use espalier::partition::buffalo::{buffalo, buffalo_memory_aware, buffalo_plan, BuffaloOptions};
 use espalier::partition::cherry::{Cherry, CherryOptions, NonSeeds};
-use espalier::partition::footprint::{input_nodes, redundancy, InputCounter};
 use espalier::partition::grem::{grem_partition, grem_seeds, GremOptions};
 use espalier::partition::kway::{edge_cut, metis_graph_partition, metis_seeds};
 use espalier::rng::Rng;
@@ -71,11 +70,23 @@ fn batch(n: usize, m: usize, stride: usize) -> Batch {
 
 /// Bytes ~ input nodes x 16 features + edges.
 fn estimator(blocks: &[Arc<Block>]) -> impl Fn(&[u32]) -> u64 {
-    let counter = std::cell::RefCell::new(InputCounter::new(blocks).unwrap());
-    move |s: &[u32]| {
-        let f = counter.borrow_mut().footprint(s).unwrap();
-        64 * f.input_nodes() as u64 + 8 * f.edges.iter().sum::<usize>() as u64
+    let slicer = Slicer::new(blocks).unwrap();
+    move |s: &[u32]| size_bytes(&slicer.sizes(s).unwrap())
+}
+
+/// Input nodes of the micro-batch of `seeds` (src nodes of its input block).
+fn input_nodes(blocks: &[Arc<Block>], seeds: &[u32]) -> Result<usize> {
+    Ok(Slicer::new(blocks)?.sizes(seeds)?[0].num_src)
+}
+
+/// `Σ_k input nodes_k / input nodes of the full batch`.
+fn redundancy(blocks: &[Arc<Block>], parts: &[Vec<u32>]) -> Result<f64> {
+    let slicer = Slicer::new(blocks)?;
+    let mut total = 0;
+    for p in parts {
+        total += slicer.sizes(p)?[0].num_src;
     }
+    Ok(total as f64 / slicer.full_sizes()[0].num_src as f64)
 }
 
 /// [`estimator`]'s bytes, from block sizes.

@@ -73,15 +73,15 @@ fn embeddings_need_a_hidden_layer_and_refuse_gat() {
 
 #[test]
 fn training_from_a_memory_mapped_cache_gives_the_same_losses_as_from_memory() {
-    use espalier::graph::io::{cache, write_ogb, CacheStatus};
+    use espalier::graph::io::{write_ogb, CacheStatus};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     write_ogb(&data(), &dir).unwrap();
     let dirs = vec![tmp.path().join("cache")];
     let opts = LoadOptions::default();
-    let (owned, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (owned, status) = graph::Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert!(matches!(status, CacheStatus::Written { .. }), "{status:?}");
-    let (mapped, status) = cache::load_in_dirs(&dir, &opts, &dirs).unwrap();
+    let (mapped, status) = graph::Dataset::load_in_dirs(&dir, &opts, &dirs).unwrap();
     assert!(matches!(status, CacheStatus::Hit(_)), "{status:?}");
     assert!(mapped.graph.indices.is_mapped() && mapped.features.is_mapped());
     assert!(!owned.graph.indices.is_mapped() && !owned.features.is_mapped());

@@ -320,19 +320,25 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         None => (a.clone(), Vec::new()),
     };
     if a.epochs == 0 {
-        return Err(Error::invalid("--epochs must be at least 1"));
+        return Err(Error::flag("--epochs", "--epochs must be at least 1"));
     }
     if let Some(x) = a.scale {
         let spec = a.common.dataset.strip_prefix("synthetic:").ok_or_else(|| {
-            Error::invalid(format!(
-                "--scale multiplies a synthetic dataset's scale; `{}` is not synthetic",
-                a.common.dataset
-            ))
+            Error::flag(
+                "--scale",
+                format!(
+                    "--scale multiplies a synthetic dataset's scale; `{}` is not synthetic",
+                    a.common.dataset
+                ),
+            )
         })?;
         let mut spec = SynthSpec::parse(spec)?;
         spec.scale *= x;
         if !(spec.scale.is_finite() && spec.scale > 0.0) {
-            return Err(Error::invalid(format!("--scale {x} must be positive")));
+            return Err(Error::flag(
+                "--scale",
+                format!("--scale {x} must be positive"),
+            ));
         }
         a.common.dataset = format!("synthetic:{}", spec.name());
     }

@@ -148,27 +148,36 @@ impl CommonArgs {
     /// Fanouts, input layer first.
     pub fn fanouts(&self) -> Result<Vec<i64>> {
         if self.layers == Some(0) {
-            return Err(Error::invalid("--layers must be at least 1"));
+            return Err(Error::flag("--layers", "--layers must be at least 1"));
         }
         let f = match (&self.fanouts, self.layers) {
             (Some(f), Some(l)) if f.len() != l => {
-                return Err(Error::invalid(format!(
-                    "--layers {l} but {} fanouts: give one fanout per layer",
-                    f.len()
-                )))
+                return Err(Error::flag(
+                    "--layers",
+                    format!(
+                        "--layers {l} but {} fanouts: give one fanout per layer",
+                        f.len()
+                    ),
+                ))
             }
             (Some(f), _) => f.clone(),
             (None, Some(l)) => vec![10; l],
             (None, None) => vec![25, 10],
         };
         if f.is_empty() {
-            return Err(Error::invalid("--fanouts needs at least one layer"));
+            return Err(Error::flag(
+                "--fanouts",
+                "--fanouts needs at least one layer",
+            ));
         }
         if let Some(bad) = f.iter().find(|&&x| x != -1 && x < 1) {
-            return Err(Error::invalid(format!(
+            return Err(Error::flag(
+                "--fanouts",
+                format!(
                 "--fanouts: {bad} is not a fanout: give a neighbour count of at least 1, or -1 \
                  for all neighbours"
-            )));
+            ),
+            ));
         }
         Ok(f)
     }
@@ -192,17 +201,23 @@ impl CommonArgs {
         }
         if self.lstm_split.is_some() && (kind, aggr) != (ModelKind::Sage, Aggregator::Lstm) {
             return Err(if kind == ModelKind::Sage {
-                Error::invalid(format!(
+                Error::flag(
+                    "--lstm-split",
+                    format!(
                     "--lstm-split does not apply to --aggr {}: only sage with --aggr lstm reads \
                      it (drop --lstm-split)",
                     aggr.name()
-                ))
+                ),
+                )
             } else {
                 unused("--lstm-split", "sage with --aggr lstm")
             });
         }
         if self.lstm_split == Some(0) {
-            return Err(Error::invalid("--lstm-split must be at least 1"));
+            return Err(Error::flag(
+                "--lstm-split",
+                "--lstm-split must be at least 1",
+            ));
         }
         if kind != ModelKind::Gat {
             for (flag, given) in [
@@ -216,20 +231,21 @@ impl CommonArgs {
             }
         }
         if self.heads == Some(0) {
-            return Err(Error::invalid("--heads must be at least 1"));
+            return Err(Error::flag("--heads", "--heads must be at least 1"));
         }
         if let Some(p) = self.attn_dropout {
             if !(0.0..1.0).contains(&p) {
-                return Err(Error::invalid(format!(
-                    "--attn-dropout {p} must be in [0, 1)"
-                )));
+                return Err(Error::flag(
+                    "--attn-dropout",
+                    format!("--attn-dropout {p} must be in [0, 1)"),
+                ));
             }
         }
         if self.hidden == 0 {
-            return Err(Error::invalid("--hidden must be at least 1"));
+            return Err(Error::flag("--hidden", "--hidden must be at least 1"));
         }
         if self.classes == Some(0) {
-            return Err(Error::invalid("--classes must be at least 1"));
+            return Err(Error::flag("--classes", "--classes must be at least 1"));
         }
         Ok((kind, aggr))
     }
@@ -317,7 +333,7 @@ impl CommonArgs {
             return Err(e);
         };
         let why = match e {
-            Error::InvalidArgument(m) => m,
+            Error::InvalidArgument(m) | Error::InvalidFlag { msg: m, .. } => m,
             other => other.to_string(),
         };
         let even = if before_load {
@@ -345,10 +361,10 @@ impl CommonArgs {
         self.features.parse::<FeaturePlacement>()?;
         self.loader.parse::<Loader>()?;
         if !(0.0..1.0).contains(&self.dropout) {
-            return Err(Error::invalid(format!(
-                "--dropout {} must be in [0, 1)",
-                self.dropout
-            )));
+            return Err(Error::flag(
+                "--dropout",
+                format!("--dropout {} must be in [0, 1)", self.dropout),
+            ));
         }
         let opts = LoadOptions {
             split: self.split.clone(),
@@ -415,7 +431,10 @@ impl CommonArgs {
     pub fn budget(&self) -> Result<Option<u64>> {
         self.memory_budget
             .as_deref()
-            .map(|s| parse_bytes(s).map_err(|e| Error::invalid(format!("--memory-budget: {e}"))))
+            .map(|s| {
+                parse_bytes(s)
+                    .map_err(|e| Error::flag("--memory-budget", format!("--memory-budget: {e}")))
+            })
             .transpose()
     }
 
@@ -486,5 +505,5 @@ pub fn check_json_path(path: &str) -> Result<()> {
         return Ok(());
     }
     espalier::atomic::check_writable(std::path::Path::new(path))
-        .map_err(|e| Error::invalid(format!("--json {path}: {e}")))
+        .map_err(|e| Error::flag("--json", format!("--json {path}: {e}")))
 }

@@ -53,12 +53,12 @@ pub enum Command {
 pub fn run(cli: Cli) -> Result<()> {
     if let Some(n) = cli.threads {
         if n == 0 {
-            return Err(Error::invalid("--threads must be at least 1"));
+            return Err(Error::flag("--threads", "--threads must be at least 1"));
         }
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build_global()
-            .map_err(|e| Error::invalid(format!("--threads: {e}")))?;
+            .map_err(|e| Error::flag("--threads", format!("--threads: {e}")))?;
     }
     let several_ranks = espalier::dist::launched_size()?.is_some_and(|n| n > 1);
     if several_ranks && !matches!(cli.command, None | Some(Command::Train(_))) {

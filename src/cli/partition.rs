@@ -133,7 +133,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
 fn run_graph(a: &PartitionArgs) -> Result<()> {
     let c = &a.common;
     if a.parts == 0 {
-        return Err(Error::invalid("--parts must be at least 1"));
+        return Err(Error::flag("--parts", "--parts must be at least 1"));
     }
     let names: Vec<&str> = if a.compare {
         partition_graph::GRAPH_NAMES.to_vec()

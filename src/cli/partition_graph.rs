@@ -35,10 +35,13 @@ pub fn check_name(name: &str) -> Result<()> {
     if GRAPH_NAMES.contains(&name) {
         Ok(())
     } else {
-        Err(Error::invalid(format!(
-            "--graph-only partitions with {}, not `{name}`",
-            GRAPH_NAMES.join(" or ")
-        )))
+        Err(Error::flag(
+            "--graph-only",
+            format!(
+                "--graph-only partitions with {}, not `{name}`",
+                GRAPH_NAMES.join(" or ")
+            ),
+        ))
     }
 }
 

@@ -596,10 +596,10 @@ fn format_of(out: &Path) -> Result<Format> {
     {
         Some("svg") => Ok(Format::Svg),
         Some("png") => Ok(Format::Png),
-        _ => Err(Error::invalid(format!(
-            "--out {}: the name must end in .svg or .png",
-            out.display()
-        ))),
+        _ => Err(Error::flag(
+            "--out",
+            format!("--out {}: the name must end in .svg or .png", out.display()),
+        )),
     }
 }
 
@@ -618,17 +618,20 @@ fn encode_png(rgb: &[u8], (w, h): (u32, u32), out: &Path) -> Result<Vec<u8>> {
 pub fn run(a: &PlotArgs) -> Result<()> {
     let format = format_of(&a.out)?;
     if !a.label.is_empty() && a.label.len() != a.inputs.len() {
-        return Err(Error::invalid(format!(
-            "--label has {} labels for {} JSON files: give one per file",
-            a.label.len(),
-            a.inputs.len()
-        )));
+        return Err(Error::flag(
+            "--label",
+            format!(
+                "--label has {} labels for {} JSON files: give one per file",
+                a.label.len(),
+                a.inputs.len()
+            ),
+        ));
     }
     if !(200..=10_000).contains(&a.width) {
-        return Err(Error::invalid(format!(
-            "--width {} must be between 200 and 10000 pixels",
-            a.width
-        )));
+        return Err(Error::flag(
+            "--width",
+            format!("--width {} must be between 200 and 10000 pixels", a.width),
+        ));
     }
     espalier::atomic::check_writable(&a.out)?;
     let mut plots = Plots::default();

@@ -138,10 +138,12 @@ impl TrainArgs {
 
     fn schedule(&self) -> Result<LrSchedule> {
         match (self.lr_schedule.as_str(), self.lr_step_size) {
-            ("step", None) => Err(Error::invalid(
+            ("step", None) => Err(Error::flag(
+                "--lr-schedule",
                 "--lr-schedule step needs --lr-step-size N (epochs between decays)",
             )),
-            (s, Some(_)) if s != "step" => Err(Error::invalid(
+            (s, Some(_)) if s != "step" => Err(Error::flag(
+                "--lr-step-size",
                 "--lr-step-size applies to --lr-schedule step only",
             )),
             (s, n) => LrSchedule::parse(s, n.unwrap_or(1), self.lr_gamma),
@@ -253,13 +255,15 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     let node_order: NodeOrder = a.node_order.parse()?;
     let dedup: Dedup = a.dedup_transfers.parse()?;
     if a.full_graph && (c.partitioner != "random" || c.loader != "slice") {
-        return Err(Error::invalid(
+        return Err(Error::flag(
+            "--full-graph",
             "--full-graph cuts layers into chunks and has no micro-batches: --partitioner and \
              --loader do not apply (--node-order sets how nodes are grouped into chunks)",
         ));
     }
     if a.sampler_ranks > 0 && a.full_graph {
-        return Err(Error::invalid(
+        return Err(Error::flag(
+            "--sampler-ranks",
             "--sampler-ranks: --full-graph has no micro-batches for sampler ranks to make",
         ));
     }
@@ -269,21 +273,25 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     }
     let sampler = espalier::dist::is_sampler(&**dist);
     if a.patience == Some(0) {
-        return Err(Error::invalid("--patience must be at least 1"));
+        return Err(Error::flag("--patience", "--patience must be at least 1"));
     }
     if let Some(path) = json {
         check_json_path(path)?;
     }
     if let Some(path) = a.checkpoint.as_ref().filter(|_| root) {
-        espalier::atomic::check_writable(path)
-            .map_err(|e| Error::invalid(format!("--checkpoint {}: {e}", path.display())))?;
+        espalier::atomic::check_writable(path).map_err(|e| {
+            Error::flag(
+                "--checkpoint",
+                format!("--checkpoint {}: {e}", path.display()),
+            )
+        })?;
     }
     if let Some(path) = &a.resume {
         if !path.is_file() {
-            return Err(Error::invalid(format!(
-                "--resume {}: no such checkpoint file",
-                path.display()
-            )));
+            return Err(Error::flag(
+                "--resume",
+                format!("--resume {}: no such checkpoint file", path.display()),
+            ));
         }
     }
     let json_to_stdout = json.map(String::as_str) == Some("-");
@@ -303,7 +311,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             config.fanouts = vec![-1; config.model.layers];
         }
         if a.chunks == Some(0) {
-            return Err(Error::invalid("--chunks must be at least 1"));
+            return Err(Error::flag("--chunks", "--chunks must be at least 1"));
         }
         config.full_graph = Some(FullGraphConfig {
             chunks: a.chunks,

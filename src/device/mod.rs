@@ -12,27 +12,17 @@ pub mod block;
 pub mod cpu;
 pub mod cuda;
 pub mod gpu;
+mod id;
 mod memory;
 pub mod wgpu;
 pub mod wgpu_shader;
 
-use std::fmt;
 use std::str::FromStr;
 
+pub use id::Device;
 pub use memory::{size_class, Allocation, BufferPool, MemoryStats, MemoryTracker};
 
 use crate::error::{Error, Result};
-
-/// Where a tensor lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Device {
-    /// The CPU reference backend (rayon).
-    Cpu,
-    /// A wgpu adapter, by index in the adapter list.
-    Wgpu(u32),
-    /// A CUDA device, by ordinal.
-    Cuda(u32),
-}
 
 impl Device {
     /// The memory tracker of this device.
@@ -125,16 +115,6 @@ impl Device {
             Device::Cpu => "cpu",
             Device::Wgpu(_) => "wgpu",
             Device::Cuda(_) => "cuda",
-        }
-    }
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => write!(f, "cpu"),
-            Device::Wgpu(i) => write!(f, "wgpu:{i}"),
-            Device::Cuda(i) => write!(f, "cuda:{i}"),
         }
     }
 }

@@ -64,7 +64,8 @@ impl Trainer<'_> {
             return Ok(());
         }
         if self.config.full_graph.is_some() {
-            return Err(Error::invalid(
+            return Err(Error::flag(
+                "--sampler-ranks",
                 "--sampler-ranks: full-graph training has no micro-batches to sample",
             ));
         }

@@ -144,12 +144,15 @@ impl Collective for MpiWorld {
     fn split_samplers(&self, samplers: usize) -> Result<()> {
         let world = self.world("split")?;
         if samplers == 0 || samplers >= self.size {
-            return Err(Error::invalid(format!(
-                "--sampler-ranks {samplers}: expected 1 to {} in a world of {} ranks (at \
+            return Err(Error::flag(
+                "--sampler-ranks",
+                format!(
+                    "--sampler-ranks {samplers}: expected 1 to {} in a world of {} ranks (at \
                  least one rank must train)",
-                self.size - 1,
-                self.size
-            )));
+                    self.size - 1,
+                    self.size
+                ),
+            ));
         }
         if self.group.get().is_some() {
             return Err(Error::invalid("the sampler ranks were already split off"));

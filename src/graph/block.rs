@@ -10,10 +10,13 @@
 //!
 //! Offsets are u32: one block holds fewer than 2³² edges (GPU kernels index with u32).
 //!
-//! A block also keeps the copies of its index arrays that GPU backends make on first use
-//! ([`Block::device_copy`]): one upload per block and device, however many layers and
-//! backward passes read it, freed when the block is dropped. A block is treated as
-//! immutable once it has run on a device; a clone starts without device copies.
+//! A block is immutable: [`Block::new`] checks every invariant the kernels index by, once,
+//! and the arrays are read through [`BlockArrays`] (`block.indptr`, `block.num_src`...),
+//! which only `Block::new` makes and nothing can change. So the ops need not check a block
+//! again, and the copies of its index arrays that GPU backends make on first use
+//! ([`Block::device_copy`]: one upload per block and device, however many layers and
+//! backward passes read it) can never go stale. Clones share the arrays and the copies;
+//! the copies are freed with the last clone.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -22,9 +25,11 @@ use std::sync::{Arc, Mutex};
 use crate::device::Device;
 use crate::error::{Error, Result};
 
-/// One layer's message-flow graph.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Block {
+/// A block's arrays, read-only: reached through a [`Block`] (which derefs to them) and
+/// made only by [`Block::new`].
+#[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BlockArrays {
     /// Number of source nodes (rows of the layer's input).
     pub num_src: usize,
     /// Number of destination nodes (rows of the layer's output); a prefix of the sources.
@@ -41,51 +46,61 @@ pub struct Block {
     pub t_dst: Vec<u32>,
     /// Position in `indices` of each out-edge.
     pub t_edges: Vec<u32>,
+}
+
+/// One layer's message-flow graph: its arrays and their copies on devices.
+#[derive(Clone)]
+pub struct Block(Arc<Shared>);
+
+/// What the clones of one block share.
+struct Shared {
+    arrays: BlockArrays,
     /// Uploads of the index arrays, per device (not part of the block's value).
-    device_copies: DeviceCopies,
+    device_copies: Mutex<HashMap<Device, Arc<dyn Any + Send + Sync>>>,
 }
 
-/// A backend's copy of a block's index arrays, keyed by device, and the stamp of the
-/// arrays last found valid ([`Block::validated`]). Equality, cloning and defaults ignore
-/// it: it is a cache of the block's value, not part of it.
-#[derive(Default)]
-struct DeviceCopies(
-    Mutex<HashMap<Device, DeviceCopy>>,
-    Mutex<Option<[usize; 12]>>,
-);
-
-/// One device's copy and the stamp of the arrays it was made from.
-struct DeviceCopy {
-    stamp: [usize; 12],
-    data: Arc<dyn Any + Send + Sync>,
-}
-
-impl Clone for DeviceCopies {
-    /// Empty: a clone may be changed before it runs, so it makes its own uploads.
-    fn clone(&self) -> Self {
-        DeviceCopies::default()
+impl std::ops::Deref for Block {
+    type Target = BlockArrays;
+    fn deref(&self) -> &BlockArrays {
+        &self.0.arrays
     }
 }
 
-impl PartialEq for DeviceCopies {
-    fn eq(&self, _: &Self) -> bool {
-        true
+impl PartialEq for Block {
+    /// Same arrays (device copies are a cache, not part of the value).
+    fn eq(&self, other: &Self) -> bool {
+        self.0.arrays == other.0.arrays
     }
 }
 
-impl Eq for DeviceCopies {}
+impl Eq for Block {}
 
-impl std::fmt::Debug for DeviceCopies {
+impl std::fmt::Debug for Block {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self
+            .0
+            .device_copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let mut devices: Vec<&Device> = map.keys().collect();
         devices.sort();
-        write!(f, "DeviceCopies({devices:?})")
+        f.debug_struct("Block")
+            .field("arrays", &self.0.arrays)
+            .field("device_copies", &devices)
+            .finish()
+    }
+}
+
+impl Default for Block {
+    /// The block of no nodes and no edges.
+    fn default() -> Self {
+        Block::new(0, vec![0], Vec::new(), Vec::new()).expect("the empty block is valid")
     }
 }
 
 impl Block {
-    /// Builds a block from its CSR; computes the transposed CSR. Checks every invariant.
+    /// Builds a block from its CSR and computes the transposed CSR. Checks every invariant
+    /// the kernels index by: this is the only check a block gets.
     pub fn new(
         num_src: usize,
         indptr: Vec<u32>,
@@ -100,6 +115,12 @@ impl Block {
             return Err(Error::invalid(format!(
                 "block: {num_dst} dst nodes, {num_src} src nodes, {} src ids (dst must be a prefix of src)",
                 src_nodes.len()
+            )));
+        }
+        if indices.len() >= u32::MAX as usize || num_src >= u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "block: {} edges and {num_src} src nodes: both must fit u32 positions",
+                indices.len()
             )));
         }
         if indptr[0] != 0
@@ -134,91 +155,43 @@ impl Block {
                 t_edges[slot] = e;
             }
         }
-        Ok(Block {
-            num_src,
-            num_dst,
-            indptr,
-            indices,
-            src_nodes,
-            t_indptr,
-            t_dst,
-            t_edges,
-            device_copies: DeviceCopies::default(),
-        })
-    }
-
-    /// Runs `check` (an O(edges) validation of the arrays the kernels index by) once per
-    /// block: a success is remembered with the block's stamp, so the many ops that read
-    /// one block (every layer, forward and backward, every epoch of a cached batch) do not
-    /// walk its edges again. The same caveat as [`Block::device_copy`] applies: values
-    /// changed in place after a check are not detected.
-    pub fn validated(&self, check: impl FnOnce(&Block) -> Result<()>) -> Result<()> {
-        let stamp = self.stamp();
-        let mut valid = self
-            .device_copies
-            .1
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if *valid == Some(stamp) {
-            return Ok(());
-        }
-        check(self)?;
-        *valid = Some(stamp);
-        Ok(())
+        Ok(Block(Arc::new(Shared {
+            arrays: BlockArrays {
+                num_src,
+                num_dst,
+                indptr,
+                indices,
+                src_nodes,
+                t_indptr,
+                t_dst,
+                t_edges,
+            },
+            device_copies: Mutex::new(HashMap::new()),
+        })))
     }
 
     /// The copy of this block's index arrays on `device`, made by `upload` on first use and
-    /// shared by every later call (the segment ops' kernels read it forward and backward).
-    ///
-    /// A copy is remade if a field was replaced or resized since it was made (the stamp
-    /// holds every array's address and length); changing values in place after a block
-    /// has run on a device is not detected: clone the block instead.
+    /// shared by every later call and every clone (the segment ops' kernels read it forward
+    /// and backward). The arrays never change, so a copy never goes stale.
     pub fn device_copy<T: Any + Send + Sync>(
         &self,
         device: Device,
         upload: impl FnOnce(&Block) -> Result<T>,
     ) -> Result<Arc<T>> {
-        let stamp = self.stamp();
         // Held during the upload, so two threads never upload the same block twice.
         let mut map = self
-            .device_copies
             .0
+            .device_copies
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = map.get(&device).filter(|c| c.stamp == stamp) {
-            if let Ok(data) = c.data.clone().downcast::<T>() {
+        if let Some(data) = map.get(&device) {
+            if let Ok(data) = data.clone().downcast::<T>() {
                 return Ok(data);
             }
         }
-        // Drop a stale copy before making its replacement: device memory is what is short.
-        map.remove(&device);
         let data = Arc::new(upload(self)?);
-        map.insert(
-            device,
-            DeviceCopy {
-                stamp,
-                data: data.clone(),
-            },
-        );
+        map.insert(device, data.clone());
         Ok(data)
-    }
-
-    /// Addresses and lengths of the index arrays, plus the node counts.
-    fn stamp(&self) -> [usize; 12] {
-        [
-            self.num_src,
-            self.num_dst,
-            self.indptr.as_ptr() as usize,
-            self.indptr.len(),
-            self.indices.as_ptr() as usize,
-            self.indices.len(),
-            self.t_indptr.as_ptr() as usize,
-            self.t_indptr.len(),
-            self.t_dst.as_ptr() as usize,
-            self.t_dst.len(),
-            self.t_edges.as_ptr() as usize,
-            self.t_edges.len(),
-        ]
     }
 
     /// Number of edges.
@@ -267,38 +240,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn validation_runs_once_per_block_and_a_failure_is_not_remembered() {
-        let b = Block::new(3, vec![0, 2, 3], vec![0, 2, 2], vec![10, 11, 12]).unwrap();
-        let mut runs = 0;
-        for _ in 0..3 {
-            b.validated(|_| {
-                runs += 1;
-                Ok(())
-            })
-            .unwrap();
-        }
-        assert_eq!(runs, 1);
-        let c = b.clone();
-        assert!(c.validated(|_| Err(Error::invalid("bad"))).is_err());
-        c.validated(|_| {
-            runs += 1;
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(runs, 2);
-        // A replaced array changes the stamp: the block is checked again.
-        let mut d = b.clone();
-        d.validated(|_| Ok(())).unwrap();
-        d.indices = vec![0, 1, 2];
-        d.validated(|_| {
-            runs += 1;
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(runs, 3);
-    }
-
-    #[test]
     fn transpose_lists_out_edges() {
         // dst 0 <- {0, 2}, dst 1 <- {2}; sources 0..3 with globals 10, 11, 12.
         let b = Block::new(3, vec![0, 2, 3], vec![0, 2, 2], vec![10, 11, 12]).unwrap();
@@ -309,26 +250,24 @@ mod tests {
     }
 
     #[test]
-    fn device_copies_are_made_once_and_not_cloned() {
+    fn device_copies_are_made_once_per_device_and_shared_by_clones() {
         let b = Block::new(3, vec![0, 2, 3], vec![0, 2, 2], vec![10, 11, 12]).unwrap();
         let mut uploads = 0;
-        let mut get = |b: &Block| {
-            b.device_copy(Device::Wgpu(7), |b| {
+        let mut get = |b: &Block, device| {
+            b.device_copy(device, |b| {
                 uploads += 1;
                 Ok(b.indices.clone())
             })
             .unwrap()
         };
-        let first = get(&b);
-        assert!(Arc::ptr_eq(&first, &get(&b)));
+        let first = get(&b, Device::Wgpu(7));
+        assert!(Arc::ptr_eq(&first, &get(&b, Device::Wgpu(7))));
         let c = b.clone();
         assert_eq!(b, c);
-        assert!(!Arc::ptr_eq(&first, &get(&c)));
-        let mut d = c.clone();
-        get(&d);
-        d.indices = vec![1, 1, 1];
-        assert_eq!(*get(&d), vec![1, 1, 1]);
-        assert_eq!(uploads, 4);
+        assert!(Arc::ptr_eq(&first, &get(&c, Device::Wgpu(7))));
+        let other = get(&c, Device::Cuda(0));
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(uploads, 2);
         assert!(format!("{b:?}").contains("Wgpu(7)"));
     }
 
@@ -348,5 +287,7 @@ mod tests {
         assert!(Block::new(1, vec![0, 1, 1], vec![0], vec![5]).is_err());
         assert!(Block::new(2, vec![0, 1], vec![3], vec![5, 6]).is_err());
         assert!(Block::new(2, vec![0, 2], vec![0], vec![5, 6]).is_err());
+        assert!(Block::new(2, vec![0, 2, 1], vec![0, 1], vec![5, 6]).is_err());
+        assert_eq!(Block::default().num_edges(), 0);
     }
 }

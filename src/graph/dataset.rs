@@ -23,32 +23,19 @@ use crate::error::{Error, Result};
 use crate::graph::array::Array;
 use crate::graph::csr::Csr;
 use crate::graph::io;
+use crate::graph::io::cache::{CacheStatus, Loaded};
+pub(crate) use crate::graph::io::parts::{csr_bytes, ensure_allocatable, Parts};
+pub use crate::graph::io::parts::{LoadOptions, Split, MAX_CLASSES, UNLABELED};
 use crate::rng::Rng;
 
-/// Label of a node without a class.
-pub const UNLABELED: u32 = u32::MAX;
 /// Feature width synthesized when the input has no features.
 pub const DEFAULT_FEAT_DIM: usize = 100;
 /// Class count synthesized when the input has no labels and the caller fixes none.
 pub const DEFAULT_CLASSES: usize = 10;
-/// Most classes a dataset may have (from its labels or `--classes`): more is a malformed
-/// label file, not a task a model could learn.
-pub const MAX_CLASSES: usize = 1 << 20;
 /// Widest synthesized feature matrix accepted (`--feat-dim`).
 pub const MAX_FEAT_DIM: usize = 1 << 20;
 /// Train / valid / test fractions of a synthesized split for loaded graphs.
 pub const RANDOM_SPLIT: (f64, f64, f64) = (0.08, 0.10, 0.20);
-
-/// Train, validation and test node ids.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Split {
-    /// Training node ids.
-    pub train: Vec<u32>,
-    /// Validation node ids.
-    pub valid: Vec<u32>,
-    /// Test node ids.
-    pub test: Vec<u32>,
-}
 
 /// A graph with node features, labels and a split.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -71,45 +58,6 @@ pub struct Dataset {
     pub notes: Vec<String>,
 }
 
-/// How to load a dataset.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LoadOptions {
-    /// Split folder under `DIR/split/`, e.g. `"per-class-20"`; `None`: the only one, or the
-    /// first in alphabetical order.
-    pub split: Option<String>,
-    /// Width of synthesized features: used when the input has none ([`DEFAULT_FEAT_DIM`]
-    /// when `None`); for a synthetic preset, replaces the preset's width.
-    pub feat_dim: Option<usize>,
-    /// `Some(c)`: the dataset has exactly `c` classes and a label `>= c` is an error; also
-    /// the count of synthesized labels and a synthetic preset's class count. `None`:
-    /// inferred (largest label + 1), or [`DEFAULT_CLASSES`] when labels are synthesized.
-    pub classes: Option<usize>,
-    /// Seed of everything synthesized (a synthetic spec's own `seed=` wins).
-    pub seed: u64,
-    /// Read and write the binary cache.
-    pub cache: bool,
-    /// The cache folder; `None`: `$ESPALIER_CACHE`, else beside the data (see
-    /// [`crate::graph::io::cache`]).
-    pub cache_dir: Option<PathBuf>,
-    /// Where named datasets (`ogbn-arxiv`, `cora`) live; `None`: `$ESPALIER_DATA`, else
-    /// `./dataset` (see [`crate::graph::resolve`]).
-    pub data_root: Option<PathBuf>,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        LoadOptions {
-            split: None,
-            feat_dim: None,
-            classes: None,
-            seed: 0,
-            cache: true,
-            cache_dir: None,
-            data_root: None,
-        }
-    }
-}
-
 impl Dataset {
     /// Loads an OGB folder (one holding `raw/`) or an edge-list file, using the binary
     /// cache when `opts.cache` is set.
@@ -121,22 +69,32 @@ impl Dataset {
     pub fn load_with_status(
         path: impl AsRef<Path>,
         opts: &LoadOptions,
-    ) -> Result<(Dataset, io::cache::CacheStatus)> {
-        io::cache::load(path.as_ref(), opts)
+    ) -> Result<(Dataset, CacheStatus)> {
+        Self::completed(io::cache::load(path.as_ref(), opts)?, opts)
+    }
+
+    /// Loads `path` through the given cache folders, tried in order (none: no cache).
+    pub fn load_in_dirs(
+        path: impl AsRef<Path>,
+        opts: &LoadOptions,
+        dirs: &[PathBuf],
+    ) -> Result<(Dataset, CacheStatus)> {
+        Self::completed(io::cache::load_in_dirs(path.as_ref(), opts, dirs)?, opts)
     }
 
     /// Loads without the cache: an OGB folder or an edge-list file.
     pub fn load_uncached(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Dataset> {
-        let path = path.as_ref();
-        io::cache::load_in_dirs(
-            path,
-            &LoadOptions {
-                cache: false,
-                ..opts.clone()
-            },
-            &[],
-        )
-        .map(|(d, _)| d)
+        let opts = LoadOptions {
+            cache: false,
+            ..opts.clone()
+        };
+        Self::load_in_dirs(path, &opts, &[]).map(|(d, _)| d)
+    }
+
+    /// The dataset of what a loader read, with what it lacked synthesized.
+    fn completed(loaded: Loaded, opts: &LoadOptions) -> Result<(Dataset, CacheStatus)> {
+        let d = complete(loaded.parts, opts, loaded.labels_file.as_deref())?;
+        Ok((d, loaded.status))
     }
 
     /// Number of nodes.
@@ -238,26 +196,6 @@ impl Dataset {
         }
         Ok(())
     }
-}
-
-/// Fails with an error instead of aborting the process when `bytes` cannot be allocated at
-/// all (a malformed file claiming billions of nodes, a generator scale beyond the machine).
-/// Memory is reserved and released at once; the check cannot promise the later allocation.
-pub(crate) fn ensure_allocatable(bytes: u128, what: &str) -> Result<()> {
-    let fail = || {
-        Error::invalid(format!(
-            "{what}: cannot allocate {:.1} GiB",
-            bytes as f64 / (1u64 << 30) as f64
-        ))
-    };
-    let b = usize::try_from(bytes).map_err(|_| fail())?;
-    let mut v: Vec<u8> = Vec::new();
-    v.try_reserve_exact(b).map_err(|_| fail())
-}
-
-/// Bytes of an in-edge CSR with edge ids.
-pub(crate) fn csr_bytes(nodes: usize, edges: usize) -> u128 {
-    (nodes as u128 + 1) * 8 + edges as u128 * 12
 }
 
 /// Independent seeds for the things synthesized from one user seed.
@@ -376,28 +314,6 @@ pub(crate) fn split_note(fracs: (f64, f64, f64)) -> String {
     )
 }
 
-/// What a loader found; the pieces it did not find are synthesized by [`complete`]. This
-/// is what the cache stores: nothing in it depends on the seed or the synthesized widths.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Parts {
-    pub name: String,
-    pub graph: Csr,
-    /// `(values, columns)`.
-    pub features: Option<(Array<f32>, usize)>,
-    /// One label per node ([`UNLABELED`] for none), already checked against
-    /// [`MAX_CLASSES`] and the node count.
-    pub labels: Option<Array<u32>>,
-    pub split: Option<Split>,
-    /// Read from a plain edge-list file (else an OGB folder); words the notes.
-    pub edge_list: bool,
-    /// What the loader noticed (a label far above the others...), for the user.
-    pub notes: Vec<String>,
-    /// Every invariant of [`Dataset::validate`] was already checked (by the cache's reader,
-    /// which streams the file once): [`complete`] then checks only the sizes, so that a
-    /// mapped graph is not read whole again.
-    pub verified: bool,
-}
-
 /// Fills in what a loader did not find, with notes, and checks the result. `labels_file`
 /// names the label file in errors about `--classes`.
 pub(crate) fn complete(
@@ -414,9 +330,10 @@ pub(crate) fn complete(
     }
     if let Some(c) = opts.classes {
         if c == 0 || c > MAX_CLASSES {
-            return Err(Error::invalid(format!(
-                "--classes {c}: must be between 1 and {MAX_CLASSES}"
-            )));
+            return Err(Error::flag(
+                "--classes",
+                format!("--classes {c}: must be between 1 and {MAX_CLASSES}"),
+            ));
         }
     }
     let mut notes = p.notes;
@@ -442,9 +359,10 @@ pub(crate) fn complete(
         None => {
             let dim = opts.feat_dim.unwrap_or(DEFAULT_FEAT_DIM);
             if dim == 0 || dim > MAX_FEAT_DIM {
-                return Err(Error::invalid(format!(
-                    "--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"
-                )));
+                return Err(Error::flag(
+                    "--feat-dim",
+                    format!("--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"),
+                ));
             }
             ensure_allocatable(n as u128 * dim as u128 * 4, "synthesized features")?;
             notes.push(format!(

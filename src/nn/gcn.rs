@@ -10,10 +10,10 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
+use crate::nn::config::{Forward, ModelConfig, ModelKind};
 use crate::nn::init;
 use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::linear::Linear;
-use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
 use crate::ops;
@@ -163,7 +163,7 @@ impl LayerSpec for GcnSpec {
 
     fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>> {
         let layer = GcnLayer::new(self.in_dim, self.out_dim, &mut ctx.rng, ctx.device)?;
-        let norm = ctx.degree_norm("gcn")?;
+        let norm = ctx.degree_norm("gcn", gcn_norm)?;
         Ok(Box::new(GcnNormed { layer, norm }))
     }
 

@@ -18,8 +18,7 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
-use crate::nn::gcn::gcn_norm;
-use crate::nn::model::{Forward, ModelConfig, ModelKind};
+use crate::nn::config::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::Module;
 use crate::nn::replay::{Replay, Val};
 use crate::rng::Rng;
@@ -128,14 +127,19 @@ impl<'a> BuildCtx<'a> {
         }
     }
 
-    /// `1/√(in-degree + 1)` per graph node ([`gcn_norm`]), computed once and shared by the
-    /// layers that read it.
-    pub fn degree_norm(&mut self, model: &str) -> Result<Arc<Vec<f32>>> {
+    /// `norm` of the graph's in-degrees (GCN's `1/√(in-degree + 1)` per node,
+    /// [`crate::nn::gcn::gcn_norm`]), computed once and shared by the layers that read it
+    /// (one normalisation per model: the first call's `norm` is the one kept).
+    pub fn degree_norm(
+        &mut self,
+        model: &str,
+        norm: fn(&[u32]) -> Vec<f32>,
+    ) -> Result<Arc<Vec<f32>>> {
         if self.norm.is_none() {
             let d = self
                 .in_degrees
                 .ok_or_else(|| Error::invalid(format!("{model} needs the graph's in-degrees")))?;
-            self.norm = Some(Arc::new(gcn_norm(d)));
+            self.norm = Some(Arc::new(norm(d)));
         }
         Ok(self.norm.clone().expect("set above"))
     }

@@ -1,5 +1,6 @@
 //! Neural-network layers and models built from ops.
 
+pub mod config;
 pub mod gat;
 pub mod gcn;
 pub mod init;
@@ -11,6 +12,7 @@ pub mod module;
 pub mod replay;
 pub mod sage;
 
+pub use config::{Forward, ModelConfig, ModelKind};
 pub use gat::GatLayer;
 pub use init::Init;
 pub use layer::{
@@ -18,6 +20,6 @@ pub use layer::{
 };
 pub use linear::Linear;
 pub use mlp::Mlp;
-pub use model::{Forward, Gnn, ModelConfig, ModelKind, MODELS};
+pub use model::{Gnn, MODELS};
 pub use module::{Activation, Module};
 pub use sage::{Aggregator, LstmParams, SageLayer};

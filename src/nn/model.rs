@@ -15,25 +15,14 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
+use crate::nn::config::Aggregator;
+pub use crate::nn::config::{Forward, ModelConfig, ModelKind};
 use crate::nn::layer::{BuildCtx, HybridLayer, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
-use crate::nn::sage::Aggregator;
 use crate::nn::{gat, gcn, sage};
 use crate::ops;
 use crate::tensor::Tensor;
-
-/// Which GNN.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModelKind {
-    /// GraphSAGE (`--aggr` picks the aggregator).
-    Sage,
-    /// GCN, normalised with the graph's degrees.
-    Gcn,
-    /// GAT, multi-head attention.
-    Gat,
-}
 
 /// The registry of model kinds: each kind's names, help and configuration, defined in the
 /// kind's own file beside its layer. `--model` and the help read it.
@@ -80,36 +69,6 @@ impl std::str::FromStr for ModelKind {
 /// integers, and every backend runs the same models. [`ModelConfig::validate`] checks it
 /// before anything is allocated.
 pub const MAX_PARAMETER_VALUES: u64 = u32::MAX as u64;
-
-/// Shape of a model, as the CLI flags, the JSON output and checkpoints carry it: the
-/// widths every kind shares, plus each kind's own settings flat beside them (so old JSON
-/// and checkpoints compare field by field). A kind's layers never read this struct for
-/// their own settings: they read their kind's config type ([`ModelConfig::kind_config`]:
-/// `SageConfig`, `GcnConfig`, `GatConfig`), built from it by the kind's registry entry.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct ModelConfig {
-    /// Which model.
-    pub kind: ModelKind,
-    /// SAGE's neighbour aggregator (read into `SageConfig`; ignored by GCN and GAT).
-    pub aggr: Aggregator,
-    /// Input feature width.
-    pub in_dim: usize,
-    /// Hidden width (per head for GAT).
-    pub hidden: usize,
-    /// Output width: the number of classes.
-    pub out_dim: usize,
-    /// Number of layers (one per fanout).
-    pub layers: usize,
-    /// Dropout probability between layers.
-    pub dropout: f64,
-    /// GAT (read into `GatConfig`): attention heads of the hidden layers (the output
-    /// layer has one).
-    pub heads: usize,
-    /// GAT: dropout on the attention weights (0 in the PyG peer).
-    pub attn_dropout: f64,
-    /// GAT: add a self-loop to every dst node without one (PyG's default).
-    pub self_loops: bool,
-}
 
 impl ModelConfig {
     /// Checks the values a user can get wrong.
@@ -250,26 +209,6 @@ impl ModelConfig {
     }
 }
 
-impl Default for ModelConfig {
-    /// The CLI's defaults: GraphSAGE-mean, 2 layers, hidden 256, dropout 0.5 (GAT: 4
-    /// heads, no attention dropout, self-loops). `in_dim` and `out_dim` are 0: set them, or
-    /// let `Trainer::new` take them from the dataset.
-    fn default() -> Self {
-        ModelConfig {
-            kind: ModelKind::Sage,
-            aggr: Aggregator::Mean,
-            in_dim: 0,
-            hidden: 256,
-            out_dim: 0,
-            layers: 2,
-            dropout: 0.5,
-            heads: 4,
-            attn_dropout: 0.0,
-            self_loops: true,
-        }
-    }
-}
-
 /// Builder-style setters, one per field: `ModelConfig::default().kind(ModelKind::Gcn).hidden(64)`.
 impl ModelConfig {
     /// Sets the model kind.
@@ -322,17 +261,6 @@ impl ModelConfig {
         self.self_loops = on;
         self
     }
-}
-
-/// Per-call state of a forward pass.
-#[derive(Clone, Debug, Default)]
-pub struct Forward {
-    /// Dropout on.
-    pub training: bool,
-    /// Seed of the dropout masks.
-    pub seed: u64,
-    /// Epoch (dropout masks change every epoch).
-    pub epoch: u64,
 }
 
 /// A stack of GNN layers.

@@ -25,34 +25,18 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Buckets};
+pub use crate::nn::config::Aggregator;
+use crate::nn::config::{Forward, ModelConfig, ModelKind};
 use crate::nn::init::{self, Init};
 use crate::nn::layer::{
     BuildCtx, HybridLayer, HybridSpec, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry,
 };
 use crate::nn::linear::Linear;
-use crate::nn::model::{Forward, ModelConfig, ModelKind};
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
 use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
-
-/// How a SAGE layer aggregates its neighbours.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Aggregator {
-    /// Mean of the neighbours.
-    Mean,
-    /// Sum of the neighbours.
-    Sum,
-    /// Element-wise max of the neighbours after a linear layer and ReLU (DGL's `pool`).
-    Pool,
-    /// Element-wise max of the neighbours' features themselves (PyG's `max`; 0 for a node
-    /// without neighbours).
-    Max,
-    /// An LSTM over the neighbours.
-    Lstm,
-}
 
 impl std::str::FromStr for Aggregator {
     type Err = Error;

@@ -31,7 +31,6 @@ use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
 use crate::ops::rows::{dims2, parallel, u32_count};
-use crate::ops::segment_sum::check_block;
 use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
@@ -183,7 +182,6 @@ pub(crate) fn check_edges(
             ),
         ));
     }
-    check_block(op, block)?;
     Ok(heads)
 }
 

@@ -18,7 +18,6 @@ pub mod betty;
 pub mod buffalo;
 pub mod buffalo_model;
 pub mod cherry;
-pub mod footprint;
 pub mod grem;
 pub mod kway;
 pub mod memory;
@@ -26,81 +25,15 @@ pub mod metis;
 pub mod parts;
 pub mod random;
 pub mod range;
+mod registry;
 pub mod stats;
 
 use crate::error::{Error, Result};
 use crate::graph::{Block, Csr, Slicer};
 
 pub use memory::{format_bytes, parse_bytes, ChunkPass, MemoryEstimator, Resident};
+pub use registry::{by_name, help, names, Entry, REGISTRY};
 pub use stats::{MicroBatchStats, PartitionStats};
-
-/// One partitioner the engine offers: the name `--partitioner` takes, a line of help and
-/// its constructor (default options).
-pub struct Entry {
-    /// The name (`--partitioner NAME`).
-    pub name: &'static str,
-    /// What it does, in a phrase (the CLI's help lists it).
-    pub about: &'static str,
-    /// A partitioner with its default options.
-    pub make: fn() -> Box<dyn Partitioner>,
-}
-
-/// Every partitioner, in the order `partition --compare` runs them: the one list the CLI,
-/// its help, `--compare` and the tests read (adding a partitioner is one entry here).
-pub const REGISTRY: &[Entry] = &[
-    Entry {
-        name: "random",
-        about: "a seeded shuffle cut into K equal chunks",
-        make: || Box::new(random::RandomPartitioner),
-    },
-    Entry {
-        name: "range",
-        about: "K contiguous chunks of the batch's seeds",
-        make: || Box::new(range::RangePartitioner),
-    },
-    Entry {
-        name: "metis",
-        about: "METIS k-way on the seed-induced graph",
-        make: || Box::new(metis::MetisPartitioner::default()),
-    },
-    Entry {
-        name: "betty",
-        about: "Betty: METIS on the redundancy-embedded graph, seeds weighted by memory",
-        make: || Box::new(betty::BettyPartitioner::default()),
-    },
-    Entry {
-        name: "cherry",
-        about: "Cherry: METIS on the out-degree-weighted message-flow graph, cut once",
-        make: || Box::new(cherry::CherryPartitioner::default()),
-    },
-    Entry {
-        name: "buffalo",
-        about: "Buffalo: degree buckets split and grouped on a memory model",
-        make: || Box::new(buffalo::BuffaloPartitioner::default()),
-    },
-    Entry {
-        name: "grem",
-        about: "Armada's GREM: streaming min-edge-cut with refinement passes",
-        make: || Box::new(grem::GremPartitioner::default()),
-    },
-];
-
-/// The names of [`REGISTRY`], in its order.
-pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|e| e.name).collect()
-}
-
-/// The CLI's help for `--partitioner`, from [`REGISTRY`].
-pub fn help() -> String {
-    let list: Vec<String> = REGISTRY
-        .iter()
-        .map(|e| format!("{} ({})", e.name, e.about))
-        .collect();
-    format!(
-        "How seeds are split into micro-batches: {}. See docs/PARTITIONING.md",
-        list.join("; ")
-    )
-}
 
 /// Everything a partitioner may read about one batch.
 pub struct Batch<'a> {
@@ -159,17 +92,6 @@ pub trait Partitioner: Send {
     /// A line about the last call worth reporting (e.g. a model's error), if any.
     fn note(&self) -> Option<String> {
         None
-    }
-}
-
-/// The partitioner called `name`.
-pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
-    match REGISTRY.iter().find(|e| e.name == name) {
-        Some(e) => Ok((e.make)()),
-        None => Err(Error::invalid(format!(
-            "unknown partitioner `{name}`: expected one of {}",
-            names().join(", ")
-        ))),
     }
 }
 

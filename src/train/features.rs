@@ -73,9 +73,10 @@ impl FromStr for FeaturePlacement {
             "auto" => Ok(FeaturePlacement::Auto),
             "host" => Ok(FeaturePlacement::Host),
             "device" => Ok(FeaturePlacement::Device),
-            _ => Err(Error::invalid(format!(
-                "--features `{s}`: expected auto, host or device"
-            ))),
+            _ => Err(Error::flag(
+                "--features",
+                format!("--features `{s}`: expected auto, host or device"),
+            )),
         }
     }
 }

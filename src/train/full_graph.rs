@@ -68,8 +68,13 @@ use crate::train::micro::{with_held_grads, SAFETY_MARGIN};
 use crate::train::row_reuse::{assembly_peak_bytes, Dedup, KeptRows, Reuse};
 use crate::train::trainer::{Phases, Trainer};
 
+mod host;
 mod hybrid;
+mod stats;
+use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
 use hybrid::{HybridOut, HybridRows};
+use stats::RowCounter;
+pub use stats::{ChunkStats, FullGraphStats, LayerRows};
 
 /// `--full-graph`: how full-graph training is chunked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,116 +132,6 @@ impl std::str::FromStr for NodeOrder {
 /// search compares counts under one order.
 pub const ORDER_PARTS: usize = 64;
 
-/// One chunk as run: which layer and pass, its size, its predicted and measured peaks.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct ChunkStats {
-    /// Layer (0: the input layer).
-    pub layer: usize,
-    /// `forward`, `loss` or `backward`.
-    pub pass: String,
-    /// Chunk index within the layer.
-    pub chunk: usize,
-    /// Destination nodes.
-    pub num_dst: usize,
-    /// Source nodes (rows uploaded).
-    pub num_src: usize,
-    /// The estimator's peak bytes.
-    pub est_peak_bytes: u64,
-    /// The device tracker's peak bytes.
-    pub peak_bytes: u64,
-}
-
-/// A full-graph epoch's figures (`EpochStats::full_graph`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct FullGraphStats {
-    /// Chunks per layer.
-    pub chunks: usize,
-    /// The largest estimated chunk peak.
-    pub est_peak_bytes: u64,
-    /// The largest measured chunk peak.
-    pub peak_bytes: u64,
-    /// Bytes of vertex rows uploaded (features, `H`, `G`, labels): host to device.
-    pub rows_to_device_bytes: u64,
-    /// Bytes of vertex rows read back (`H`, input gradients): device to host.
-    pub rows_to_host_bytes: u64,
-    /// Every chunk run, in order.
-    pub chunk_runs: Vec<ChunkStats>,
-    /// Per layer, the replication of its input rows over the chunks (one pass).
-    pub layers: Vec<LayerRows>,
-    /// Chunks that ran out of memory and were split in two (for the rest of the run).
-    #[serde(default)]
-    pub oom_splits: usize,
-}
-
-/// How often one layer's input rows are read and uploaded in one pass over its chunks:
-/// the naive replication (every chunk uploads all its rows) against what deduplicated
-/// transfers (HongTu's reuse of the rows consecutive chunks share) upload.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct LayerRows {
-    /// Layer (0: the input layer, whose rows are the features).
-    pub layer: usize,
-    /// Rows the chunks read: the sum of their source nodes (what naive transfers upload).
-    #[serde(default)]
-    pub rows_read: u64,
-    /// Rows uploaded: `rows_read` less the rows taken from the previous chunk on the
-    /// device (equal without `--dedup-transfers`).
-    pub rows_uploaded: u64,
-    /// Distinct rows among them: a perfect cache would upload each once.
-    pub distinct_rows: u64,
-    /// Rows a chunk shares with the chunk before it: what keeping the previous chunk's
-    /// rows on the device would save.
-    pub shared_with_previous: u64,
-}
-
-impl LayerRows {
-    /// `rows_uploaded / distinct_rows`.
-    pub fn replication(&self) -> f64 {
-        self.rows_uploaded as f64 / self.distinct_rows.max(1) as f64
-    }
-
-    /// `rows_read / distinct_rows`: the replication of naive transfers.
-    pub fn naive_replication(&self) -> f64 {
-        self.rows_read as f64 / self.distinct_rows.max(1) as f64
-    }
-}
-
-/// Counts [`LayerRows`] over a layer's chunks, one source list at a time.
-struct RowCounter {
-    rows: LayerRows,
-    /// Per node: 1 + the last chunk that read it (0: none).
-    last: Vec<u32>,
-    chunk: u32,
-}
-
-impl RowCounter {
-    fn new(layer: usize, num_nodes: usize) -> Self {
-        RowCounter {
-            rows: LayerRows {
-                layer,
-                ..Default::default()
-            },
-            last: vec![0; num_nodes],
-            chunk: 0,
-        }
-    }
-
-    /// A chunk that reads the rows of `src`, `reused` of them taken on the device.
-    fn add(&mut self, src: &[u32], reused: usize) {
-        self.chunk += 1;
-        self.rows.rows_read += src.len() as u64;
-        self.rows.rows_uploaded += (src.len() - reused) as u64;
-        for &v in src {
-            let seen = &mut self.last[v as usize];
-            match *seen {
-                0 => self.rows.distinct_rows += 1,
-                c if c + 1 == self.chunk => self.rows.shared_with_previous += 1,
-                _ => {}
-            }
-            *seen = self.chunk;
-        }
-    }
-}
-
 /// The result of a full-graph epoch.
 pub(crate) struct FullGraphOutcome {
     pub loss_sum: f64,
@@ -244,126 +139,6 @@ pub(crate) struct FullGraphOutcome {
     pub seeds: usize,
     pub phases: Phases,
     pub stats: FullGraphStats,
-}
-
-/// One layer's rows on the host: a row per node of the layer, in the plan's order.
-struct HostMatrix {
-    width: usize,
-    data: Vec<f32>,
-    /// Global node id to row (`u32::MAX`: not in the layer).
-    pos: Vec<u32>,
-}
-
-impl HostMatrix {
-    fn zeros(nodes: &[u32], width: usize, num_nodes: usize) -> Result<Self> {
-        let len = nodes.len().checked_mul(width).ok_or_else(|| {
-            Error::invalid(format!(
-                "full-graph: {} rows of width {width} overflow the address space",
-                nodes.len()
-            ))
-        })?;
-        let mut pos = vec![u32::MAX; num_nodes];
-        for (i, &v) in nodes.iter().enumerate() {
-            pos[v as usize] = i as u32;
-        }
-        Ok(HostMatrix {
-            width,
-            data: vec![0.0; len],
-            pos,
-        })
-    }
-
-    fn row(&self, v: u32) -> Result<usize> {
-        match self.pos.get(v as usize) {
-            Some(&r) if r != u32::MAX => Ok(r as usize),
-            _ => Err(Error::invalid(format!(
-                "full-graph: node {v} has no row in this layer"
-            ))),
-        }
-    }
-
-    /// The rows of `ids`, row-major.
-    fn gather(&self, ids: &[u32]) -> Result<Vec<f32>> {
-        let w = self.width;
-        let rows = ids
-            .iter()
-            .map(|&v| self.row(v))
-            .collect::<Result<Vec<_>>>()?;
-        let mut out = vec![0.0f32; ids.len() * w];
-        out.par_chunks_mut(w.max(1))
-            .zip(rows.par_iter())
-            .for_each(|(o, &r)| o.copy_from_slice(&self.data[r * w..(r + 1) * w]));
-        Ok(out)
-    }
-
-    /// Adds `values` (row-major, one row per id) into the rows of `ids`, which are
-    /// distinct (a block's source nodes), so rows are written in parallel.
-    fn scatter_add(&mut self, ids: &[u32], values: &[f32]) -> Result<()> {
-        let w = self.width;
-        if values.len() != ids.len() * w {
-            return Err(Error::invalid(format!(
-                "full-graph: {} gradient values for {} rows of width {w}",
-                values.len(),
-                ids.len()
-            )));
-        }
-        let rows = ids
-            .iter()
-            .map(|&v| self.row(v))
-            .collect::<Result<Vec<_>>>()?;
-        let mut seen = vec![false; self.data.len() / w.max(1)];
-        for &r in &rows {
-            if std::mem::replace(&mut seen[r], true) {
-                return Err(Error::invalid(
-                    "full-graph: a chunk lists one source node twice",
-                ));
-            }
-        }
-        let out = RowsPtr(self.data.as_mut_ptr());
-        rows.par_iter().enumerate().for_each(|(i, &r)| {
-            let out = &out;
-            // SAFETY: `r < rows of data` (from `row`), and the rows are distinct (checked
-            // above), so each task writes its own row and no two alias.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.0.add(r * w), w) };
-            for (a, b) in dst.iter_mut().zip(&values[i * w..(i + 1) * w]) {
-                *a += b;
-            }
-        });
-        Ok(())
-    }
-}
-
-/// The host matrix's rows, written by disjoint parallel tasks.
-struct RowsPtr(*mut f32);
-// SAFETY: shared only by `scatter_add`, whose tasks write disjoint rows.
-unsafe impl Sync for RowsPtr {}
-
-/// Reads the gradient of layer `l`'s input leaf `x` (rows of `src`) back to the host, adds
-/// it into `g` (the previous layer's output gradient) and frees it; returns the bytes read.
-fn add_input_grad(x: &Tensor, l: usize, g: &mut HostMatrix, src: &[u32]) -> Result<u64> {
-    let gx = x
-        .grad()
-        .ok_or_else(|| Error::invalid(format!("full-graph: layer {l}'s input got no gradient")))?;
-    let rows = gx.to_vec_f32()?;
-    drop(gx);
-    x.set_grad(None);
-    g.scatter_add(src, &rows)?;
-    Ok(f32_bytes(rows.len()))
-}
-
-/// `rows` zero rows of `width` floats on the host.
-fn host_rows(rows: usize, width: usize) -> Result<Vec<f32>> {
-    let len = rows.checked_mul(width).ok_or_else(|| {
-        Error::invalid(format!(
-            "full-graph: {rows} rows of width {width} overflow the address space"
-        ))
-    })?;
-    Ok(vec![0.0; len])
-}
-
-/// Bytes of `n` f32 values.
-pub(crate) fn f32_bytes(n: usize) -> u64 {
-    (n as u64).saturating_mul(4)
 }
 
 /// The largest estimated chunk peak of `plan` (with the resident state `state`), over

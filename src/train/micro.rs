@@ -71,9 +71,10 @@ impl std::str::FromStr for Loader {
         match s {
             "slice" => Ok(Loader::Slice),
             "per-micro-batch" => Ok(Loader::PerMicroBatch),
-            _ => Err(Error::invalid(format!(
-                "--loader `{s}`: expected slice or per-micro-batch"
-            ))),
+            _ => Err(Error::flag(
+                "--loader",
+                format!("--loader `{s}`: expected slice or per-micro-batch"),
+            )),
         }
     }
 }

@@ -534,7 +534,10 @@ fn features_on_device(
     let bytes = estimator.rounded(features.bytes() as u64);
     let refuse = |why: String| -> Result<bool> {
         if explicit {
-            Err(Error::invalid(format!("--features device: {why}")))
+            Err(Error::flag(
+                "--features",
+                format!("--features device: {why}"),
+            ))
         } else {
             Ok(false)
         }
@@ -813,11 +816,14 @@ impl<'a> Trainer<'a> {
     pub fn set_collective(&mut self, collective: Arc<dyn crate::dist::Collective>) -> Result<()> {
         if collective.size() > 1 && self.config.full_graph.is_some() {
             // Full-graph chunks are not dealt to ranks: each would train the whole graph.
-            return Err(Error::invalid(format!(
-                "--full-graph trains in one process; run it without mpirun (or drop \
+            return Err(Error::flag(
+                "--full-graph",
+                format!(
+                    "--full-graph trains in one process; run it without mpirun (or drop \
                  --full-graph to share micro-batches among the {} ranks)",
-                collective.size()
-            )));
+                    collective.size()
+                ),
+            ));
         }
         self.dist = crate::dist::Dist::for_device(collective, self.config.device)?;
         Ok(())
@@ -1452,7 +1458,7 @@ fn check_full_graph(config: &TrainConfig) -> Result<()> {
         )));
     }
     if config.full_graph.as_ref().and_then(|f| f.chunks) == Some(0) {
-        return Err(Error::invalid("--chunks must be at least 1"));
+        return Err(Error::flag("--chunks", "--chunks must be at least 1"));
     }
     Ok(())
 }

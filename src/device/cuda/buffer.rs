@@ -9,11 +9,10 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 
-use crate::device::cuda::args::FillArgs;
-use crate::device::cuda::context::{driver_err, Context};
 use crate::device::cuda::staging::{PinnedChunk, CHUNK_BYTES};
+use crate::device::cuda::{driver_err, Context};
 use crate::device::{size_class, Allocation};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Uploads at least this large go through the pinned staging chunks.
 const PINNED_MIN: usize = CHUNK_BYTES;
@@ -70,28 +69,6 @@ impl CudaBuffer {
             .memset_zeros(b.slice_mut())
             .map_err(|e| driver_err("memset", e))?;
         Ok(b)
-    }
-
-    /// A buffer of `n` 4-byte values, each the 32-bit `word` (an f32's bits or a u32),
-    /// written by `fill_u32` of `kernels/assign.cu`; zeros are cleared by a memset.
-    pub fn filled(ctx: &Arc<Context>, n: usize, word: u32) -> Result<CudaBuffer> {
-        let bytes = (n * 4) as u64;
-        if word == 0 {
-            return Self::zeros(ctx, bytes);
-        }
-        let count = u32::try_from(n).map_err(|_| {
-            Error::invalid(format!(
-                "fill: {n} values do not fit the kernel's u32 count"
-            ))
-        })?;
-        let out = Self::new(ctx, bytes)?;
-        let args = FillArgs {
-            out: (&out).into(),
-            word,
-            n: count,
-        };
-        ctx.launch_args_1d(&args, n as u64)?;
-        Ok(out)
     }
 
     /// A buffer holding `bytes` (padded with zeros to a whole word). Large uploads go

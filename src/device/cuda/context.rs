@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
+use crate::device::cuda::driver_err;
 use crate::device::cuda::staging::{PinnedChunk, Ring, MAX_CHUNKS};
 use crate::device::{BufferPool, Device, MemoryTracker};
 use crate::error::{Error, Result};
@@ -205,14 +206,6 @@ pub(crate) fn alloc_error(
         }
     } else {
         driver_err(&format!("alloc of {bytes} bytes"), e)
-    }
-}
-
-/// Wraps a CUDA driver error.
-pub(crate) fn driver_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Backend {
-        backend: "cuda",
-        msg: format!("{what}: {e}"),
     }
 }
 

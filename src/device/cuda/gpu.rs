@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use crate::device::cuda::args::FillArgs;
 use crate::device::cuda::{Context, CudaBuffer};
 use crate::device::gpu::GpuDevice;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 impl GpuDevice for Context {
     type Buffer = CudaBuffer;
@@ -48,5 +49,29 @@ impl GpuDevice for Context {
         _span: impl Fn(usize, usize) -> usize,
     ) -> Result<Vec<(usize, usize)>> {
         Ok(if n == 0 { Vec::new() } else { vec![(0, n)] })
+    }
+}
+
+impl CudaBuffer {
+    /// A buffer of `n` 4-byte values, each the 32-bit `word` (an f32's bits or a u32),
+    /// written by `fill_u32` of `kernels/assign.cu`; zeros are cleared by a memset.
+    pub fn filled(ctx: &Arc<Context>, n: usize, word: u32) -> Result<CudaBuffer> {
+        let bytes = (n * 4) as u64;
+        if word == 0 {
+            return Self::zeros(ctx, bytes);
+        }
+        let count = u32::try_from(n).map_err(|_| {
+            Error::invalid(format!(
+                "fill: {n} values do not fit the kernel's u32 count"
+            ))
+        })?;
+        let out = Self::new(ctx, bytes)?;
+        let args = FillArgs {
+            out: (&out).into(),
+            word,
+            n: count,
+        };
+        ctx.launch_args_1d(&args, n as u64)?;
+        Ok(out)
     }
 }

@@ -9,7 +9,7 @@
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use crate::device::cuda::context::{driver_err, Context};
+use crate::device::cuda::{driver_err, Context};
 use crate::device::cuda::{nvrtc, CudaBuffer};
 use crate::error::{Error, Result};
 

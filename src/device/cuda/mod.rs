@@ -24,3 +24,13 @@ pub use block::BlockBuffers;
 pub use buffer::CudaBuffer;
 pub use context::{context, devices, driver_version, probe, Context, CudaDeviceSummary};
 pub use launch::{Arg, Kernel, BLOCK};
+
+use crate::error::Error;
+
+/// Wraps a CUDA driver error.
+pub(crate) fn driver_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Backend {
+        backend: "cuda",
+        msg: format!("{what}: {e}"),
+    }
+}

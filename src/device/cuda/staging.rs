@@ -117,13 +117,13 @@ impl StagingChunk for PinnedChunk {
         // An event never recorded counts as complete.
         self.copied
             .try_is_complete()
-            .map_err(|e| super::context::driver_err("staging event", e))
+            .map_err(|e| super::driver_err("staging event", e))
     }
 
     fn wait(&self) -> Result<()> {
         self.copied
             .synchronize()
-            .map_err(|e| super::context::driver_err("staging event", e))
+            .map_err(|e| super::driver_err("staging event", e))
     }
 }
 

@@ -7,16 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::device::wgpu::{AssignParams, Context, Kernel};
+use crate::device::wgpu::Context;
 use crate::device::{size_class, Allocation};
 use crate::error::{Error, Result};
-
-/// The kernel of [`WgpuBuffer::filled`].
-const FILL: Kernel = Kernel {
-    stem: "assign",
-    source: include_str!("../../../shaders/assign.wgsl"),
-    entry: "fill_u32",
-};
 
 /// A pooled storage buffer of at least `len` bytes.
 pub struct WgpuBuffer {
@@ -116,22 +109,6 @@ impl WgpuBuffer {
         let b = Self::new(ctx, len)?;
         ctx.record_clear(b.raw());
         Ok(b)
-    }
-
-    /// A buffer of `n` 4-byte values, each the 32-bit `word` (an f32's bits or a u32),
-    /// written by `fill_u32` of `shaders/assign.wgsl`; zeros are cleared, not filled.
-    pub fn filled(ctx: &Arc<Context>, n: usize, word: u32) -> Result<WgpuBuffer> {
-        let bytes = (n * 4) as u64;
-        if word == 0 {
-            return Self::zeros(ctx, bytes);
-        }
-        let out = Self::new(ctx, bytes)?;
-        let params = AssignParams {
-            word,
-            ..Default::default()
-        };
-        ctx.launch_chunked(&FILL, params, &[(1, &out)], &[], n as u64)?;
-        Ok(out)
     }
 
     /// The wgpu buffer.

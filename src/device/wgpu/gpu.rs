@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::device::gpu::GpuDevice;
-use crate::device::wgpu::{Context, WgpuBuffer};
+use crate::device::wgpu::{AssignParams, Context, Kernel, WgpuBuffer};
 use crate::error::Result;
 
 impl GpuDevice for Context {
@@ -47,5 +47,30 @@ impl GpuDevice for Context {
         span: impl Fn(usize, usize) -> usize,
     ) -> Result<Vec<(usize, usize)>> {
         Context::split(self, what, n, span)
+    }
+}
+
+/// The kernel of [`WgpuBuffer::filled`].
+const FILL: Kernel = Kernel {
+    stem: "assign",
+    source: include_str!("../../../shaders/assign.wgsl"),
+    entry: "fill_u32",
+};
+
+impl WgpuBuffer {
+    /// A buffer of `n` 4-byte values, each the 32-bit `word` (an f32's bits or a u32),
+    /// written by `fill_u32` of `shaders/assign.wgsl`; zeros are cleared, not filled.
+    pub fn filled(ctx: &Arc<Context>, n: usize, word: u32) -> Result<WgpuBuffer> {
+        let bytes = (n * 4) as u64;
+        if word == 0 {
+            return Self::zeros(ctx, bytes);
+        }
+        let out = Self::new(ctx, bytes)?;
+        let params = AssignParams {
+            word,
+            ..Default::default()
+        };
+        ctx.launch_chunked(&FILL, params, &[(1, &out)], &[], n as u64)?;
+        Ok(out)
     }
 }

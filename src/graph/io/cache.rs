@@ -65,7 +65,7 @@ use crate::atomic::AtomicFile;
 use crate::error::{Error, Result};
 use crate::graph::array::Array;
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{complete, Dataset, LoadOptions, Parts, Split, MAX_CLASSES, UNLABELED};
+use crate::graph::io::parts::{LoadOptions, Parts, Split, MAX_CLASSES, UNLABELED};
 use crate::graph::io::{edgelist, ogb};
 use crate::rng::mix64;
 
@@ -236,19 +236,25 @@ fn default_base(data: &Path) -> PathBuf {
     }
 }
 
-/// Loads `path` through the cache folders of [`cache_dirs`] (or without cache if
+/// What a load read, before `dataset` completes it.
+pub(crate) struct Loaded {
+    /// What the files (or the cache entry) hold.
+    pub parts: Parts,
+    /// The label file, for errors about `--classes`.
+    pub labels_file: Option<PathBuf>,
+    /// What the cache did.
+    pub status: CacheStatus,
+}
+
+/// Reads `path` through the cache folders of [`cache_dirs`] (or without cache if
 /// `opts.cache` is off).
-pub fn load(path: &Path, opts: &LoadOptions) -> Result<(Dataset, CacheStatus)> {
+pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let dirs = cache_dirs(path, opts.cache_dir.as_deref(), &|k| std::env::var_os(k));
     load_in(path, opts, &dirs)
 }
 
-/// Loads `path` through the given cache folders, tried in order.
-pub fn load_in_dirs(
-    path: &Path,
-    opts: &LoadOptions,
-    dirs: &[PathBuf],
-) -> Result<(Dataset, CacheStatus)> {
+/// Reads `path` through the given cache folders, tried in order.
+pub(crate) fn load_in_dirs(path: &Path, opts: &LoadOptions, dirs: &[PathBuf]) -> Result<Loaded> {
     let dirs: Vec<CacheDir> = dirs
         .iter()
         .map(|p| CacheDir {
@@ -265,7 +271,7 @@ enum Source {
     EdgeList,
 }
 
-fn load_in(path: &Path, opts: &LoadOptions, dirs: &[CacheDir]) -> Result<(Dataset, CacheStatus)> {
+fn load_in(path: &Path, opts: &LoadOptions, dirs: &[CacheDir]) -> Result<Loaded> {
     let meta = fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let source = if meta.is_dir() {
         Source::Ogb(Box::new(ogb::OgbFiles::locate(
@@ -295,7 +301,11 @@ fn load_in(path: &Path, opts: &LoadOptions, dirs: &[CacheDir]) -> Result<(Datase
         Source::EdgeList => edgelist::load_parts(path),
     };
     let finish = |parts: Parts, status: CacheStatus| {
-        complete(parts, opts, labels_file.as_deref()).map(|d| (d, status))
+        Ok(Loaded {
+            parts,
+            labels_file: labels_file.clone(),
+            status,
+        })
     };
     if !opts.cache || cfg!(target_endian = "big") {
         return finish(parse()?, CacheStatus::Disabled);

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{complete, csr_bytes, ensure_allocatable, Dataset, LoadOptions, Parts};
+use crate::graph::io::parts::{csr_bytes, ensure_allocatable, Parts};
 use crate::graph::io::text::{self, parse_node_id, LineParser};
 
 /// Largest id accepted, so that the node count (id + 1) fits a u32.
@@ -34,14 +34,6 @@ impl LineParser for Parser {
     }
 }
 
-/// Loads an edge-list file (no cache).
-pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
-    if let Some(split) = &opts.split {
-        return Err(no_split(path, split));
-    }
-    complete(load_parts(path)?, opts, None)
-}
-
 /// The error for `--split` on an edge list.
 pub(crate) fn no_split(path: &Path, split: &str) -> Error {
     Error::invalid(format!(
@@ -50,7 +42,7 @@ pub(crate) fn no_split(path: &Path, split: &str) -> Error {
     ))
 }
 
-/// Reads the edges; features, labels and the split are left to [`complete`].
+/// Reads the edges; features, labels and the split are left to `dataset::complete`.
 pub(crate) fn load_parts(path: &Path) -> Result<Parts> {
     let (mut src, mut dst) = (Vec::new(), Vec::new());
     text::parse_lines(

@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod edgelist;
 pub mod ogb;
+pub(crate) mod parts;
 mod text;
 pub mod write;
 

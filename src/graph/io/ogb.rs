@@ -20,9 +20,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
-use crate::graph::dataset::{
-    complete, csr_bytes, ensure_allocatable, Dataset, LoadOptions, Parts, Split, MAX_CLASSES,
-    UNLABELED,
+use crate::graph::io::parts::{
+    csr_bytes, ensure_allocatable, Parts, Split, MAX_CLASSES, UNLABELED,
 };
 use crate::graph::io::text::{self, parse_f32, parse_node_id, parse_u64, short, LineParser};
 
@@ -184,12 +183,6 @@ fn split_names(split_dir: &Path) -> Result<Vec<String>> {
     }
     names.sort();
     Ok(names)
-}
-
-/// Loads an OGB folder (no cache).
-pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
-    let files = OgbFiles::locate(dir, opts.split.as_deref())?;
-    complete(load_parts(dir, &files)?, opts, files.labels.as_deref())
 }
 
 /// Reads the files found by [`OgbFiles::locate`]; nothing is synthesized.

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{f32_bytes, FullGraphStats, HostMatrix};
+use super::host::{add_input_grad, f32_bytes, HostMatrix};
+use super::stats::FullGraphStats;
 use crate::error::{Error, Result};
 use crate::graph::ChunkPlan;
 use crate::nn::{Forward, Module};
@@ -128,7 +129,7 @@ impl Trainer<'_> {
             grad_in.scatter_add(&block.src_nodes, &src)?;
             st.rows_to_host_bytes += f32_bytes(src.len());
             drop(src);
-            st.rows_to_host_bytes += super::add_input_grad(&x, l, grad_in, dst)?;
+            st.rows_to_host_bytes += add_input_grad(&x, l, grad_in, dst)?;
             ph.gather += t.elapsed().as_secs_f64();
             Ok(())
         })?;
