@@ -18,6 +18,7 @@ pub mod betty;
 pub mod buffalo;
 pub mod buffalo_model;
 pub mod cherry;
+pub mod cherry_flow;
 pub mod footprint;
 pub mod grem;
 pub mod kway;
