@@ -86,6 +86,41 @@ struct Cut {
     labels: Vec<u32>,
 }
 
+impl Cut {
+    /// The `k` seed lists of `seeds` (each in the order of `seeds`).
+    fn lists(&self, seeds: &[u32], k: usize) -> Result<Vec<Vec<u32>>> {
+        let labels = seeds
+            .iter()
+            .map(|v| {
+                self.key
+                    .sorted_seeds
+                    .binary_search(v)
+                    .map(|i| self.labels[i])
+                    .map_err(|_| Error::invalid(format!("cherry: seed {v} not in the cut")))
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        Ok(parts::groups(seeds, &labels, k))
+    }
+}
+
+/// The key of the cut of `seeds` into `k`; errors on a repeated seed.
+fn cut_key(seeds: &[u32], graph: &Csr, k: usize) -> Result<CutKey> {
+    let mut sorted_seeds = seeds.to_vec();
+    sorted_seeds.sort_unstable();
+    if let Some(w) = sorted_seeds.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::invalid(format!(
+            "cherry: seed {} appears twice",
+            w[0]
+        )));
+    }
+    Ok(CutKey {
+        k,
+        num_nodes: graph.num_nodes,
+        num_edges: graph.num_edges(),
+        sorted_seeds,
+    })
+}
+
 /// Cherry's partitioner: cuts the message-flow graph on the first call for a seed set and
 /// reuses the cut while the seed set (and K, L, the graph's size) stay the same.
 #[derive(Debug)]
@@ -126,20 +161,7 @@ impl Cherry {
         _seed: u64,
     ) -> Result<Vec<Vec<u32>>> {
         parts::check_k("cherry", seeds.len(), k)?;
-        let mut sorted_seeds = seeds.to_vec();
-        sorted_seeds.sort_unstable();
-        if let Some(w) = sorted_seeds.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::invalid(format!(
-                "cherry: seed {} appears twice",
-                w[0]
-            )));
-        }
-        let key = CutKey {
-            k,
-            num_nodes: graph.num_nodes,
-            num_edges: graph.num_edges(),
-            sorted_seeds,
-        };
+        let key = cut_key(seeds, graph, k)?;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.as_ref().map(|c| &c.key) != Some(&key) {
             let cut =
@@ -154,17 +176,16 @@ impl Cherry {
         let cut = cache
             .as_ref()
             .ok_or_else(|| Error::invalid("cherry: no cut"))?;
-        let labels = seeds
-            .iter()
-            .map(|v| {
-                cut.key
-                    .sorted_seeds
-                    .binary_search(v)
-                    .map(|i| cut.labels[i])
-                    .map_err(|_| Error::invalid(format!("cherry: seed {v} not in the cut")))
-            })
-            .collect::<Result<Vec<u32>>>()?;
-        Ok(parts::groups(seeds, &labels, k))
+        cut.lists(seeds, k)
+    }
+
+    /// What [`Cherry::partition`] returns for `seeds`, `graph` and `k` when its cut is
+    /// cached (no METIS call); `None` when it is not, or on bad seeds.
+    pub fn cached(&self, seeds: &[u32], graph: &Csr, k: usize) -> Option<Vec<Vec<u32>>> {
+        let key = cut_key(seeds, graph, k).ok()?;
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let cut = cache.as_ref().filter(|c| c.key == key)?;
+        cut.lists(seeds, k).ok()
     }
 
     /// The cached seed lists (each increasing), for a loader that samples every
@@ -226,5 +247,9 @@ impl crate::partition::Partitioner for CherryPartitioner {
 
     fn note(&self) -> Option<String> {
         self.state.as_ref().and_then(Cherry::note)
+    }
+
+    fn cached(&self, seeds: &[u32], graph: &Csr, k: usize, _seed: u64) -> Option<Vec<Vec<u32>>> {
+        self.state.as_ref()?.cached(seeds, graph, k)
     }
 }

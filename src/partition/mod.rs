@@ -161,6 +161,14 @@ pub trait Partitioner: Send {
     fn note(&self) -> Option<String> {
         None
     }
+
+    /// What [`Partitioner::partition`] would return for `seeds` of `graph` and `k` with the
+    /// run's `seed`, when it can answer without reading the batch's sample (a cut made
+    /// once and cached); `None` otherwise. A loader that samples every micro-batch from its
+    /// own seeds then skips the full-batch sample.
+    fn cached(&self, _seeds: &[u32], _graph: &Csr, _k: usize, _seed: u64) -> Option<Vec<Vec<u32>>> {
+        None
+    }
 }
 
 /// The partitioner called `name`.
