@@ -285,7 +285,7 @@ impl Batch<'_> {
             .collect();
         println!("| hops | non-seeds | weight | MFG nodes | MFG entries | cut seconds | redundancy | next epoch's redundancy | max/mean seeds |");
         println!("|---|---|---|---|---|---|---|---|---|");
-        let variants = [FlowHops::One, FlowHops::Layers]
+        let variants = [FlowHops::Auto, FlowHops::One, FlowHops::Layers]
             .into_iter()
             .flat_map(|hops| {
                 [NonSeeds::Keep, NonSeeds::Remove]

@@ -133,6 +133,7 @@ fn partitioners<'a>() -> Vec<(&'static str, Partitioner<'a>)> {
         ("cherry-keep", cherry(FlowHops::One, NonSeeds::Keep)),
         ("cherry-remove", cherry(FlowHops::One, NonSeeds::Remove)),
         ("cherry-layers", cherry(FlowHops::Layers, NonSeeds::Keep)),
+        ("cherry-auto", cherry(FlowHops::Auto, NonSeeds::Keep)),
         (
             "buffalo",
             Box::new(|b: &Batch, k, seed| {

@@ -4,9 +4,10 @@
 //! The graph cut ([`crate::partition::cherry_flow`]) is by default the paper's 1-hop
 //! message-flow graph: the seeds and the sources they read, edge `u -> v` weighted by how
 //! many seeds read `u` (cutting the edges of a widely read source is what copies it into
-//! several micro-batches), non-seeds with vertex weight 0. [`FlowHops::Layers`] cuts the
-//! whole L-hop flow graph instead (nearly the whole graph when seeds are a tenth of it: the
-//! first cut cost 5-64x a Betty call). A graph METIS's 32-bit indices cannot hold is never
+//! several micro-batches), non-seeds with vertex weight 0; the whole L-hop flow graph when
+//! it is small ([`FlowHops::Auto`]: a low-degree graph). [`FlowHops::Layers`] always cuts
+//! the L-hop graph (nearly the whole graph when seeds are a tenth of it: the first cut
+//! cost 5-64x a Betty call). A graph METIS's 32-bit indices cannot hold is never
 //! built: the cut falls back to a smaller graph and says so ([`Cherry::note`]).
 //!
 //! The cut does not depend on the epoch's sample, so [`Cherry`] caches the assignment keyed
@@ -46,8 +47,10 @@ impl CherryOptions {
         FlowSpec {
             hops: match self.hops {
                 FlowHops::One => 1,
-                FlowHops::Layers => layers,
+                FlowHops::Layers | FlowHops::Auto => layers,
             },
+            entries_per_seed: (self.hops == FlowHops::Auto)
+                .then_some(cherry_flow::AUTO_ENTRIES_PER_SEED),
             non_seeds: self.non_seeds,
             weight: self.weight,
         }

@@ -2,11 +2,14 @@
 //! weighted by each source's out-degree, within METIS's 32-bit indices.
 //!
 //! The MFG of the seeds over `h` hops: every node within `h - 1` hops of a seed brings all
-//! its in-edges (duplicates and self-loops dropped). [`FlowHops::One`] (the default, the
-//! Cherry paper's graph) stops at the seeds' own in-edges: seeds and the sources they read.
+//! its in-edges (duplicates and self-loops dropped). [`FlowHops::One`] (the Cherry paper's
+//! graph) stops at the seeds' own in-edges: seeds and the sources they read.
 //! [`FlowHops::Layers`] follows all L hops of the model, so it holds every edge any
 //! epoch's sample can draw, but on a graph whose seeds are a tenth of its nodes its 2-hop
-//! MFG is nearly the whole graph (METIS on it cost 5-64x a Betty call).
+//! MFG is nearly the whole graph (METIS on it cost 5-64x a Betty call). [`FlowHops::Auto`]
+//! (the default) cuts the L-hop graph while it holds at most [`AUTO_ENTRIES_PER_SEED`]
+//! adjacency entries per seed (a low-degree graph, whose 1-hop graph barely joins its
+//! seeds), else the 1-hop one; its build stops as soon as it passes that size.
 //!
 //! Edge `u -> v` is weighted by its source's out-degree in the MFG (how many nodes read
 //! `u`): cutting the edges of a widely read source is what copies it into several
@@ -29,12 +32,22 @@ use crate::partition::kway::MetisGraph;
 /// How many hops of in-edges the flow graph follows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FlowHops {
-    /// The seeds' own in-edges: seeds and the sources they read (the Cherry paper's).
+    /// As many hops as the model has layers while the graph stays within
+    /// [`AUTO_ENTRIES_PER_SEED`] adjacency entries per seed, else one.
     #[default]
+    Auto,
+    /// The seeds' own in-edges: seeds and the sources they read (the Cherry paper's).
     One,
     /// As many hops as the model has layers.
     Layers,
 }
+
+/// [`FlowHops::Auto`]'s bound on the deeper graph: adjacency entries per seed (Betty's
+/// REG, whose cut costs are the goal, holds 30-40 per seed on products-like). Chosen on
+/// five graphs (`docs/PARTITIONING.md`): the 2-hop graph holds 9 per seed on road-like,
+/// where it cuts 9% less redundancy than the 1-hop one, and 29-470 on as-like,
+/// email-enron and products-like, where the 1-hop graph is within 2% or better.
+pub const AUTO_ENTRIES_PER_SEED: usize = 16;
 
 /// How non-seed nodes of the message-flow graph enter the cut.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,6 +76,9 @@ pub enum CherryWeight {
 pub struct FlowSpec {
     /// Hops of in-edges followed (at least 1).
     pub hops: usize,
+    /// When set, the `hops`-hop graph is cut only if it holds at most this many adjacency
+    /// entries per seed; the 1-hop graph otherwise ([`FlowHops::Auto`]).
+    pub entries_per_seed: Option<usize>,
     /// Whether non-seeds stay in the graph.
     pub non_seeds: NonSeeds,
     /// Edge weights.
@@ -95,6 +111,21 @@ pub(crate) fn cut_graph_within(
     spec: FlowSpec,
     limit: usize,
 ) -> Result<CutGraph> {
+    let mut spec = spec;
+    if let (Some(per_seed), true) = (spec.entries_per_seed, spec.hops > 1) {
+        // Not a fallback: the deeper graph is only wanted while it is small. Its
+        // discovery stops at 4x the bound in directed edges (leaves are dropped later).
+        let entries = per_seed.saturating_mul(seeds.len()).min(limit);
+        let edges = entries.saturating_mul(4).min(limit);
+        if let Ok(g) = build(graph, seeds, spec, edges, entries)? {
+            return Ok(CutGraph {
+                graph: g,
+                spec,
+                fallback: None,
+            });
+        }
+        spec.hops = 1;
+    }
     let mut tries = vec![spec];
     if spec.hops > 1 {
         tries.push(FlowSpec { hops: 1, ..spec });
@@ -108,7 +139,7 @@ pub(crate) fn cut_graph_within(
     }
     let mut refused: Vec<String> = Vec::new();
     for t in tries {
-        match build(graph, seeds, t, limit)? {
+        match build(graph, seeds, t, limit, limit)? {
             Ok(g) => {
                 let fallback = (!refused.is_empty()).then(|| {
                     format!(
@@ -134,8 +165,8 @@ pub(crate) fn cut_graph_within(
 
 /// The flow graph of `spec`, exactly (no fallback); an error if it does not fit METIS.
 pub fn message_flow_graph(graph: &Csr, seeds: &[u32], spec: FlowSpec) -> Result<MetisGraph> {
-    build(graph, seeds, spec, i32::MAX as usize)?
-        .map_err(|why| Error::invalid(format!("cherry: {why}")))
+    let limit = i32::MAX as usize;
+    build(graph, seeds, spec, limit, limit)?.map_err(|why| Error::invalid(format!("cherry: {why}")))
 }
 
 /// A flow graph's name in messages.
@@ -146,12 +177,14 @@ fn describe(spec: FlowSpec) -> String {
     }
 }
 
-/// `Ok(Ok(graph))`, `Ok(Err(why))` when it would pass `limit` nodes or adjacency entries
-/// (found before its METIS arrays are allocated), `Err` on bad input.
+/// `Ok(Ok(graph))`; `Ok(Err(why))` when its discovery passes `max_edges` directed edges
+/// or `limit` nodes, or the graph `limit` adjacency entries (all found before its METIS
+/// arrays are allocated); `Err` on bad input.
 fn build(
     graph: &Csr,
     seeds: &[u32],
     spec: FlowSpec,
+    max_edges: usize,
     limit: usize,
 ) -> Result<std::result::Result<MetisGraph, String>> {
     if spec.hops == 0 {
@@ -161,7 +194,7 @@ fn build(
     }
     let too_large = |nodes: usize, edges: usize| {
         format!(
-            "the {} of {} seeds has {nodes} nodes and at least {edges} edges, past the \
+            "the {} of {} seeds has {nodes} nodes and {edges} edges or more, past the \
              {limit} adjacency entries METIS's 32-bit indices (idx_t) can hold",
             describe(spec),
             seeds.len()
@@ -217,7 +250,7 @@ fn build(
                     dst.push(i as u32);
                 }
             }
-            if src.len() > limit || (keep && nodes.len() > limit) {
+            if src.len() > max_edges || (keep && nodes.len() > limit) {
                 return Ok(Err(too_large(nodes.len(), src.len())));
             }
         }
@@ -370,6 +403,7 @@ mod tests {
     fn spec(hops: usize, non_seeds: NonSeeds) -> FlowSpec {
         FlowSpec {
             hops,
+            entries_per_seed: None,
             non_seeds,
             weight: CherryWeight::LogOutDegree,
         }
@@ -421,6 +455,23 @@ mod tests {
             err.contains("seed-induced") && err.contains("betty"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn auto_hops_cut_the_deeper_graph_only_while_it_is_small() {
+        // The path of the fallback test: 3 hops give 8 entries for 2 seeds (4 per seed),
+        // 1 hop gives 6.
+        let g = Csr::from_edges(5, &[1, 2, 2, 3, 4], &[0, 0, 1, 2, 3]).unwrap();
+        let auto = |per_seed| FlowSpec {
+            entries_per_seed: Some(per_seed),
+            ..spec(3, NonSeeds::Keep)
+        };
+        let deep = cut_graph(&g, &[0, 1], auto(4)).unwrap();
+        assert_eq!((deep.spec.hops, deep.graph.num_entries()), (3, 8));
+        let shallow = cut_graph(&g, &[0, 1], auto(3)).unwrap();
+        assert_eq!((shallow.spec.hops, shallow.graph.num_entries()), (1, 6));
+        // Choosing the smaller graph by design is no fallback.
+        assert!(shallow.fallback.is_none());
     }
 
     #[test]
