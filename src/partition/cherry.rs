@@ -58,8 +58,9 @@ impl CherryOptions {
 }
 
 /// The flow graph of `seeds` that `opts` asks for (a `layers`-layer model), undirected and
-/// weighted; node `i < seeds.len()` is `seeds[i]`. An error, not a fallback, if METIS's
-/// 32-bit indices cannot hold it.
+/// weighted, as [`Cherry`] cuts it (with [`FlowHops::Auto`], the graph it picks); node
+/// `i < seeds.len()` is `seeds[i]`. An error, not a fallback, if METIS's 32-bit indices
+/// cannot hold it.
 pub fn message_flow_graph(
     graph: &Csr,
     seeds: &[u32],
@@ -69,7 +70,11 @@ pub fn message_flow_graph(
     if layers == 0 {
         return Err(Error::invalid("cherry: layers must be at least 1"));
     }
-    crate::partition::cherry_flow::message_flow_graph(graph, seeds, opts.spec(layers))
+    let cut = cherry_flow::cut_graph(graph, seeds, opts.spec(layers))?;
+    match cut.fallback {
+        Some(why) => Err(Error::invalid(why)),
+        None => Ok(cut.graph),
+    }
 }
 
 /// Key of a cached cut.
