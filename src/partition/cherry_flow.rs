@@ -43,7 +43,7 @@ pub enum FlowHops {
 }
 
 /// [`FlowHops::Auto`]'s bound on the deeper graph: adjacency entries per seed (Betty's
-/// REG, whose cut costs are the goal, holds 30-40 per seed on products-like). Chosen on
+/// REG, whose cut cost is the goal, holds 30-70 per seed on products-like). Chosen on
 /// five graphs (`docs/PARTITIONING.md`): the 2-hop graph holds 9 per seed on road-like,
 /// where it cuts 9% less redundancy than the 1-hop one, and 29-470 on as-like,
 /// email-enron and products-like, where the 1-hop graph is within 2% or better.
