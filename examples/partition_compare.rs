@@ -19,7 +19,7 @@ use clap::Parser;
 use espalier::graph::{self, Block, Csr, LoadOptions};
 use espalier::partition::betty::{betty, redundancy_graph, BettyOptions};
 use espalier::partition::buffalo::{buffalo, BuffaloOptions};
-use espalier::partition::cherry::{Cherry, CherryOptions, CherryWeight, NonSeeds};
+use espalier::partition::cherry::{Cherry, CherryOptions, CherryWeight, FlowHops, NonSeeds};
 use espalier::partition::grem::{grem_partition, grem_seeds, grem_working_bytes, GremOptions};
 use espalier::partition::kway::{edge_cut, metis_seeds, undirected_edges, MetisGraph};
 use espalier::partition::parts;
@@ -282,15 +282,23 @@ impl Batch<'_> {
             .into_iter()
             .map(Arc::new)
             .collect();
-        println!("| non-seeds | weight | MFG nodes | MFG entries | cut seconds | redundancy | next epoch's redundancy | max/mean seeds |");
-        println!("|---|---|---|---|---|---|---|---|");
-        for non_seeds in [NonSeeds::Keep, NonSeeds::Remove] {
+        println!("| hops | non-seeds | weight | MFG nodes | MFG entries | cut seconds | redundancy | next epoch's redundancy | max/mean seeds |");
+        println!("|---|---|---|---|---|---|---|---|---|");
+        let variants = [FlowHops::Auto, FlowHops::One, FlowHops::Layers]
+            .into_iter()
+            .flat_map(|hops| {
+                [NonSeeds::Keep, NonSeeds::Remove]
+                    .into_iter()
+                    .map(move |non_seeds| (hops, non_seeds))
+            });
+        for (hops, non_seeds) in variants {
             for weight in [
                 CherryWeight::LogOutDegree,
                 CherryWeight::OutDegree,
                 CherryWeight::Unit,
             ] {
                 let opts = CherryOptions {
+                    hops,
                     non_seeds,
                     weight,
                     metis_seed: seed,
@@ -305,7 +313,7 @@ impl Batch<'_> {
                 let s = partition_stats(blocks, &p)?;
                 let later = cherry.partition(seeds, &next, g, k, seed + 1)?;
                 println!(
-                    "| {non_seeds:?} | {weight:?} | {} | {} | {secs:.3} | {:.3} | {:.3} | {:.3} |",
+                    "| {hops:?} | {non_seeds:?} | {weight:?} | {} | {} | {secs:.3} | {:.3} | {:.3} | {:.3} |",
                     mfg.num_nodes(),
                     mfg.num_entries(),
                     s.redundancy,

@@ -8,6 +8,10 @@ use espalier::nn::ModelConfig;
 use espalier::train::{BatchSize, Loader, MicroConfig, Summary, TrainConfig, Trainer};
 
 fn run(k: usize, loader: Loader) -> Summary {
+    run_with("metis", k, loader, None)
+}
+
+fn run_with(partitioner: &str, k: usize, loader: Loader, memory_budget: Option<u64>) -> Summary {
     let data = graph::load("synthetic:cora-like,scale=0.2", &LoadOptions::default()).unwrap();
     let graph = Arc::new(data.graph.symmetrize());
     let config = TrainConfig::default()
@@ -18,9 +22,9 @@ fn run(k: usize, loader: Loader) -> Summary {
         .eval_every(0)
         .micro(MicroConfig {
             micro_batches: k,
-            partitioner: "metis".into(),
+            partitioner: partitioner.into(),
             loader,
-            ..MicroConfig::default()
+            memory_budget,
         });
     let mut t = Trainer::new(&data, graph, config).unwrap();
     t.run(None, &mut |_| {}).unwrap()
@@ -65,4 +69,33 @@ fn per_micro_batch_samples_differ_from_slices_and_are_reproducible() {
         s.micro_batches[0].batches.iter().map(|b| b.seeds).collect()
     };
     assert_eq!(seeds(&sliced), seeds(&own));
+}
+
+#[test]
+fn cached_cuts_skip_the_full_batch_sample_and_change_no_loss() {
+    for partitioner in ["cherry", "metis"] {
+        let skipping = run_with(partitioner, 4, Loader::PerMicroBatch, None);
+        // A budget far above any micro-batch keeps K = 4 and the same parts, but the
+        // planner estimates from the full sample, so every epoch samples it.
+        let sampling = run_with(partitioner, 4, Loader::PerMicroBatch, Some(1 << 40));
+        assert_eq!(losses(&skipping), losses(&sampling), "{partitioner}");
+        let sample_s =
+            |s: &Summary| -> Vec<f64> { s.epochs.iter().map(|e| e.phases.sample).collect() };
+        // The first epoch samples for the cut; later ones reuse it and sample nothing.
+        let skipped = sample_s(&skipping);
+        assert!(skipped[0] > 0.0, "{partitioner}: {skipped:?}");
+        assert!(
+            skipped[1..].iter().all(|&s| s == 0.0),
+            "{partitioner}: {skipped:?}"
+        );
+        assert!(
+            sample_s(&sampling).iter().all(|&s| s > 0.0),
+            "{partitioner}"
+        );
+        // Redundancy over the union of the micro-batches' inputs: at least 1.
+        for m in &skipping.micro_batches {
+            assert_eq!(m.k, 4);
+            assert!(m.redundancy >= 1.0, "{partitioner}: {}", m.redundancy);
+        }
+    }
 }

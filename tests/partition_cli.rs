@@ -46,12 +46,37 @@ fn compare_json_has_every_partitioner() {
         .map(|e| e["partitioner"].as_str().unwrap())
         .collect();
     assert_eq!(names, espalier::partition::names());
+    let stdout = String::from_utf8_lossy(&out.stdout);
     for e in entries {
         assert_eq!(e["k"], 4, "{e}");
         assert!(e["redundancy"].as_f64().unwrap() >= 1.0, "{e}");
         let batches = e["batches"].as_array().unwrap();
         assert_eq!(batches.len(), 4);
         assert!(batches.iter().all(|b| b["peak_bytes"].as_u64().is_some()));
+        // The table's largest/smallest ratios are the JSON's peaks'.
+        let name = e["partitioner"].as_str().unwrap();
+        let row: Vec<&str> = stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{stdout}"))
+            .split_whitespace()
+            .collect();
+        let spread = |key: &str| {
+            let v: Vec<f64> = batches.iter().map(|b| b[key].as_f64().unwrap()).collect();
+            let max = v.iter().cloned().fold(0.0, f64::max);
+            let min = v.iter().cloned().fold(f64::MAX, f64::min);
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            (max / min, max / mean)
+        };
+        // Columns: name, ep/b, K, redundancy, est. max and min (value and unit each),
+        // max/min, max/mean, peak max and min (value and unit), max/min, seconds.
+        let col = |i: usize| -> f64 { row[i].parse().unwrap_or_else(|_| panic!("{row:?}")) };
+        let (est_ratio, est_mean) = spread("est_peak_bytes");
+        assert!((col(8) - est_ratio).abs() < 1e-3, "{row:?}: {est_ratio}");
+        assert!((col(9) - est_mean).abs() < 1e-3, "{row:?}: {est_mean}");
+        let (peak_ratio, _) = spread("peak_bytes");
+        assert!((col(14) - peak_ratio).abs() < 1e-3, "{row:?}: {peak_ratio}");
+        assert!(col(8) >= 1.0 && col(14) >= 1.0, "{row:?}");
     }
 }
 

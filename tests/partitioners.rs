@@ -8,7 +8,7 @@ use std::sync::Arc;
 use espalier::graph::{sample_blocks, Block, BlockSizes, Csr, Slicer};
 use espalier::partition::betty::{betty, betty_memory_aware, redundancy_graph, BettyOptions};
 use espalier::partition::buffalo::{buffalo, buffalo_memory_aware, buffalo_plan, BuffaloOptions};
-use espalier::partition::cherry::{Cherry, CherryOptions, NonSeeds};
+use espalier::partition::cherry::{Cherry, CherryOptions, FlowHops, NonSeeds};
 use espalier::partition::grem::{grem_partition, grem_seeds, GremOptions};
 use espalier::partition::kway::{edge_cut, metis_graph_partition, metis_seeds};
 use espalier::rng::Rng;
@@ -97,11 +97,12 @@ fn size_bytes(sizes: &[BlockSizes]) -> u64 {
 type Partitioner<'a> = Box<dyn Fn(&Batch, usize, u64) -> Result<Vec<Vec<u32>>> + Send + Sync + 'a>;
 
 fn partitioners<'a>() -> Vec<(&'static str, Partitioner<'a>)> {
-    let cherry = |non_seeds| -> Partitioner<'a> {
+    let cherry = |hops, non_seeds| -> Partitioner<'a> {
         Box::new(move |b: &Batch, k, seed| {
             let c = Cherry::new(
                 b.blocks.len(),
                 CherryOptions {
+                    hops,
                     non_seeds,
                     ..CherryOptions::default()
                 },
@@ -140,8 +141,10 @@ fn partitioners<'a>() -> Vec<(&'static str, Partitioner<'a>)> {
                 )
             }),
         ),
-        ("cherry-keep", cherry(NonSeeds::Keep)),
-        ("cherry-remove", cherry(NonSeeds::Remove)),
+        ("cherry-keep", cherry(FlowHops::One, NonSeeds::Keep)),
+        ("cherry-remove", cherry(FlowHops::One, NonSeeds::Remove)),
+        ("cherry-layers", cherry(FlowHops::Layers, NonSeeds::Keep)),
+        ("cherry-auto", cherry(FlowHops::Auto, NonSeeds::Keep)),
         (
             "buffalo",
             Box::new(|b: &Batch, k, seed| {

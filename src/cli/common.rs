@@ -106,7 +106,9 @@ pub struct CommonArgs {
     /// Where each micro-batch's blocks come from: slice (cut out of the full batch's
     /// sample: the accumulated gradients equal the full batch's) or per-micro-batch
     /// (Cherry's loaders: each micro-batch samples its own neighbours from its seeds, so
-    /// the gradients are those of K independent samples, not of one full-batch sample).
+    /// the gradients are those of K independent samples, not of one full-batch sample;
+    /// with cherry or metis, K > 1 and no --memory-budget, the full batch is sampled only
+    /// for the first cut).
     #[arg(long, default_value = "slice")]
     pub loader: String,
     /// Device memory budget, e.g. 24GiB (units B, KB, KiB, MB, MiB, GB, GiB, TB, TiB): the

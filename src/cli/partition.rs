@@ -159,53 +159,81 @@ fn run_graph(a: &PartitionArgs) -> Result<()> {
     Ok(())
 }
 
-/// Largest and mean of `values` (0 and 0 when empty).
-fn max_mean(values: impl Iterator<Item = u64>) -> (u64, f64) {
-    let (mut max, mut sum, mut n) = (0u64, 0f64, 0usize);
-    for v in values {
-        max = max.max(v);
-        sum += v as f64;
-        n += 1;
-    }
-    (max, sum / n.max(1) as f64)
+/// Largest, smallest and mean of a batch's micro-batch peaks.
+struct Spread {
+    max: u64,
+    min: u64,
+    mean: f64,
 }
 
-/// One row per partitioner and batch.
+impl Spread {
+    /// `None` when `values` is empty.
+    fn of(values: impl Iterator<Item = u64>) -> Option<Spread> {
+        let (mut max, mut min, mut sum, mut n) = (0u64, u64::MAX, 0f64, 0usize);
+        for v in values {
+            max = max.max(v);
+            min = min.min(v);
+            sum += v as f64;
+            n += 1;
+        }
+        (n > 0).then(|| Spread {
+            max,
+            min,
+            mean: sum / n as f64,
+        })
+    }
+
+    /// Largest over smallest (1 = every micro-batch alike).
+    fn ratio(&self) -> f64 {
+        self.max as f64 / self.min.max(1) as f64
+    }
+}
+
+/// One row per partitioner and batch: K (the K a `--memory-budget` needs when one is
+/// given), redundancy, the estimated and measured largest and smallest micro-batch peaks
+/// and their ratios, and the seconds.
 fn print_compare(all: &[PartitionStats]) {
     println!(
-        "{:<8} {:>5} {:>3} {:>10} {:>11} {:>11} {:>11} {:>11} {:>10} {:>9} {:>10}",
+        "{:<8} {:>5} {:>3} {:>10} {:>11} {:>11} {:>7} {:>8} {:>11} {:>11} {:>7} {:>10} {:>9} {:>10}",
         "name",
         "ep/b",
         "K",
         "redundancy",
         "est. max",
-        "est. mean",
+        "est. min",
+        "max/min",
+        "max/mean",
         "peak max",
-        "peak mean",
+        "peak min",
+        "max/min",
         "partition",
         "slice",
         "compute"
     );
+    let bytes = |s: &Option<Spread>, f: fn(&Spread) -> u64| {
+        s.as_ref().map_or("-".to_string(), |s| format_bytes(f(s)))
+    };
+    let ratio = |s: &Option<Spread>, f: fn(&Spread) -> f64| {
+        s.as_ref()
+            .map_or("-".to_string(), |s| format!("{:.3}", f(s)))
+    };
     for s in all {
-        let (est_max, est_mean) = max_mean(s.batches.iter().map(|b| b.est_peak_bytes));
-        let measured: Vec<u64> = s.batches.iter().filter_map(|b| b.peak_bytes).collect();
-        let (peak_max, peak_mean) = if measured.is_empty() {
-            ("-".to_string(), "-".to_string())
-        } else {
-            let (m, avg) = max_mean(measured.into_iter());
-            (format_bytes(m), format_bytes(avg.round() as u64))
-        };
+        let est = Spread::of(s.batches.iter().map(|b| b.est_peak_bytes));
+        let peak = Spread::of(s.batches.iter().filter_map(|b| b.peak_bytes));
         let compute: f64 = s.batches.iter().map(|b| b.compute_s).sum();
         println!(
-            "{:<8} {:>5} {:>3} {:>10.3} {:>11} {:>11} {:>11} {:>11} {:>9.4}s {:>8.4}s {:>9.3}s",
+            "{:<8} {:>5} {:>3} {:>10.3} {:>11} {:>11} {:>7} {:>8} {:>11} {:>11} {:>7} {:>9.4}s {:>8.4}s {:>9.3}s",
             s.partitioner,
             format!("{}/{}", s.epoch, s.batch),
             s.k,
             s.redundancy,
-            format_bytes(est_max),
-            format_bytes(est_mean.round() as u64),
-            peak_max,
-            peak_mean,
+            bytes(&est, |s| s.max),
+            bytes(&est, |s| s.min),
+            ratio(&est, Spread::ratio),
+            ratio(&est, |s| s.max as f64 / s.mean.max(1.0)),
+            bytes(&peak, |s| s.max),
+            bytes(&peak, |s| s.min),
+            ratio(&peak, Spread::ratio),
             s.partition_s,
             s.slice_s,
             compute

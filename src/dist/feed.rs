@@ -222,7 +222,7 @@ impl Trainer<'_> {
         let owner = super::deal(&costs, wants_rows.len());
         let partition_s = t.elapsed().as_secs_f64();
         let (k, whole) = (parts.len(), parts.len() == 1);
-        let source = self.source(&slicer, key);
+        let source = self.source(Some(&slicer), key);
         let (data, features) = (self.data, &self.features);
         let prepared: Vec<Prepared> = parts
             .into_par_iter()

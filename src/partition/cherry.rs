@@ -1,20 +1,14 @@
 //! Cherry: METIS on the out-degree-weighted message-flow graph of the training seeds over
 //! the **whole graph**, cut once and reused every epoch.
 //!
-//! The message-flow graph (MFG) of the seeds is their L-hop in-neighbourhood: every node
-//! within `L - 1` hops brings all its in-edges (duplicates and self-loops dropped), so it
-//! holds every edge any epoch's sample can draw. Edge `u -> v` is weighted by its source's
-//! out-degree in the MFG (how many nodes read `u`): cutting the edges of a widely read
-//! source is what copies it into several micro-batches. METIS needs small positive integer
-//! weights, so [`CherryWeight`] offers `1 + ⌊log2 outdeg⌋` (the default, see
-//! `docs/PARTITIONING.md` for the comparison), `1 + outdeg` (halved until the weights sum
-//! below 2³⁰) and unit weights. The MFG is made undirected for METIS; the two directions of
-//! a pair add up.
-//!
-//! Non-seed nodes ([`NonSeeds`]): `Keep` leaves them in the METIS graph with vertex weight 0
-//! (the balance counts seeds only, and two seeds that read the same non-seed stay joined
-//! through it); `Remove` is the paper's removal step: only the seed-induced part of the MFG
-//! is cut, and seeds that share only non-seed neighbours are no longer joined.
+//! The graph cut ([`crate::partition::cherry_flow`]) is by default the paper's 1-hop
+//! message-flow graph: the seeds and the sources they read, edge `u -> v` weighted by how
+//! many seeds read `u` (cutting the edges of a widely read source is what copies it into
+//! several micro-batches), non-seeds with vertex weight 0; the whole L-hop flow graph when
+//! it is small ([`FlowHops::Auto`]: a low-degree graph). [`FlowHops::Layers`] always cuts
+//! the L-hop graph (nearly the whole graph when seeds are a tenth of it: the first cut
+//! cost 5-64x a Betty call). A graph METIS's 32-bit indices cannot hold is never
+//! built: the cut falls back to a smaller graph and says so ([`Cherry::note`]).
 //!
 //! The cut does not depend on the epoch's sample, so [`Cherry`] caches the assignment keyed
 //! by the seed set (and K, L and the graph's size) and every later call with the same seeds
@@ -27,38 +21,18 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rayon::prelude::*;
-
 use crate::error::{Error, Result};
 use crate::graph::{Block, Csr};
 use crate::partition::kway::MetisGraph;
-use crate::partition::parts;
+use crate::partition::{cherry_flow, parts};
 
-/// How non-seed nodes of the message-flow graph enter the cut.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum NonSeeds {
-    /// In the METIS graph with vertex weight 0 (seeds weigh 1).
-    #[default]
-    Keep,
-    /// Removed: METIS cuts the seed-induced part of the MFG.
-    Remove,
-}
-
-/// Edge weight from the source's out-degree `d` in the message-flow graph.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CherryWeight {
-    /// `1 + ⌊log2 d⌋`.
-    #[default]
-    LogOutDegree,
-    /// `1 + d`, with `d` halved until all weights sum below 2³⁰.
-    OutDegree,
-    /// 1.
-    Unit,
-}
+pub use crate::partition::cherry_flow::{CherryWeight, FlowHops, FlowSpec, NonSeeds};
 
 /// Cherry's choices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CherryOptions {
+    /// How many hops of in-edges the flow graph follows.
+    pub hops: FlowHops,
     /// How the flow graph's non-seed nodes enter the cut.
     pub non_seeds: NonSeeds,
     /// How the flow graph's edges are weighted.
@@ -67,217 +41,39 @@ pub struct CherryOptions {
     pub metis_seed: u64,
 }
 
-/// The message-flow graph of `seeds` over `layers` hops of `graph`, undirected and
-/// weighted as [`CherryOptions`] says; node `i < seeds.len()` is `seeds[i]`, other nodes
-/// follow in discovery order (absent with [`NonSeeds::Remove`]).
+impl CherryOptions {
+    /// The flow graph these options ask for, for a `layers`-layer model.
+    pub fn spec(&self, layers: usize) -> FlowSpec {
+        FlowSpec {
+            hops: match self.hops {
+                FlowHops::One => 1,
+                FlowHops::Layers | FlowHops::Auto => layers,
+            },
+            entries_per_seed: (self.hops == FlowHops::Auto)
+                .then_some(cherry_flow::AUTO_ENTRIES_PER_SEED),
+            non_seeds: self.non_seeds,
+            weight: self.weight,
+        }
+    }
+}
+
+/// The flow graph of `seeds` that `opts` asks for (a `layers`-layer model), undirected and
+/// weighted, as [`Cherry`] cuts it (with [`FlowHops::Auto`], the graph it picks); node
+/// `i < seeds.len()` is `seeds[i]`. An error, not a fallback, if METIS's 32-bit indices
+/// cannot hold it.
 pub fn message_flow_graph(
     graph: &Csr,
     seeds: &[u32],
     layers: usize,
     opts: &CherryOptions,
 ) -> Result<MetisGraph> {
-    flow_graph_within(graph, seeds, layers, opts, i32::MAX as usize)
-}
-
-/// The refusal of a flow graph whose METIS arrays would pass `limit` entries.
-fn too_large(seeds: usize, layers: usize, nodes: usize, edges: usize, limit: usize) -> Error {
-    Error::invalid(format!(
-        "cherry: the {layers}-hop message-flow graph of {seeds} seeds has {nodes} nodes and at \
-         least {edges} edges, past the {limit} adjacency entries METIS's 32-bit indices \
-         (idx_t) can hold; use betty, buffalo or grem, or smaller batches"
-    ))
-}
-
-/// [`message_flow_graph`], refused (before its METIS arrays are allocated) once it holds
-/// more than `limit` nodes or directed edges: each kept edge is at least one adjacency
-/// entry.
-fn flow_graph_within(
-    graph: &Csr,
-    seeds: &[u32],
-    layers: usize,
-    opts: &CherryOptions,
-    limit: usize,
-) -> Result<MetisGraph> {
     if layers == 0 {
         return Err(Error::invalid("cherry: layers must be at least 1"));
     }
-    let mut local = vec![u32::MAX; graph.num_nodes];
-    let mut nodes: Vec<u32> = Vec::with_capacity(seeds.len());
-    for &v in seeds {
-        let slot = local.get_mut(v as usize).ok_or_else(|| {
-            Error::invalid(format!(
-                "cherry: seed {v} out of range for {} nodes",
-                graph.num_nodes
-            ))
-        })?;
-        if *slot != u32::MAX {
-            return Err(Error::invalid(format!("cherry: seed {v} appears twice")));
-        }
-        *slot = nodes.len() as u32;
-        nodes.push(v);
-    }
-    // Directed MFG edges (src, dst) in local ids; each dst's sources distinct, no loops.
-    let (mut src, mut dst) = (Vec::new(), Vec::new());
-    let mut frontier = 0..nodes.len();
-    let mut row = Vec::new();
-    for _ in 0..layers {
-        let end = nodes.len();
-        for i in frontier.clone() {
-            let v = nodes[i];
-            row.clear();
-            row.extend(graph.neighbors(v).iter().copied().filter(|&u| u != v));
-            row.sort_unstable();
-            row.dedup();
-            for &u in &row {
-                let slot = local.get_mut(u as usize).ok_or_else(|| {
-                    Error::invalid(format!("cherry: malformed graph: source {u} out of range"))
-                })?;
-                if *slot == u32::MAX {
-                    *slot = nodes.len() as u32;
-                    nodes.push(u);
-                }
-                src.push(*slot);
-                dst.push(i as u32);
-            }
-            // With non-seeds kept every edge is kept: stop before it grows further.
-            if opts.non_seeds == NonSeeds::Keep && (src.len() > limit || nodes.len() > limit) {
-                return Err(too_large(
-                    seeds.len(),
-                    layers,
-                    nodes.len(),
-                    src.len(),
-                    limit,
-                ));
-            }
-        }
-        frontier = end..nodes.len();
-    }
-    drop(local);
-
-    let n = match opts.non_seeds {
-        NonSeeds::Keep => nodes.len(),
-        NonSeeds::Remove => seeds.len(),
-    };
-    let kept = src
-        .iter()
-        .zip(&dst)
-        .filter(|&(&u, &v)| (u as usize) < n && (v as usize) < n)
-        .count();
-    if kept > limit || n > limit {
-        return Err(too_large(seeds.len(), layers, nodes.len(), kept, limit));
-    }
-    let mut outdeg = vec![0u64; nodes.len()];
-    for &u in &src {
-        outdeg[u as usize] += 1;
-    }
-    let weight = edge_weight(opts.weight, &src, &outdeg);
-    // Both directions of every kept edge, bucketed by row (counting sort, no per-row
-    // vectors), then each row sorted and its repeated neighbours merged, in parallel.
-    let mut ptr = vec![0usize; n + 1];
-    for (&u, &v) in src.iter().zip(&dst) {
-        if (u as usize) < n && (v as usize) < n {
-            ptr[u as usize + 1] += 1;
-            ptr[v as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        ptr[i + 1] += ptr[i];
-    }
-    let mut adj = vec![(0u32, 0u32); ptr[n]];
-    let mut next = ptr[..n].to_vec();
-    for (&u, &v) in src.iter().zip(&dst) {
-        if (u as usize) < n && (v as usize) < n {
-            let w = weight(u);
-            adj[next[u as usize]] = (v, w);
-            next[u as usize] += 1;
-            adj[next[v as usize]] = (u, w);
-            next[v as usize] += 1;
-        }
-    }
-    drop((src, dst, next));
-    let mut rows: Vec<&mut [(u32, u32)]> = Vec::with_capacity(n);
-    let mut rest: &mut [(u32, u32)] = &mut adj;
-    for i in 0..n {
-        let (row, tail) = rest.split_at_mut(ptr[i + 1] - ptr[i]);
-        rows.push(row);
-        rest = tail;
-    }
-    let merged: Vec<usize> = rows
-        .into_par_iter()
-        .map(|r| {
-            r.sort_unstable();
-            let mut len = 0;
-            for i in 0..r.len() {
-                if len > 0 && r[len - 1].0 == r[i].0 {
-                    r[len - 1].1 = r[len - 1].1.saturating_add(r[i].1);
-                } else {
-                    r[len] = r[i];
-                    len += 1;
-                }
-            }
-            len
-        })
-        .collect();
-    let total: usize = merged.iter().sum();
-    if total > limit {
-        return Err(too_large(
-            seeds.len(),
-            layers,
-            nodes.len(),
-            total / 2,
-            limit,
-        ));
-    }
-    let weighted = opts.weight != CherryWeight::Unit;
-    let mut g = MetisGraph {
-        xadj: Vec::with_capacity(n + 1),
-        adjncy: Vec::with_capacity(total),
-        adjwgt: weighted.then(|| Vec::with_capacity(total)),
-        vwgt: None,
-    };
-    g.xadj.push(0);
-    for (i, &len) in merged.iter().enumerate() {
-        for &(v, w) in &adj[ptr[i]..ptr[i] + len] {
-            g.adjncy.push(v as i32);
-            if let Some(wgt) = &mut g.adjwgt {
-                wgt.push(w.min(i32::MAX as u32) as i32);
-            }
-        }
-        g.xadj.push(g.adjncy.len() as i32);
-    }
-    if opts.non_seeds == NonSeeds::Keep {
-        let mut vwgt = vec![0i32; n];
-        vwgt[..seeds.len()].fill(1);
-        g.vwgt = Some(vwgt);
-    }
-    Ok(g)
-}
-
-/// The weight of an edge from its source, per the scheme.
-fn edge_weight<'a>(
-    scheme: CherryWeight,
-    src: &[u32],
-    outdeg: &'a [u64],
-) -> impl Fn(u32) -> u32 + 'a {
-    let shift = match scheme {
-        CherryWeight::OutDegree => {
-            // Both directions of every edge land in METIS's weight array.
-            let total = |shift: u32| -> u64 {
-                src.iter()
-                    .map(|&u| 2 * (1 + (outdeg[u as usize] >> shift)))
-                    .sum()
-            };
-            (0..64).find(|&s| total(s) < 1 << 30).unwrap_or(63)
-        }
-        _ => 0,
-    };
-    move |u: u32| {
-        let d = outdeg[u as usize].max(1);
-        match scheme {
-            CherryWeight::Unit => 1,
-            CherryWeight::LogOutDegree => 1 + d.ilog2(),
-            CherryWeight::OutDegree => (1 + (d >> shift)).min(u32::MAX as u64) as u32,
-        }
+    let cut = cherry_flow::cut_graph(graph, seeds, opts.spec(layers))?;
+    match cut.fallback {
+        Some(why) => Err(Error::invalid(why)),
+        None => Ok(cut.graph),
     }
 }
 
@@ -298,6 +94,41 @@ struct Cut {
     labels: Vec<u32>,
 }
 
+impl Cut {
+    /// The `k` seed lists of `seeds` (each in the order of `seeds`).
+    fn lists(&self, seeds: &[u32], k: usize) -> Result<Vec<Vec<u32>>> {
+        let labels = seeds
+            .iter()
+            .map(|v| {
+                self.key
+                    .sorted_seeds
+                    .binary_search(v)
+                    .map(|i| self.labels[i])
+                    .map_err(|_| Error::invalid(format!("cherry: seed {v} not in the cut")))
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        Ok(parts::groups(seeds, &labels, k))
+    }
+}
+
+/// The key of the cut of `seeds` into `k`; errors on a repeated seed.
+fn cut_key(seeds: &[u32], graph: &Csr, k: usize) -> Result<CutKey> {
+    let mut sorted_seeds = seeds.to_vec();
+    sorted_seeds.sort_unstable();
+    if let Some(w) = sorted_seeds.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::invalid(format!(
+            "cherry: seed {} appears twice",
+            w[0]
+        )));
+    }
+    Ok(CutKey {
+        k,
+        num_nodes: graph.num_nodes,
+        num_edges: graph.num_edges(),
+        sorted_seeds,
+    })
+}
+
 /// Cherry's partitioner: cuts the message-flow graph on the first call for a seed set and
 /// reuses the cut while the seed set (and K, L, the graph's size) stay the same.
 #[derive(Debug)]
@@ -306,6 +137,8 @@ pub struct Cherry {
     opts: CherryOptions,
     cache: Mutex<Option<Cut>>,
     cuts: AtomicUsize,
+    /// Why the last cut used a smaller graph than asked for, if it did.
+    fallback: Mutex<Option<String>>,
 }
 
 impl Cherry {
@@ -319,6 +152,7 @@ impl Cherry {
             opts,
             cache: Mutex::new(None),
             cuts: AtomicUsize::new(0),
+            fallback: Mutex::new(None),
         })
     }
 
@@ -335,24 +169,13 @@ impl Cherry {
         _seed: u64,
     ) -> Result<Vec<Vec<u32>>> {
         parts::check_k("cherry", seeds.len(), k)?;
-        let mut sorted_seeds = seeds.to_vec();
-        sorted_seeds.sort_unstable();
-        if let Some(w) = sorted_seeds.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::invalid(format!(
-                "cherry: seed {} appears twice",
-                w[0]
-            )));
-        }
-        let key = CutKey {
-            k,
-            num_nodes: graph.num_nodes,
-            num_edges: graph.num_edges(),
-            sorted_seeds,
-        };
+        let key = cut_key(seeds, graph, k)?;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.as_ref().map(|c| &c.key) != Some(&key) {
-            let mfg = message_flow_graph(graph, &key.sorted_seeds, self.layers, &self.opts)?;
-            let mut labels = mfg.part_kway(k, self.opts.metis_seed)?;
+            let cut =
+                cherry_flow::cut_graph(graph, &key.sorted_seeds, self.opts.spec(self.layers))?;
+            let mut labels = cut.graph.part_kway(k, self.opts.metis_seed)?;
+            *self.fallback.lock().unwrap_or_else(|e| e.into_inner()) = cut.fallback;
             labels.truncate(key.sorted_seeds.len());
             parts::fill_empty(&mut labels, k);
             self.cuts.fetch_add(1, Ordering::Relaxed);
@@ -361,17 +184,16 @@ impl Cherry {
         let cut = cache
             .as_ref()
             .ok_or_else(|| Error::invalid("cherry: no cut"))?;
-        let labels = seeds
-            .iter()
-            .map(|v| {
-                cut.key
-                    .sorted_seeds
-                    .binary_search(v)
-                    .map(|i| cut.labels[i])
-                    .map_err(|_| Error::invalid(format!("cherry: seed {v} not in the cut")))
-            })
-            .collect::<Result<Vec<u32>>>()?;
-        Ok(parts::groups(seeds, &labels, k))
+        cut.lists(seeds, k)
+    }
+
+    /// What [`Cherry::partition`] returns for `seeds`, `graph` and `k` when its cut is
+    /// cached (no METIS call); `None` when it is not, or on bad seeds.
+    pub fn cached(&self, seeds: &[u32], graph: &Csr, k: usize) -> Option<Vec<Vec<u32>>> {
+        let key = cut_key(seeds, graph, k).ok()?;
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let cut = cache.as_ref().filter(|c| c.key == key)?;
+        cut.lists(seeds, k).ok()
     }
 
     /// The cached seed lists (each increasing), for a loader that samples every
@@ -387,57 +209,14 @@ impl Cherry {
     pub fn cuts(&self) -> usize {
         self.cuts.load(Ordering::Relaxed)
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_flow_graph_past_metis_indices_is_refused_with_its_sizes() {
-        // A path 0 <- 1 <- 2 <- 3: two hops from seeds 0, 1 hold 4 nodes, 3 edges, 6 entries.
-        let g = Csr::from_edges(4, &[1, 2, 3], &[0, 1, 2]).unwrap();
-        for non_seeds in [NonSeeds::Keep, NonSeeds::Remove] {
-            let opts = CherryOptions {
-                non_seeds,
-                ..CherryOptions::default()
-            };
-            assert!(flow_graph_within(&g, &[0, 1], 2, &opts, 6).is_ok());
-        }
-        let keep = CherryOptions::default();
-        // 3 edges fit 5, their 6 adjacency entries do not.
-        assert!(flow_graph_within(&g, &[0, 1], 2, &keep, 5).is_err());
-        let err = flow_graph_within(&g, &[0], 2, &keep, 1)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("32-bit") && err.contains("2-hop"), "{err}");
-        // Removed non-seeds leave only the seed-seed edge 1 -> 0.
-        let remove = CherryOptions {
-            non_seeds: NonSeeds::Remove,
-            ..CherryOptions::default()
-        };
-        assert!(flow_graph_within(&g, &[0, 1], 2, &remove, 2).is_ok());
-        assert!(flow_graph_within(&g, &[0, 1], 2, &remove, 0).is_err());
-    }
-
-    #[test]
-    fn mfg_weights_follow_out_degree() {
-        // 2 <- 0, 1 <- 0, 0 <- 3: node 0 feeds 2 nodes.
-        let g = Csr::from_edges(4, &[0, 0, 3], &[2, 1, 0]).unwrap();
-        let opts = CherryOptions::default();
-        let mfg = message_flow_graph(&g, &[1, 2], 2, &opts).unwrap();
-        // Locals: 1 -> 0, 2 -> 1, 0 -> 2, 3 -> 3.
-        assert_eq!(mfg.xadj, vec![0, 1, 2, 5, 6]);
-        assert_eq!(mfg.adjncy, vec![2, 2, 0, 1, 3, 2]);
-        assert_eq!(mfg.adjwgt, Some(vec![2, 2, 2, 2, 1, 1]));
-        assert_eq!(mfg.vwgt, Some(vec![1, 1, 0, 0]));
-        let removed = CherryOptions {
-            non_seeds: NonSeeds::Remove,
-            ..opts
-        };
-        let mfg = message_flow_graph(&g, &[1, 2], 2, &removed).unwrap();
-        assert_eq!(mfg.num_nodes(), 2);
-        assert_eq!(mfg.num_entries(), 0);
+    /// Why the last cut used a smaller flow graph than the options ask for (METIS's
+    /// 32-bit indices could not hold it), if it did.
+    pub fn note(&self) -> Option<String> {
+        self.fallback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -472,5 +251,13 @@ impl crate::partition::Partitioner for CherryPartitioner {
             )?),
         };
         cherry.partition(batch.seeds, batch.blocks(), batch.graph, k, batch.seed)
+    }
+
+    fn note(&self) -> Option<String> {
+        self.state.as_ref().and_then(Cherry::note)
+    }
+
+    fn cached(&self, seeds: &[u32], graph: &Csr, k: usize, _seed: u64) -> Option<Vec<Vec<u32>>> {
+        self.state.as_ref()?.cached(seeds, graph, k)
     }
 }

@@ -13,6 +13,7 @@
 //! the batch's seeds and K stay the same (every epoch of full-batch training).
 
 use crate::error::Result;
+use crate::graph::Csr;
 use crate::partition::kway;
 use crate::partition::{Batch, Partitioner};
 
@@ -37,10 +38,8 @@ impl Partitioner for MetisPartitioner {
     }
 
     fn partition(&mut self, batch: &Batch<'_>, k: usize) -> Result<Vec<Vec<u32>>> {
-        if let Some(c) = &self.cache {
-            if c.k == k && c.seed == batch.seed && c.seeds == batch.seeds {
-                return Ok(c.parts.clone());
-            }
+        if let Some(parts) = self.cached(batch.seeds, batch.graph, k, batch.seed) {
+            return Ok(parts);
         }
         let parts = kway::metis_seeds(batch.seeds, batch.blocks(), batch.graph, k, batch.seed)?;
         self.cache = Some(Cached {
@@ -50,5 +49,10 @@ impl Partitioner for MetisPartitioner {
             parts: parts.clone(),
         });
         Ok(parts)
+    }
+
+    fn cached(&self, seeds: &[u32], _graph: &Csr, k: usize, seed: u64) -> Option<Vec<Vec<u32>>> {
+        let c = self.cache.as_ref()?;
+        (c.k == k && c.seed == seed && c.seeds == seeds).then(|| c.parts.clone())
     }
 }

@@ -18,6 +18,7 @@ pub mod betty;
 pub mod buffalo;
 pub mod buffalo_model;
 pub mod cherry;
+pub mod cherry_flow;
 pub mod grem;
 pub mod kway;
 pub mod memory;
@@ -91,6 +92,14 @@ pub trait Partitioner: Send {
 
     /// A line about the last call worth reporting (e.g. a model's error), if any.
     fn note(&self) -> Option<String> {
+        None
+    }
+
+    /// What [`Partitioner::partition`] would return for `seeds` of `graph` and `k` with the
+    /// run's `seed`, when it can answer without reading the batch's sample (a cut made
+    /// once and cached); `None` otherwise. A loader that samples every micro-batch from its
+    /// own seeds then skips the full-batch sample.
+    fn cached(&self, _seeds: &[u32], _graph: &Csr, _k: usize, _seed: u64) -> Option<Vec<Vec<u32>>> {
         None
     }
 }

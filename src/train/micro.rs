@@ -142,7 +142,8 @@ pub(crate) struct BatchOutcome {
 /// Where a batch's micro-batches get their blocks: sliced from the full batch's sample, or
 /// (`sampler`) sampled from their own seeds.
 pub(crate) struct Source<'s> {
-    slicer: &'s Slicer,
+    /// The full batch's sample; `None` when it was skipped (every micro-batch samples).
+    slicer: Option<&'s Slicer>,
     sampler: Option<MicroSampler>,
 }
 
@@ -173,17 +174,15 @@ pub(crate) fn prepare(
     whole: bool,
 ) -> Result<Prepared> {
     let t = Instant::now();
-    let blocks = if whole {
-        source.slicer.blocks().to_vec()
-    } else if let Some(s) = &source.sampler {
-        s.sample(&seeds)?
-    } else {
-        source
-            .slicer
-            .slice(&seeds)?
-            .into_iter()
-            .map(Arc::new)
-            .collect()
+    let blocks = match (&source.sampler, source.slicer) {
+        (_, Some(slicer)) if whole => slicer.blocks().to_vec(),
+        (Some(s), _) => s.sample(&seeds)?,
+        (None, Some(slicer)) => slicer.slice(&seeds)?.into_iter().map(Arc::new).collect(),
+        (None, None) => {
+            return Err(Error::invalid(
+                "a micro-batch has neither the full batch's sample nor a sampler",
+            ))
+        }
     };
     let slice_s = if whole {
         0.0
@@ -240,6 +239,36 @@ impl<'s> Run<'s> {
                 non_finite: false,
             },
             pending: Vec::new(),
+            union: None,
+        }
+    }
+}
+
+/// The distinct input nodes of the micro-batches run so far (a bitmap over the graph's
+/// nodes): the redundancy's denominator when micro-batches sample their own seeds, where
+/// no one full sample holds them all.
+pub(crate) struct InputUnion {
+    bits: Vec<u64>,
+    count: usize,
+}
+
+impl InputUnion {
+    fn new(num_nodes: usize) -> Self {
+        InputUnion {
+            bits: vec![0; num_nodes.div_ceil(64)],
+            count: 0,
+        }
+    }
+
+    fn add(&mut self, nodes: &[u32]) {
+        for &v in nodes {
+            if let Some(w) = self.bits.get_mut(v as usize / 64) {
+                let bit = 1u64 << (v % 64);
+                if *w & bit == 0 {
+                    *w |= bit;
+                    self.count += 1;
+                }
+            }
         }
     }
 }
@@ -254,6 +283,8 @@ pub(crate) struct Run<'s> {
     out: BatchOutcome,
     /// Device readouts not read yet, with their micro-batch's seeds.
     pending: Vec<(Tensor, Tensor, Vec<u32>)>,
+    /// The input nodes run so far, when micro-batches sample their own seeds.
+    union: Option<InputUnion>,
 }
 
 impl Trainer<'_> {
@@ -266,26 +297,43 @@ impl Trainer<'_> {
         pass: Pass,
     ) -> Result<BatchOutcome> {
         let mut phases = Phases::default();
-        let t = Instant::now();
         let key = ((epoch as u64) << 32) | b as u64;
         if pass == Pass::Train && self.dist.feed.is_some() {
             return self.run_fed_batch(epoch, b, seeds.len());
         }
-        let blocks = self.sample(seeds, key)?;
-        phases.sample = t.elapsed().as_secs_f64();
-        let slicer = Slicer::new(&blocks)?;
-        let source = self.source(&slicer, key);
+        // The partitioner's cached answer lets micro-batches that sample their own seeds
+        // skip the full-batch sample.
+        let t = Instant::now();
+        let cached = self.cached_parts(seeds, pass);
+        let skipped = cached.is_some();
+        phases.partition = t.elapsed().as_secs_f64();
+        let slicer = match cached {
+            Some(_) => None,
+            None => {
+                let t = Instant::now();
+                let blocks = self.sample(seeds, key)?;
+                phases.sample = t.elapsed().as_secs_f64();
+                Some(Slicer::new(&blocks)?)
+            }
+        };
+        let source = self.source(slicer.as_ref(), key);
 
         let t = Instant::now();
-        let parts = self.plan(&slicer, seeds, epoch)?;
-        let whole = parts.len() == 1;
-        // With several ranks, this rank's share (see crate::dist).
-        let parts = if pass == Pass::Train {
-            self.my_parts(&slicer, parts)?
-        } else {
-            parts
+        let parts = match (cached, &slicer) {
+            (Some(parts), _) => parts,
+            (None, Some(slicer)) => {
+                let parts = self.plan(slicer, seeds, epoch)?;
+                // With several ranks, this rank's share (see crate::dist).
+                if pass == Pass::Train {
+                    self.my_parts(slicer, parts)?
+                } else {
+                    parts
+                }
+            }
+            (None, None) => return Err(Error::invalid("a batch without its sample")),
         };
-        phases.partition = t.elapsed().as_secs_f64();
+        let whole = parts.len() == 1 && !skipped;
+        phases.partition += t.elapsed().as_secs_f64();
         let mut stats = PartitionStats {
             epoch: epoch + 1,
             batch: b,
@@ -294,10 +342,13 @@ impl Trainer<'_> {
             partition_s: phases.partition,
             ..Default::default()
         };
-        let full_inputs = blocks[0].num_src;
+        let full_inputs = slicer.as_ref().map_or(0, |s| s.blocks()[0].num_src);
         let mut run = Run::new(Some(&source), seeds.len(), epoch, phases);
+        if source.sampler.is_some() && self.dist.size() == 1 {
+            run.union = Some(InputUnion::new(self.graph.num_nodes));
+        }
 
-        if pass == Pass::Plan {
+        if let (Pass::Plan, Some(slicer)) = (pass, &slicer) {
             let state = self.resident_now();
             for part in &parts {
                 let t = Instant::now();
@@ -336,9 +387,32 @@ impl Trainer<'_> {
         self.finish_batch(run, stats, pass, full_inputs)
     }
 
+    /// The micro-batches of `seeds` when the full-batch sample is not needed: micro-batches
+    /// sample their own seeds (`--loader per-micro-batch`), K > 1 (one micro-batch uses
+    /// the full sample, so that it trains exactly as `slice` does), no budget (the
+    /// planner estimates from the sample), one process (ranks share by sliced sizes), a
+    /// pass that runs, and a partitioner that answers from its cache (Cherry after its
+    /// first cut, `metis`).
+    fn cached_parts(&self, seeds: &[u32], pass: Pass) -> Option<Vec<Vec<u32>>> {
+        let k = self.config.micro.micro_batches.min(seeds.len());
+        let skip = self.config.micro.loader == Loader::PerMicroBatch
+            && k > 1
+            && self.config.micro.memory_budget.is_none()
+            && self.dist.size() == 1
+            && pass != Pass::Plan;
+        if !skip {
+            return None;
+        }
+        let parts = self
+            .partitioner
+            .cached(seeds, &self.graph, k, self.config.seed)?;
+        partition::check_parts(self.partitioner.name(), seeds, k, &parts).ok()?;
+        Some(parts)
+    }
+
     /// The source of batch `key`'s micro-batches: slices of `slicer`'s sample, or fresh
     /// samples of their own seeds (`--loader per-micro-batch`).
-    pub(crate) fn source<'s>(&self, slicer: &'s Slicer, key: u64) -> Source<'s> {
+    pub(crate) fn source<'s>(&self, slicer: Option<&'s Slicer>, key: u64) -> Source<'s> {
         Source {
             slicer,
             sampler: (self.config.micro.loader == Loader::PerMicroBatch).then(|| MicroSampler {
@@ -378,7 +452,7 @@ impl Trainer<'_> {
                 self.reduce_batch(&mut run.out, &mut stats)?;
             }
         }
-        stats.set_redundancy(full_inputs);
+        stats.set_redundancy(run.union.as_ref().map_or(full_inputs, |u| u.count));
         run.out.phases.slice = stats.slice_s;
         if pass == Pass::Train && !run.out.loss_sum.is_finite() {
             // A diverged batch: its gradients are not applied (they would spread NaN into
@@ -414,6 +488,7 @@ impl Trainer<'_> {
             stats.slice_s += p.slice_s;
             let seeds = p.seeds.clone();
             let sizes: Vec<BlockSizes> = p.blocks.iter().map(|b| BlockSizes::of(b)).collect();
+            let inputs = run.union.is_some().then(|| p.blocks[0].clone());
             let state = self.resident_now();
             let est = self.estimator.peak_bytes(&sizes, run.total, state)?;
             let mem = self.config.device.memory()?;
@@ -429,6 +504,9 @@ impl Trainer<'_> {
                     match c.readout {
                         Readout::Host { ce, pred } => self.count(&mut run.out, ce, &pred, &seeds),
                         Readout::Device { ce, pred } => run.pending.push((ce, pred, seeds)),
+                    }
+                    if let (Some(union), Some(b)) = (&mut run.union, inputs) {
+                        union.add(&b.src_nodes);
                     }
                     stats.batches.push(MicroBatchStats {
                         seeds: n,
