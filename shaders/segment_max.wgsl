@@ -1,17 +1,21 @@
 // Max aggregation over a block's CSR, with the argmax as an edge position (src/ops/segment_max.rs).
 //
 // segment_max_f32 (forward): 0 params, 1 indptr, 2 indices, 3 x (read), 4 out (write),
-//   5 arg (write). One invocation per (dst row d, feature j), i = d * f + j, scanning the
-//   in-edges of d in edge order: the first edge wins ties, a NaN wins and stays (so it
+//   5 arg (write). out[d * f + j] is the max of x[indices[e] * f + j] over the in-edges e
+//   of d, scanned in edge order: the first edge wins ties, a NaN wins and stays (so it
 //   propagates); a row without in-edges gets 0 and arg 0xffffffff.
 // segment_max_backward_f32: 0 params, 6 t_indptr, 7 t_dst, 8 t_edges, 9 arg_in (read),
-//   10 g (read), 11 grad_x (write). One invocation per (src row u, feature j) over the
-//   transposed CSR: grad_x[u * f + j] = Σ g[d * f + j] over the out-edges (d, e) of u whose
-//   edge position e won, arg[d * f + j] == e (exact with duplicate edges and self-loops).
-// Consecutive invocations handle consecutive features of one row (coalesced loads).
+//   10 g (read), 11 grad_x (write). Over the transposed CSR: grad_x[u * f + j] =
+//   Σ g[d * f + j] over the out-edges (d, e) of u whose edge position e won,
+//   arg[d * f + j] == e (exact with duplicate edges and self-loops).
+// A row group of `lanes` threads owns an output row (row_group in the prelude): its lanes
+// stage the row's edge ids (backward, and their edge positions) in workgroup memory, pass by
+// pass, then each lane scans its features over the staged edges, carrying its running max
+// and argmax (backward, its sum) in the outputs between passes. One invocation owns each
+// output value, in edge order: no atomics, and the result does not depend on `lanes`.
 //
-// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. (values
-// i < n); the offsets, the edge range of those rows and the outputs are bound as windows.
+// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
+// the offsets, the edge range of those rows and the outputs are bound as windows.
 // The input read at arbitrary rows (x forward; g and arg_in backward) is bound as the window
 // of its tile of rows t0 .. t1, and only edges whose input row is in the tile count. Forward
 // continues from the max and argmax the previous tile left unless `first`; a candidate
@@ -19,10 +23,9 @@
 // lower edge position), which is a total order, so tiles give the first max in edge order
 // as one pass does. Backward adds to the previous tile's sum, in the same order as one pass
 // (a src row's out-edges list increasing dst rows). `*_base` are the windows' first elements.
-// Linear index over the 2-D grid: i = gid.x + gid.y * nwg.x * 256.
 
 struct Params {
-    n: u32,          // output values in this dispatch
+    rows: u32,       // output rows in this dispatch
     f: u32,          // features per row
     row0: u32,       // first output row
     ptr_base: u32,   // indptr or t_indptr window
@@ -32,6 +35,7 @@ struct Params {
     t1: u32,
     in_base: u32,    // x, or g and arg_in, window
     first: u32,
+    lanes: u32,      // threads per output row: a power of two <= 64
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -55,60 +59,110 @@ fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
     return !is_nan(m) && (v > m || (v == m && e < a));
 }
 
-@compute @workgroup_size(256)
-fn segment_max_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear(gid, nwg);
-    if i >= p.n {
-        return;
+// The edge positions of the backward pass (wg_ids holds their dst rows).
+var<workgroup> wg_edges: array<u32, 256>;
+
+// The row's first edge and edge count in `ptr` (0 edges past the dispatch), and the edges of
+// the pass at k0: [first edge of the pass, count, staging offset].
+fn max_pass(rg: RowGroup, s: u32, deg: u32, k0: u32) -> vec3<u32> {
+    let chunk = 4u * p.lanes;
+    var here = 0u;
+    if deg > k0 {
+        here = min(chunk, deg - k0);
     }
-    let gi = p.row0 * p.f + i;
-    let d = gi / p.f;
-    let j = gi - d * p.f;
-    let o = gi - p.out_base;
-    let start = indptr[d - p.ptr_base];
-    let end = indptr[d + 1u - p.ptr_base];
-    var m = 0.0;
-    var a = 0xffffffffu;
-    if p.first == 0u {
-        m = out[o];
-        a = arg[o];
-    }
-    for (var e = start; e < end; e++) {
-        let u = indices[e - p.edge_base];
-        if u >= p.t0 && u < p.t1 {
-            let v = x[u * p.f + j - p.in_base];
-            if a == 0xffffffffu || beats(v, e, m, a) {
-                m = v;
-                a = e;
-            }
-        }
-    }
-    out[o] = m;
-    arg[o] = a;
+    return vec3<u32>(s + k0, here, rg.slot * chunk);
 }
 
-@compute @workgroup_size(256)
-fn segment_max_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear(gid, nwg);
-    if i >= p.n {
-        return;
+@compute @workgroup_size(64)
+fn segment_max_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let d = p.row0 + rg.row;
+    var start = 0u;
+    var deg = 0u;
+    if rg.live {
+        start = indptr[d - p.ptr_base];
+        deg = indptr[d + 1u - p.ptr_base] - start;
     }
-    let gi = p.row0 * p.f + i;
-    let u = gi / p.f;
-    let j = gi - u * p.f;
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = grad_x[gi - p.out_base];
-    }
-    let end = t_indptr[u + 1u - p.ptr_base];
-    for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
-        let d = t_dst[k - p.edge_base];
-        if d >= p.t0 && d < p.t1 {
-            let o = d * p.f + j - p.in_base;
-            if arg_in[o] == t_edges[k - p.edge_base] {
-                acc += g[o];
+    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let o = d * p.f - p.out_base;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = max_pass(rg, start, deg, k0);
+        for (var k = rg.lane; k < w.y; k += p.lanes) {
+            wg_ids[w.z + k] = indices[w.x + k - p.edge_base];
+        }
+        workgroupBarrier();
+        if rg.live && (k0 < deg || k0 == 0u) {
+            for (var j = rg.lane; j < p.f; j += p.lanes) {
+                var m = 0.0;
+                var a = 0xffffffffu;
+                if k0 > 0u || p.first == 0u {
+                    m = out[o + j];
+                    a = arg[o + j];
+                }
+                for (var k = 0u; k < w.y; k++) {
+                    let u = wg_ids[w.z + k];
+                    if u >= p.t0 && u < p.t1 {
+                        let v = x[u * p.f + j - p.in_base];
+                        let e = w.x + k;
+                        if a == 0xffffffffu || beats(v, e, m, a) {
+                            m = v;
+                            a = e;
+                        }
+                    }
+                }
+                out[o + j] = m;
+                arg[o + j] = a;
             }
         }
+        workgroupBarrier();
     }
-    grad_x[gi - p.out_base] = acc;
+}
+
+@compute @workgroup_size(64)
+fn segment_max_backward_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let u = p.row0 + rg.row;
+    var start = 0u;
+    var deg = 0u;
+    if rg.live {
+        start = t_indptr[u - p.ptr_base];
+        deg = t_indptr[u + 1u - p.ptr_base] - start;
+    }
+    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let o = u * p.f - p.out_base;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = max_pass(rg, start, deg, k0);
+        for (var k = rg.lane; k < w.y; k += p.lanes) {
+            wg_ids[w.z + k] = t_dst[w.x + k - p.edge_base];
+            wg_edges[w.z + k] = t_edges[w.x + k - p.edge_base];
+        }
+        workgroupBarrier();
+        if rg.live && (k0 < deg || k0 == 0u) {
+            for (var j = rg.lane; j < p.f; j += p.lanes) {
+                var acc = 0.0;
+                if k0 > 0u || p.first == 0u {
+                    acc = grad_x[o + j];
+                }
+                for (var k = 0u; k < w.y; k++) {
+                    let d = wg_ids[w.z + k];
+                    if d >= p.t0 && d < p.t1 {
+                        let i = d * p.f + j - p.in_base;
+                        if arg_in[i] == wg_edges[w.z + k] {
+                            acc += g[i];
+                        }
+                    }
+                }
+                grad_x[o + j] = acc;
+            }
+        }
+        workgroupBarrier();
+    }
 }

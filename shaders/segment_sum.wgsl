@@ -1,24 +1,31 @@
 // Sum and mean aggregation over a block's CSR (src/ops/segment_sum.rs).
 //
 // segment_sum_f32 (forward): 0 params, 1 indptr, 2 indices, 3 x (read), 4 out (write).
-//   One invocation per (dst row d, feature j), gi = d * f + j: out[gi] = Σ x[indices[e] * f + j]
-//   over the in-edges e of d in edge order (divided by the in-degree for the mean; 0 for none).
+//   out[d * f + j] = Σ x[indices[e] * f + j] over the in-edges e of dst row d in edge order
+//   (divided by the in-degree for the mean; 0 for none).
 // segment_sum_backward_f32: 0 params, 1 indptr, 5 t_indptr, 6 t_dst, 7 g (read),
-//   8 grad_x (write). One invocation per (src row u, feature j) over the transposed CSR:
-//   grad_x[u * f + j] = Σ g[d * f + j] (/ in-degree of d for the mean) over u's out-edges.
-// Consecutive invocations read consecutive features of one row, so loads coalesce and
-// each row's index loads are shared. No atomics: one invocation owns one output value.
+//   8 grad_x (write). Over the transposed CSR: grad_x[u * f + j] = Σ g[d * f + j]
+//   (/ in-degree of d for the mean) over the out-edges of src row u.
+// segment_sum_vec4_f32 and segment_sum_backward_vec4_f32: the same for f % 4 == 0, reading
+// and writing four features at once through 9 x4, 10 out4, 11 g4, 12 grad_x4 (the same
+// buffers as vec4 arrays; every window base is then a multiple of 4).
 //
-// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. (values
-// i < n); the offsets, the edge range of those rows and the output are bound as windows.
-// The input read at arbitrary rows (x forward; g and the indptr it divides by backward) is
-// bound as the window of its tile of rows t0 .. t1; only edges whose input row is in the
-// tile are added, to what the previous tile left unless `first`, and the mean divides in
-// the `last` tile. Every `*_base` is a window's first element; indices are global.
-// Linear index over the 2-D grid: i = gid.x + gid.y * nwg.x * 256.
+// A row group of `lanes` threads owns an output row (see row_group in the prelude): its
+// lanes stage the row's edge ids (backward, and the in-degrees the mean divides by) in
+// workgroup memory, pass by pass, then each lane sums its features over the staged edges.
+// One invocation owns each output value and adds in edge order, as the CPU does, carrying
+// the partial sum in the output between passes (f32 either way): no atomics, and the
+// result does not depend on `lanes`.
+//
+// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
+// the offsets, the edge range of those rows and the output are bound as windows. The input
+// read at arbitrary rows (x forward; g and the indptr it divides by backward) is bound as
+// the window of its tile of rows t0 .. t1; only edges whose input row is in the tile are
+// added, to what the previous tile left unless `first`, and the mean divides in the `last`
+// tile. Every `*_base` is a window's first element (in f32 words); indices are global.
 
 struct Params {
-    n: u32,          // output values in this dispatch
+    rows: u32,       // output rows in this dispatch
     f: u32,          // features per row
     mean: u32,       // 1: divide by the dst in-degree
     row0: u32,       // first output row
@@ -31,6 +38,7 @@ struct Params {
     in_base: u32,    // x or g window
     first: u32,
     last: u32,
+    lanes: u32,      // threads per output row: a power of two <= 64
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -42,58 +50,224 @@ struct Params {
 @group(0) @binding(6) var<storage, read> t_dst: array<u32>;
 @group(0) @binding(7) var<storage, read> g: array<f32>;
 @group(0) @binding(8) var<storage, read_write> grad_x: array<f32>;
+@group(0) @binding(9) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(10) var<storage, read_write> out4: array<vec4<f32>>;
+@group(0) @binding(11) var<storage, read> g4: array<vec4<f32>>;
+@group(0) @binding(12) var<storage, read_write> grad_x4: array<vec4<f32>>;
 
-@compute @workgroup_size(256)
-fn segment_sum_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear(gid, nwg);
-    if i >= p.n {
-        return;
-    }
-    let gi = p.row0 * p.f + i;
-    let d = gi / p.f;
-    let j = gi - d * p.f;
-    let start = indptr[d - p.ptr_base];
-    let end = indptr[d + 1u - p.ptr_base];
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = out[gi - p.out_base];
-    }
-    for (var e = start; e < end; e++) {
-        let u = indices[e - p.edge_base];
-        if u >= p.t0 && u < p.t1 {
-            acc += x[u * p.f + j - p.in_base];
-        }
-    }
-    if p.last == 1u && p.mean == 1u && end > start {
-        acc = acc / f32(end - start);
-    }
-    out[gi - p.out_base] = acc;
+// A row's edges and what one pass over them covers.
+struct Walk {
+    start: u32,  // the row's first edge position
+    deg: u32,    // its edges (0 when the row is not live)
+    here: u32,   // edges of this pass: wg_ids[at .. at + here]
+    at: u32,
+    busy: bool,  // whether this pass writes the row: it has edges in it, or it is the first
+    carry: bool, // whether the pass adds to what the output holds
+    done: bool,  // whether the row's last edge is in this pass
 }
 
-@compute @workgroup_size(256)
-fn segment_sum_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear(gid, nwg);
-    if i >= p.n {
-        return;
+fn walk(rg: RowGroup, start: u32, deg: u32, k0: u32) -> Walk {
+    let chunk = 4u * p.lanes;
+    var here = 0u;
+    if deg > k0 {
+        here = min(chunk, deg - k0);
     }
-    let gi = p.row0 * p.f + i;
-    let u = gi / p.f;
-    let j = gi - u * p.f;
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = grad_x[gi - p.out_base];
+    let busy = rg.live && (k0 < deg || k0 == 0u);
+    return Walk(start, deg, here, rg.slot * chunk, busy, k0 > 0u || p.first == 0u, k0 + chunk >= deg);
+}
+
+// The forward row: dst row d's in-edges (0 edges past the dispatch).
+fn forward_row(rg: RowGroup) -> vec2<u32> {
+    if !rg.live {
+        return vec2<u32>(0u, 0u);
     }
-    let end = t_indptr[u + 1u - p.tptr_base];
-    for (var k = t_indptr[u - p.tptr_base]; k < end; k++) {
-        let d = t_dst[k - p.edge_base];
-        if d >= p.t0 && d < p.t1 {
-            let gv = g[d * p.f + j - p.in_base];
-            if p.mean == 1u {
-                acc += gv / f32(indptr[d + 1u - p.ptr_base] - indptr[d - p.ptr_base]);
-            } else {
-                acc += gv;
+    let d = p.row0 + rg.row;
+    let s = indptr[d - p.ptr_base];
+    return vec2<u32>(s, indptr[d + 1u - p.ptr_base] - s);
+}
+
+// Stages the ids of the forward pass at k0 (source rows).
+fn stage_forward(rg: RowGroup, w: Walk, k0: u32) {
+    for (var k = rg.lane; k < w.here; k += p.lanes) {
+        wg_ids[w.at + k] = indices[w.start + k0 + k - p.edge_base];
+    }
+}
+
+// Whether the pass ends the mean: the row's last pass of the last tile.
+fn divides(w: Walk) -> bool {
+    return w.done && p.last == 1u && p.mean == 1u && w.deg > 0u;
+}
+
+@compute @workgroup_size(64)
+fn segment_sum_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let r = forward_row(rg);
+    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
+    let o = (p.row0 + rg.row) * p.f - p.out_base;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = walk(rg, r.x, r.y, k0);
+        stage_forward(rg, w, k0);
+        workgroupBarrier();
+        if w.busy {
+            for (var j = rg.lane; j < p.f; j += p.lanes) {
+                var acc = 0.0;
+                if w.carry {
+                    acc = out[o + j];
+                }
+                for (var k = 0u; k < w.here; k++) {
+                    let u = wg_ids[w.at + k];
+                    if u >= p.t0 && u < p.t1 {
+                        acc += x[u * p.f + j - p.in_base];
+                    }
+                }
+                if divides(w) {
+                    acc = acc / f32(w.deg);
+                }
+                out[o + j] = acc;
             }
         }
+        workgroupBarrier();
     }
-    grad_x[gi - p.out_base] = acc;
+}
+
+@compute @workgroup_size(64)
+fn segment_sum_vec4_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let r = forward_row(rg);
+    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
+    let f4 = p.f / 4u;
+    let o = ((p.row0 + rg.row) * p.f - p.out_base) / 4u;
+    let ib = p.in_base / 4u;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = walk(rg, r.x, r.y, k0);
+        stage_forward(rg, w, k0);
+        workgroupBarrier();
+        if w.busy {
+            for (var j = rg.lane; j < f4; j += p.lanes) {
+                var acc = vec4<f32>(0.0);
+                if w.carry {
+                    acc = out4[o + j];
+                }
+                for (var k = 0u; k < w.here; k++) {
+                    let u = wg_ids[w.at + k];
+                    if u >= p.t0 && u < p.t1 {
+                        acc += x4[u * f4 + j - ib];
+                    }
+                }
+                if divides(w) {
+                    acc = acc / f32(w.deg);
+                }
+                out4[o + j] = acc;
+            }
+        }
+        workgroupBarrier();
+    }
+}
+
+// The backward row: src row u's out-edges (0 edges past the dispatch).
+fn backward_row(rg: RowGroup) -> vec2<u32> {
+    if !rg.live {
+        return vec2<u32>(0u, 0u);
+    }
+    let u = p.row0 + rg.row;
+    let s = t_indptr[u - p.tptr_base];
+    return vec2<u32>(s, t_indptr[u + 1u - p.tptr_base] - s);
+}
+
+// Stages the dst rows of the backward pass at k0, with the in-degree of each one in the
+// tile for the mean.
+fn stage_backward(rg: RowGroup, w: Walk, k0: u32) {
+    for (var k = rg.lane; k < w.here; k += p.lanes) {
+        let d = t_dst[w.start + k0 + k - p.edge_base];
+        wg_ids[w.at + k] = d;
+        var div = 1.0;
+        if p.mean == 1u && d >= p.t0 && d < p.t1 {
+            div = f32(indptr[d + 1u - p.ptr_base] - indptr[d - p.ptr_base]);
+        }
+        wg_vals[w.at + k] = div;
+    }
+}
+
+@compute @workgroup_size(64)
+fn segment_sum_backward_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let r = backward_row(rg);
+    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
+    let o = (p.row0 + rg.row) * p.f - p.out_base;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = walk(rg, r.x, r.y, k0);
+        stage_backward(rg, w, k0);
+        workgroupBarrier();
+        if w.busy {
+            for (var j = rg.lane; j < p.f; j += p.lanes) {
+                var acc = 0.0;
+                if w.carry {
+                    acc = grad_x[o + j];
+                }
+                for (var k = 0u; k < w.here; k++) {
+                    let d = wg_ids[w.at + k];
+                    if d >= p.t0 && d < p.t1 {
+                        var v = g[d * p.f + j - p.in_base];
+                        if p.mean == 1u {
+                            v = v / wg_vals[w.at + k];
+                        }
+                        acc += v;
+                    }
+                }
+                grad_x[o + j] = acc;
+            }
+        }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(64)
+fn segment_sum_backward_vec4_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let r = backward_row(rg);
+    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
+    let f4 = p.f / 4u;
+    let o = ((p.row0 + rg.row) * p.f - p.out_base) / 4u;
+    let ib = p.in_base / 4u;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = walk(rg, r.x, r.y, k0);
+        stage_backward(rg, w, k0);
+        workgroupBarrier();
+        if w.busy {
+            for (var j = rg.lane; j < f4; j += p.lanes) {
+                var acc = vec4<f32>(0.0);
+                if w.carry {
+                    acc = grad_x4[o + j];
+                }
+                for (var k = 0u; k < w.here; k++) {
+                    let d = wg_ids[w.at + k];
+                    if d >= p.t0 && d < p.t1 {
+                        var v = g4[d * f4 + j - ib];
+                        if p.mean == 1u {
+                            v = v / wg_vals[w.at + k];
+                        }
+                        acc += v;
+                    }
+                }
+                grad_x4[o + j] = acc;
+            }
+        }
+        workgroupBarrier();
+    }
 }

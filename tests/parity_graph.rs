@@ -20,8 +20,9 @@ use espalier::graph::{sample_blocks, Block};
 use espalier::rng::Rng;
 use espalier::{ops, Device, Error, Tensor};
 
-/// Feature widths: one value, one short of a warp-ish 64, and just past 256 (a workgroup).
-const WIDTHS: [usize; 3] = [1, 63, 257];
+/// Feature widths: one value, odd widths (scalar loads), a multiple of 4 (vec4 loads), and
+/// just past 256 (more columns than a 64-thread row group has lanes).
+const WIDTHS: [usize; 5] = [1, 3, 5, 64, 257];
 
 fn block(num_src: usize, adj: &[&[u32]]) -> Arc<Block> {
     let mut indptr = vec![0u32];
@@ -101,6 +102,33 @@ fn segment_ops_over_the_zoo() {
                     &move |x| run(&x[0], &b),
                     std::slice::from_ref(&x),
                 );
+            }
+        }
+    }
+}
+
+/// The sum adds each output value in the CPU's edge order (one invocation per value, in
+/// any row-group shape, scalar or vec4 loads), forward and backward, so it matches bit for
+/// bit; no division is involved, so this holds on any conforming adapter.
+#[test]
+fn segment_sum_equals_the_cpu_exactly() {
+    let devs = wgpu_devices();
+    if devs.is_empty() {
+        common::skip_backend("wgpu", "exact segment_sum: no wgpu device");
+        return;
+    }
+    for (name, b) in zoo() {
+        for &f in &WIDTHS {
+            let x = rand_f32(&[b.num_src, f], (b.num_edges() * 7 + f) as u64);
+            let b = b.clone();
+            let op = move |x: &[Tensor]| ops::segment_sum(&x[0], &b);
+            let (out, grads) = common::run(&op, std::slice::from_ref(&x), Device::Cpu);
+            for &dev in &devs {
+                let what = format!("exact segment_sum/{name}/f={f} on {dev}");
+                let (o, g) = common::run(&op, std::slice::from_ref(&x), dev);
+                assert_close(&format!("{what} forward"), &out, &o, 0.0, 0.0);
+                let (want, got) = (grads[0].as_ref().unwrap(), g[0].as_ref().unwrap());
+                assert_close(&format!("{what} backward"), want, got, 0.0, 0.0);
             }
         }
     }
