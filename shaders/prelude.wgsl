@@ -82,9 +82,10 @@ fn wg_sum64(t: u32, v: f32) -> f32 {
 // one output row, so a workgroup covers 64 / lanes consecutive rows of its dispatch; thread
 // t is lane t % lanes of row slot t / lanes. A row walks its CSR edges in passes of
 // 4 * lanes edges whose ids (and one f32 each, where a kernel needs it) its lanes first
-// stage in wg_ids / wg_vals at slot * 4 * lanes, so each id is loaded once per row, not once
-// per feature.
+// stage in wg_ids / wg_edges / wg_vals at slot * 4 * lanes, so each id is loaded once per
+// row, not once per feature.
 var<workgroup> wg_ids: array<u32, 256>;
+var<workgroup> wg_edges: array<u32, 256>;
 var<workgroup> wg_vals: array<f32, 256>;
 var<workgroup> wg_degs: array<u32, 64>;
 var<workgroup> wg_longest_row: u32;
@@ -118,4 +119,15 @@ fn wg_longest(rg: RowGroup, lanes: u32, deg: u32) -> u32 {
         wg_longest_row = m;
     }
     return workgroupUniformLoad(&wg_longest_row);
+}
+
+// The pass at k0 of a row whose edges are start .. start + deg: [its first edge, its edge
+// count, its staging offset slot * 4 * lanes].
+fn row_pass(rg: RowGroup, lanes: u32, start: u32, deg: u32, k0: u32) -> vec3<u32> {
+    let chunk = 4u * lanes;
+    var here = 0u;
+    if deg > k0 {
+        here = min(chunk, deg - k0);
+    }
+    return vec3<u32>(start + k0, here, rg.slot * chunk);
 }

@@ -59,20 +59,6 @@ fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
     return !is_nan(m) && (v > m || (v == m && e < a));
 }
 
-// The edge positions of the backward pass (wg_ids holds their dst rows).
-var<workgroup> wg_edges: array<u32, 256>;
-
-// The row's first edge and edge count in `ptr` (0 edges past the dispatch), and the edges of
-// the pass at k0: [first edge of the pass, count, staging offset].
-fn max_pass(rg: RowGroup, s: u32, deg: u32, k0: u32) -> vec3<u32> {
-    let chunk = 4u * p.lanes;
-    var here = 0u;
-    if deg > k0 {
-        here = min(chunk, deg - k0);
-    }
-    return vec3<u32>(s + k0, here, rg.slot * chunk);
-}
-
 @compute @workgroup_size(64)
 fn segment_max_f32(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -90,7 +76,7 @@ fn segment_max_f32(
     let longest = max(wg_longest(rg, p.lanes, deg), 1u);
     let o = d * p.f - p.out_base;
     for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = max_pass(rg, start, deg, k0);
+        let w = row_pass(rg, p.lanes, start, deg, k0);
         for (var k = rg.lane; k < w.y; k += p.lanes) {
             wg_ids[w.z + k] = indices[w.x + k - p.edge_base];
         }
@@ -139,7 +125,7 @@ fn segment_max_backward_f32(
     let longest = max(wg_longest(rg, p.lanes, deg), 1u);
     let o = u * p.f - p.out_base;
     for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = max_pass(rg, start, deg, k0);
+        let w = row_pass(rg, p.lanes, start, deg, k0);
         for (var k = rg.lane; k < w.y; k += p.lanes) {
             wg_ids[w.z + k] = t_dst[w.x + k - p.edge_base];
             wg_edges[w.z + k] = t_edges[w.x + k - p.edge_base];

@@ -67,13 +67,9 @@ struct Walk {
 }
 
 fn walk(rg: RowGroup, start: u32, deg: u32, k0: u32) -> Walk {
-    let chunk = 4u * p.lanes;
-    var here = 0u;
-    if deg > k0 {
-        here = min(chunk, deg - k0);
-    }
+    let w = row_pass(rg, p.lanes, start, deg, k0);
     let busy = rg.live && (k0 < deg || k0 == 0u);
-    return Walk(start, deg, here, rg.slot * chunk, busy, k0 > 0u || p.first == 0u, k0 + chunk >= deg);
+    return Walk(start, deg, w.y, w.z, busy, k0 > 0u || p.first == 0u, k0 + 4u * p.lanes >= deg);
 }
 
 // The forward row: dst row d's in-edges (0 edges past the dispatch).

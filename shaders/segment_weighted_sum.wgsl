@@ -6,6 +6,10 @@
 // segment_weighted_sum_backward_x_f32: 0 params (rows = num_src), 6 t_indptr, 7 t_dst,
 //     8 t_edges (read), 4 a (read), 9 g [num_dst, H*D] (read), 10 dx [num_src, H*D] (write);
 //     one invocation per (src u, column c), summing over u's out-edges in CSR order.
+// Both run a row group of `lanes` threads per output row (row_group in the prelude): its
+// lanes stage the row's edge ids (backward_x, and their edge positions) in workgroup memory,
+// pass by pass, then each lane sums its columns over the staged edges in edge order,
+// carrying the partial sum in the output between passes.
 // segment_weighted_sum_backward_a_f32: 0 params (rows = num_dst), 1 indptr, 2 indices, 3 x,
 //     9 g (read), 11 da [E, H] (write); one invocation per (dst d, head h) over d's edges.
 //
@@ -18,7 +22,7 @@
 // out-edges in increasing dst and edge order, so its sums keep their order); backward_a
 // writes each edge's weight gradient in the tile of its src row. `*_base` are the windows'
 // first elements; indices are global.
-// Linear index over the 2-D grid: idx = gid.x + gid.y * nwg.x * 256.
+// backward_a: linear index over the 2-D grid, idx = gid.x + gid.y * nwg.x * 256.
 
 struct Params {
     rows: u32,       // output rows in this dispatch
@@ -37,6 +41,7 @@ struct Params {
     a1: u32,
     a_base: u32,     // backward_x: a window
     first: u32,
+    lanes: u32,      // forward and backward_x: threads per output row, a power of two <= 64
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -52,51 +57,91 @@ struct Params {
 @group(0) @binding(10) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(11) var<storage, read_write> da: array<f32>;
 
-@compute @workgroup_size(256)
-fn segment_weighted_sum_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = linear(gid, nwg);
-    if idx >= p.rows * p.cols {
-        return;
+@compute @workgroup_size(64)
+fn segment_weighted_sum_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let d = p.row0 + rg.row;
+    var start = 0u;
+    var deg = 0u;
+    if rg.live {
+        start = indptr[d - p.ptr_base];
+        deg = indptr[d + 1u - p.ptr_base] - start;
     }
-    let d = p.row0 + idx / p.cols;
-    let c = idx % p.cols;
-    let h = c / p.per_head;
-    let o = d * p.cols + c - p.out_base;
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = out[o];
-    }
-    for (var e = indptr[d - p.ptr_base]; e < indptr[d + 1u - p.ptr_base]; e++) {
-        let u = indices[e - p.edge_base];
-        if u >= p.t0 && u < p.t1 {
-            acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
+    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let o = d * p.cols - p.out_base;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = row_pass(rg, p.lanes, start, deg, k0);
+        for (var k = rg.lane; k < w.y; k += p.lanes) {
+            wg_ids[w.z + k] = indices[w.x + k - p.edge_base];
         }
+        workgroupBarrier();
+        if rg.live && (k0 < deg || k0 == 0u) {
+            for (var c = rg.lane; c < p.cols; c += p.lanes) {
+                let h = c / p.per_head;
+                var acc = 0.0;
+                if k0 > 0u || p.first == 0u {
+                    acc = out[o + c];
+                }
+                for (var k = 0u; k < w.y; k++) {
+                    let u = wg_ids[w.z + k];
+                    if u >= p.t0 && u < p.t1 {
+                        let e = w.x + k;
+                        acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
+                    }
+                }
+                out[o + c] = acc;
+            }
+        }
+        workgroupBarrier();
     }
-    out[o] = acc;
 }
 
-@compute @workgroup_size(256)
-fn segment_weighted_sum_backward_x_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = linear(gid, nwg);
-    if idx >= p.rows * p.cols {
-        return;
+@compute @workgroup_size(64)
+fn segment_weighted_sum_backward_x_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    let u = p.row0 + rg.row;
+    var start = 0u;
+    var deg = 0u;
+    if rg.live {
+        start = t_indptr[u - p.ptr_base];
+        deg = t_indptr[u + 1u - p.ptr_base] - start;
     }
-    let u = p.row0 + idx / p.cols;
-    let c = idx % p.cols;
-    let h = c / p.per_head;
-    let o = u * p.cols + c - p.out_base;
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = dx[o];
-    }
-    for (var k = t_indptr[u - p.ptr_base]; k < t_indptr[u + 1u - p.ptr_base]; k++) {
-        let d = t_dst[k - p.edge_base];
-        let e = t_edges[k - p.edge_base];
-        if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
-            acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
+    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let o = u * p.cols - p.out_base;
+    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
+        let w = row_pass(rg, p.lanes, start, deg, k0);
+        for (var k = rg.lane; k < w.y; k += p.lanes) {
+            wg_ids[w.z + k] = t_dst[w.x + k - p.edge_base];
+            wg_edges[w.z + k] = t_edges[w.x + k - p.edge_base];
         }
+        workgroupBarrier();
+        if rg.live && (k0 < deg || k0 == 0u) {
+            for (var c = rg.lane; c < p.cols; c += p.lanes) {
+                let h = c / p.per_head;
+                var acc = 0.0;
+                if k0 > 0u || p.first == 0u {
+                    acc = dx[o + c];
+                }
+                for (var k = 0u; k < w.y; k++) {
+                    let d = wg_ids[w.z + k];
+                    let e = wg_edges[w.z + k];
+                    if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
+                        acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
+                    }
+                }
+                dx[o + c] = acc;
+            }
+        }
+        workgroupBarrier();
     }
-    dx[o] = acc;
 }
 
 @compute @workgroup_size(256)

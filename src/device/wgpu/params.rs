@@ -85,7 +85,7 @@ params! {
     "segment_max" => SegmentMaxParams { rows, f, row0, ptr_base, edge_base, out_base, t0, t1, in_base, first, lanes }
     "segment_softmax" => SegmentSoftmaxParams { num_dst, heads, d0, ptr_base, e_base }
     "segment_sum" => SegmentSumParams { rows, f, mean, row0, ptr_base, tptr_base, edge_base, out_base, t0, t1, in_base, first, last, lanes }
-    "segment_weighted_sum" => SegmentWeightedSumParams { rows, cols, heads, per_head, row0, ptr_base, edge_base, w_base, out_base, t0, t1, in_base, a0, a1, a_base, first }
+    "segment_weighted_sum" => SegmentWeightedSumParams { rows, cols, heads, per_head, row0, ptr_base, edge_base, w_base, out_base, t0, t1, in_base, a0, a1, a_base, first, lanes }
     "sgd" => SgdParams { n, base, lr, mu, wd, first }
     "slice" => SliceParams { n, base, c, start, len, dim, src_base, dst_base }
     "unary" => UnaryParams { n, base, op, param }
