@@ -80,54 +80,16 @@ fn wg_sum64(t: u32, v: f32) -> f32 {
 
 // Row groups of the 64-thread segment kernels: `lanes` threads (a power of two <= 64) own
 // one output row, so a workgroup covers 64 / lanes consecutive rows of its dispatch; thread
-// t is lane t % lanes of row slot t / lanes. A row walks its CSR edges in passes of
-// 4 * lanes edges whose ids (and one f32 each, where a kernel needs it) its lanes first
-// stage in wg_ids / wg_edges / wg_vals at slot * 4 * lanes, so each id is loaded once per
-// row, not once per feature.
-var<workgroup> wg_ids: array<u32, 256>;
-var<workgroup> wg_edges: array<u32, 256>;
-var<workgroup> wg_vals: array<f32, 256>;
-var<workgroup> wg_degs: array<u32, 64>;
-var<workgroup> wg_longest_row: u32;
-
+// t is lane t % lanes of row slot t / lanes. The lanes of a row walk its edges together, in
+// edge order, each over its own features: every lane loads the same edge id at the same
+// step (one broadcast load on a GPU), and no barrier is needed.
 struct RowGroup {
     row: u32,   // the output row, counted from the dispatch's first
     live: bool, // row < rows of the dispatch
     lane: u32,
-    slot: u32,
 }
 
 fn row_group(wid: vec3<u32>, nwg: vec3<u32>, t: u32, lanes: u32, rows: u32) -> RowGroup {
-    let slot = t / lanes;
-    let row = (wid.x + wid.y * nwg.x) * (64u / lanes) + slot;
-    return RowGroup(row, row < rows, t % lanes, slot);
-}
-
-// The most edges any row of the workgroup has (`deg`: this thread's row's, 0 when not live),
-// uniform over the workgroup so that a loop over it may hold barriers. Called from uniform
-// control flow.
-fn wg_longest(rg: RowGroup, lanes: u32, deg: u32) -> u32 {
-    if rg.lane == 0u {
-        wg_degs[rg.slot] = deg;
-    }
-    workgroupBarrier();
-    if rg.slot == 0u && rg.lane == 0u {
-        var m = 0u;
-        for (var s = 0u; s < 64u / lanes; s++) {
-            m = max(m, wg_degs[s]);
-        }
-        wg_longest_row = m;
-    }
-    return workgroupUniformLoad(&wg_longest_row);
-}
-
-// The pass at k0 of a row whose edges are start .. start + deg: [its first edge, its edge
-// count, its staging offset slot * 4 * lanes].
-fn row_pass(rg: RowGroup, lanes: u32, start: u32, deg: u32, k0: u32) -> vec3<u32> {
-    let chunk = 4u * lanes;
-    var here = 0u;
-    if deg > k0 {
-        here = min(chunk, deg - k0);
-    }
-    return vec3<u32>(start + k0, here, rg.slot * chunk);
+    let row = (wid.x + wid.y * nwg.x) * (64u / lanes) + t / lanes;
+    return RowGroup(row, row < rows, t % lanes);
 }

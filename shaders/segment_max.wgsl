@@ -9,9 +9,7 @@
 //   Σ g[d * f + j] over the out-edges (d, e) of u whose edge position e won,
 //   arg[d * f + j] == e (exact with duplicate edges and self-loops).
 // A row group of `lanes` threads owns an output row (row_group in the prelude): its lanes
-// stage the row's edge ids (backward, and their edge positions) in workgroup memory, pass by
-// pass, then each lane scans its features over the staged edges, carrying its running max
-// and argmax (backward, its sum) in the outputs between passes. One invocation owns each
+// walk the row's edges together, each scanning its own features. One invocation owns each
 // output value, in edge order: no atomics, and the result does not depend on `lanes`.
 //
 // Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
@@ -66,45 +64,32 @@ fn segment_max_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
-    let d = p.row0 + rg.row;
-    var start = 0u;
-    var deg = 0u;
-    if rg.live {
-        start = indptr[d - p.ptr_base];
-        deg = indptr[d + 1u - p.ptr_base] - start;
+    if !rg.live {
+        return;
     }
-    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let d = p.row0 + rg.row;
+    let start = indptr[d - p.ptr_base];
+    let end = indptr[d + 1u - p.ptr_base];
     let o = d * p.f - p.out_base;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = row_pass(rg, p.lanes, start, deg, k0);
-        for (var k = rg.lane; k < w.y; k += p.lanes) {
-            wg_ids[w.z + k] = indices[w.x + k - p.edge_base];
+    for (var j = rg.lane; j < p.f; j += p.lanes) {
+        var m = 0.0;
+        var a = 0xffffffffu;
+        if p.first == 0u {
+            m = out[o + j];
+            a = arg[o + j];
         }
-        workgroupBarrier();
-        if rg.live && (k0 < deg || k0 == 0u) {
-            for (var j = rg.lane; j < p.f; j += p.lanes) {
-                var m = 0.0;
-                var a = 0xffffffffu;
-                if k0 > 0u || p.first == 0u {
-                    m = out[o + j];
-                    a = arg[o + j];
+        for (var e = start; e < end; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                let v = x[u * p.f + j - p.in_base];
+                if a == 0xffffffffu || beats(v, e, m, a) {
+                    m = v;
+                    a = e;
                 }
-                for (var k = 0u; k < w.y; k++) {
-                    let u = wg_ids[w.z + k];
-                    if u >= p.t0 && u < p.t1 {
-                        let v = x[u * p.f + j - p.in_base];
-                        let e = w.x + k;
-                        if a == 0xffffffffu || beats(v, e, m, a) {
-                            m = v;
-                            a = e;
-                        }
-                    }
-                }
-                out[o + j] = m;
-                arg[o + j] = a;
             }
         }
-        workgroupBarrier();
+        out[o + j] = m;
+        arg[o + j] = a;
     }
 }
 
@@ -115,40 +100,26 @@ fn segment_max_backward_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
-    let u = p.row0 + rg.row;
-    var start = 0u;
-    var deg = 0u;
-    if rg.live {
-        start = t_indptr[u - p.ptr_base];
-        deg = t_indptr[u + 1u - p.ptr_base] - start;
+    if !rg.live {
+        return;
     }
-    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let u = p.row0 + rg.row;
+    let end = t_indptr[u + 1u - p.ptr_base];
     let o = u * p.f - p.out_base;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = row_pass(rg, p.lanes, start, deg, k0);
-        for (var k = rg.lane; k < w.y; k += p.lanes) {
-            wg_ids[w.z + k] = t_dst[w.x + k - p.edge_base];
-            wg_edges[w.z + k] = t_edges[w.x + k - p.edge_base];
+    for (var j = rg.lane; j < p.f; j += p.lanes) {
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = grad_x[o + j];
         }
-        workgroupBarrier();
-        if rg.live && (k0 < deg || k0 == 0u) {
-            for (var j = rg.lane; j < p.f; j += p.lanes) {
-                var acc = 0.0;
-                if k0 > 0u || p.first == 0u {
-                    acc = grad_x[o + j];
+        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+            let d = t_dst[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 {
+                let i = d * p.f + j - p.in_base;
+                if arg_in[i] == t_edges[k - p.edge_base] {
+                    acc += g[i];
                 }
-                for (var k = 0u; k < w.y; k++) {
-                    let d = wg_ids[w.z + k];
-                    if d >= p.t0 && d < p.t1 {
-                        let i = d * p.f + j - p.in_base;
-                        if arg_in[i] == wg_edges[w.z + k] {
-                            acc += g[i];
-                        }
-                    }
-                }
-                grad_x[o + j] = acc;
             }
         }
-        workgroupBarrier();
+        grad_x[o + j] = acc;
     }
 }

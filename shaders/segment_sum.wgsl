@@ -11,11 +11,9 @@
 // buffers as vec4 arrays; every window base is then a multiple of 4).
 //
 // A row group of `lanes` threads owns an output row (see row_group in the prelude): its
-// lanes stage the row's edge ids (backward, and the in-degrees the mean divides by) in
-// workgroup memory, pass by pass, then each lane sums its features over the staged edges.
-// One invocation owns each output value and adds in edge order, as the CPU does, carrying
-// the partial sum in the output between passes (f32 either way): no atomics, and the
-// result does not depend on `lanes`.
+// lanes walk the row's edges together, each summing its own features. One invocation owns
+// each output value and adds in edge order, as the CPU does: no atomics, and the result
+// does not depend on `lanes`.
 //
 // Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
 // the offsets, the edge range of those rows and the output are bound as windows. The input
@@ -55,43 +53,28 @@ struct Params {
 @group(0) @binding(11) var<storage, read> g4: array<vec4<f32>>;
 @group(0) @binding(12) var<storage, read_write> grad_x4: array<vec4<f32>>;
 
-// A row's edges and what one pass over them covers.
-struct Walk {
-    start: u32,  // the row's first edge position
-    deg: u32,    // its edges (0 when the row is not live)
-    here: u32,   // edges of this pass: wg_ids[at .. at + here]
-    at: u32,
-    busy: bool,  // whether this pass writes the row: it has edges in it, or it is the first
-    carry: bool, // whether the pass adds to what the output holds
-    done: bool,  // whether the row's last edge is in this pass
-}
-
-fn walk(rg: RowGroup, start: u32, deg: u32, k0: u32) -> Walk {
-    let w = row_pass(rg, p.lanes, start, deg, k0);
-    let busy = rg.live && (k0 < deg || k0 == 0u);
-    return Walk(start, deg, w.y, w.z, busy, k0 > 0u || p.first == 0u, k0 + 4u * p.lanes >= deg);
-}
-
-// The forward row: dst row d's in-edges (0 edges past the dispatch).
+// The row's first edge and edge count in `ptr`: dst rows' in-edges forward (indptr),
+// src rows' out-edges backward (t_indptr).
 fn forward_row(rg: RowGroup) -> vec2<u32> {
-    if !rg.live {
-        return vec2<u32>(0u, 0u);
-    }
     let d = p.row0 + rg.row;
     let s = indptr[d - p.ptr_base];
     return vec2<u32>(s, indptr[d + 1u - p.ptr_base] - s);
 }
 
-// Stages the ids of the forward pass at k0 (source rows).
-fn stage_forward(rg: RowGroup, w: Walk, k0: u32) {
-    for (var k = rg.lane; k < w.here; k += p.lanes) {
-        wg_ids[w.at + k] = indices[w.start + k0 + k - p.edge_base];
-    }
+fn backward_row(rg: RowGroup) -> vec2<u32> {
+    let u = p.row0 + rg.row;
+    let s = t_indptr[u - p.tptr_base];
+    return vec2<u32>(s, t_indptr[u + 1u - p.tptr_base] - s);
 }
 
-// Whether the pass ends the mean: the row's last pass of the last tile.
-fn divides(w: Walk) -> bool {
-    return w.done && p.last == 1u && p.mean == 1u && w.deg > 0u;
+// Whether the forward ends with the mean's division: the last tile of a row with edges.
+fn divides(deg: u32) -> bool {
+    return p.last == 1u && p.mean == 1u && deg > 0u;
+}
+
+// The in-degree of dst row d (in the tile: its offsets are bound), the mean's divisor.
+fn in_degree(d: u32) -> f32 {
+    return f32(indptr[d + 1u - p.ptr_base] - indptr[d - p.ptr_base]);
 }
 
 @compute @workgroup_size(64)
@@ -101,32 +84,26 @@ fn segment_sum_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
     let r = forward_row(rg);
-    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
     let o = (p.row0 + rg.row) * p.f - p.out_base;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = walk(rg, r.x, r.y, k0);
-        stage_forward(rg, w, k0);
-        workgroupBarrier();
-        if w.busy {
-            for (var j = rg.lane; j < p.f; j += p.lanes) {
-                var acc = 0.0;
-                if w.carry {
-                    acc = out[o + j];
-                }
-                for (var k = 0u; k < w.here; k++) {
-                    let u = wg_ids[w.at + k];
-                    if u >= p.t0 && u < p.t1 {
-                        acc += x[u * p.f + j - p.in_base];
-                    }
-                }
-                if divides(w) {
-                    acc = acc / f32(w.deg);
-                }
-                out[o + j] = acc;
+    for (var j = rg.lane; j < p.f; j += p.lanes) {
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = out[o + j];
+        }
+        for (var e = r.x; e < r.x + r.y; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                acc += x[u * p.f + j - p.in_base];
             }
         }
-        workgroupBarrier();
+        if divides(r.y) {
+            acc = acc / f32(r.y);
+        }
+        out[o + j] = acc;
     }
 }
 
@@ -137,58 +114,28 @@ fn segment_sum_vec4_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
     let r = forward_row(rg);
-    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
     let f4 = p.f / 4u;
     let o = ((p.row0 + rg.row) * p.f - p.out_base) / 4u;
     let ib = p.in_base / 4u;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = walk(rg, r.x, r.y, k0);
-        stage_forward(rg, w, k0);
-        workgroupBarrier();
-        if w.busy {
-            for (var j = rg.lane; j < f4; j += p.lanes) {
-                var acc = vec4<f32>(0.0);
-                if w.carry {
-                    acc = out4[o + j];
-                }
-                for (var k = 0u; k < w.here; k++) {
-                    let u = wg_ids[w.at + k];
-                    if u >= p.t0 && u < p.t1 {
-                        acc += x4[u * f4 + j - ib];
-                    }
-                }
-                if divides(w) {
-                    acc = acc / f32(w.deg);
-                }
-                out4[o + j] = acc;
+    for (var j = rg.lane; j < f4; j += p.lanes) {
+        var acc = vec4<f32>(0.0);
+        if p.first == 0u {
+            acc = out4[o + j];
+        }
+        for (var e = r.x; e < r.x + r.y; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                acc += x4[u * f4 + j - ib];
             }
         }
-        workgroupBarrier();
-    }
-}
-
-// The backward row: src row u's out-edges (0 edges past the dispatch).
-fn backward_row(rg: RowGroup) -> vec2<u32> {
-    if !rg.live {
-        return vec2<u32>(0u, 0u);
-    }
-    let u = p.row0 + rg.row;
-    let s = t_indptr[u - p.tptr_base];
-    return vec2<u32>(s, t_indptr[u + 1u - p.tptr_base] - s);
-}
-
-// Stages the dst rows of the backward pass at k0, with the in-degree of each one in the
-// tile for the mean.
-fn stage_backward(rg: RowGroup, w: Walk, k0: u32) {
-    for (var k = rg.lane; k < w.here; k += p.lanes) {
-        let d = t_dst[w.start + k0 + k - p.edge_base];
-        wg_ids[w.at + k] = d;
-        var div = 1.0;
-        if p.mean == 1u && d >= p.t0 && d < p.t1 {
-            div = f32(indptr[d + 1u - p.ptr_base] - indptr[d - p.ptr_base]);
+        if divides(r.y) {
+            acc = acc / f32(r.y);
         }
-        wg_vals[w.at + k] = div;
+        out4[o + j] = acc;
     }
 }
 
@@ -199,33 +146,27 @@ fn segment_sum_backward_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
     let r = backward_row(rg);
-    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
     let o = (p.row0 + rg.row) * p.f - p.out_base;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = walk(rg, r.x, r.y, k0);
-        stage_backward(rg, w, k0);
-        workgroupBarrier();
-        if w.busy {
-            for (var j = rg.lane; j < p.f; j += p.lanes) {
-                var acc = 0.0;
-                if w.carry {
-                    acc = grad_x[o + j];
+    for (var j = rg.lane; j < p.f; j += p.lanes) {
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = grad_x[o + j];
+        }
+        for (var k = r.x; k < r.x + r.y; k++) {
+            let d = t_dst[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 {
+                var v = g[d * p.f + j - p.in_base];
+                if p.mean == 1u {
+                    v = v / in_degree(d);
                 }
-                for (var k = 0u; k < w.here; k++) {
-                    let d = wg_ids[w.at + k];
-                    if d >= p.t0 && d < p.t1 {
-                        var v = g[d * p.f + j - p.in_base];
-                        if p.mean == 1u {
-                            v = v / wg_vals[w.at + k];
-                        }
-                        acc += v;
-                    }
-                }
-                grad_x[o + j] = acc;
+                acc += v;
             }
         }
-        workgroupBarrier();
+        grad_x[o + j] = acc;
     }
 }
 
@@ -236,34 +177,28 @@ fn segment_sum_backward_vec4_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
     let r = backward_row(rg);
-    let longest = max(wg_longest(rg, p.lanes, r.y), 1u);
     let f4 = p.f / 4u;
     let o = ((p.row0 + rg.row) * p.f - p.out_base) / 4u;
     let ib = p.in_base / 4u;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = walk(rg, r.x, r.y, k0);
-        stage_backward(rg, w, k0);
-        workgroupBarrier();
-        if w.busy {
-            for (var j = rg.lane; j < f4; j += p.lanes) {
-                var acc = vec4<f32>(0.0);
-                if w.carry {
-                    acc = grad_x4[o + j];
+    for (var j = rg.lane; j < f4; j += p.lanes) {
+        var acc = vec4<f32>(0.0);
+        if p.first == 0u {
+            acc = grad_x4[o + j];
+        }
+        for (var k = r.x; k < r.x + r.y; k++) {
+            let d = t_dst[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 {
+                var v = g4[d * f4 + j - ib];
+                if p.mean == 1u {
+                    v = v / in_degree(d);
                 }
-                for (var k = 0u; k < w.here; k++) {
-                    let d = wg_ids[w.at + k];
-                    if d >= p.t0 && d < p.t1 {
-                        var v = g4[d * f4 + j - ib];
-                        if p.mean == 1u {
-                            v = v / wg_vals[w.at + k];
-                        }
-                        acc += v;
-                    }
-                }
-                grad_x4[o + j] = acc;
+                acc += v;
             }
         }
-        workgroupBarrier();
+        grad_x4[o + j] = acc;
     }
 }

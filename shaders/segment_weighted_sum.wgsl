@@ -7,11 +7,7 @@
 //     8 t_edges (read), 4 a (read), 9 g [num_dst, H*D] (read), 10 dx [num_src, H*D] (write);
 //     one invocation per (src u, column c), summing over u's out-edges in CSR order.
 // Both run a row group of `lanes` threads per output row (row_group in the prelude): its
-// lanes stage the row's edge ids (backward_x, and their edge positions) in workgroup memory,
-// pass by pass, then each lane sums its columns over the staged edges in edge order,
-// carrying the partial sum in the output between passes.
-// segment_weighted_sum_backward_a_f32: 0 params (rows = num_dst), 1 indptr, 2 indices, 3 x,
-//     9 g (read), 11 da [E, H] (write); one invocation per (dst d, head h) over d's edges.
+// lanes walk the row's edges together in edge order, each over its own columns.
 //
 // Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
 // the offsets, the edge range of those rows (indices, a forward, da) and their output and
@@ -64,39 +60,26 @@ fn segment_weighted_sum_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
-    let d = p.row0 + rg.row;
-    var start = 0u;
-    var deg = 0u;
-    if rg.live {
-        start = indptr[d - p.ptr_base];
-        deg = indptr[d + 1u - p.ptr_base] - start;
+    if !rg.live {
+        return;
     }
-    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let d = p.row0 + rg.row;
+    let start = indptr[d - p.ptr_base];
+    let end = indptr[d + 1u - p.ptr_base];
     let o = d * p.cols - p.out_base;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = row_pass(rg, p.lanes, start, deg, k0);
-        for (var k = rg.lane; k < w.y; k += p.lanes) {
-            wg_ids[w.z + k] = indices[w.x + k - p.edge_base];
+    for (var c = rg.lane; c < p.cols; c += p.lanes) {
+        let h = c / p.per_head;
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = out[o + c];
         }
-        workgroupBarrier();
-        if rg.live && (k0 < deg || k0 == 0u) {
-            for (var c = rg.lane; c < p.cols; c += p.lanes) {
-                let h = c / p.per_head;
-                var acc = 0.0;
-                if k0 > 0u || p.first == 0u {
-                    acc = out[o + c];
-                }
-                for (var k = 0u; k < w.y; k++) {
-                    let u = wg_ids[w.z + k];
-                    if u >= p.t0 && u < p.t1 {
-                        let e = w.x + k;
-                        acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
-                    }
-                }
-                out[o + c] = acc;
+        for (var e = start; e < end; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
             }
         }
-        workgroupBarrier();
+        out[o + c] = acc;
     }
 }
 
@@ -107,40 +90,26 @@ fn segment_weighted_sum_backward_x_f32(
     @builtin(local_invocation_index) t: u32,
 ) {
     let rg = row_group(wid, nwg, t, p.lanes, p.rows);
-    let u = p.row0 + rg.row;
-    var start = 0u;
-    var deg = 0u;
-    if rg.live {
-        start = t_indptr[u - p.ptr_base];
-        deg = t_indptr[u + 1u - p.ptr_base] - start;
+    if !rg.live {
+        return;
     }
-    let longest = max(wg_longest(rg, p.lanes, deg), 1u);
+    let u = p.row0 + rg.row;
+    let end = t_indptr[u + 1u - p.ptr_base];
     let o = u * p.cols - p.out_base;
-    for (var k0 = 0u; k0 < longest; k0 += 4u * p.lanes) {
-        let w = row_pass(rg, p.lanes, start, deg, k0);
-        for (var k = rg.lane; k < w.y; k += p.lanes) {
-            wg_ids[w.z + k] = t_dst[w.x + k - p.edge_base];
-            wg_edges[w.z + k] = t_edges[w.x + k - p.edge_base];
+    for (var c = rg.lane; c < p.cols; c += p.lanes) {
+        let h = c / p.per_head;
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = dx[o + c];
         }
-        workgroupBarrier();
-        if rg.live && (k0 < deg || k0 == 0u) {
-            for (var c = rg.lane; c < p.cols; c += p.lanes) {
-                let h = c / p.per_head;
-                var acc = 0.0;
-                if k0 > 0u || p.first == 0u {
-                    acc = dx[o + c];
-                }
-                for (var k = 0u; k < w.y; k++) {
-                    let d = wg_ids[w.z + k];
-                    let e = wg_edges[w.z + k];
-                    if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
-                        acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
-                    }
-                }
-                dx[o + c] = acc;
+        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+            let d = t_dst[k - p.edge_base];
+            let e = t_edges[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
+                acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
             }
         }
-        workgroupBarrier();
+        dx[o + c] = acc;
     }
 }
 

@@ -13,8 +13,8 @@
 //! Saved: the argmax (`u32 [num_dst, f]`, on the op's device) and the block; not `x`.
 //!
 //! On wgpu (`shaders/segment_max.wgsl`) a group of threads owns an output row (dst rows
-//! forward, src rows backward), staging its edge ids in workgroup memory; one invocation
-//! owns each (row, feature), with the same scan order and tie and NaN rules.
+//! forward, src rows backward), lanes over features; one invocation owns each (row,
+//! feature), with the same scan order and tie and NaN rules.
 //! Past the storage-binding limit both run over ranges of output rows, times tiles of the
 //! input they read at arbitrary rows (see `src/device/wgpu/split.rs`); the tie and NaN
 //! rules are a total order on (value, edge position), so the max and argmax do not change,

@@ -14,10 +14,10 @@
 //! rule keeps the graph without copying it.
 //!
 //! On wgpu (`shaders/segment_sum.wgsl`) a group of threads owns an output row (dst rows
-//! forward, src rows backward) and stages its edge ids in workgroup memory; one invocation
-//! owns each output value (four, with `vec4` loads, when `f % 4 == 0`) and sums in the same
-//! edge order as the CPU, so the sum matches it bit for bit; the block's index arrays are
-//! uploaded once per block ([`BlockBuffers`]). Past
+//! forward, src rows backward) and walks its edges together, lanes over features; one
+//! invocation owns each output value (four, with `vec4` loads, when `f % 4 == 0`) and sums
+//! in the same edge order as the CPU, so the sum matches it bit for bit; the block's index
+//! arrays are uploaded once per block ([`BlockBuffers`]). Past
 //! the storage-binding limit it runs over ranges of output rows, times tiles of the input
 //! rows it reads at arbitrary rows (see `src/device/wgpu/split.rs`). Backward, the
 //! out-edges of a src row list their dst rows in increasing order, so the sums keep their

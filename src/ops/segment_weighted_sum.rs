@@ -17,8 +17,8 @@
 //! Saved: `x` and `a` (shared, not copied) and the block. `H` is `a`'s column count.
 //!
 //! On wgpu (`shaders/segment_weighted_sum.wgsl`) the forward and `x̄` kernels give a group
-//! of threads each output row, its edge ids staged in workgroup memory, one invocation per
-//! value summing in the CPU's edge order; `ā` has one invocation per (dst, head).
+//! of threads each output row, lanes over columns, one invocation per value summing in
+//! the CPU's edge order; `ā` has one invocation per (dst, head).
 //! Past the storage-binding limit, every kernel runs over ranges of output rows,
 //! times tiles of the tensors it reads at arbitrary rows (see
 //! `src/device/wgpu/split.rs` and the shader): the backward sums keep their order, the
