@@ -4,6 +4,9 @@
 //   5 arg (write). out[d * f + j] is the max of x[indices[e] * f + j] over the in-edges e
 //   of d, scanned in edge order: the first edge wins ties, a NaN wins and stays (so it
 //   propagates); a row without in-edges gets 0 and arg 0xffffffff.
+// segment_max_vec4_f32: the forward for f % 4 == 0, four features at once through 12 x4,
+//   13 out4, 14 arg4 (the same buffers as vec4 arrays; every window base is then a
+//   multiple of 4).
 // segment_max_backward_f32: 0 params, 6 t_indptr, 7 t_dst, 8 t_edges, 9 arg_in (read),
 //   10 g (read), 11 grad_x (write). Over the transposed CSR: grad_x[u * f + j] =
 //   Σ g[d * f + j] over the out-edges (d, e) of u whose edge position e won,
@@ -48,6 +51,9 @@ struct Params {
 @group(0) @binding(9) var<storage, read> arg_in: array<u32>;
 @group(0) @binding(10) var<storage, read> g: array<f32>;
 @group(0) @binding(11) var<storage, read_write> grad_x: array<f32>;
+@group(0) @binding(12) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(13) var<storage, read_write> out4: array<vec4<f32>>;
+@group(0) @binding(14) var<storage, read_write> arg4: array<vec4<u32>>;
 
 // True when candidate (v, edge e) comes before the running (m, edge a) in the CPU's order.
 fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
@@ -90,6 +96,55 @@ fn segment_max_f32(
         }
         out[o + j] = m;
         arg[o + j] = a;
+    }
+}
+
+// beats for four features at once; a running argmax of 0xffffffff (none yet) loses to any.
+fn beats4(v: vec4<f32>, e: u32, m: vec4<f32>, a: vec4<u32>) -> vec4<bool> {
+    let ev = vec4<u32>(e);
+    let mask = vec4<u32>(0x7fffffffu);
+    let inf = vec4<u32>(0x7f800000u);
+    let vn = (bitcast<vec4<u32>>(v) & mask) > inf;
+    let mn = (bitcast<vec4<u32>>(m) & mask) > inf;
+    let plain = !mn & ((v > m) | ((v == m) & (ev < a)));
+    let nan = !mn | (ev < a);
+    return (a == vec4<u32>(0xffffffffu)) | select(plain, nan, vn);
+}
+
+@compute @workgroup_size(64)
+fn segment_max_vec4_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
+    let d = p.row0 + rg.row;
+    let start = indptr[d - p.ptr_base];
+    let end = indptr[d + 1u - p.ptr_base];
+    let f4 = p.f / 4u;
+    let o = (d * p.f - p.out_base) / 4u;
+    let ib = p.in_base / 4u;
+    for (var j = rg.lane; j < f4; j += p.lanes) {
+        var m = vec4<f32>(0.0);
+        var a = vec4<u32>(0xffffffffu);
+        if p.first == 0u {
+            m = out4[o + j];
+            a = arg4[o + j];
+        }
+        for (var e = start; e < end; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                let v = x4[u * f4 + j - ib];
+                let take = beats4(v, e, m, a);
+                m = select(m, v, take);
+                a = select(a, vec4<u32>(e), take);
+            }
+        }
+        out4[o + j] = m;
+        arg4[o + j] = a;
     }
 }
 

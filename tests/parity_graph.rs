@@ -139,17 +139,20 @@ fn segment_max_ties_go_to_the_first_edge() {
     // Values in {-1, 0, 1}: most comparisons are ties, so the argmax (hence the gradient)
     // shows whether the device scans edges in the CPU's order.
     for (name, b) in zoo() {
-        let f = 63;
-        let mut rng = Rng::new(b.num_src as u64);
-        let v = (0..b.num_src * f)
-            .map(|_| rng.below(3) as f32 - 1.0)
-            .collect();
-        let x = Tensor::from_f32(v, &[b.num_src, f], Device::Cpu).unwrap();
-        parity(
-            &format!("segment_max/ties/{name}"),
-            &move |x| ops::segment_max(&x[0], &b),
-            &[x],
-        );
+        // Scalar and vec4 loads.
+        for f in [63, 64] {
+            let mut rng = Rng::new(b.num_src as u64);
+            let v = (0..b.num_src * f)
+                .map(|_| rng.below(3) as f32 - 1.0)
+                .collect();
+            let x = Tensor::from_f32(v, &[b.num_src, f], Device::Cpu).unwrap();
+            let b = b.clone();
+            parity(
+                &format!("segment_max/ties/{name}/f={f}"),
+                &move |x| ops::segment_max(&x[0], &b),
+                &[x],
+            );
+        }
     }
 }
 
@@ -166,16 +169,36 @@ fn segment_max_propagates_nan() {
     .to_vec_f32()
     .unwrap();
     assert!(expected[0].is_nan() && expected[1].is_nan());
+    // Four features (the vec4 path): the NaN in each column at another edge, or none.
+    let x4 = vec![
+        1.0,
+        f32::NAN,
+        4.0,
+        1.0,
+        f32::NAN,
+        2.0,
+        5.0,
+        2.0,
+        5.0,
+        3.0,
+        f32::NAN,
+        3.0,
+    ];
+    let cpu4 = Tensor::from_f32(x4.clone(), &[3, 4], Device::Cpu).unwrap();
+    let expected4 = ops::segment_max(&cpu4, &b).unwrap().to_vec_f32().unwrap();
+    assert!(expected4[..3].iter().all(|v| v.is_nan()) && expected4[3] == 3.0);
     for dev in gpu_devices() {
-        let x = Tensor::from_f32(x.clone(), &[3, 1], dev).unwrap();
-        let got = ops::segment_max(&x, &b).unwrap().to_vec_f32().unwrap();
-        assert_close(
-            &format!("segment_max NaN on {dev}"),
-            &expected,
-            &got,
-            0.0,
-            0.0,
-        );
+        for (x, f, want) in [(&x, 1, &expected), (&x4, 4, &expected4)] {
+            let x = Tensor::from_f32(x.clone(), &[3, f], dev).unwrap();
+            let got = ops::segment_max(&x, &b).unwrap().to_vec_f32().unwrap();
+            assert_close(
+                &format!("segment_max NaN, f = {f}, on {dev}"),
+                want,
+                &got,
+                0.0,
+                0.0,
+            );
+        }
     }
 }
 

@@ -14,7 +14,8 @@
 //!
 //! On wgpu (`shaders/segment_max.wgsl`) a group of threads owns an output row (dst rows
 //! forward, src rows backward), lanes over features; one invocation owns each (row,
-//! feature), with the same scan order and tie and NaN rules.
+//! feature), or four with `vec4` loads forward when `f % 4 == 0`, with the same scan order
+//! and tie and NaN rules.
 //! Past the storage-binding limit both run over ranges of output rows, times tiles of the
 //! input they read at arbitrary rows (see `src/device/wgpu/split.rs`); the tie and NaN
 //! rules are a total order on (value, edge position), so the max and argmax do not change,
@@ -44,6 +45,11 @@ const FORWARD: Kernel = Kernel {
     stem: "segment_max",
     source: SHADER,
     entry: "segment_max_f32",
+};
+const FORWARD4: Kernel = Kernel {
+    stem: "segment_max",
+    source: SHADER,
+    entry: "segment_max_vec4_f32",
 };
 const BACKWARD: Kernel = Kernel {
     stem: "segment_max",
@@ -116,12 +122,15 @@ fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, Wgpu
     let at = |d: usize| b.indptr[d] as usize;
     let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * f)?;
     for (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, f))? {
-        let (lanes, grid) = ctx.row_groups(d1 - d0, f)?;
         let pw = ctx.window(&bb.indptr, d0, d1 + 1);
         let ew = ctx.window(&bb.indices, at(d0), at(d1));
         let [ow, aw] = [&out, &arg].map(|t| ctx.rows_window(t, d0, d1, f));
         for (i, &(t0, t1)) in tiles.iter().enumerate() {
             let xw = ctx.rows_window(x, t0, t1, f);
+            // Four features per load when rows and windows start on a multiple of 4 (an
+            // empty tile binds one word, too short for a vec4).
+            let vec4 = f % 4 == 0 && [&xw, &ow, &aw].iter().all(|w| w.base % 4 == 0) && t1 > t0;
+            let (lanes, grid) = ctx.row_groups(d1 - d0, if vec4 { f / 4 } else { f })?;
             let words = words(
                 (d0, d1),
                 f,
@@ -131,8 +140,19 @@ fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, Wgpu
                 i,
                 lanes,
             );
-            let binds = [(1, &pw), (2, &ew), (3, &xw), (4, &ow), (5, &aw)];
-            ctx.launch_windows_grid(&FORWARD, &words, &binds, grid)?;
+            let (k, slots) = if vec4 {
+                (&FORWARD4, [12, 13, 14])
+            } else {
+                (&FORWARD, [3, 4, 5])
+            };
+            let binds = [
+                (1, &pw),
+                (2, &ew),
+                (slots[0], &xw),
+                (slots[1], &ow),
+                (slots[2], &aw),
+            ];
+            ctx.launch_windows_grid(k, &words, &binds, grid)?;
         }
     }
     Ok((out, arg))
