@@ -77,3 +77,19 @@ fn wg_sum64(t: u32, v: f32) -> f32 {
     workgroupBarrier();
     return r;
 }
+
+// Row groups of the 64-thread segment kernels: `lanes` threads (a power of two <= 64) own
+// one output row, so a workgroup covers 64 / lanes consecutive rows of its dispatch; thread
+// t is lane t % lanes of row slot t / lanes. The lanes of a row walk its edges together, in
+// edge order, each over its own features: every lane loads the same edge id at the same
+// step (one broadcast load on a GPU), and no barrier is needed.
+struct RowGroup {
+    row: u32,   // the output row, counted from the dispatch's first
+    live: bool, // row < rows of the dispatch
+    lane: u32,
+}
+
+fn row_group(wid: vec3<u32>, nwg: vec3<u32>, t: u32, lanes: u32, rows: u32) -> RowGroup {
+    let row = (wid.x + wid.y * nwg.x) * (64u / lanes) + t / lanes;
+    return RowGroup(row, row < rows, t % lanes);
+}

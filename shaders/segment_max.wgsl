@@ -1,17 +1,22 @@
 // Max aggregation over a block's CSR, with the argmax as an edge position (src/ops/segment_max.rs).
 //
 // segment_max_f32 (forward): 0 params, 1 indptr, 2 indices, 3 x (read), 4 out (write),
-//   5 arg (write). One invocation per (dst row d, feature j), i = d * f + j, scanning the
-//   in-edges of d in edge order: the first edge wins ties, a NaN wins and stays (so it
+//   5 arg (write). out[d * f + j] is the max of x[indices[e] * f + j] over the in-edges e
+//   of d, scanned in edge order: the first edge wins ties, a NaN wins and stays (so it
 //   propagates); a row without in-edges gets 0 and arg 0xffffffff.
+// segment_max_vec4_f32: the forward for f % 4 == 0, four features at once through 12 x4,
+//   13 out4, 14 arg4 (the same buffers as vec4 arrays; every window base is then a
+//   multiple of 4).
 // segment_max_backward_f32: 0 params, 6 t_indptr, 7 t_dst, 8 t_edges, 9 arg_in (read),
-//   10 g (read), 11 grad_x (write). One invocation per (src row u, feature j) over the
-//   transposed CSR: grad_x[u * f + j] = Σ g[d * f + j] over the out-edges (d, e) of u whose
-//   edge position e won, arg[d * f + j] == e (exact with duplicate edges and self-loops).
-// Consecutive invocations handle consecutive features of one row (coalesced loads).
+//   10 g (read), 11 grad_x (write). Over the transposed CSR: grad_x[u * f + j] =
+//   Σ g[d * f + j] over the out-edges (d, e) of u whose edge position e won,
+//   arg[d * f + j] == e (exact with duplicate edges and self-loops).
+// A row group of `lanes` threads owns an output row (row_group in the prelude): its lanes
+// walk the row's edges together, each scanning its own features. One invocation owns each
+// output value, in edge order: no atomics, and the result does not depend on `lanes`.
 //
-// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. (values
-// i < n); the offsets, the edge range of those rows and the outputs are bound as windows.
+// Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
+// the offsets, the edge range of those rows and the outputs are bound as windows.
 // The input read at arbitrary rows (x forward; g and arg_in backward) is bound as the window
 // of its tile of rows t0 .. t1, and only edges whose input row is in the tile count. Forward
 // continues from the max and argmax the previous tile left unless `first`; a candidate
@@ -19,10 +24,9 @@
 // lower edge position), which is a total order, so tiles give the first max in edge order
 // as one pass does. Backward adds to the previous tile's sum, in the same order as one pass
 // (a src row's out-edges list increasing dst rows). `*_base` are the windows' first elements.
-// Linear index over the 2-D grid: i = gid.x + gid.y * nwg.x * 256.
 
 struct Params {
-    n: u32,          // output values in this dispatch
+    rows: u32,       // output rows in this dispatch
     f: u32,          // features per row
     row0: u32,       // first output row
     ptr_base: u32,   // indptr or t_indptr window
@@ -32,6 +36,7 @@ struct Params {
     t1: u32,
     in_base: u32,    // x, or g and arg_in, window
     first: u32,
+    lanes: u32,      // threads per output row: a power of two <= 64
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -46,6 +51,9 @@ struct Params {
 @group(0) @binding(9) var<storage, read> arg_in: array<u32>;
 @group(0) @binding(10) var<storage, read> g: array<f32>;
 @group(0) @binding(11) var<storage, read_write> grad_x: array<f32>;
+@group(0) @binding(12) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(13) var<storage, read_write> out4: array<vec4<f32>>;
+@group(0) @binding(14) var<storage, read_write> arg4: array<vec4<u32>>;
 
 // True when candidate (v, edge e) comes before the running (m, edge a) in the CPU's order.
 fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
@@ -55,60 +63,118 @@ fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
     return !is_nan(m) && (v > m || (v == m && e < a));
 }
 
-@compute @workgroup_size(256)
-fn segment_max_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear(gid, nwg);
-    if i >= p.n {
+@compute @workgroup_size(64)
+fn segment_max_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
         return;
     }
-    let gi = p.row0 * p.f + i;
-    let d = gi / p.f;
-    let j = gi - d * p.f;
-    let o = gi - p.out_base;
+    let d = p.row0 + rg.row;
     let start = indptr[d - p.ptr_base];
     let end = indptr[d + 1u - p.ptr_base];
-    var m = 0.0;
-    var a = 0xffffffffu;
-    if p.first == 0u {
-        m = out[o];
-        a = arg[o];
-    }
-    for (var e = start; e < end; e++) {
-        let u = indices[e - p.edge_base];
-        if u >= p.t0 && u < p.t1 {
-            let v = x[u * p.f + j - p.in_base];
-            if a == 0xffffffffu || beats(v, e, m, a) {
-                m = v;
-                a = e;
+    let o = d * p.f - p.out_base;
+    for (var j = rg.lane; j < p.f; j += p.lanes) {
+        var m = 0.0;
+        var a = 0xffffffffu;
+        if p.first == 0u {
+            m = out[o + j];
+            a = arg[o + j];
+        }
+        for (var e = start; e < end; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                let v = x[u * p.f + j - p.in_base];
+                if a == 0xffffffffu || beats(v, e, m, a) {
+                    m = v;
+                    a = e;
+                }
             }
         }
+        out[o + j] = m;
+        arg[o + j] = a;
     }
-    out[o] = m;
-    arg[o] = a;
 }
 
-@compute @workgroup_size(256)
-fn segment_max_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear(gid, nwg);
-    if i >= p.n {
+// beats for four features at once; a running argmax of 0xffffffff (none yet) loses to any.
+fn beats4(v: vec4<f32>, e: u32, m: vec4<f32>, a: vec4<u32>) -> vec4<bool> {
+    let ev = vec4<u32>(e);
+    let mask = vec4<u32>(0x7fffffffu);
+    let inf = vec4<u32>(0x7f800000u);
+    let vn = (bitcast<vec4<u32>>(v) & mask) > inf;
+    let mn = (bitcast<vec4<u32>>(m) & mask) > inf;
+    let plain = !mn & ((v > m) | ((v == m) & (ev < a)));
+    let nan = !mn | (ev < a);
+    return (a == vec4<u32>(0xffffffffu)) | select(plain, nan, vn);
+}
+
+@compute @workgroup_size(64)
+fn segment_max_vec4_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
         return;
     }
-    let gi = p.row0 * p.f + i;
-    let u = gi / p.f;
-    let j = gi - u * p.f;
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = grad_x[gi - p.out_base];
-    }
-    let end = t_indptr[u + 1u - p.ptr_base];
-    for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
-        let d = t_dst[k - p.edge_base];
-        if d >= p.t0 && d < p.t1 {
-            let o = d * p.f + j - p.in_base;
-            if arg_in[o] == t_edges[k - p.edge_base] {
-                acc += g[o];
+    let d = p.row0 + rg.row;
+    let start = indptr[d - p.ptr_base];
+    let end = indptr[d + 1u - p.ptr_base];
+    let f4 = p.f / 4u;
+    let o = (d * p.f - p.out_base) / 4u;
+    let ib = p.in_base / 4u;
+    for (var j = rg.lane; j < f4; j += p.lanes) {
+        var m = vec4<f32>(0.0);
+        var a = vec4<u32>(0xffffffffu);
+        if p.first == 0u {
+            m = out4[o + j];
+            a = arg4[o + j];
+        }
+        for (var e = start; e < end; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                let v = x4[u * f4 + j - ib];
+                let take = beats4(v, e, m, a);
+                m = select(m, v, take);
+                a = select(a, vec4<u32>(e), take);
             }
         }
+        out4[o + j] = m;
+        arg4[o + j] = a;
     }
-    grad_x[gi - p.out_base] = acc;
+}
+
+@compute @workgroup_size(64)
+fn segment_max_backward_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
+    let u = p.row0 + rg.row;
+    let end = t_indptr[u + 1u - p.ptr_base];
+    let o = u * p.f - p.out_base;
+    for (var j = rg.lane; j < p.f; j += p.lanes) {
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = grad_x[o + j];
+        }
+        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+            let d = t_dst[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 {
+                let i = d * p.f + j - p.in_base;
+                if arg_in[i] == t_edges[k - p.edge_base] {
+                    acc += g[i];
+                }
+            }
+        }
+        grad_x[o + j] = acc;
+    }
 }

@@ -6,8 +6,8 @@
 // segment_weighted_sum_backward_x_f32: 0 params (rows = num_src), 6 t_indptr, 7 t_dst,
 //     8 t_edges (read), 4 a (read), 9 g [num_dst, H*D] (read), 10 dx [num_src, H*D] (write);
 //     one invocation per (src u, column c), summing over u's out-edges in CSR order.
-// segment_weighted_sum_backward_a_f32: 0 params (rows = num_dst), 1 indptr, 2 indices, 3 x,
-//     9 g (read), 11 da [E, H] (write); one invocation per (dst d, head h) over d's edges.
+// Both run a row group of `lanes` threads per output row (row_group in the prelude): its
+// lanes walk the row's edges together in edge order, each over its own columns.
 //
 // Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
 // the offsets, the edge range of those rows (indices, a forward, da) and their output and
@@ -18,7 +18,7 @@
 // out-edges in increasing dst and edge order, so its sums keep their order); backward_a
 // writes each edge's weight gradient in the tile of its src row. `*_base` are the windows'
 // first elements; indices are global.
-// Linear index over the 2-D grid: idx = gid.x + gid.y * nwg.x * 256.
+// backward_a: linear index over the 2-D grid, idx = gid.x + gid.y * nwg.x * 256.
 
 struct Params {
     rows: u32,       // output rows in this dispatch
@@ -37,6 +37,7 @@ struct Params {
     a1: u32,
     a_base: u32,     // backward_x: a window
     first: u32,
+    lanes: u32,      // forward and backward_x: threads per output row, a power of two <= 64
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -52,51 +53,64 @@ struct Params {
 @group(0) @binding(10) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(11) var<storage, read_write> da: array<f32>;
 
-@compute @workgroup_size(256)
-fn segment_weighted_sum_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = linear(gid, nwg);
-    if idx >= p.rows * p.cols {
+@compute @workgroup_size(64)
+fn segment_weighted_sum_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
         return;
     }
-    let d = p.row0 + idx / p.cols;
-    let c = idx % p.cols;
-    let h = c / p.per_head;
-    let o = d * p.cols + c - p.out_base;
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = out[o];
-    }
-    for (var e = indptr[d - p.ptr_base]; e < indptr[d + 1u - p.ptr_base]; e++) {
-        let u = indices[e - p.edge_base];
-        if u >= p.t0 && u < p.t1 {
-            acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
+    let d = p.row0 + rg.row;
+    let start = indptr[d - p.ptr_base];
+    let end = indptr[d + 1u - p.ptr_base];
+    let o = d * p.cols - p.out_base;
+    for (var c = rg.lane; c < p.cols; c += p.lanes) {
+        let h = c / p.per_head;
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = out[o + c];
         }
+        for (var e = start; e < end; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
+            }
+        }
+        out[o + c] = acc;
     }
-    out[o] = acc;
 }
 
-@compute @workgroup_size(256)
-fn segment_weighted_sum_backward_x_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = linear(gid, nwg);
-    if idx >= p.rows * p.cols {
+@compute @workgroup_size(64)
+fn segment_weighted_sum_backward_x_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
         return;
     }
-    let u = p.row0 + idx / p.cols;
-    let c = idx % p.cols;
-    let h = c / p.per_head;
-    let o = u * p.cols + c - p.out_base;
-    var acc = 0.0;
-    if p.first == 0u {
-        acc = dx[o];
-    }
-    for (var k = t_indptr[u - p.ptr_base]; k < t_indptr[u + 1u - p.ptr_base]; k++) {
-        let d = t_dst[k - p.edge_base];
-        let e = t_edges[k - p.edge_base];
-        if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
-            acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
+    let u = p.row0 + rg.row;
+    let end = t_indptr[u + 1u - p.ptr_base];
+    let o = u * p.cols - p.out_base;
+    for (var c = rg.lane; c < p.cols; c += p.lanes) {
+        let h = c / p.per_head;
+        var acc = 0.0;
+        if p.first == 0u {
+            acc = dx[o + c];
         }
+        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+            let d = t_dst[k - p.edge_base];
+            let e = t_edges[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
+                acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
+            }
+        }
+        dx[o + c] = acc;
     }
-    dx[o] = acc;
 }
 
 @compute @workgroup_size(256)

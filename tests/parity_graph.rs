@@ -20,8 +20,9 @@ use espalier::graph::{sample_blocks, Block};
 use espalier::rng::Rng;
 use espalier::{ops, Device, Error, Tensor};
 
-/// Feature widths: one value, one short of a warp-ish 64, and just past 256 (a workgroup).
-const WIDTHS: [usize; 3] = [1, 63, 257];
+/// Feature widths: one value, odd widths (scalar loads), a multiple of 4 (vec4 loads), and
+/// just past 256 (more columns than a 64-thread row group has lanes).
+const WIDTHS: [usize; 5] = [1, 3, 5, 64, 257];
 
 fn block(num_src: usize, adj: &[&[u32]]) -> Arc<Block> {
     let mut indptr = vec![0u32];
@@ -106,6 +107,33 @@ fn segment_ops_over_the_zoo() {
     }
 }
 
+/// The sum adds each output value in the CPU's edge order (one invocation per value, in
+/// any row-group shape, scalar or vec4 loads), forward and backward, so it matches bit for
+/// bit; no division is involved, so this holds on any conforming adapter.
+#[test]
+fn segment_sum_equals_the_cpu_exactly() {
+    let devs = wgpu_devices();
+    if devs.is_empty() {
+        common::skip_backend("wgpu", "exact segment_sum: no wgpu device");
+        return;
+    }
+    for (name, b) in zoo() {
+        for &f in &WIDTHS {
+            let x = rand_f32(&[b.num_src, f], (b.num_edges() * 7 + f) as u64);
+            let b = b.clone();
+            let op = move |x: &[Tensor]| ops::segment_sum(&x[0], &b);
+            let (out, grads) = common::run(&op, std::slice::from_ref(&x), Device::Cpu);
+            for &dev in &devs {
+                let what = format!("exact segment_sum/{name}/f={f} on {dev}");
+                let (o, g) = common::run(&op, std::slice::from_ref(&x), dev);
+                assert_close(&format!("{what} forward"), &out, &o, 0.0, 0.0);
+                let (want, got) = (grads[0].as_ref().unwrap(), g[0].as_ref().unwrap());
+                assert_close(&format!("{what} backward"), want, got, 0.0, 0.0);
+            }
+        }
+    }
+}
+
 /// The aggregations' transposes (full-graph training's hybrid mode runs them on their
 /// own), from a gradient of the dst rows to the src rows.
 #[test]
@@ -130,17 +158,20 @@ fn segment_max_ties_go_to_the_first_edge() {
     // Values in {-1, 0, 1}: most comparisons are ties, so the argmax (hence the gradient)
     // shows whether the device scans edges in the CPU's order.
     for (name, b) in zoo() {
-        let f = 63;
-        let mut rng = Rng::new(b.num_src as u64);
-        let v = (0..b.num_src * f)
-            .map(|_| rng.below(3) as f32 - 1.0)
-            .collect();
-        let x = Tensor::from_f32(v, &[b.num_src, f], Device::Cpu).unwrap();
-        parity(
-            &format!("segment_max/ties/{name}"),
-            &move |x| ops::segment_max(&x[0], &b),
-            &[x],
-        );
+        // Scalar and vec4 loads.
+        for f in [63, 64] {
+            let mut rng = Rng::new(b.num_src as u64);
+            let v = (0..b.num_src * f)
+                .map(|_| rng.below(3) as f32 - 1.0)
+                .collect();
+            let x = Tensor::from_f32(v, &[b.num_src, f], Device::Cpu).unwrap();
+            let b = b.clone();
+            parity(
+                &format!("segment_max/ties/{name}/f={f}"),
+                &move |x| ops::segment_max(&x[0], &b),
+                &[x],
+            );
+        }
     }
 }
 
@@ -157,16 +188,36 @@ fn segment_max_propagates_nan() {
     .to_vec_f32()
     .unwrap();
     assert!(expected[0].is_nan() && expected[1].is_nan());
+    // Four features (the vec4 path): the NaN in each column at another edge, or none.
+    let x4 = vec![
+        1.0,
+        f32::NAN,
+        4.0,
+        1.0,
+        f32::NAN,
+        2.0,
+        5.0,
+        2.0,
+        5.0,
+        3.0,
+        f32::NAN,
+        3.0,
+    ];
+    let cpu4 = Tensor::from_f32(x4.clone(), &[3, 4], Device::Cpu).unwrap();
+    let expected4 = ops::segment_max(&cpu4, &b).unwrap().to_vec_f32().unwrap();
+    assert!(expected4[..3].iter().all(|v| v.is_nan()) && expected4[3] == 3.0);
     for dev in gpu_devices() {
-        let x = Tensor::from_f32(x.clone(), &[3, 1], dev).unwrap();
-        let got = ops::segment_max(&x, &b).unwrap().to_vec_f32().unwrap();
-        assert_close(
-            &format!("segment_max NaN on {dev}"),
-            &expected,
-            &got,
-            0.0,
-            0.0,
-        );
+        for (x, f, want) in [(&x, 1, &expected), (&x4, 4, &expected4)] {
+            let x = Tensor::from_f32(x.clone(), &[3, f], dev).unwrap();
+            let got = ops::segment_max(&x, &b).unwrap().to_vec_f32().unwrap();
+            assert_close(
+                &format!("segment_max NaN, f = {f}, on {dev}"),
+                want,
+                &got,
+                0.0,
+                0.0,
+            );
+        }
     }
 }
 

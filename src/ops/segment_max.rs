@@ -12,8 +12,10 @@
 //! Forward runs one task per dst row, backward one per src row: no atomics, deterministic.
 //! Saved: the argmax (`u32 [num_dst, f]`, on the op's device) and the block; not `x`.
 //!
-//! On wgpu (`shaders/segment_max.wgsl`) one invocation owns one (dst row, feature) forward
-//! and one (src row, feature) backward, with the same scan order and tie and NaN rules.
+//! On wgpu (`shaders/segment_max.wgsl`) a group of threads owns an output row (dst rows
+//! forward, src rows backward), lanes over features; one invocation owns each (row,
+//! feature), or four with `vec4` loads forward when `f % 4 == 0`, with the same scan order
+//! and tie and NaN rules.
 //! Past the storage-binding limit both run over ranges of output rows, times tiles of the
 //! input they read at arbitrary rows (see `src/device/wgpu/split.rs`); the tie and NaN
 //! rules are a total order on (value, edge position), so the max and argmax do not change,
@@ -43,6 +45,11 @@ const FORWARD: Kernel = Kernel {
     stem: "segment_max",
     source: SHADER,
     entry: "segment_max_f32",
+};
+const FORWARD4: Kernel = Kernel {
+    stem: "segment_max",
+    source: SHADER,
+    entry: "segment_max_vec4_f32",
 };
 const BACKWARD: Kernel = Kernel {
     stem: "segment_max",
@@ -109,6 +116,9 @@ fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, Wgpu
     let bb = BlockBuffers::of(ctx, b)?;
     let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
     let arg = WgpuBuffer::new(ctx, n as u64 * 4)?;
+    if n == 0 {
+        return Ok((out, arg));
+    }
     let at = |d: usize| b.indptr[d] as usize;
     let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * f)?;
     for (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, f))? {
@@ -117,6 +127,10 @@ fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, Wgpu
         let [ow, aw] = [&out, &arg].map(|t| ctx.rows_window(t, d0, d1, f));
         for (i, &(t0, t1)) in tiles.iter().enumerate() {
             let xw = ctx.rows_window(x, t0, t1, f);
+            // Four features per load when rows and windows start on a multiple of 4 (an
+            // empty tile binds one word, too short for a vec4).
+            let vec4 = f % 4 == 0 && [&xw, &ow, &aw].iter().all(|w| w.base % 4 == 0) && t1 > t0;
+            let (lanes, grid) = ctx.row_groups(d1 - d0, if vec4 { f / 4 } else { f })?;
             let words = words(
                 (d0, d1),
                 f,
@@ -124,9 +138,21 @@ fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, Wgpu
                 (t0, t1),
                 xw.base,
                 i,
+                lanes,
             );
-            let binds = [(1, &pw), (2, &ew), (3, &xw), (4, &ow), (5, &aw)];
-            ctx.launch_windows(&FORWARD, &words, &binds, ((d1 - d0) * f) as u64)?;
+            let (k, slots) = if vec4 {
+                (&FORWARD4, [12, 13, 14])
+            } else {
+                (&FORWARD, [3, 4, 5])
+            };
+            let binds = [
+                (1, &pw),
+                (2, &ew),
+                (slots[0], &xw),
+                (slots[1], &ow),
+                (slots[2], &aw),
+            ];
+            ctx.launch_windows_grid(k, &words, &binds, grid)?;
         }
     }
     Ok((out, arg))
@@ -140,9 +166,13 @@ fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Resul
     let ctx = g.ctx();
     let bb = BlockBuffers::of(ctx, b)?;
     let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
+    if n == 0 {
+        return Ok(out);
+    }
     let at = |u: usize| b.t_indptr[u] as usize;
     let tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * f)?;
     for (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, f))? {
+        let (lanes, grid) = ctx.row_groups(u1 - u0, f)?;
         let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
         let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
         let ow = ctx.rows_window(&out, u0, u1, f);
@@ -155,9 +185,10 @@ fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Resul
                 (t0, t1),
                 gw.base,
                 i,
+                lanes,
             );
             let binds = [(6, &pw), (7, &dw), (8, &ew), (9, &aw), (10, &gw), (11, &ow)];
-            ctx.launch_windows(&BACKWARD, &words, &binds, ((u1 - u0) * f) as u64)?;
+            ctx.launch_windows_grid(&BACKWARD, &words, &binds, grid)?;
         }
     }
     Ok(out)
@@ -226,10 +257,11 @@ fn words(
     tile: (usize, usize),
     in_base: u32,
     i: usize,
+    lanes: u32,
 ) -> SegmentMaxParams {
     let (r0, r1) = rows;
     SegmentMaxParams {
-        n: ((r1 - r0) * f) as u32,
+        rows: (r1 - r0) as u32,
         f: f as u32,
         row0: r0 as u32,
         ptr_base,
@@ -239,6 +271,7 @@ fn words(
         t1: tile.1 as u32,
         in_base,
         first: (i == 0) as u32,
+        lanes,
     }
 }
 

@@ -13,9 +13,11 @@
 //! independent of thread count. Blocks are passed as `&Arc<Block>` so that the backward
 //! rule keeps the graph without copying it.
 //!
-//! On wgpu (`shaders/segment_sum.wgsl`) one invocation owns one output value, (dst row,
-//! feature) forward and (src row, feature) backward, and sums in the same edge order as
-//! the CPU; the block's index arrays are uploaded once per block ([`BlockBuffers`]). Past
+//! On wgpu (`shaders/segment_sum.wgsl`) a group of threads owns an output row (dst rows
+//! forward, src rows backward) and walks its edges together, lanes over features; one
+//! invocation owns each output value (four, with `vec4` loads, when `f % 4 == 0`) and sums
+//! in the same edge order as the CPU, so the sum matches it bit for bit; the block's index
+//! arrays are uploaded once per block ([`BlockBuffers`]). Past
 //! the storage-binding limit it runs over ranges of output rows, times tiles of the input
 //! rows it reads at arbitrary rows (see `src/device/wgpu/split.rs`). Backward, the
 //! out-edges of a src row list their dst rows in increasing order, so the sums keep their
@@ -44,10 +46,20 @@ const FORWARD: Kernel = Kernel {
     source: SHADER,
     entry: "segment_sum_f32",
 };
+const FORWARD4: Kernel = Kernel {
+    stem: "segment_sum",
+    source: SHADER,
+    entry: "segment_sum_vec4_f32",
+};
 const BACKWARD: Kernel = Kernel {
     stem: "segment_sum",
     source: SHADER,
     entry: "segment_sum_backward_f32",
+};
+const BACKWARD4: Kernel = Kernel {
+    stem: "segment_sum",
+    source: SHADER,
+    entry: "segment_sum_backward_vec4_f32",
 };
 const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_sum", "segment_sum_f32");
 const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_sum", "segment_sum_backward_f32");
@@ -141,10 +153,13 @@ fn launch(
     let ctx = input.ctx();
     let bb = BlockBuffers::of(ctx, block)?;
     let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    let (ptr, edges, kernel) = if forward {
-        (&block.indptr, &bb.indices, &FORWARD)
+    if n == 0 {
+        return Ok(out);
+    }
+    let (ptr, edges) = if forward {
+        (&block.indptr, &bb.indices)
     } else {
-        (&block.t_indptr, &bb.t_dst, &BACKWARD)
+        (&block.t_indptr, &bb.t_dst)
     };
     let at = |r: usize| ptr[r] as usize;
     let span = |a: usize, b: usize| (b - a + 1).max(at(b) - at(a)).max((b - a) * f);
@@ -169,8 +184,12 @@ fn launch(
             // Backward, the in-degrees of the tile's dst rows.
             let dw = ctx.window(&bb.indptr, t0, t1 + 1);
             let pw = if forward { &pw } else { &dw };
+            // Four features per load when rows and windows start on a multiple of 4 (an
+            // empty tile binds one word, too short for a vec4).
+            let vec4 = f % 4 == 0 && xw.base % 4 == 0 && ow.base % 4 == 0 && t1 > t0;
+            let (lanes, grid) = ctx.row_groups(r1 - r0, if vec4 { f / 4 } else { f })?;
             let words = SegmentSumParams {
-                n: ((r1 - r0) * f) as u32,
+                rows: (r1 - r0) as u32,
                 f: f as u32,
                 mean: mean as u32,
                 row0: r0 as u32,
@@ -183,14 +202,20 @@ fn launch(
                 in_base: xw.base,
                 first: (i == 0) as u32,
                 last: (i + 1 == tiles.len()) as u32,
+                lanes,
             };
-            let n = ((r1 - r0) * f) as u64;
+            let (k, x_slot, out_slot) = match (forward, vec4) {
+                (true, false) => (&FORWARD, 3, 4),
+                (true, true) => (&FORWARD4, 9, 10),
+                (false, false) => (&BACKWARD, 7, 8),
+                (false, true) => (&BACKWARD4, 11, 12),
+            };
             if forward {
-                let binds = [(1, pw), (2, &ew), (3, &xw), (4, &ow)];
-                ctx.launch_windows(kernel, &words, &binds, n)?;
+                let binds = [(1, pw), (2, &ew), (x_slot, &xw), (out_slot, &ow)];
+                ctx.launch_windows_grid(k, &words, &binds, grid)?;
             } else {
-                let binds = [(1, pw), (5, &tw), (6, &ew), (7, &xw), (8, &ow)];
-                ctx.launch_windows(kernel, &words, &binds, n)?;
+                let binds = [(1, pw), (5, &tw), (6, &ew), (x_slot, &xw), (out_slot, &ow)];
+                ctx.launch_windows_grid(k, &words, &binds, grid)?;
             }
         }
     }

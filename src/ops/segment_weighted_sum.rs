@@ -16,7 +16,10 @@
 //! Every output value has one owner in each direction: no float atomics, deterministic.
 //! Saved: `x` and `a` (shared, not copied) and the block. `H` is `a`'s column count.
 //!
-//! On wgpu, past the storage-binding limit, every kernel runs over ranges of output rows,
+//! On wgpu (`shaders/segment_weighted_sum.wgsl`) the forward and `x̄` kernels give a group
+//! of threads each output row, lanes over columns, one invocation per value summing in
+//! the CPU's edge order; `ā` has one invocation per (dst, head).
+//! Past the storage-binding limit, every kernel runs over ranges of output rows,
 //! times tiles of the tensors it reads at arbitrary rows (see
 //! `src/device/wgpu/split.rs` and the shader): the backward sums keep their order, the
 //! forward's in-edges are summed tile by tile, which may round differently from one pass.
@@ -322,9 +325,13 @@ fn wgpu_forward(x: &WgpuBuffer, a: &WgpuBuffer, b: &Block, dims: Dims) -> Result
     let bb = BlockBuffers::of(ctx, b)?;
     let Dims { cols, heads, .. } = dims;
     let out = WgpuBuffer::new(ctx, (b.num_dst * cols * 4) as u64)?;
+    if cols == 0 {
+        return Ok(out);
+    }
     let at = |d: usize| b.indptr[d] as usize;
     let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
     for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
+        let (lanes, grid) = ctx.row_groups(d1 - d0, cols)?;
         let pw = ctx.window(&bb.indptr, d0, d1 + 1);
         let ew = ctx.window(&bb.indices, at(d0), at(d1));
         let aw = ctx.rows_window(a, at(d0), at(d1), heads);
@@ -341,11 +348,11 @@ fn wgpu_forward(x: &WgpuBuffer, a: &WgpuBuffer, b: &Block, dims: Dims) -> Result
                 t1,
                 in_base: xw.base,
                 first: first(i),
+                lanes,
                 ..Default::default()
             };
             let binds = [(1, &pw), (2, &ew), (3, &xw), (4, &aw), (5, &ow)];
-            let n = ((d1 - d0) * cols) as u64;
-            ctx.launch_windows(&FORWARD, &dims.params(range, rest), &binds, n)?;
+            ctx.launch_windows_grid(&FORWARD, &dims.params(range, rest), &binds, grid)?;
         }
     }
     Ok(out)
@@ -359,10 +366,14 @@ fn wgpu_backward_x(a: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Res
     let bb = BlockBuffers::of(ctx, b)?;
     let Dims { cols, heads, .. } = dims;
     let dx = WgpuBuffer::new(ctx, (b.num_src * cols * 4) as u64)?;
+    if cols == 0 {
+        return Ok(dx);
+    }
     let at = |u: usize| b.t_indptr[u] as usize;
     let g_tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * cols)?;
     let a_tiles = ctx.tiles(OP, b.num_edges(), |s, e| (e - s) * heads)?;
     for range @ (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, 1, cols))? {
+        let (lanes, grid) = ctx.row_groups(u1 - u0, cols)?;
         let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
         let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
         let ow = ctx.rows_window(&dx, u0, u1, cols);
@@ -383,11 +394,12 @@ fn wgpu_backward_x(a: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Res
                     a1,
                     a_base: aw.base,
                     first: f,
+                    lanes,
                     ..Default::default()
                 };
                 let binds = [(6, &pw), (7, &dw), (8, &ew), (4, &aw), (9, &gw), (10, &ow)];
-                let n = ((u1 - u0) * cols) as u64;
-                ctx.launch_windows(&BACKWARD_X, &dims.params(range, rest), &binds, n)?;
+                let p = dims.params(range, rest);
+                ctx.launch_windows_grid(&BACKWARD_X, &p, &binds, grid)?;
             }
         }
     }

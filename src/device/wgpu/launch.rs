@@ -187,6 +187,15 @@ impl Context {
         Ok((x as u32, y as u32, 1))
     }
 
+    /// The threads per output row of the row-group kernels (`row_group` in
+    /// `shaders/prelude.wgsl`, 64-thread workgroups) for rows of `cols` columns: the
+    /// smallest power of two covering them, at most 64; and the grid covering `rows` rows.
+    pub fn row_groups(&self, rows: usize, cols: usize) -> Result<(u32, (u32, u32, u32))> {
+        let lanes = cols.next_power_of_two().clamp(1, 64) as u64;
+        let groups = (rows as u64 * lanes).div_ceil(64);
+        Ok((lanes as u32, self.grid(groups * WG as u64)?))
+    }
+
     /// Runs `k` over `n` invocations (1-D, see the module docs).
     pub fn launch<P: Params>(
         &self,
