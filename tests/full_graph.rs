@@ -405,25 +405,30 @@ fn wgpu_chunked_gradients_match_the_cpu() {
         }
     }
     // Hybrid mode: the cached aggregation and its transpose on the device.
+    for kind in [ModelKind::Sage, ModelKind::Gcn] {
+        hybrid_matches_the_cpu(&data, &g, kind, dev);
+    }
+}
+
+/// Hybrid mode's gradients on `dev` against the CPU's.
+fn hybrid_matches_the_cpu(data: &Dataset, g: &Arc<graph::Csr>, kind: ModelKind, dev: Device) {
     let hybrid = |device: Device| {
-        let mut c = config(&data, ModelKind::Sage, Aggregator::Mean, Some(3), 0.5);
+        let mut c = config(data, kind, Aggregator::Mean, Some(3), 0.5);
         c.device = device;
         c.full_graph = Some(FullGraphConfig {
             chunks: Some(3),
             hybrid: true,
             ..Default::default()
         });
-        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+        let mut t = Trainer::new(data, g.clone(), c).unwrap();
         let (loss, _) = t.full_graph_gradients(1).unwrap();
         (loss, grads(&t.model))
     };
     let ((a, want), (b, got)) = (hybrid(Device::Cpu), hybrid(dev));
-    assert!(
-        ((a - b) / a).abs() < 1e-4,
-        "hybrid: loss {a} (cpu) vs {b} ({dev})"
-    );
+    let what = format!("{kind:?} hybrid on {dev}");
+    assert!(((a - b) / a).abs() < 1e-4, "{what}: loss {a} (cpu) vs {b}");
     for (i, (x, y)) in got.iter().zip(&want).enumerate() {
-        assert_close_scaled(&format!("hybrid parameter {i} on {dev}"), x, y, 1e-3);
+        assert_close_scaled(&format!("{what}: parameter {i}"), x, y, 1e-3);
     }
 }
 
@@ -479,10 +484,15 @@ fn row_replication_counts_every_upload_and_each_distinct_row_once() {
 fn hybrid_chunks_give_the_unchunked_gradients_exact_estimates_and_dst_row_uploads() {
     let _serial = serial();
     let (data, g) = small();
-    for aggr in [Aggregator::Mean, Aggregator::Sum] {
+    let models = [
+        (ModelKind::Sage, Aggregator::Mean),
+        (ModelKind::Sage, Aggregator::Sum),
+        (ModelKind::Gcn, Aggregator::Mean),
+    ];
+    for (kind, aggr) in models {
         for (chunks, dedup, layers) in [(1, Dedup::Off, 2), (3, Dedup::On, 2), (5, Dedup::Off, 3)] {
             let run = |hybrid: bool| {
-                let mut c = config(&data, ModelKind::Sage, aggr, Some(chunks), 0.5);
+                let mut c = config(&data, kind, aggr, Some(chunks), 0.5);
                 c.model.layers = layers;
                 c.fanouts = vec![-1; layers];
                 c.full_graph = Some(FullGraphConfig {
@@ -495,7 +505,7 @@ fn hybrid_chunks_give_the_unchunked_gradients_exact_estimates_and_dst_row_upload
                 let (loss, stats) = t.full_graph_gradients(2).unwrap();
                 (loss, grads(&t.model), stats)
             };
-            let what = format!("{aggr:?} {layers} layers, {chunks} chunks, {dedup:?}");
+            let what = format!("{kind:?}/{aggr:?} {layers} layers, {chunks} chunks, {dedup:?}");
             let (want_loss, want, plain) = run(false);
             let (loss, got, stats) = run(true);
             assert!(
@@ -514,14 +524,18 @@ fn hybrid_chunks_give_the_unchunked_gradients_exact_estimates_and_dst_row_upload
                 );
             }
             if dedup == Dedup::Off {
-                // A backward chunk uploads its dst rows and their aggregation instead of
-                // its src rows: 2·num_dst rows instead of num_src (same forward passes).
+                // A backward chunk uploads its dst rows (SAGE's self term; GCN reads none)
+                // and their aggregation instead of its src rows: 2·num_dst rows (GCN:
+                // num_dst) instead of num_src (same forward passes).
                 let width = |l: usize| if l == 0 { data.feat_dim } else { 24 };
+                let per_dst = if kind == ModelKind::Gcn { 1 } else { 2 };
                 let change: i64 = stats
                     .chunk_runs
                     .iter()
                     .filter(|r| r.pass == "backward")
-                    .map(|r| 4 * width(r.layer) as i64 * (2 * r.num_dst as i64 - r.num_src as i64))
+                    .map(|r| {
+                        4 * width(r.layer) as i64 * (per_dst * r.num_dst as i64 - r.num_src as i64)
+                    })
                     .sum();
                 assert_eq!(
                     stats.rows_to_device_bytes as i64 - plain.rows_to_device_bytes as i64,

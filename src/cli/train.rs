@@ -93,8 +93,8 @@ pub struct TrainArgs {
     /// their aggregation in host memory (one row of input width per node) in the forward
     /// pass, and their backward recomputes only the update from a chunk's own rows and that
     /// cache instead of the whole layer from every neighbour's row: fewer rows uploaded,
-    /// no aggregation recomputed. Needs aggregations without weights (sage with --aggr mean
-    /// or sum); without it (recompute mode) any model trains.
+    /// no aggregation recomputed. Needs aggregations without weights (gcn, or sage with --aggr
+    /// mean or sum); without it (recompute mode) any model trains.
     #[arg(long, requires = "full_graph")]
     pub hybrid: bool,
     /// Under `mpirun -np N`: make the last S of the N ranks sampler ranks (Armada's

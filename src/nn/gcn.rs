@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
 use crate::nn::config::{Forward, ModelConfig, ModelKind};
 use crate::nn::init;
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
+use crate::nn::layer::{
+    BuildCtx, HybridLayer, HybridSpec, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry,
+};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
@@ -48,24 +50,7 @@ impl GcnLayer {
 
     /// `h` holds the block's `num_src` rows; `norm` is [`gcn_norm`] of the whole graph.
     pub fn forward(&self, block: &Arc<Block>, h: &Tensor, norm: &[f32]) -> Result<Tensor> {
-        let gather = |ids: &[u32]| -> Result<Tensor> {
-            let v = ids
-                .iter()
-                .map(|&u| {
-                    norm.get(u as usize)
-                        .copied()
-                        .ok_or_else(|| Error::invalid(format!("gcn: node {u} has no degree norm")))
-                })
-                .collect::<Result<Vec<f32>>>()?;
-            match h.dtype() {
-                crate::tensor::DType::F64 => {
-                    Tensor::from_f64(v.into_iter().map(f64::from).collect(), &[ids.len(), 1])
-                }
-                _ => Tensor::from_f32(v, &[ids.len(), 1], h.device()),
-            }
-        };
-        let n_src = gather(&block.src_nodes)?;
-        let n_dst = gather(block.dst_nodes())?;
+        let (n_src, n_dst) = norms(block, h, norm)?;
         // Project first when it shrinks what is aggregated (the maths is linear).
         let project_first = self.fc.fan_in() > self.fc.fan_out();
         let x = if project_first {
@@ -86,6 +71,28 @@ impl GcnLayer {
         };
         ops::add(&out, &self.bias)
     }
+}
+
+/// The degree norms of the block's src nodes `[num_src, 1]` and dst nodes `[num_dst, 1]`,
+/// in `like`'s float type and on its device; `norm` is [`gcn_norm`] of the whole graph.
+fn norms(block: &Block, like: &Tensor, norm: &[f32]) -> Result<(Tensor, Tensor)> {
+    let gather = |ids: &[u32]| -> Result<Tensor> {
+        let v = ids
+            .iter()
+            .map(|&u| {
+                norm.get(u as usize)
+                    .copied()
+                    .ok_or_else(|| Error::invalid(format!("gcn: node {u} has no degree norm")))
+            })
+            .collect::<Result<Vec<f32>>>()?;
+        match like.dtype() {
+            crate::tensor::DType::F64 => {
+                Tensor::from_f64(v.into_iter().map(f64::from).collect(), &[ids.len(), 1])
+            }
+            _ => Tensor::from_f32(v, &[ids.len(), 1], like.device()),
+        }
+    };
+    Ok((gather(&block.src_nodes)?, gather(block.dst_nodes())?))
 }
 
 impl Module for GcnLayer {
@@ -114,6 +121,48 @@ impl Module for GcnNormed {
 impl Layer for GcnNormed {
     fn forward(&self, block: &Arc<Block>, h: &Tensor, _l: usize, _f: &Forward) -> Result<Tensor> {
         self.layer.forward(block, h, &self.norm)
+    }
+
+    fn hybrid(&self) -> Option<&dyn HybridLayer> {
+        Some(self)
+    }
+}
+
+/// GCN split for the hybrid mode: the aggregation is
+/// `n_dst ⊙ (segment_sum(h ⊙ n_src) + (h ⊙ n_src)[..nd])` (aggregating first whatever the
+/// widths, so the result may round differently from [`GcnLayer::forward`]), the update
+/// `a·W + b`, which reads no row of `h`.
+impl HybridLayer for GcnNormed {
+    fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
+        let (n_src, n_dst) = norms(block, h, &self.norm)?;
+        let xs = ops::mul(h, &n_src)?;
+        let seg = ops::segment_sum(&xs, block)?;
+        let own = ops::slice(&xs, 0, 0, block.num_dst)?;
+        let agg = ops::add(&seg, &own)?;
+        drop(seg);
+        drop(own);
+        ops::mul(&agg, &n_dst)
+    }
+
+    fn reads_dst_rows(&self) -> bool {
+        false
+    }
+
+    fn update(&self, _block: &Arc<Block>, _h: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
+        ops::add(&self.layer.fc.forward(a)?, &self.layer.bias)
+    }
+
+    /// `h̄ = n_src ⊙ (segment_sumᵀ(t) + t padded to num_src rows)`, `t = n_dst ⊙ ā`.
+    fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor> {
+        let (n_src, n_dst) = norms(block, a_grad, &self.norm)?;
+        let t = ops::mul(a_grad, &n_dst)?;
+        let seg = ops::segment_sum_transposed(&t, block, false)?;
+        let (rows, cols) = (block.num_src, a_grad.shape().get(1).copied().unwrap_or(1));
+        let own = ops::slice::slice_backward(&t, 0, 0, &[rows, cols])?;
+        let sum = ops::add(&seg, &own)?;
+        drop(seg);
+        drop(own);
+        ops::mul(&sum, &n_src)
     }
 }
 
@@ -169,6 +218,62 @@ impl LayerSpec for GcnSpec {
 
     fn replay(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes, _split: Option<usize>) -> Val {
         replay_gcn(r, h, (self.in_dim, self.out_dim), sizes)
+    }
+
+    fn hybrid(&self) -> Option<&dyn HybridSpec> {
+        Some(self)
+    }
+}
+
+/// Replays of [`GcnNormed`]'s [`HybridLayer`] split: the aggregation (norms `[ns, 1]`,
+/// `[nd, 1]`, `h ⊙ n_src`, the segment sum and the dst rows, their sum, `⊙ n_dst`); the
+/// update's parameters, `a·W`, `+ b`; the aggregation's backward (norms, `t = ā ⊙ n_dst`,
+/// `segment_sumᵀ(t)` and `t` padded, their sum, `⊙ n_src`).
+impl HybridSpec for GcnSpec {
+    fn replay_aggregate(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes) -> Val {
+        let n_src = r.input(sizes.num_src, 1);
+        let n_dst = r.input(sizes.num_dst, 1);
+        let xs = r.mul(h, &n_src);
+        let seg = r.segment(&xs, sizes.num_dst, false);
+        let own = r.slice_rows(&xs, sizes.num_dst);
+        let agg = r.add(&seg, &own);
+        r.release(seg.buf);
+        r.release(own.buf);
+        let out = r.mul(&agg, &n_dst);
+        for v in [agg, xs, n_dst, n_src] {
+            r.release(v.buf);
+        }
+        out
+    }
+
+    fn reads_dst_rows(&self) -> bool {
+        false
+    }
+
+    fn replay_update(&self, r: &mut Replay, _h: Option<&Val>, a: &Val, _: &BlockSizes) -> Val {
+        let w = r.param(self.in_dim, self.out_dim);
+        let bias = r.param(1, self.out_dim);
+        let m = r.matmul(a, &w);
+        let out = r.add(&m, &bias);
+        r.release(m.buf);
+        out
+    }
+
+    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, sizes: &BlockSizes) -> Val {
+        let (ns, nd) = (sizes.num_src, sizes.num_dst);
+        let n_src = r.input(ns, 1);
+        let n_dst = r.input(nd, 1);
+        let t = r.mul(a_grad, &n_dst);
+        let seg = r.input(ns, a_grad.cols);
+        let own = r.input(ns, a_grad.cols);
+        let sum = r.add(&seg, &own);
+        r.release(seg.buf);
+        r.release(own.buf);
+        let out = r.mul(&sum, &n_src);
+        for v in [sum, t, n_dst, n_src] {
+            r.release(v.buf);
+        }
+        out
     }
 }
 

@@ -50,9 +50,16 @@ pub trait HybridLayer {
     /// The aggregation `[num_dst, in]` of the block's src rows `h` (no weights).
     fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor>;
 
+    /// Whether [`HybridLayer::update`] reads the dst rows of `h` (SAGE's self term; GCN's
+    /// self-loop is inside its aggregation, so it reads none).
+    fn reads_dst_rows(&self) -> bool {
+        true
+    }
+
     /// The layer's output `[num_dst, out]` from `h`, whose first `num_dst` rows are the
-    /// block's dst rows (it may have only those), and the aggregation `a`.
-    fn update(&self, block: &Arc<Block>, h: &Tensor, a: &Tensor) -> Result<Tensor>;
+    /// block's dst rows (it may have only those; `None` where
+    /// [`HybridLayer::reads_dst_rows`] is false), and the aggregation `a`.
+    fn update(&self, block: &Arc<Block>, h: Option<&Tensor>, a: &Tensor) -> Result<Tensor>;
 
     /// The gradient `[num_src, in]` that [`HybridLayer::aggregate`] passes to `h` from the
     /// gradient `a_grad` of its output (the aggregation is linear, so `h` is not needed).
@@ -98,8 +105,13 @@ pub trait HybridSpec {
     /// [`LayerSpec::replay`]), then its allocations; returns the aggregation.
     fn replay_aggregate(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes) -> Val;
 
+    /// [`HybridLayer::reads_dst_rows`].
+    fn reads_dst_rows(&self) -> bool {
+        true
+    }
+
     /// [`HybridLayer::update`] from `h` (its dst rows first) and the aggregation `a`.
-    fn replay_update(&self, r: &mut Replay, h: &Val, a: &Val, sizes: &BlockSizes) -> Val;
+    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, sizes: &BlockSizes) -> Val;
 
     /// [`HybridLayer::aggregate_backward`] of `a_grad`.
     fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, sizes: &BlockSizes) -> Val;

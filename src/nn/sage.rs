@@ -316,7 +316,8 @@ impl HybridLayer for SageLayer {
         }
     }
 
-    fn update(&self, block: &Arc<Block>, h: &Tensor, a: &Tensor) -> Result<Tensor> {
+    fn update(&self, block: &Arc<Block>, h: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
+        let h = h.ok_or_else(|| Error::invalid("sage update: its self term needs the dst rows"))?;
         let neigh = self.fc_neigh.forward(a)?;
         let own = ops::matmul_rows(h, block.num_dst, &self.fc_self.weight)?;
         ops::add(&ops::add(&own, &neigh)?, &self.bias)
@@ -445,13 +446,15 @@ impl HybridSpec for SageSpec {
         r.segment(h, sizes.num_dst, false)
     }
 
-    fn replay_update(&self, r: &mut Replay, h: &Val, a: &Val, sizes: &BlockSizes) -> Val {
+    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, sizes: &BlockSizes) -> Val {
         let (i, o) = (self.in_dim, self.out_dim);
+        // The trainer gives the dst rows to a layer that reads them ([`HybridSpec`]).
+        let h = h.copied().unwrap_or(*a);
         let w_self = r.param(i, o);
         let w_neigh = r.param(i, o);
         let bias = r.param(1, o);
         let neigh = r.matmul(a, &w_neigh);
-        let own = r.matmul_rows(h, sizes.num_dst, &w_self);
+        let own = r.matmul_rows(&h, sizes.num_dst, &w_self);
         let a1 = r.add(&own, &neigh);
         let out = r.add(&a1, &bias);
         for v in [own, a1, neigh] {

@@ -344,28 +344,13 @@ impl MemoryEstimator {
                 )))
             }
         };
-        // The hybrid backward uploads the dst rows only.
-        let ns = match pass {
-            ChunkPass::HybridBackward => sizes.num_dst,
-            _ => sizes.num_src,
-        };
         let mut r = Replay::new(self.round());
-        let x = if layer == 0 {
-            let ids = self.device_gather.then(|| r.input(ns, 1));
-            let x = r.input(ns, i);
-            if let Some(ids) = ids {
-                r.release(ids.buf);
-            }
-            x
-        } else if matches!(pass, ChunkPass::Forward | ChunkPass::HybridForward) {
-            r.input(ns, i)
-        } else {
-            r.leaf_input(ns, i)
-        };
         if let Some(split) = split {
-            self.replay_hybrid(&mut r, split, layer, sizes, pass, x);
+            self.replay_hybrid(&mut r, split, layer, sizes, pass);
             return Ok(r.peak);
         }
+        let leaf = pass != ChunkPass::Forward;
+        let x = self.replay_input(&mut r, layer, sizes.num_src, i, leaf);
         match pass {
             ChunkPass::HybridForward | ChunkPass::HybridBackward => unreachable!("replayed above"),
             ChunkPass::Forward => {
@@ -412,9 +397,27 @@ impl MemoryEstimator {
         Ok(r.peak)
     }
 
-    /// Hybrid mode's passes of layer `layer` (below the output layer), `x` the uploaded
-    /// input rows (all src rows forward, the dst rows backward), in the order
-    /// [`crate::train::full_graph`] runs them.
+    /// `rows` input rows of layer `layer` uploaded for a chunk: the input layer's features
+    /// (gathered on the device by id, or uploaded), a deeper layer's rows from the host, a
+    /// leaf where `leaf` (their gradient goes back to the host).
+    fn replay_input(&self, r: &mut Replay, layer: usize, rows: usize, i: usize, leaf: bool) -> Val {
+        if layer == 0 {
+            let ids = self.device_gather.then(|| r.input(rows, 1));
+            let x = r.input(rows, i);
+            if let Some(ids) = ids {
+                r.release(ids.buf);
+            }
+            x
+        } else if leaf {
+            r.leaf_input(rows, i)
+        } else {
+            r.input(rows, i)
+        }
+    }
+
+    /// Hybrid mode's passes of layer `layer` (below the output layer) in the order
+    /// [`crate::train::full_graph`] runs them: forward from every src row; backward from
+    /// the dst rows (where the update reads them) and the cached aggregation.
     fn replay_hybrid(
         &self,
         r: &mut Replay,
@@ -422,13 +425,13 @@ impl MemoryEstimator {
         layer: usize,
         sizes: &BlockSizes,
         pass: ChunkPass,
-        x: Val,
     ) {
         let (nd, i) = (sizes.num_dst, self.model.widths(layer).0);
         if pass == ChunkPass::HybridForward {
+            let x = self.replay_input(r, layer, sizes.num_src, i, false);
             r.no_grad = true;
             let a = split.replay_aggregate(r, &x, sizes);
-            let out = split.replay_update(r, &x, &a, sizes);
+            let out = split.replay_update(r, Some(&x), &a, sizes);
             r.release(x.buf);
             // The aggregation is read back to the host, then the output rows.
             r.release(a.buf);
@@ -436,12 +439,15 @@ impl MemoryEstimator {
             r.release(out.buf);
             return;
         }
+        let x = split
+            .reads_dst_rows()
+            .then(|| self.replay_input(r, layer, nd, i, true));
         // The cached aggregation, a leaf when its gradient flows on to a lower layer.
         let a = match layer {
             0 => r.input(nd, i),
             _ => r.leaf_input(nd, i),
         };
-        let out = split.replay_update(r, &x, &a, sizes);
+        let out = split.replay_update(r, x.as_ref(), &a, sizes);
         let out = self.model.replay_finish(r, layer, sizes, out);
         let g = r.input(out.rows, out.cols);
         r.backward(&out, Some(g.buf));
@@ -463,10 +469,12 @@ impl MemoryEstimator {
         }
         r.release(a.buf);
         // The dst rows' own gradient is read back, then the rows go.
-        if let Some(g) = x.leaf.and_then(|l| r.leaf_grads[l]) {
-            r.release(g);
+        if let Some(x) = x {
+            if let Some(g) = x.leaf.and_then(|l| r.leaf_grads[l]) {
+                r.release(g);
+            }
+            r.release(x.buf);
         }
-        r.release(x.buf);
     }
 
     /// `R + A` of one chunk of full-graph training (see

@@ -40,11 +40,11 @@
 //! the most rows with the chunk before it.
 //!
 //! In **hybrid mode** (`--hybrid`, [`hybrid`]), a layer below the output layer whose
-//! aggregation has no weights (SAGE mean and sum) also writes its aggregation `A^l` to the
+//! aggregation has no weights (SAGE mean and sum, GCN) also writes its aggregation `A^l` to the
 //! host in the forward pass, and its backward recomputes only the update from the chunk's
 //! dst rows and `A^l`, then runs the aggregation's transpose for the src rows' gradient.
 //!
-//! Not done yet: GCN's hybrid split, and a copy stream overlapping the next chunk's upload.
+//! Not done yet: a copy stream overlapping the next chunk's upload.
 //!
 //! A chunk that runs out of memory anyway (the device refuses an allocation) is split in
 //! two in the plan and run again, as a micro-batch is; the JSON counts `oom_splits`.
@@ -91,7 +91,7 @@ pub struct FullGraphConfig {
     pub dedup: Dedup,
     /// HongTu's hybrid mode (`--hybrid`): the layers below the output layer cache their
     /// aggregation on the host in the forward pass, and their backward recomputes only
-    /// the update ([`crate::nn::HybridLayer`]; SAGE mean and sum).
+    /// the update ([`crate::nn::HybridLayer`]; SAGE mean and sum, GCN).
     #[serde(default)]
     pub hybrid: bool,
 }
@@ -497,7 +497,7 @@ impl Trainer<'_> {
                                 .to_vec_f32();
                         };
                         let a = split.aggregate(&ci.block, &ci.x)?;
-                        let y = split.update(&ci.block, &ci.x, &a)?;
+                        let y = split.update(&ci.block, Some(&ci.x), &a)?;
                         drop(ci.x);
                         let a_rows = a.to_vec_f32()?;
                         drop(a);

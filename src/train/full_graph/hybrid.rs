@@ -1,9 +1,9 @@
 //! HongTu's hybrid mode (`--hybrid`): a layer whose aggregation has no weights
-//! ([`crate::nn::HybridLayer`]: SAGE mean and sum) caches its aggregation `A^l` on the host
+//! ([`crate::nn::HybridLayer`]: SAGE mean and sum, GCN) caches its aggregation `A^l` on the host
 //! in the forward pass, so that its backward recomputes only the update, from the chunk's
-//! dst rows of `H^{l-1}` and of `A^l`, instead of the whole layer from every src row: the
-//! chunk uploads `2 · num_dst` rows instead of `num_src`, and skips the aggregation's
-//! forward. The aggregation's backward (its transpose over the block) still gives every
+//! dst rows of `H^{l-1}` (SAGE's self term; GCN reads none) and of `A^l`, instead of the
+//! whole layer from every src row: the chunk uploads `2 · num_dst` rows (GCN: `num_dst`)
+//! instead of `num_src`, and skips the aggregation's forward. The aggregation's backward (its transpose over the block) still gives every
 //! src row its gradient, which goes back to the host as in recompute mode.
 
 use std::sync::Arc;
@@ -49,8 +49,8 @@ impl Trainer<'_> {
         match (0..below).find(|&l| self.model.hybrid_layer(l).is_none()) {
             None => Ok(()),
             Some(l) => Err(Error::invalid(format!(
-                "--hybrid caches aggregations without weights (sage with --aggr mean or sum); \
-                 layer {l} of {} aggregates with weights: train it without --hybrid \
+                "--hybrid caches aggregations without weights (gcn, or sage with --aggr mean \
+                 or sum); layer {l} of {} aggregates with weights: train it without --hybrid \
                  (recompute mode)",
                 self.config.model.label()
             ))),
@@ -58,7 +58,7 @@ impl Trainer<'_> {
     }
 
     /// Chunk `c` of layer `l` in hybrid mode's backward pass: uploads its dst rows of
-    /// `H^{l-1}` and of `A^l`, recomputes the update (and the ReLU and dropout after it)
+    /// `H^{l-1}` (where the update reads them) and of `A^l`, recomputes the update (and the ReLU and dropout after it)
     /// with autograd, runs its backward from the chunk's rows of `G^l`, and adds the
     /// gradients of the aggregation's src rows and of the dst rows into `G^{l-1}`.
     pub(super) fn hybrid_backward_chunk(
@@ -85,15 +85,21 @@ impl Trainer<'_> {
             .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no hybrid split")))?;
         let t = Instant::now();
         let dst = block.dst_nodes();
-        let x = self.chunk_input(l, rows.prev, dst)?;
-        let x = if l > 0 { x.requires_grad_leaf() } else { x };
+        let x = match split.reads_dst_rows() {
+            true => {
+                let x = self.chunk_input(l, rows.prev, dst)?;
+                out.st.rows_to_device_bytes += self.input_bytes(l, nd);
+                Some(if l > 0 { x.requires_grad_leaf() } else { x })
+            }
+            false => None,
+        };
         let a = rows
             .agg
             .get(range.start * width..range.end * width)
             .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no cached rows")))?;
         let a = Tensor::from_f32(a.to_vec(), &[nd, width], self.config.device)?;
         let a = if l > 0 { a.requires_grad_leaf() } else { a };
-        out.st.rows_to_device_bytes += self.input_bytes(l, nd) + f32_bytes(nd * width);
+        out.st.rows_to_device_bytes += f32_bytes(nd * width);
         out.ph.gather += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let params = self.model.parameters();
@@ -104,7 +110,7 @@ impl Trainer<'_> {
         // The aggregation's backward runs before the held parameter gradients are merged
         // back, as the estimator replays it (both copies of them are live at its peak).
         with_held_grads(&params, || -> Result<()> {
-            let y = split.update(&block, &x, &a)?;
+            let y = split.update(&block, x.as_ref(), &a)?;
             let y = self.model.finish_layer(l, &block, y, fwd)?;
             let g = Tensor::from_f32(
                 g_out.data[range.start * w..range.end * w].to_vec(),
@@ -129,7 +135,9 @@ impl Trainer<'_> {
             grad_in.scatter_add(&block.src_nodes, &src)?;
             st.rows_to_host_bytes += f32_bytes(src.len());
             drop(src);
-            st.rows_to_host_bytes += add_input_grad(&x, l, grad_in, dst)?;
+            if let Some(x) = &x {
+                st.rows_to_host_bytes += add_input_grad(x, l, grad_in, dst)?;
+            }
             ph.gather += t.elapsed().as_secs_f64();
             Ok(())
         })?;
