@@ -62,10 +62,10 @@ use crate::device::gpu::GpuDevice;
 use crate::device::wgpu::{Context, Kernel, LstmAggregateParams, WgpuBuffer, Window};
 use crate::device::{cuda, wgpu, Device};
 use crate::error::{Error, Result};
-use crate::graph::{Block, Buckets};
 use crate::ops::gpu::GpuTensors;
 use crate::ops::index_select::{wgpu_gather, wgpu_put};
 use crate::ops::lstm_pack;
+pub use crate::ops::lstm_pack::{LstmPlan, PlanBucket};
 use crate::ops::rows::{dims2, u32_count};
 use crate::ops::{cpu_output, matmul};
 use crate::tensor::Tensor;
@@ -87,85 +87,6 @@ const HPREV: Kernel = Kernel {
     source: SHADER,
     entry: "lstm_hprev_f32",
 };
-
-/// One bucket of an [`LstmPlan`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlanBucket {
-    /// In-degree (steps) of every node of the bucket.
-    pub degree: usize,
-    /// First row of the bucket in the plan's layout.
-    pub offset: usize,
-    /// Local dst ids of the bucket's nodes, in row order.
-    pub dst: Vec<u32>,
-}
-
-/// Where every (dst node, step) of a block lives when its buckets run as dense batches.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LstmPlan {
-    /// Dst nodes of the block (rows of the output).
-    pub num_dst: usize,
-    /// Buckets in execution order.
-    pub buckets: Vec<PlanBucket>,
-    /// Local src id of every row (`Σ m·k` = the block's edges): the gather index.
-    pub src: Vec<u32>,
-    /// Step `t` of every row.
-    pub steps: Vec<u32>,
-}
-
-impl LstmPlan {
-    /// The plan of `buckets`, which must cover every dst node of `block` with an in-edge
-    /// exactly once (zero-degree nodes are in no bucket; they aggregate to zeros).
-    pub fn new(block: &Block, buckets: &Buckets) -> Result<LstmPlan> {
-        let mut seen = vec![false; block.num_dst];
-        let mut src = Vec::with_capacity(block.num_edges());
-        let mut steps = Vec::with_capacity(block.num_edges());
-        let mut out = Vec::with_capacity(buckets.buckets.len());
-        for b in &buckets.buckets {
-            if b.degree == 0 {
-                return Err(Error::invalid(format!(
-                    "{OP}: a bucket of degree 0 ({} nodes); zero-degree nodes need no LSTM",
-                    b.dst.len()
-                )));
-            }
-            let offset = src.len();
-            src.extend(b.src_indices(block)?);
-            for &d in &b.dst {
-                if std::mem::replace(&mut seen[d as usize], true) {
-                    return Err(Error::invalid(format!("{OP}: dst {d} is in two buckets")));
-                }
-                steps.extend(0..b.degree as u32);
-            }
-            out.push(PlanBucket {
-                degree: b.degree,
-                offset,
-                dst: b.dst.clone(),
-            });
-        }
-        if let Some(d) = (0..block.num_dst).find(|&d| !seen[d] && block.degree(d) > 0) {
-            return Err(Error::invalid(format!(
-                "{OP}: dst {d} (in-degree {}) is in no bucket",
-                block.degree(d)
-            )));
-        }
-        if src.len() >= u32::MAX as usize {
-            return Err(Error::invalid(format!(
-                "{OP}: {} rows do not fit u32 offsets",
-                src.len()
-            )));
-        }
-        Ok(LstmPlan {
-            num_dst: block.num_dst,
-            buckets: out,
-            src,
-            steps,
-        })
-    }
-
-    /// Rows of the layout (the block's edges).
-    pub fn rows(&self) -> usize {
-        self.src.len()
-    }
-}
 
 /// LSTM aggregation (see the module docs): `xg [rows, 4H]` in the plan's row layout (the
 /// gathered `x·W_ih + b`), `w_hh [H, 4H]`; returns `[num_dst, H]`, the last hidden state of
@@ -745,6 +666,7 @@ impl LstmKernels for cuda::Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::{Block, Buckets};
 
     /// Dst degrees 2, 0, 1, 2 over 2 extra sources.
     fn block() -> Block {

@@ -1,4 +1,5 @@
-//! The CPU arm of [`crate::ops::lstm_aggregate`]: buckets packed into one sequence.
+//! The plan of [`crate::ops::lstm_aggregate`] (where each (dst node, step) lives) and its
+//! CPU arm: buckets packed into one sequence.
 //!
 //! Per bucket and step, the recurrent product `h_{t-1}·W_hh` is a GEMM over the bucket's
 //! `m` nodes, which for the small buckets of a sampled block is dominated by packing
@@ -22,13 +23,95 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::lstm_aggregate::{LstmPlan, OP};
+use crate::graph::{Block, Buckets};
 use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
 use crate::ops::rows::parallel;
 use crate::ops::{cpu_output, matmul, matmul_rows};
 use crate::tensor::Tensor;
+
+/// The op whose plan and CPU arms this file holds.
+const OP: &str = "lstm_aggregate";
+
+/// One bucket of an [`LstmPlan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanBucket {
+    /// In-degree (steps) of every node of the bucket.
+    pub degree: usize,
+    /// First row of the bucket in the plan's layout.
+    pub offset: usize,
+    /// Local dst ids of the bucket's nodes, in row order.
+    pub dst: Vec<u32>,
+}
+
+/// Where every (dst node, step) of a block lives when its buckets run as dense batches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LstmPlan {
+    /// Dst nodes of the block (rows of the output).
+    pub num_dst: usize,
+    /// Buckets in execution order.
+    pub buckets: Vec<PlanBucket>,
+    /// Local src id of every row (`Σ m·k` = the block's edges): the gather index.
+    pub src: Vec<u32>,
+    /// Step `t` of every row.
+    pub steps: Vec<u32>,
+}
+
+impl LstmPlan {
+    /// The plan of `buckets`, which must cover every dst node of `block` with an in-edge
+    /// exactly once (zero-degree nodes are in no bucket; they aggregate to zeros).
+    pub fn new(block: &Block, buckets: &Buckets) -> Result<LstmPlan> {
+        let mut seen = vec![false; block.num_dst];
+        let mut src = Vec::with_capacity(block.num_edges());
+        let mut steps = Vec::with_capacity(block.num_edges());
+        let mut out = Vec::with_capacity(buckets.buckets.len());
+        for b in &buckets.buckets {
+            if b.degree == 0 {
+                return Err(Error::invalid(format!(
+                    "{OP}: a bucket of degree 0 ({} nodes); zero-degree nodes need no LSTM",
+                    b.dst.len()
+                )));
+            }
+            let offset = src.len();
+            src.extend(b.src_indices(block)?);
+            for &d in &b.dst {
+                if std::mem::replace(&mut seen[d as usize], true) {
+                    return Err(Error::invalid(format!("{OP}: dst {d} is in two buckets")));
+                }
+                steps.extend(0..b.degree as u32);
+            }
+            out.push(PlanBucket {
+                degree: b.degree,
+                offset,
+                dst: b.dst.clone(),
+            });
+        }
+        if let Some(d) = (0..block.num_dst).find(|&d| !seen[d] && block.degree(d) > 0) {
+            return Err(Error::invalid(format!(
+                "{OP}: dst {d} (in-degree {}) is in no bucket",
+                block.degree(d)
+            )));
+        }
+        if src.len() >= u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "{OP}: {} rows do not fit u32 offsets",
+                src.len()
+            )));
+        }
+        Ok(LstmPlan {
+            num_dst: block.num_dst,
+            buckets: out,
+            src,
+            steps,
+        })
+    }
+
+    /// Rows of the layout (the block's edges).
+    pub fn rows(&self) -> usize {
+        self.src.len()
+    }
+}
 
 /// The packs of buckets given as `(nodes, degree)` in plan order: for each pack, the
 /// number of nodes still running at each step `t = 0 … k_max - 1` (non-increasing).
