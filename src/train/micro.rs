@@ -319,20 +319,26 @@ impl Trainer<'_> {
         let source = self.source(slicer.as_ref(), key);
 
         let t = Instant::now();
-        let parts = match (cached, &slicer) {
-            (Some(parts), _) => parts,
+        // The batch's micro-batches, and how many the plan cut it into (with several
+        // ranks, this rank runs only its share of them: see crate::dist).
+        let (parts, planned) = match (cached, &slicer) {
+            (Some(parts), _) => {
+                let n = parts.len();
+                (parts, n)
+            }
             (None, Some(slicer)) => {
                 let parts = self.plan(slicer, seeds, epoch)?;
-                // With several ranks, this rank's share (see crate::dist).
-                if pass == Pass::Train {
-                    self.my_parts(slicer, parts)?
-                } else {
-                    parts
+                let n = parts.len();
+                match pass {
+                    Pass::Train => (self.my_parts(slicer, parts)?, n),
+                    _ => (parts, n),
                 }
             }
             (None, None) => return Err(Error::invalid("a batch without its sample")),
         };
-        let whole = parts.len() == 1 && !skipped;
+        // One micro-batch for the whole batch runs on the full sample itself; a rank's
+        // single share of several does not.
+        let whole = planned == 1 && !skipped;
         phases.partition += t.elapsed().as_secs_f64();
         let mut stats = PartitionStats {
             epoch: epoch + 1,
