@@ -302,6 +302,7 @@ impl Batch<'_> {
                     non_seeds,
                     weight,
                     metis_seed: seed,
+                    ..CherryOptions::default()
                 };
                 let mfg =
                     espalier::partition::cherry::message_flow_graph(g, seeds, blocks.len(), &opts)?;

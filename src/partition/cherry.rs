@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::graph::{Block, Csr};
+use crate::partition::betty::tree_weights;
 use crate::partition::kway::MetisGraph;
 use crate::partition::{cherry_flow, parts};
 
@@ -39,6 +40,10 @@ pub struct CherryOptions {
     pub weight: CherryWeight,
     /// METIS seed: fixed for the run, so the cut does not change with the epoch.
     pub metis_seed: u64,
+    /// Every seed weighs 1 in METIS's balance (the paper's: parts of equal seed counts).
+    /// Off by default: a seed weighs [`tree_weights`] of the first cut's sample, as in
+    /// Betty, so that the parts are even in memory rather than in seeds.
+    pub unit_weights: bool,
 }
 
 impl CherryOptions {
@@ -156,14 +161,14 @@ impl Cherry {
         })
     }
 
-    /// `k` seed lists (each in the order of `seeds`). `blocks` and the epoch's `seed` are
-    /// not read: the cut depends on the graph, not on the epoch's sample (METIS uses
-    /// [`CherryOptions::metis_seed`]). Errors when `k` is 0 or exceeds the seeds, or on a
+    /// `k` seed lists (each in the order of `seeds`). The cut depends on the graph and,
+    /// for its seeds' balance weights, on the sample `blocks` of the batch that made it
+    /// (not on later epochs' samples; METIS uses [`CherryOptions::metis_seed`]). Errors when `k` is 0 or exceeds the seeds, or on a
     /// duplicate or out-of-range seed.
     pub fn partition(
         &self,
         seeds: &[u32],
-        _blocks: &[Arc<Block>],
+        blocks: &[Arc<Block>],
         graph: &Csr,
         k: usize,
         _seed: u64,
@@ -172,8 +177,11 @@ impl Cherry {
         let key = cut_key(seeds, graph, k)?;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.as_ref().map(|c| &c.key) != Some(&key) {
-            let cut =
+            let mut cut =
                 cherry_flow::cut_graph(graph, &key.sorted_seeds, self.opts.spec(self.layers))?;
+            if !self.opts.unit_weights {
+                weigh_seeds(&mut cut.graph, &key.sorted_seeds, blocks);
+            }
             let mut labels = cut.graph.part_kway(k, self.opts.metis_seed)?;
             *self.fallback.lock().unwrap_or_else(|e| e.into_inner()) = cut.fallback;
             labels.truncate(key.sorted_seeds.len());
@@ -220,6 +228,38 @@ impl Cherry {
     }
 }
 
+/// Gives the flow graph's seed nodes (the first `sorted_seeds.len()`, in that order) their
+/// [`tree_weights`] in the sample `blocks` as METIS balance weights; non-seeds keep theirs
+/// (0). Leaves the weights as they are when the sample's output nodes are not exactly the
+/// seeds (no sample, or another batch's).
+fn weigh_seeds(g: &mut MetisGraph, sorted_seeds: &[u32], blocks: &[Arc<Block>]) {
+    let Some(out) = blocks.last() else {
+        return;
+    };
+    let mut by_id: Vec<(u32, i32)> = out
+        .dst_nodes()
+        .iter()
+        .copied()
+        .zip(tree_weights(blocks))
+        .collect();
+    if by_id.len() != sorted_seeds.len() {
+        return;
+    }
+    by_id.sort_unstable_by_key(|&(v, _)| v);
+    if by_id
+        .iter()
+        .map(|&(v, _)| v)
+        .ne(sorted_seeds.iter().copied())
+    {
+        return;
+    }
+    let n = g.num_nodes();
+    let vwgt = g.vwgt.get_or_insert_with(|| vec![1; n]);
+    for (slot, &(_, w)) in vwgt.iter_mut().zip(&by_id) {
+        *slot = w;
+    }
+}
+
 /// Cherry behind the [`Partitioner`](crate::partition::Partitioner) trait: the message-flow
 /// graph is cut once per seed set and K, and the seed lists are reused every epoch.
 #[derive(Default)]
@@ -259,5 +299,53 @@ impl crate::partition::Partitioner for CherryPartitioner {
 
     fn cached(&self, seeds: &[u32], graph: &Csr, k: usize, _seed: u64) -> Option<Vec<Vec<u32>>> {
         self.state.as_ref()?.cached(seeds, graph, k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dst nodes 10, 11, 12 with sampled trees of 3, 4 and 3 nodes ([`tree_weights`]: 17,
+    /// 20, 17).
+    fn sample() -> Vec<Arc<Block>> {
+        let b = Block::new(
+            6,
+            vec![0, 2, 5, 7],
+            vec![3, 4, 3, 4, 0, 5, 5],
+            vec![10, 11, 12, 13, 14, 15],
+        )
+        .unwrap();
+        vec![Arc::new(b)]
+    }
+
+    /// Three seeds and one non-seed in a path.
+    fn flow_graph() -> MetisGraph {
+        MetisGraph {
+            xadj: vec![0, 1, 3, 5, 6],
+            adjncy: vec![1, 0, 2, 1, 3, 2],
+            adjwgt: None,
+            vwgt: Some(vec![1, 1, 1, 0]),
+        }
+    }
+
+    #[test]
+    fn seeds_weigh_their_sampled_trees_and_non_seeds_stay_zero() {
+        let mut g = flow_graph();
+        weigh_seeds(&mut g, &[10, 11, 12], &sample());
+        assert_eq!(g.vwgt, Some(vec![17, 20, 17, 0]));
+        assert_eq!(tree_weights(&sample()), vec![17, 20, 17]);
+    }
+
+    #[test]
+    fn another_batchs_sample_leaves_the_weights_as_they_are() {
+        for seeds in [&[10u32, 11, 13][..], &[10, 11], &[]] {
+            let mut g = flow_graph();
+            weigh_seeds(&mut g, seeds, &sample());
+            assert_eq!(g.vwgt, Some(vec![1, 1, 1, 0]), "{seeds:?}");
+        }
+        let mut g = flow_graph();
+        weigh_seeds(&mut g, &[10, 11, 12], &[]);
+        assert_eq!(g.vwgt, Some(vec![1, 1, 1, 0]));
     }
 }
