@@ -21,6 +21,10 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::graph::{sample_blocks, Block, BlockSizes, Csr};
 
+/// The most chunks a layer may have for [`ChunkPlan::reorder_chunks`] to reorder them: its
+/// pair counts take `8 · k²` bytes per worker (2 MiB at 512).
+pub const REORDER_MAX_CHUNKS: usize = 512;
+
 /// Every layer's nodes and their chunks.
 #[derive(Clone, Debug)]
 pub struct ChunkPlan {
@@ -92,10 +96,16 @@ impl ChunkPlan {
     /// take from the device instead of the host. Greedy: the first chunk stays first, and
     /// each next chunk is the one not yet placed that shares the most distinct sources
     /// with the chunk before it (the lowest index on ties); a layer keeps its order when
-    /// the greedy one would not share more in all. The math does not change.
+    /// the greedy one would not share more in all, or has more than
+    /// [`REORDER_MAX_CHUNKS`] chunks (the pair counts grow with the square of the chunk
+    /// count, which a budget's search can drive up to one chunk per node). The math does
+    /// not change.
     pub fn reorder_chunks(&mut self, graph: &Csr) {
         for l in 0..self.layers() {
             let k = self.chunks[l].len();
+            if k > REORDER_MAX_CHUNKS {
+                continue;
+            }
             let shared = self.pairwise_shared(graph, l);
             let order = greedy_path(&shared, k);
             let along =
