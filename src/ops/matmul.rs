@@ -6,11 +6,14 @@
 //!   `Ā = matmul(ḡ, B, false, !tb)` or `Ā = matmul(B, ḡ, tb, true)`.
 //! - `∂op(B) = op(A)ᵀ · ḡ`: `B̄ = matmul(A, ḡ, !ta, false)` or `B̄ = matmul(ḡ, A, true, ta)`.
 //!
-//! CPU kernel: the `matrixmultiply` crate. It is pure Rust, packs cache-blocked panels
-//! with SIMD micro-kernels for f32 and f64 (the f64 path serves gradient checks) and takes
-//! arbitrary row and column strides, which is what lets the transpose flags cost nothing.
-//! It runs single-threaded per block of C, the blocks spread over rayon's pool
-//! (`par_gemm`), and writes C without a zero-fill first.
+//! CPU kernel: the `gemm` crate (the GEMM of faer and candle). It packs cache-blocked
+//! panels for SIMD micro-kernels chosen at run time (AVX2/FMA, AVX-512 or NEON), for f32
+//! and f64 (the f64 path serves gradient checks), takes arbitrary row and column strides,
+//! which is what lets the transpose flags cost nothing, and threads over rayon's pool, so
+//! one pool owns the cores. On the products of a SAGE-LSTM layer it took 14% less CPU time
+//! than `matrixmultiply` split over rayon by row blocks, each block repacking the other
+//! operand (see docs/BENCHMARKS.md). Its results do not depend on the thread count, and a
+//! row's do not depend on the rows beside it (`cpu_gemm`).
 //!
 //! wgpu kernel (`shaders/matmul.wgsl`): 64x64 output tiles per workgroup of 16x16 threads,
 //! 4x4 register blocking, k in steps of 16 staged in workgroup memory (8 KiB, within the
@@ -427,64 +430,17 @@ fn copy2d(
     Ok(())
 }
 
-/// The `matrixmultiply` kernel of a float type.
-trait Gemm: Copy + Default + crate::device::cpu::CpuElem {
-    /// `C = op(A)·op(B)` with the given strides (matrixmultiply's `sgemm`/`dgemm`).
-    ///
-    /// # Safety
-    /// The pointers must address `m·k`, `k·n` and `m·n` values under the strides.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        c: *mut Self,
-        rsc: isize,
-    );
+/// A float type of the CPU GEMM: f32, and f64 for the gradient checks.
+trait Gemm: Copy + Default + 'static + crate::device::cpu::CpuElem {
+    const ONE: Self;
 }
 
 impl Gemm for f32 {
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        c: *mut f32,
-        rsc: isize,
-    ) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1) }
-    }
+    const ONE: f32 = 1.0;
 }
 
 impl Gemm for f64 {
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        c: *mut f64,
-        rsc: isize,
-    ) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1) }
-    }
+    const ONE: f64 = 1.0;
 }
 
 fn cpu_matmul(
@@ -528,7 +484,7 @@ fn cpu_matmul(
             // writes every one of them without reading any, so they are all initialised
             // when the length is set.
             unsafe {
-                par_gemm(m, k, n, a, b, c.as_mut_ptr());
+                cpu_gemm(m, k, n, a, b, c.as_mut_ptr());
                 c.set_len(len);
             }
             c
@@ -554,74 +510,123 @@ struct Operand<T> {
     cs: isize,
 }
 
-/// The output pointer, shared by the tasks that write disjoint blocks of it.
-#[derive(Clone, Copy)]
-struct OutPtr<T>(*mut T);
-
-// SAFETY: the operands are only read while the product runs, and each task writes its
-// own block of C (disjoint rows or columns), so sharing the pointers between the rayon
-// tasks of one product is sound.
-unsafe impl<T> Send for Operand<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for Operand<T> {}
-// SAFETY: as above.
-unsafe impl<T> Send for OutPtr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for OutPtr<T> {}
-
 /// Fewer multiply-adds than this run on the calling thread: a fork costs more.
 const GEMM_PAR_MIN: usize = 1 << 20;
-/// Blocks of C split across tasks have a multiple of this many rows or columns (a
-/// multiple of every `matrixmultiply` micro-kernel's tile), so the tiles stay whole.
-const GEMM_ALIGN: usize = 64;
 
-/// `C = op(A)·op(B)` (C row-major `m x n`) on rayon's pool: C is cut into blocks of rows
-/// (or of columns, when it has few rows), each computed by a single-threaded
-/// `matrixmultiply` call. The library's own threading is off: its threads and rayon's
-/// would share the same cores and, between ops, rayon's idle workers spin in
-/// `sched_yield` against the GEMM's threads (a third of the samples of a K = 4 profile).
-/// Each element of C sums over k in the same order whatever the split, so the result is
-/// the same bits for any thread count.
+/// `C = op(A)·op(B)` (C row-major `m x n`, written without being read) by the `gemm`
+/// crate, on rayon's pool when the product is large enough. The crate splits C's rows and
+/// columns over the pool's threads, never the depth, and sums each element over k in
+/// the same blocks whatever the split, so the bits do not depend on the thread count.
+///
+/// Each row of C also has the same bits whatever the number of rows multiplied with it
+/// (predicting one node gives the bits of that node's row in a batch; a packed LSTM step
+/// gives each row's bits whatever rows share the step): products with fewer rows than
+/// [`general_rows`] are padded with zero rows up to it, because the crate runs other
+/// kernels, summing in another order, for a single row or a small C.
 ///
 /// # Safety
 /// `a` and `b` must address `m·k` and `k·n` values under their strides, and `c` must
 /// have room for `m·n` values.
-unsafe fn par_gemm<T: Gemm>(m: usize, k: usize, n: usize, a: Operand<T>, b: Operand<T>, c: *mut T) {
-    use rayon::prelude::*;
-    let threads = rayon::current_num_threads();
-    let work = m.saturating_mul(n).saturating_mul(k);
-    // More blocks than threads, so that a thread slowed by another process's load does
-    // not hold the others up; each block repacks the other operand, which costs 1/64 of
-    // its arithmetic at most.
-    let blocks = |len: usize| (threads * 4).min(len / GEMM_ALIGN).max(1);
-    let by_rows = blocks(m) >= blocks(n);
-    let len = if by_rows { m } else { n };
-    let parts = blocks(len);
-    if threads <= 1 || work < GEMM_PAR_MIN || parts <= 1 {
+unsafe fn cpu_gemm<T: Gemm>(m: usize, k: usize, n: usize, a: Operand<T>, b: Operand<T>, c: *mut T) {
+    let min = general_rows(n, k, a, b);
+    if m >= min {
         // SAFETY: the caller's contract.
-        unsafe { T::gemm(m, k, n, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, c, n as isize) };
+        unsafe { gemm_call(m, k, n, a, b, c) };
         return;
     }
-    let step = len.div_ceil(parts).div_ceil(GEMM_ALIGN) * GEMM_ALIGN;
-    let out = OutPtr(c);
-    (0..len.div_ceil(step)).into_par_iter().for_each(|p| {
-        let (a, b, out) = (a, b, out);
-        let s0 = p * step;
-        let s = step.min(len - s0);
-        // SAFETY: rows s0..s0+s of op(A) and C, or columns s0..s0+s of op(B) and C, lie
-        // inside the caller's operands; the blocks of C are disjoint.
-        unsafe {
-            if by_rows {
-                let ap = a.ptr.offset(a.rs * s0 as isize);
-                let cp = out.0.add(s0 * n);
-                T::gemm(s, k, n, ap, a.rs, a.cs, b.ptr, b.rs, b.cs, cp, n as isize);
-            } else {
-                let bp = b.ptr.offset(b.cs * s0 as isize);
-                let cp = out.0.add(s0);
-                T::gemm(m, k, s, a.ptr, a.rs, a.cs, bp, b.rs, b.cs, cp, n as isize);
-            }
+    // op(A)'s m rows in a buffer of `min` rows, in the same orientation (the kernels the
+    // crate picks depend on which stride is 1), and a C of `min` rows.
+    let (rs, cs) = if a.cs == 1 {
+        (k as isize, 1)
+    } else {
+        (1, min as isize)
+    };
+    let mut pad = vec![T::default(); min * k];
+    for i in 0..m {
+        for j in 0..k {
+            // SAFETY: (i, j) lies inside op(A)'s m x k under the caller's strides.
+            pad[i * rs as usize + j * cs as usize] =
+                unsafe { *a.ptr.offset(i as isize * a.rs + j as isize * a.cs) };
         }
-    });
+    }
+    let mut out = vec![T::default(); min * n];
+    let padded = Operand {
+        ptr: pad.as_ptr(),
+        rs,
+        cs,
+    };
+    // SAFETY: `pad` holds min x k values under (rs, cs), `out` min x n.
+    unsafe {
+        gemm_call(min, k, n, padded, b, out.as_mut_ptr());
+        std::ptr::copy_nonoverlapping(out.as_ptr(), c, m * n);
+    }
+}
+
+/// The fewest rows from which `gemm` 0.19 multiplies with the kernels it uses for any
+/// larger C of these n, k and strides. Below it, it takes other paths: a horizontal
+/// kernel when `m·n <= 256` with row-major op(A) and column-major op(B) (x86), a
+/// matrix-vector kernel for one row (two or more columns and k > 2), and another depth
+/// blocking when `m, n <= 64` with k > 512. One column (`n = 1`) runs the matrix-vector
+/// kernel at every m past the horizontal one's range. The test
+/// `rows_of_a_product_have_the_same_bits_whatever_the_number_of_rows` holds the crate to it.
+fn general_rows<T>(n: usize, k: usize, a: Operand<T>, b: Operand<T>) -> usize {
+    let mut min = 1;
+    if a.cs == 1 && b.rs == 1 {
+        min = 256 / n.max(1) + 1;
+    }
+    if k > 2 && n > 1 {
+        min = min.max(2);
+    }
+    if k > 512 && n <= 64 {
+        min = min.max(65);
+    }
+    min
+}
+
+/// One `gemm` call: `C = op(A)·op(B)`, beta 1 over a C it does not read.
+///
+/// # Safety
+/// As [`cpu_gemm`].
+unsafe fn gemm_call<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: *mut T,
+) {
+    let threads = rayon::current_num_threads();
+    let work = m.saturating_mul(n).saturating_mul(k);
+    let par = if threads > 1 && work >= GEMM_PAR_MIN {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the caller's contract; `gemm` takes (m, n, k), then each matrix as
+    // (pointer, column stride, row stride); with `read_dst` false it writes C = beta·A·B.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            1,
+            n as isize,
+            false,
+            a.ptr,
+            a.cs,
+            a.rs,
+            b.ptr,
+            b.cs,
+            b.rs,
+            T::default(),
+            T::ONE,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -662,6 +667,86 @@ mod tests {
         assert_eq!((y.len(), ga.len()), (rows * n, r * k));
         assert!(ga[rows * k..].iter().all(|&v| v == 0.0));
         assert_eq!((y, ga, gb), run(false));
+    }
+
+    /// `op(A)·op(B)` over the first `m` rows of op(A) (a view with A's strides).
+    fn product(
+        a: &[f32],
+        b: &[f32],
+        dims: (usize, usize, usize, usize),
+        ta: bool,
+        tb: bool,
+    ) -> Vec<f32> {
+        let (rows, m, k, n) = dims;
+        let (rs, cs) = if ta {
+            (1, rows as isize)
+        } else {
+            (k as isize, 1)
+        };
+        let (brs, bcs) = if tb { (1, k as isize) } else { (n as isize, 1) };
+        let mut c = vec![f32::NAN; m * n];
+        let (a, b) = (
+            Operand {
+                ptr: a.as_ptr(),
+                rs,
+                cs,
+            },
+            Operand {
+                ptr: b.as_ptr(),
+                rs: brs,
+                cs: bcs,
+            },
+        );
+        // SAFETY: a holds rows x k values, b k x n, c m x n; m <= rows.
+        unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr()) };
+        c
+    }
+
+    #[test]
+    fn rows_of_a_product_have_the_same_bits_whatever_the_number_of_rows() {
+        // Every path the crate takes below and above `general_rows`: one column, small C
+        // (horizontal kernels), one row, k past 512 with small C, and general sizes, for
+        // each transpose of each operand.
+        let rows = 300;
+        for &(k, n) in &[
+            (2, 5),
+            (3, 1),
+            (7, 3),
+            (97, 16),
+            (97, 200),
+            (513, 1),
+            (600, 64),
+            (700, 65),
+        ] {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a = values(rows * k, 5);
+                let b = values(k * n, 6);
+                let all = product(&a, &b, (rows, rows, k, n), ta, tb);
+                for m in [1, 2, 3, 15, 64, 65, 128, 129, 257] {
+                    let some = product(&a, &b, (rows, m, k, n), ta, tb);
+                    assert!(
+                        some == all[..m * n],
+                        "k {k} n {n} ta {ta} tb {tb}: {m} rows differ from the same rows of {rows}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn product_has_the_same_bits_on_one_thread_and_on_two() {
+        let (m, k, n) = (300, 700, 260);
+        let (a, b) = (values(m * k, 7), values(k * n, 8));
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| product(&a, &b, (m, m, k, n), false, false))
+        };
+        let one = on(1);
+        assert!(one.iter().all(|v| v.is_finite()));
+        assert!(one == on(2));
     }
 
     #[test]
