@@ -6,6 +6,7 @@ mod cli;
 use clap::Parser;
 
 fn main() {
+    espalier::device::heap::keep_freed_memory();
     let args = cli::Cli::parse();
     if let Err(e) = cli::run(args) {
         eprintln!("error: {e}");

@@ -12,6 +12,7 @@ pub mod block;
 pub mod cpu;
 pub mod cuda;
 pub mod gpu;
+pub mod heap;
 mod id;
 mod memory;
 pub mod wgpu;
