@@ -155,16 +155,21 @@ fn widths_of(
             })
         });
         // Scores read, written; indptr read (per head).
-        g.throughput(Throughput::Bytes((2 * e * heads * 4 + (n_dst + 1) * 4) as u64));
+        g.throughput(Throughput::Bytes(
+            (2 * e * heads * 4 + (n_dst + 1) * 4) as u64,
+        ));
         let scores = scores_cpu.clone().to_device(dev).unwrap();
         let size_h = format!("{dev}/E={e},heads={heads},f={f}");
         g.bench_function(BenchmarkId::new("segment_softmax", &size_h), |bench| {
             bench.iter(|| run(&|| ops::segment_softmax(&scores, &b).unwrap()))
         });
         let att = ops::segment_softmax(&scores, &b).unwrap();
-        g.bench_function(BenchmarkId::new("segment_softmax_backward", &size_h), |bench| {
-            bench.iter(|| run(&|| ops::segment_softmax_backward(&att, &scores, &b).unwrap()))
-        });
+        g.bench_function(
+            BenchmarkId::new("segment_softmax_backward", &size_h),
+            |bench| {
+                bench.iter(|| run(&|| ops::segment_softmax_backward(&att, &scores, &b).unwrap()))
+            },
+        );
         // Gathered rows and weights read, output rows written.
         let ws_x = ws_x_cpu.clone().to_device(dev).unwrap();
         let ws_g = ws_g_cpu.clone().to_device(dev).unwrap();
@@ -182,10 +187,9 @@ fn widths_of(
             |bench| {
                 bench.iter(|| {
                     run(&|| {
-                        let (gx, ga) = ops::segment_weighted_sum_backward(
-                            &ws_x, &att, &ws_g, &b, true, true,
-                        )
-                        .unwrap();
+                        let (gx, ga) =
+                            ops::segment_weighted_sum_backward(&ws_x, &att, &ws_g, &b, true, true)
+                                .unwrap();
                         drop(ga);
                         gx.unwrap()
                     })
