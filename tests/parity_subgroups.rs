@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_close, rand_f32, rand_idx, run, Op, ATOL, RTOL};
+use common::{parity_on, rand_f32, rand_idx, ATOL, RTOL};
 use espalier::device::wgpu::{context, Context};
 use espalier::device::wgpu_shader::Reductions;
 use espalier::{ops, Device, Tensor};
@@ -18,21 +18,6 @@ struct Restore(std::sync::Arc<Context>, bool);
 impl Drop for Restore {
     fn drop(&mut self) {
         self.0.set_subgroups(self.1).unwrap();
-    }
-}
-
-fn against_cpu(name: &str, f: &Op, inputs: &[Tensor], dev: Device) {
-    let (out, grads) = run(f, inputs, Device::Cpu);
-    let (o, g) = run(f, inputs, dev);
-    assert_close(&format!("{name} forward on {dev}"), &out, &o, RTOL, ATOL);
-    for (i, (a, b)) in grads.iter().zip(&g).enumerate() {
-        match (a, b) {
-            (Some(a), Some(b)) => {
-                assert_close(&format!("{name} grad {i} on {dev}"), a, b, RTOL, ATOL)
-            }
-            (None, None) => {}
-            _ => panic!("{name}: gradient {i} present on one backend only ({dev})"),
-        }
     }
 }
 
@@ -71,39 +56,39 @@ fn edge_values(tag: &str, dev: Device) {
 fn cases(tag: &str, dev: Device) {
     for (i, s) in [[1, 1], [63, 257], [4097, 5], [2, 1000]].iter().enumerate() {
         let x = ops::mul_scalar(&rand_f32(s, 70 + i as u64), 8.0).unwrap();
-        against_cpu(
+        parity_on(
             &format!("{tag} log_softmax {s:?}"),
             &|x| ops::log_softmax(&x[0]),
             &[x],
-            dev,
+            &[dev],
         );
     }
     edge_values(&format!("{tag} log_softmax edge values"), dev);
     for (i, &(n, c)) in [(63, 257), (257, 10), (5, 1000)].iter().enumerate() {
         let x = ops::mul_scalar(&rand_f32(&[n, c], 80 + i as u64), 5.0).unwrap();
         let y = rand_idx(n, c as u32, 90 + i as u64);
-        against_cpu(
+        parity_on(
             &format!("{tag} cross_entropy {n}x{c}"),
             &|x| ops::cross_entropy(&x[0], &x[1], None),
             &[x, y],
-            dev,
+            &[dev],
         );
     }
     // Rows longer than 32 columns take sum_rows_f32 (a 256-thread workgroup per 1,024
     // columns); sum_all of a large tensor repeats it over the block sums.
     for (i, s) in [[3, 5000], [300, 33], [1, 70_000]].iter().enumerate() {
         let x = rand_f32(s, 100 + i as u64);
-        against_cpu(
+        parity_on(
             &format!("{tag} sum_dim1 {s:?}"),
             &|x| ops::sum_dim(&x[0], 1),
             std::slice::from_ref(&x),
-            dev,
+            &[dev],
         );
-        against_cpu(
+        parity_on(
             &format!("{tag} sum_all {s:?}"),
             &|x| ops::sum_all(&x[0]),
             &[x],
-            dev,
+            &[dev],
         );
     }
 }
