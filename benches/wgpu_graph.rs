@@ -1,14 +1,16 @@
 //! Graph kernels on wgpu:0 (bytes/s, each value read or written counted once, indices
-//! included): segment sum, mean and max forward, index_select and scatter_add, on a
-//! power-law block (every in-edge of 8,192 seeds of a scaled arxiv-like graph). The CPU
-//! runs the same inputs for reference. Every iteration waits for the device, so a figure
+//! included): segment sum, mean and max forward, segment max with its backward, GAT's
+//! segment softmax (forward and backward, 4 heads) and weighted sum (forward, and backward
+//! for both inputs), index_select and scatter_add, on a power-law block (every in-edge of
+//! 8,192 seeds of a scaled arxiv-like graph), at f = 64 (the vec4 kernels) and f = 47 (the
+//! scalar ones). The CPU runs the same inputs for reference. Every iteration waits for the device, so a figure
 //! is the kernel's time, not its submission's. Skipped, with the reason printed, without an
 //! adapter.
 //!
 //! `cargo bench --bench wgpu_graph` (a few seconds per benchmark). With
 //! `ESPALIER_BENCH_LARGE=1` (for real GPUs) the block is every in-edge of every second node
 //! of a products-like graph at scale 0.1 (3.1M edges) with f = 128, as in `cuda_ops`, and
-//! the CPU reference is skipped.
+//! the CPU reference is skipped. A filter picks a width: `-- f=47`.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -76,8 +78,22 @@ fn randn(shape: &[usize], seed: u64) -> Tensor {
 
 fn graph(c: &mut Criterion) {
     let Some(gpu) = adapter() else { return };
-    let f = if large() { 128 } else { 64 };
-    let b = power_law_block(f);
+    let widths: &[usize] = if large() { &[128] } else { &[64, 47] };
+    let b = power_law_block(widths[0]);
+    let mut g = c.benchmark_group("wgpu_graph");
+    for &f in widths {
+        widths_of(&mut g, gpu, &b, f);
+    }
+    g.finish();
+}
+
+/// Every benchmark at feature width `f`.
+fn widths_of(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    gpu: Device,
+    b: &Arc<Block>,
+    f: usize,
+) {
     let (e, n_src, n_dst) = (b.num_edges(), b.num_src, b.num_dst);
     let x_cpu = randn(&[n_src, f], 1);
     let mut rng = Rng::new(2);
@@ -89,8 +105,12 @@ fn graph(c: &mut Criterion) {
     )
     .unwrap();
     let src_cpu = randn(&[m, f], 3);
-
-    let mut g = c.benchmark_group("wgpu_graph");
+    // GAT: 4 heads of f / 4 columns each (rounded down: 11 at f = 47, a scalar width).
+    let heads = 4;
+    let scores_cpu = randn(&[e, heads], 4);
+    let ws_cols = f / heads * heads;
+    let ws_x_cpu = randn(&[n_src, ws_cols], 5);
+    let ws_g_cpu = randn(&[n_dst, ws_cols], 6);
     // Gathered rows read, output rows written, indptr and indices read.
     let seg = (e * f * 4 + n_dst * f * 4 + (n_dst + 1) * 4 + e * 4) as u64;
     let devices = if large() {
@@ -107,6 +127,7 @@ fn graph(c: &mut Criterion) {
             drop(black_box(f()));
             dev.sync().unwrap();
         };
+        let b = b.clone();
         g.throughput(Throughput::Bytes(seg));
         g.bench_function(BenchmarkId::new("segment_sum", &size), |bench| {
             bench.iter(|| run(&|| ops::segment_sum(&x, &b).unwrap()))
@@ -119,6 +140,62 @@ fn graph(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("segment_max", &size), |bench| {
             bench.iter(|| run(&|| ops::segment_max(&x, &b).unwrap()))
         });
+        // The forward, then its backward (the argmax scatter over the transposed CSR, plus
+        // the gradient of ones the loss seeds): gathered rows and gradient read twice.
+        g.throughput(Throughput::Bytes(2 * seg + (n_src * f * 4) as u64));
+        let xg = x.requires_grad_leaf();
+        g.bench_function(BenchmarkId::new("segment_max_fwd_bwd", &size), |bench| {
+            bench.iter(|| {
+                run(&|| {
+                    xg.zero_grad();
+                    let y = ops::segment_max(&xg, &b).unwrap();
+                    ops::sum_all(&y).unwrap().backward().unwrap();
+                    xg.grad().unwrap()
+                })
+            })
+        });
+        // Scores read, written; indptr read (per head).
+        g.throughput(Throughput::Bytes(
+            (2 * e * heads * 4 + (n_dst + 1) * 4) as u64,
+        ));
+        let scores = scores_cpu.clone().to_device(dev).unwrap();
+        let size_h = format!("{dev}/E={e},heads={heads},f={f}");
+        g.bench_function(BenchmarkId::new("segment_softmax", &size_h), |bench| {
+            bench.iter(|| run(&|| ops::segment_softmax(&scores, &b).unwrap()))
+        });
+        let att = ops::segment_softmax(&scores, &b).unwrap();
+        g.bench_function(
+            BenchmarkId::new("segment_softmax_backward", &size_h),
+            |bench| {
+                bench.iter(|| run(&|| ops::segment_softmax_backward(&att, &scores, &b).unwrap()))
+            },
+        );
+        // Gathered rows and weights read, output rows written.
+        let ws_x = ws_x_cpu.clone().to_device(dev).unwrap();
+        let ws_g = ws_g_cpu.clone().to_device(dev).unwrap();
+        g.throughput(Throughput::Bytes(
+            (e * ws_cols * 4 + e * heads * 4 + n_dst * ws_cols * 4 + e * 4) as u64,
+        ));
+        g.bench_function(BenchmarkId::new("segment_weighted_sum", &size_h), |bench| {
+            bench.iter(|| run(&|| ops::segment_weighted_sum(&ws_x, &att, &b).unwrap()))
+        });
+        g.throughput(Throughput::Bytes(
+            (2 * e * ws_cols * 4 + 2 * e * heads * 4 + n_src * ws_cols * 4) as u64,
+        ));
+        g.bench_function(
+            BenchmarkId::new("segment_weighted_sum_backward", &size_h),
+            |bench| {
+                bench.iter(|| {
+                    run(&|| {
+                        let (gx, ga) =
+                            ops::segment_weighted_sum_backward(&ws_x, &att, &ws_g, &b, true, true)
+                                .unwrap();
+                        drop(ga);
+                        gx.unwrap()
+                    })
+                })
+            },
+        );
         // Rows read and written, indices read.
         g.throughput(Throughput::Bytes((2 * m * f * 4 + m * 4) as u64));
         let size = format!("{dev}/m={m},f={f}");
@@ -134,7 +211,6 @@ fn graph(c: &mut Criterion) {
             bench.iter(|| run(&|| ops::scatter_add(&src, &idx, n_src).unwrap()))
         });
     }
-    g.finish();
 }
 
 criterion_group! {

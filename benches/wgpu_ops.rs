@@ -10,6 +10,11 @@
 //!
 //! `tiny_op_overhead` is wall time per op on 64 values: the host's cost of one dispatch.
 //!
+//! `reductions` runs the ops whose kernels reduce across a workgroup through the prelude's
+//! `wg_max64` / `wg_sum64` (log_softmax and cross_entropy over short rows, where the
+//! reduction is most of the work): subgroup operations on an adapter with them, the
+//! shared-memory tree with `ESPALIER_WGPU_SUBGROUPS=0`.
+//!
 //! `cargo bench --bench wgpu_ops -- --warm-up-time 1 --measurement-time 2` for a quick run.
 //! With `ESPALIER_BENCH_LARGE=1` (for real GPUs) the sizes grow until launch overhead no
 //! longer hides the kernels: 64 Mi values elementwise and a 4096³ matmul.
@@ -218,5 +223,32 @@ fn tiny(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, matmul, elementwise, tiny);
+fn reductions(c: &mut Criterion) {
+    let Some(ctx) = adapter() else { return };
+    let dev = Device::Wgpu(ctx.index);
+    let mut g = c.benchmark_group("wgpu/reductions");
+    let r = if large() { 1 << 20 } else { 16_384 };
+    for f in [64, 47] {
+        let x = randn(&[r, f], 7, dev);
+        let labels =
+            Tensor::from_u32((0..r as u32).map(|i| i % f as u32).collect(), &[r], dev).unwrap();
+        g.throughput(Throughput::Bytes((2 * r * f * 4) as u64));
+        g.bench_function(
+            BenchmarkId::new("log_softmax", format!("{r}x{f}")),
+            |bench| bench.iter_custom(|iters| time(&ctx, iters, &|| ops::log_softmax(&x))),
+        );
+        g.throughput(Throughput::Bytes((r * f * 4 + r * 4) as u64));
+        g.bench_function(
+            BenchmarkId::new("cross_entropy", format!("{r}x{f}")),
+            |bench| {
+                bench.iter_custom(|iters| {
+                    time(&ctx, iters, &|| ops::cross_entropy(&x, &labels, None))
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, matmul, elementwise, tiny, reductions);
 criterion_main!(benches);

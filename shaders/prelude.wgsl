@@ -45,11 +45,36 @@ fn sigmoid(x: f32) -> f32 {
     return e / (1.0 + e);
 }
 
-// Row reductions of a 64-thread workgroup: thread t passes its partial value and every
-// thread gets the row's result. Called from uniform control flow (they hold barriers);
-// the tree's order is fixed, so results do not depend on scheduling.
+// Row reductions of a workgroup: thread t passes its partial value and every thread gets
+// the result. Called from uniform control flow by every thread of a 64-thread (wg_*64) or
+// 256-thread (wg_sum256) workgroup; they hold barriers. The order of operations is fixed
+// (for a given adapter), so results do not depend on scheduling.
 var<workgroup> wg64: array<f32, 64>;
+var<workgroup> wg256: array<f32, 256>;
 
+// A tree in shared memory. No subgroup variant: on lavapipe (subgroups of 8) the subgroup
+// scheme's second pass over 256 slots made sum_all no faster (docs/BENCHMARKS.md).
+fn wg_sum256(t: u32, v: f32) -> f32 {
+    wg256[t] = v;
+    workgroupBarrier();
+    for (var half = 128u; half > 0u; half >>= 1u) {
+        if t < half {
+            wg256[t] += wg256[t + half];
+        }
+        workgroupBarrier();
+    }
+    let r = wg256[0];
+    workgroupBarrier();
+    return r;
+}
+
+// wg_max64 and wg_sum64 come in two variants, one compiled per pipeline
+// (src/device/wgpu_shader.rs keeps one section between the `// @variant` lines): shared
+// memory alone, for every adapter, and subgroup operations, for adapters with wgpu's
+// Features::SUBGROUP.
+
+// @variant shared
+// A tree over the workgroup in shared memory: log2(threads) + 2 barriers.
 fn wg_max64(t: u32, v: f32) -> f32 {
     wg64[t] = v;
     workgroupBarrier();
@@ -77,6 +102,62 @@ fn wg_sum64(t: u32, v: f32) -> f32 {
     workgroupBarrier();
     return r;
 }
+
+// @variant subgroup
+// Each subgroup reduces its lanes; its lanes leave the result in their slots of shared
+// memory; after one barrier every subgroup reduces all the slots again, lane l taking slots
+// l, l + S, l + 2S, ... in order (S lanes per subgroup). The lane's index and S are counted
+// by the subgroup itself, so nothing is assumed about which invocations form a subgroup or
+// its size (any power of two up to the workgroup's). 2 barriers.
+fn sg_lane() -> u32 {
+    return subgroupExclusiveAdd(1u);
+}
+
+fn sg_size() -> u32 {
+    return subgroupAdd(1u);
+}
+
+// The subgroup's max, a NaN winning: subgroupMax leaves NaN to the implementation, so the
+// largest NaN bit pattern among the lanes replaces its result.
+fn sg_nan_max(v: f32) -> f32 {
+    let nan = subgroupMax(select(0u, bitcast<u32>(v), is_nan(v)));
+    if nan != 0u {
+        return bitcast<f32>(nan);
+    }
+    return subgroupMax(v);
+}
+
+fn wg_max64(t: u32, v: f32) -> f32 {
+    // Every lane keeps the subgroup's max: copies do not change a max.
+    wg64[t] = sg_nan_max(v);
+    workgroupBarrier();
+    let l = sg_lane();
+    let n = sg_size();
+    var m = wg64[min(l, 63u)];
+    for (var i = l + n; i < 64u; i += n) {
+        m = nan_max(m, wg64[i]);
+    }
+    let r = sg_nan_max(m);
+    workgroupBarrier();
+    return r;
+}
+
+fn wg_sum64(t: u32, v: f32) -> f32 {
+    // One copy of each subgroup's sum, in its first lane's slot.
+    let l = sg_lane();
+    let n = sg_size();
+    wg64[t] = select(0.0, subgroupAdd(v), l == 0u);
+    workgroupBarrier();
+    var acc = 0.0;
+    for (var i = l; i < 64u; i += n) {
+        acc += wg64[i];
+    }
+    let r = subgroupAdd(acc);
+    workgroupBarrier();
+    return r;
+}
+
+// @variant end
 
 // Row groups of the 64-thread segment kernels: `lanes` threads (a power of two <= 64) own
 // one output row, so a workgroup covers 64 / lanes consecutive rows of its dispatch; thread

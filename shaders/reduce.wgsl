@@ -9,7 +9,7 @@
 // sum_rows_f32:       0 params, 1 x (read), 2 out (read_write). Workgroup of 256 threads
 //                     per work item w = base + wid.x + wid.y * nwg.x (row = w / nb,
 //                     blk = w % nb): thread t adds columns blk*1024 + t + 256e (e = 0..3),
-//                     then a tree over the workgroup; out[w] = out[row * nb + blk].
+//                     then wg_sum256 (prelude); out[w] = out[row * nb + blk].
 //                     The host repeats it with c = nb until nb = 1 (long rows, sum_all).
 // sum_rows_small_f32: 0 params, 1 x, 2 out; one invocation per row (short rows):
 //                     out[row] = x[row, 0] + x[row, 1] + ... in column order.
@@ -41,8 +41,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read> v: array<f32>;
 @group(0) @binding(4) var<storage, read_write> expanded: array<f32>;
 
-var<workgroup> partial: array<f32, 256>;
-
 @compute @workgroup_size(256)
 fn sum_rows_f32(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -65,16 +63,9 @@ fn sum_rows_f32(
             }
         }
     }
-    partial[t] = acc;
-    workgroupBarrier();
-    for (var half = 128u; half > 0u; half >>= 1u) {
-        if t < half {
-            partial[t] += partial[t + half];
-        }
-        workgroupBarrier();
-    }
+    let total = wg_sum256(t, acc);
     if t == 0u && live {
-        out[w - p.same_base] = partial[0];
+        out[w - p.same_base] = total;
     }
 }
 

@@ -11,6 +11,9 @@
 //   10 g (read), 11 grad_x (write). Over the transposed CSR: grad_x[u * f + j] =
 //   Σ g[d * f + j] over the out-edges (d, e) of u whose edge position e won,
 //   arg[d * f + j] == e (exact with duplicate edges and self-loops).
+// segment_max_backward_vec4_f32: the backward for f % 4 == 0, four features at once through
+//   15 arg_in4, 16 g4, 17 grad_x4 (the same buffers as vec4 arrays); a gradient that did not
+//   win adds nothing (not a 0.0, so the sums equal the scalar kernel's bit for bit).
 // A row group of `lanes` threads owns an output row (row_group in the prelude): its lanes
 // walk the row's edges together, each scanning its own features. One invocation owns each
 // output value, in edge order: no atomics, and the result does not depend on `lanes`.
@@ -54,6 +57,9 @@ struct Params {
 @group(0) @binding(12) var<storage, read> x4: array<vec4<f32>>;
 @group(0) @binding(13) var<storage, read_write> out4: array<vec4<f32>>;
 @group(0) @binding(14) var<storage, read_write> arg4: array<vec4<u32>>;
+@group(0) @binding(15) var<storage, read> arg_in4: array<vec4<u32>>;
+@group(0) @binding(16) var<storage, read> g4: array<vec4<f32>>;
+@group(0) @binding(17) var<storage, read_write> grad_x4: array<vec4<f32>>;
 
 // True when candidate (v, edge e) comes before the running (m, edge a) in the CPU's order.
 fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
@@ -176,5 +182,38 @@ fn segment_max_backward_f32(
             }
         }
         grad_x[o + j] = acc;
+    }
+}
+
+@compute @workgroup_size(64)
+fn segment_max_backward_vec4_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
+    let u = p.row0 + rg.row;
+    let end = t_indptr[u + 1u - p.ptr_base];
+    let f4 = p.f / 4u;
+    let o = (u * p.f - p.out_base) / 4u;
+    let ib = p.in_base / 4u;
+    for (var j = rg.lane; j < f4; j += p.lanes) {
+        var acc = vec4<f32>(0.0);
+        if p.first == 0u {
+            acc = grad_x4[o + j];
+        }
+        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+            let d = t_dst[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 {
+                let i = d * f4 + j - ib;
+                let won = arg_in4[i] == vec4<u32>(t_edges[k - p.edge_base]);
+                // Adding -0.0 leaves every sum (never -0.0 itself) as it was.
+                acc += select(vec4<f32>(-0.0), g4[i], won);
+            }
+        }
+        grad_x4[o + j] = acc;
     }
 }

@@ -8,6 +8,10 @@
 //     one invocation per (src u, column c), summing over u's out-edges in CSR order.
 // Both run a row group of `lanes` threads per output row (row_group in the prelude): its
 // lanes walk the row's edges together in edge order, each over its own columns.
+// segment_weighted_sum_vec4_f32, segment_weighted_sum_backward_x_vec4_f32: the same for
+// D % 4 == 0 (four columns of one head at once), through 12 x4, 13 out4 (forward) and
+// 14 g4, 15 dx4 (backward_x), the same buffers as vec4 arrays (every window base is then a
+// multiple of 4); lanes cover H * D / 4 vec4 columns.
 //
 // Splitting (src/device/wgpu/split.rs): a dispatch covers output rows row0 .. row0 + rows;
 // the offsets, the edge range of those rows (indices, a forward, da) and their output and
@@ -52,6 +56,10 @@ struct Params {
 @group(0) @binding(9) var<storage, read> g: array<f32>;
 @group(0) @binding(10) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(11) var<storage, read_write> da: array<f32>;
+@group(0) @binding(12) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(13) var<storage, read_write> out4: array<vec4<f32>>;
+@group(0) @binding(14) var<storage, read> g4: array<vec4<f32>>;
+@group(0) @binding(15) var<storage, read_write> dx4: array<vec4<f32>>;
 
 @compute @workgroup_size(64)
 fn segment_weighted_sum_f32(
@@ -110,6 +118,70 @@ fn segment_weighted_sum_backward_x_f32(
             }
         }
         dx[o + c] = acc;
+    }
+}
+
+@compute @workgroup_size(64)
+fn segment_weighted_sum_vec4_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
+    let d = p.row0 + rg.row;
+    let start = indptr[d - p.ptr_base];
+    let end = indptr[d + 1u - p.ptr_base];
+    let c4 = p.cols / 4u;
+    let o = (d * p.cols - p.out_base) / 4u;
+    let ib = p.in_base / 4u;
+    for (var c = rg.lane; c < c4; c += p.lanes) {
+        let h = c * 4u / p.per_head;
+        var acc = vec4<f32>(0.0);
+        if p.first == 0u {
+            acc = out4[o + c];
+        }
+        for (var e = start; e < end; e++) {
+            let u = indices[e - p.edge_base];
+            if u >= p.t0 && u < p.t1 {
+                acc += a[e * p.heads + h - p.w_base] * x4[u * c4 + c - ib];
+            }
+        }
+        out4[o + c] = acc;
+    }
+}
+
+@compute @workgroup_size(64)
+fn segment_weighted_sum_backward_x_vec4_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+    if !rg.live {
+        return;
+    }
+    let u = p.row0 + rg.row;
+    let end = t_indptr[u + 1u - p.ptr_base];
+    let c4 = p.cols / 4u;
+    let o = (u * p.cols - p.out_base) / 4u;
+    let ib = p.in_base / 4u;
+    for (var c = rg.lane; c < c4; c += p.lanes) {
+        let h = c * 4u / p.per_head;
+        var acc = vec4<f32>(0.0);
+        if p.first == 0u {
+            acc = dx4[o + c];
+        }
+        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+            let d = t_dst[k - p.edge_base];
+            let e = t_edges[k - p.edge_base];
+            if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
+                acc += a[e * p.heads + h - p.a_base] * g4[d * c4 + c - ib];
+            }
+        }
+        dx4[o + c] = acc;
     }
 }
 

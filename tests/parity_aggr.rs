@@ -266,6 +266,15 @@ fn split_aggregator_ops_match_unsplit() {
         CAP,
         true,
     );
+    // Heads of 4 columns: the vec4 kernels, split likewise.
+    let bb = b.clone();
+    split_parity(
+        "split segment_weighted_sum, D = 4 (vec4)",
+        &move |x| ops::segment_weighted_sum(&x[0], &x[1], &bb),
+        &[rand_ints(&[b.num_src, 8], 49), rand_ints(&[e, 2], 50)],
+        CAP,
+        true,
+    );
     // The LSTM aggregator also runs its gathers and matmuls split; the weight gradient's
     // matmul adds k in chunks, so split and unsplit agree within tolerance.
     for split in [None, Some(3)] {

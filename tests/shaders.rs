@@ -1,7 +1,8 @@
 //! Every `shaders/*.wgsl` parses and validates with naga (the prelude appended, no optional
-//! capability) and fits the limits every WebGPU adapter guarantees: no GPU needed.
+//! capability, or only subgroups in the prelude's subgroup variant) and fits the limits
+//! every WebGPU adapter guarantees: no GPU needed.
 
-use espalier::device::wgpu_shader::{self, PRELUDE};
+use espalier::device::wgpu_shader::{self, Reductions, PRELUDE};
 
 /// `(stem, source)` of every shader but the prelude.
 fn shaders() -> Vec<(String, String)> {
@@ -22,8 +23,9 @@ fn shaders() -> Vec<(String, String)> {
 }
 
 #[test]
-fn every_shader_validates_with_the_prelude_and_no_optional_capability() {
+fn every_shader_validates_with_the_prelude_in_both_variants() {
     for (stem, source) in shaders() {
+        // Shared: no optional capability; subgroup: only Capabilities::SUBGROUP.
         if let Err(e) = wgpu_shader::validate(&stem, &source) {
             panic!("{e}");
         }
@@ -31,25 +33,74 @@ fn every_shader_validates_with_the_prelude_and_no_optional_capability() {
 }
 
 #[test]
-fn the_prelude_alone_is_a_valid_module_without_bindings() {
-    let module = naga::front::wgsl::parse_str(PRELUDE).unwrap();
-    naga::valid::Validator::new(
+fn the_prelude_alone_is_a_valid_module_without_bindings_in_each_variant() {
+    for variant in Reductions::ALL {
+        let text = wgpu_shader::prelude(variant);
+        assert_eq!(text.lines().count(), PRELUDE.lines().count(), "{variant:?}");
+        let module = naga::front::wgsl::parse_str(&text).unwrap();
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), variant.capabilities())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{variant:?}: {e:?}"));
+        assert!(
+            module
+                .global_variables
+                .iter()
+                .all(|(_, g)| g.binding.is_none()),
+            "the prelude must not bind resources: every entry's layout would change"
+        );
+    }
+}
+
+#[test]
+fn only_the_subgroup_variant_uses_subgroups_and_both_define_the_same_reductions() {
+    let shared = wgpu_shader::prelude(Reductions::Shared);
+    let subgroup = wgpu_shader::prelude(Reductions::Subgroup);
+    let code = |text: &str| -> String {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        !code(&shared).contains("subgroup"),
+        "the fallback must run anywhere"
+    );
+    assert!(subgroup.contains("subgroupAdd("));
+    // Where the adapter lacks subgroups (no capability), the subgroup variant is refused.
+    let module = naga::front::wgsl::parse_str(&subgroup).unwrap();
+    assert!(naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
+        naga::valid::Capabilities::empty()
     )
     .validate(&module)
-    .unwrap();
-    assert!(
-        module
-            .global_variables
-            .iter()
-            .all(|(_, g)| g.binding.is_none()),
-        "the prelude must not bind resources: every entry's layout would change"
-    );
+    .is_err());
+    let defined = |text: &str| -> Vec<String> {
+        let mut v: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("fn wg_"))
+            .map(|l| l.split('(').next().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(defined(&shared), vec!["max64", "sum256", "sum64"]);
+    // wg_sum256 is outside the variant sections: the shader that calls it alone is not
+    // built in the subgroup variant.
+    assert_eq!(defined(&shared), defined(&subgroup));
+    assert!(wgpu_shader::calls_reductions(include_str!(
+        "../shaders/log_softmax.wgsl"
+    )));
+    assert!(!wgpu_shader::calls_reductions(include_str!(
+        "../shaders/reduce.wgsl"
+    )));
+    assert!(!wgpu_shader::calls_reductions(include_str!(
+        "../shaders/binary.wgsl"
+    )));
 }
 
 #[test]
 fn no_shader_redefines_a_prelude_helper() {
+    // The raw prelude: both variants' helpers.
     let helpers: Vec<String> = PRELUDE
         .lines()
         .filter_map(|l| l.strip_prefix("fn "))

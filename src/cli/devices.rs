@@ -111,7 +111,7 @@ fn describe(s: &AdapterSummary) -> String {
     format!(
         "  wgpu:{}  {}\n          backend {}, type {}, driver {}\n          \
          max storage binding {}, max buffer {}, {} workgroups per dimension, \
-         workgroup storage {}, timestamp queries {}, shader-f16 {}\n",
+         workgroup storage {}, timestamp queries {}, shader-f16 {}, subgroups {}\n",
         s.index,
         s.name,
         s.backend,
@@ -123,6 +123,7 @@ fn describe(s: &AdapterSummary) -> String {
         bytes(s.max_compute_workgroup_storage_size as u64),
         yes(s.timestamp_queries),
         yes(s.shader_f16),
+        yes(s.subgroups),
     )
 }
 

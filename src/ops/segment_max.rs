@@ -14,8 +14,8 @@
 //!
 //! On wgpu (`shaders/segment_max.wgsl`) a group of threads owns an output row (dst rows
 //! forward, src rows backward), lanes over features; one invocation owns each (row,
-//! feature), or four with `vec4` loads forward when `f % 4 == 0`, with the same scan order
-//! and tie and NaN rules.
+//! feature), or four with `vec4` loads when `f % 4 == 0` (both directions), with the same
+//! scan order and tie and NaN rules.
 //! Past the storage-binding limit both run over ranges of output rows, times tiles of the
 //! input they read at arbitrary rows (see `src/device/wgpu/split.rs`); the tie and NaN
 //! rules are a total order on (value, edge position), so the max and argmax do not change,
@@ -55,6 +55,11 @@ const BACKWARD: Kernel = Kernel {
     stem: "segment_max",
     source: SHADER,
     entry: "segment_max_backward_f32",
+};
+const BACKWARD4: Kernel = Kernel {
+    stem: "segment_max",
+    source: SHADER,
+    entry: "segment_max_backward_vec4_f32",
 };
 const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_max", "segment_max_f32");
 const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_max", "segment_max_backward_f32");
@@ -172,12 +177,14 @@ fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Resul
     let at = |u: usize| b.t_indptr[u] as usize;
     let tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * f)?;
     for (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, f))? {
-        let (lanes, grid) = ctx.row_groups(u1 - u0, f)?;
         let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
         let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
         let ow = ctx.rows_window(&out, u0, u1, f);
         for (i, &(t0, t1)) in tiles.iter().enumerate() {
             let [gw, aw] = [g, arg].map(|t| ctx.rows_window(t, t0, t1, f));
+            // As forward: four features per load when every window starts on a multiple of 4.
+            let vec4 = f % 4 == 0 && [&gw, &aw, &ow].iter().all(|w| w.base % 4 == 0) && t1 > t0;
+            let (lanes, grid) = ctx.row_groups(u1 - u0, if vec4 { f / 4 } else { f })?;
             let words = words(
                 (u0, u1),
                 f,
@@ -187,8 +194,20 @@ fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Resul
                 i,
                 lanes,
             );
-            let binds = [(6, &pw), (7, &dw), (8, &ew), (9, &aw), (10, &gw), (11, &ow)];
-            ctx.launch_windows_grid(&BACKWARD, &words, &binds, grid)?;
+            let (k, slots) = if vec4 {
+                (&BACKWARD4, [15, 16, 17])
+            } else {
+                (&BACKWARD, [9, 10, 11])
+            };
+            let binds = [
+                (6, &pw),
+                (7, &dw),
+                (8, &ew),
+                (slots[0], &aw),
+                (slots[1], &gw),
+                (slots[2], &ow),
+            ];
+            ctx.launch_windows_grid(k, &words, &binds, grid)?;
         }
     }
     Ok(out)

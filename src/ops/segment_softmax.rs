@@ -17,6 +17,12 @@
 //! On CUDA (`kernels/segment_softmax.cu`) a warp owns a dst node: its edges' rows are
 //! contiguous, lanes stride over them, and the per-head max and sums are warp reductions
 //! (a fixed order, so deterministic; the sums are a tree rather than the CPU's serial order).
+//!
+//! Both GPU backends run through the GPU seam (`src/device/gpu.rs`): the allocation and
+//! the tensors around the kernels are written once ([`gpu_forward`], [`gpu_backward`]),
+//! and each backend implements [`SegmentSoftmaxKernels`], one method per kernel with its
+//! typed parameters (wgpu: [`SegmentSoftmaxParams`] over windows of dst rows; CUDA: the
+//! argument structs of `src/device/cuda/args.rs`, checked against the `.cu` signatures).
 
 use std::sync::Arc;
 
@@ -24,14 +30,16 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::cuda::args::{SegmentSoftmaxArgs, SegmentSoftmaxBackwardArgs};
+use crate::device::cuda::{self, CudaBuffer};
 use crate::device::wgpu::SegmentSoftmaxParams;
-use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
+use crate::device::wgpu::{self as wgpu_dev, BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, parallel, u32_count};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "segment_softmax";
@@ -46,9 +54,6 @@ const BACKWARD: Kernel = Kernel {
     source: SHADER,
     entry: "segment_softmax_backward_f32",
 };
-const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_softmax", "segment_softmax_f32");
-const BACKWARD_CUDA: cuda::Kernel =
-    crate::cuda_kernel!("segment_softmax", "segment_softmax_backward_f32");
 
 /// Per dst node and head, the softmax of `x[E, H]` over the node's in-edges.
 pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
@@ -56,20 +61,12 @@ pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let heads = check_edges(OP, "x", x, block)?;
     let e = block.num_edges();
     let out = match &*x.storage() {
-        Storage::Cuda(b) => {
-            let y = CudaBuffer::new(b.ctx(), (e * heads * 4) as u64)?;
-            launch_cuda(OP, &FORWARD_CUDA, &[b], &y, block, heads)?;
-            cuda_output(y, vec![e, heads], x)
-        }
+        Storage::Cuda(b) => gpu_forward::<cuda::Context>(b, x, block, heads)?,
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_forward(v, block, heads)?);
             cpu_output(buf, vec![e, heads], x)
         }
-        Storage::Wgpu(b) => {
-            let y = WgpuBuffer::new(b.ctx(), (e * heads * 4) as u64)?;
-            wgpu_launch(&FORWARD, block, heads, &[(2, b), (3, &y)])?;
-            wgpu_output(y, vec![e, heads], x)
-        }
+        Storage::Wgpu(b) => gpu_forward::<wgpu_dev::Context>(b, x, block, heads)?,
     };
     let y = out.detach();
     let block = block.clone();
@@ -97,14 +94,10 @@ pub fn segment_softmax_backward(y: &Tensor, g: &Tensor, block: &Arc<Block>) -> R
             Ok(cpu_output(buf, vec![e, heads], g))
         }
         (Storage::Wgpu(yb), Storage::Wgpu(gb)) => {
-            let dx = WgpuBuffer::new(yb.ctx(), (e * heads * 4) as u64)?;
-            wgpu_launch(&BACKWARD, block, heads, &[(4, yb), (5, gb), (6, &dx)])?;
-            Ok(wgpu_output(dx, vec![e, heads], g))
+            gpu_backward::<wgpu_dev::Context>(yb, gb, g, block, heads)
         }
         (Storage::Cuda(yb), Storage::Cuda(gb)) => {
-            let dx = CudaBuffer::new(yb.ctx(), (e * heads * 4) as u64)?;
-            launch_cuda(BOP, &BACKWARD_CUDA, &[yb, gb], &dx, block, heads)?;
-            Ok(cuda_output(dx, vec![e, heads], g))
+            gpu_backward::<cuda::Context>(yb, gb, g, block, heads)
         }
         _ => Err(Error::DeviceMismatch {
             op: BOP,
@@ -114,33 +107,149 @@ pub fn segment_softmax_backward(y: &Tensor, g: &Tensor, block: &Arc<Block>) -> R
     }
 }
 
-/// Runs `kernel` (a warp per dst node) on the `[E, H]` operands `inputs`, writing `out`;
-/// nothing runs when there are no values.
-fn launch_cuda(
-    op: &'static str,
-    kernel: &cuda::Kernel,
-    inputs: &[&CudaBuffer],
-    out: &CudaBuffer,
+/// The segment softmax kernels on one GPU backend (see `src/device/gpu.rs`): one method
+/// per kernel, each marshalling its typed parameters and launching it the backend's way.
+/// Every operand is `[E, H]` over `block`'s edges.
+pub(crate) trait SegmentSoftmaxKernels: GpuTensors {
+    /// Writes `y`, the softmax of the scores `x` over each dst node's in-edges.
+    fn forward(
+        self: &Arc<Self>,
+        block: &Block,
+        heads: usize,
+        x: &Self::Buffer,
+        y: &Self::Buffer,
+    ) -> Result<()>;
+
+    /// Writes `dx = y · (g - Σ_seg g · y)`.
+    fn backward(
+        self: &Arc<Self>,
+        block: &Block,
+        heads: usize,
+        y: &Self::Buffer,
+        g: &Self::Buffer,
+        dx: &Self::Buffer,
+    ) -> Result<()>;
+}
+
+/// The forward on a GPU backend: `y [E, H]` from the scores `xb` (the buffer of `x`).
+fn gpu_forward<D: SegmentSoftmaxKernels>(
+    xb: &D::Buffer,
+    x: &Tensor,
     block: &Block,
     heads: usize,
-) -> Result<()> {
-    if u32_count(op, "the scores", block.num_edges() * heads)? == 0 {
-        return Ok(());
+) -> Result<Tensor> {
+    let e = block.num_edges();
+    let ctx = D::context_of(xb);
+    let y = ctx.alloc((e * heads * 4) as u64)?;
+    ctx.forward(block, heads, xb, &y)?;
+    Ok(D::output(y, vec![e, heads], x))
+}
+
+/// The backward on a GPU backend: `x̄ [E, H]` from the buffers of `y` and of its gradient
+/// `g`.
+fn gpu_backward<D: SegmentSoftmaxKernels>(
+    yb: &D::Buffer,
+    gb: &D::Buffer,
+    g: &Tensor,
+    block: &Block,
+    heads: usize,
+) -> Result<Tensor> {
+    let e = block.num_edges();
+    let ctx = D::context_of(yb);
+    let dx = ctx.alloc((e * heads * 4) as u64)?;
+    ctx.backward(block, heads, yb, gb, &dx)?;
+    Ok(D::output(dx, vec![e, heads], g))
+}
+
+impl SegmentSoftmaxKernels for wgpu_dev::Context {
+    fn forward(
+        self: &Arc<Self>,
+        block: &Block,
+        heads: usize,
+        x: &WgpuBuffer,
+        y: &WgpuBuffer,
+    ) -> Result<()> {
+        wgpu_launch(self, &FORWARD, block, heads, &[(2, x), (3, y)])
     }
-    let ctx = out.ctx();
+
+    fn backward(
+        self: &Arc<Self>,
+        block: &Block,
+        heads: usize,
+        y: &WgpuBuffer,
+        g: &WgpuBuffer,
+        dx: &WgpuBuffer,
+    ) -> Result<()> {
+        wgpu_launch(self, &BACKWARD, block, heads, &[(4, y), (5, g), (6, dx)])
+    }
+}
+
+/// `(num_dst, heads)` as the CUDA kernels take them (a warp per dst node), or `None` when
+/// there are no values to write.
+fn cuda_dims(op: &'static str, block: &Block, heads: usize) -> Result<Option<(u32, u32)>> {
+    if u32_count(op, "the scores", block.num_edges() * heads)? == 0 {
+        return Ok(None);
+    }
     let num_dst = u32_count(op, "the dst nodes", block.num_dst)?;
-    let bb = cuda::BlockBuffers::of(ctx, block)?;
-    let mut args = vec![Arg::Buf(&bb.indptr)];
-    args.extend(inputs.iter().map(|b| Arg::Buf(b)));
-    args.extend([Arg::Buf(out), Arg::U32(num_dst), Arg::U32(heads as u32)]);
-    ctx.launch_rows(kernel, num_dst as u64, &args)
+    Ok(Some((num_dst, heads as u32)))
+}
+
+impl SegmentSoftmaxKernels for cuda::Context {
+    fn forward(
+        self: &Arc<Self>,
+        block: &Block,
+        heads: usize,
+        x: &CudaBuffer,
+        y: &CudaBuffer,
+    ) -> Result<()> {
+        let Some((num_dst, heads)) = cuda_dims(OP, block, heads)? else {
+            return Ok(());
+        };
+        let bb = cuda::BlockBuffers::of(self, block)?;
+        let args = SegmentSoftmaxArgs {
+            indptr: (&bb.indptr).into(),
+            x: x.into(),
+            y: y.into(),
+            num_dst,
+            heads,
+        };
+        self.launch_args_rows(&args, num_dst as u64)
+    }
+
+    fn backward(
+        self: &Arc<Self>,
+        block: &Block,
+        heads: usize,
+        y: &CudaBuffer,
+        g: &CudaBuffer,
+        dx: &CudaBuffer,
+    ) -> Result<()> {
+        let Some((num_dst, heads)) = cuda_dims("segment_softmax_backward", block, heads)? else {
+            return Ok(());
+        };
+        let bb = cuda::BlockBuffers::of(self, block)?;
+        let args = SegmentSoftmaxBackwardArgs {
+            indptr: (&bb.indptr).into(),
+            y: y.into(),
+            g: g.into(),
+            dx: dx.into(),
+            num_dst,
+            heads,
+        };
+        self.launch_args_rows(&args, num_dst as u64)
+    }
 }
 
 /// Runs `k` with `bufs` (all `[E, H]`) over ranges of dst rows whose windows (offsets, the
 /// rows of their edges) fit one binding: a dst row's edges are contiguous, so the op splits
 /// like a row-wise one and the results do not change.
-fn wgpu_launch(k: &Kernel, block: &Block, heads: usize, bufs: &[(u32, &WgpuBuffer)]) -> Result<()> {
-    let ctx = bufs[0].1.ctx();
+fn wgpu_launch(
+    ctx: &Arc<wgpu_dev::Context>,
+    k: &Kernel,
+    block: &Block,
+    heads: usize,
+    bufs: &[(u32, &WgpuBuffer)],
+) -> Result<()> {
     let bb = BlockBuffers::of(ctx, block)?;
     let at = |d: usize| block.indptr[d] as usize;
     let span = |a: usize, b: usize| (b - a + 1).max((at(b) - at(a)) * heads);

@@ -17,8 +17,9 @@
 //! Saved: `x` and `a` (shared, not copied) and the block. `H` is `a`'s column count.
 //!
 //! On wgpu (`shaders/segment_weighted_sum.wgsl`) the forward and `x̄` kernels give a group
-//! of threads each output row, lanes over columns, one invocation per value summing in
-//! the CPU's edge order; `ā` has one invocation per (dst, head).
+//! of threads each output row, lanes over columns, one invocation per value (or four with
+//! `vec4` loads when `D % 4 == 0`) summing in the CPU's edge order; `ā` has one invocation
+//! per (dst, head).
 //! Past the storage-binding limit, every kernel runs over ranges of output rows,
 //! times tiles of the tensors it reads at arbitrary rows (see
 //! `src/device/wgpu/split.rs` and the shader): the backward sums keep their order, the
@@ -54,6 +55,16 @@ const BACKWARD_X: Kernel = Kernel {
     stem: "segment_weighted_sum",
     source: SHADER,
     entry: "segment_weighted_sum_backward_x_f32",
+};
+const FORWARD4: Kernel = Kernel {
+    stem: "segment_weighted_sum",
+    source: SHADER,
+    entry: "segment_weighted_sum_vec4_f32",
+};
+const BACKWARD_X4: Kernel = Kernel {
+    stem: "segment_weighted_sum",
+    source: SHADER,
+    entry: "segment_weighted_sum_backward_x_vec4_f32",
 };
 const BACKWARD_A: Kernel = Kernel {
     stem: "segment_weighted_sum",
@@ -97,6 +108,13 @@ impl Dims {
             row0,
             ..rest
         }
+    }
+
+    /// Whether the wgpu row kernels read four columns at once: each head's columns split
+    /// into vec4s, and every row window starts on a multiple of 4 (`nonempty`: an empty
+    /// tile binds one word, too short for a vec4).
+    fn vec4(self, windows: &[&crate::device::wgpu::Window], nonempty: bool) -> bool {
+        self.per_head % 4 == 0 && windows.iter().all(|w| w.base % 4 == 0) && nonempty
     }
 
     /// Launches `kernel` (a warp per row of `rows`) on `buffers`, then `rows`, `cols`,
@@ -331,13 +349,14 @@ fn wgpu_forward(x: &WgpuBuffer, a: &WgpuBuffer, b: &Block, dims: Dims) -> Result
     let at = |d: usize| b.indptr[d] as usize;
     let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
     for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
-        let (lanes, grid) = ctx.row_groups(d1 - d0, cols)?;
         let pw = ctx.window(&bb.indptr, d0, d1 + 1);
         let ew = ctx.window(&bb.indices, at(d0), at(d1));
         let aw = ctx.rows_window(a, at(d0), at(d1), heads);
         let ow = ctx.rows_window(&out, d0, d1, cols);
         for (i, &(t0, t1)) in tiles.iter().enumerate() {
             let xw = ctx.rows_window(x, t0, t1, cols);
+            let vec4 = dims.vec4(&[&xw, &ow], t1 > t0);
+            let (lanes, grid) = ctx.row_groups(d1 - d0, if vec4 { cols / 4 } else { cols })?;
             let (t0, t1) = (t0 as u32, t1 as u32);
             let rest = SegmentWeightedSumParams {
                 ptr_base: pw.base,
@@ -351,8 +370,13 @@ fn wgpu_forward(x: &WgpuBuffer, a: &WgpuBuffer, b: &Block, dims: Dims) -> Result
                 lanes,
                 ..Default::default()
             };
-            let binds = [(1, &pw), (2, &ew), (3, &xw), (4, &aw), (5, &ow)];
-            ctx.launch_windows_grid(&FORWARD, &dims.params(range, rest), &binds, grid)?;
+            let (k, [xs, os]) = if vec4 {
+                (&FORWARD4, [12, 13])
+            } else {
+                (&FORWARD, [3, 5])
+            };
+            let binds = [(1, &pw), (2, &ew), (xs, &xw), (4, &aw), (os, &ow)];
+            ctx.launch_windows_grid(k, &dims.params(range, rest), &binds, grid)?;
         }
     }
     Ok(out)
@@ -373,12 +397,18 @@ fn wgpu_backward_x(a: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Res
     let g_tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * cols)?;
     let a_tiles = ctx.tiles(OP, b.num_edges(), |s, e| (e - s) * heads)?;
     for range @ (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, 1, cols))? {
-        let (lanes, grid) = ctx.row_groups(u1 - u0, cols)?;
         let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
         let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
         let ow = ctx.rows_window(&dx, u0, u1, cols);
         for (i, &(t0, t1)) in g_tiles.iter().enumerate() {
             let gw = ctx.rows_window(g, t0, t1, cols);
+            let vec4 = dims.vec4(&[&gw, &ow], t1 > t0);
+            let (lanes, grid) = ctx.row_groups(u1 - u0, if vec4 { cols / 4 } else { cols })?;
+            let (k, [gs, os]) = if vec4 {
+                (&BACKWARD_X4, [14, 15])
+            } else {
+                (&BACKWARD_X, [9, 10])
+            };
             for (j, &(a0, a1)) in a_tiles.iter().enumerate() {
                 let aw = ctx.rows_window(a, a0, a1, heads);
                 let [t0, t1, a0, a1] = [t0, t1, a0, a1].map(|v| v as u32);
@@ -397,9 +427,9 @@ fn wgpu_backward_x(a: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Res
                     lanes,
                     ..Default::default()
                 };
-                let binds = [(6, &pw), (7, &dw), (8, &ew), (4, &aw), (9, &gw), (10, &ow)];
+                let binds = [(6, &pw), (7, &dw), (8, &ew), (4, &aw), (gs, &gw), (os, &ow)];
                 let p = dims.params(range, rest);
-                ctx.launch_windows_grid(&BACKWARD_X, &p, &binds, grid)?;
+                ctx.launch_windows_grid(k, &p, &binds, grid)?;
             }
         }
     }

@@ -265,8 +265,13 @@ pub fn run(f: &Op, inputs: &[Tensor], device: Device) -> (Vec<f32>, Vec<Option<V
 
 /// Compares `f` on every GPU backend with the CPU.
 pub fn parity(name: &str, f: &Op, inputs: &[Tensor]) {
+    parity_on(name, f, inputs, &gpu_devices());
+}
+
+/// Compares `f` on each of `devices` with the CPU, forward and every input's gradient.
+pub fn parity_on(name: &str, f: &Op, inputs: &[Tensor], devices: &[Device]) {
     let (out, grads) = run(f, inputs, Device::Cpu);
-    for dev in gpu_devices() {
+    for &dev in devices {
         let (o, g) = run(f, inputs, dev);
         assert_close(&format!("{name} forward on {dev}"), &out, &o, RTOL, ATOL);
         for (i, (a, b)) in grads.iter().zip(&g).enumerate() {

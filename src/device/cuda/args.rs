@@ -116,6 +116,12 @@ cuda_args! {
     "cross_entropy"::"ce_weight_grad_f32" => CeWeightGradArgs {
         x: ptr, labels: ptr, lse: ptr, gl: ptr, gw: ptr, r: u32, c: u32, inv_n: f32
     }
+    "segment_softmax"::"segment_softmax_f32" => SegmentSoftmaxArgs {
+        indptr: ptr, x: ptr, y: ptr, num_dst: u32, heads: u32
+    }
+    "segment_softmax"::"segment_softmax_backward_f32" => SegmentSoftmaxBackwardArgs {
+        indptr: ptr, y: ptr, g: ptr, dx: ptr, num_dst: u32, heads: u32
+    }
     "lstm_aggregate"::"lstm_step_f32" => LstmStepArgs {
         xg: ptr, hw: ptr, acts: ptr, cs: ptr, h_next: ptr, out: ptr, dst: ptr,
         m: u32, h: u32, k: u32, t: u32, offset: u32

@@ -31,6 +31,8 @@ pub struct AdapterSummary {
     pub timestamp_queries: bool,
     /// Whether shaders may use `f16`.
     pub shader_f16: bool,
+    /// Whether shaders may use subgroup operations (the prelude's reductions do).
+    pub subgroups: bool,
 }
 
 fn instance() -> &'static wgpu::Instance {
@@ -85,6 +87,7 @@ pub fn adapters() -> Vec<AdapterSummary> {
                 max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
                 timestamp_queries: f.contains(wgpu::Features::TIMESTAMP_QUERY),
                 shader_f16: f.contains(wgpu::Features::SHADER_F16),
+                subgroups: f.contains(wgpu::Features::SUBGROUP),
             }
         })
         .collect()
@@ -129,8 +132,9 @@ pub struct Context {
     pub info: wgpu::AdapterInfo,
     pub(crate) memory: &'static MemoryTracker,
     pub(crate) pool: crate::device::BufferPool<wgpu::Buffer>,
-    pub(crate) pipelines:
-        Mutex<HashMap<(&'static str, &'static str), Arc<super::launch::Pipeline>>>,
+    pub(crate) pipelines: Mutex<HashMap<PipelineKey, Arc<super::launch::Pipeline>>>,
+    /// Whether pipelines use the prelude's subgroup reductions (see `set_subgroups`).
+    subgroups: std::sync::atomic::AtomicBool,
     /// Errors wgpu reported outside any error scope, taken by the next check.
     pub(crate) uncaptured: Arc<Mutex<Vec<String>>>,
     /// Test cap on the bytes of one chunked binding (0: none); see `set_chunk_cap`.
@@ -148,6 +152,13 @@ pub struct Context {
     /// Mappable readback buffers by size class, reused across reads.
     pub(crate) staging: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
 }
+
+/// A pipeline: shader stem, entry point, and the prelude variant it was built with.
+pub(crate) type PipelineKey = (
+    &'static str,
+    &'static str,
+    crate::device::wgpu_shader::Reductions,
+);
 
 /// A mappable readback buffer of size class `class`.
 pub(crate) struct Staging {
@@ -222,8 +233,13 @@ fn create(index: u32) -> Result<Context> {
         WARNED.call_once(|| eprintln!("{w}"));
     }
     let limits = adapter.limits();
-    let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16;
+    let wanted =
+        wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
     let features = adapter.features() & wanted;
+    // ESPALIER_WGPU_SUBGROUPS=0 keeps the shared-memory reductions on an adapter with
+    // subgroups (to compare them, or to step around a driver's subgroup bug).
+    let subgroups = features.contains(wgpu::Features::SUBGROUP)
+        && std::env::var("ESPALIER_WGPU_SUBGROUPS").map_or(true, |v| v != "0");
     let desc = wgpu::DeviceDescriptor {
         label: Some("espalier"),
         required_features: features,
@@ -264,6 +280,7 @@ fn create(index: u32) -> Result<Context> {
         memory,
         pool,
         pipelines: Mutex::new(HashMap::new()),
+        subgroups: subgroups.into(),
         uncaptured,
         chunk_cap: std::sync::atomic::AtomicU64::new(0),
         host_waits: 0.into(),
@@ -378,6 +395,39 @@ impl Context {
                 .or_default()
                 .push(s.buffer);
         }
+    }
+
+    /// Whether pipelines built from now on use the prelude's subgroup reductions: the
+    /// adapter has `Features::SUBGROUP`, `ESPALIER_WGPU_SUBGROUPS` is not `0`, and
+    /// [`Context::set_subgroups`] has not turned them off.
+    pub fn subgroups(&self) -> bool {
+        self.subgroups.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Chooses the reductions of the pipelines used from now on (each variant's pipelines
+    /// are cached apart): `false` forces the shared-memory fallback, as on an adapter
+    /// without subgroups; `true` is an error on an adapter without `Features::SUBGROUP`.
+    /// Results agree within float tolerance: tests use it to run both variants.
+    pub fn set_subgroups(&self, on: bool) -> Result<()> {
+        if on && !self.features.contains(wgpu::Features::SUBGROUP) {
+            return Err(Error::BackendUnavailable {
+                backend: format!("wgpu:{}", self.index),
+                reason: format!("{} has no subgroup operations", self.info.name),
+            });
+        }
+        self.subgroups
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Pipelines built so far with the prelude's `variant` of the reductions.
+    pub fn pipelines_built(&self, variant: crate::device::wgpu_shader::Reductions) -> usize {
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .filter(|k| k.2 == variant)
+            .count()
     }
 
     /// Blocking host waits on this adapter so far (see [`crate::Device::host_waits`]).

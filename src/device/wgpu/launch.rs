@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use crate::device::wgpu::params::Params;
 use crate::device::wgpu::{Context, WgpuBuffer};
+use crate::device::wgpu_shader::{self, Reductions};
 use crate::error::{Error, Result};
 
 /// Threads per workgroup of 1-D kernels.
@@ -63,7 +64,12 @@ const BIND_GROUPS_CAP: usize = 8192;
 
 impl Context {
     fn pipeline(&self, k: &Kernel) -> Result<Arc<Pipeline>> {
-        let key = (k.stem, k.entry);
+        let variant = if self.subgroups() && wgpu_shader::calls_reductions(k.source) {
+            Reductions::Subgroup
+        } else {
+            Reductions::Shared
+        };
+        let key = (k.stem, k.entry, variant);
         if let Some(p) = self
             .pipelines
             .lock()
@@ -74,7 +80,7 @@ impl Context {
         }
         // naga validates the module first (in `entries`): its messages name the line, and
         // an invalid module never reaches the driver.
-        let entries = super::layout::entries(k.stem, k.source, k.entry)?;
+        let entries = super::layout::entries(k.stem, k.source, k.entry, variant)?;
         let params = entries.first().is_some_and(|e| e.binding == 0);
         let p = self.checked(&format!("pipeline {}::{}", k.stem, k.entry), || {
             let layout = self
@@ -95,7 +101,7 @@ impl Context {
                 .create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(k.stem),
                     source: wgpu::ShaderSource::Wgsl(
-                        crate::device::wgpu_shader::with_prelude(k.source).into(),
+                        wgpu_shader::with_prelude(k.source, variant).into(),
                     ),
                 });
             let pipeline = self

@@ -6,6 +6,7 @@
 //! writes it. naga's analysis of the module says which globals an entry reads or writes, so
 //! the layout cannot disagree with the shader.
 
+use crate::device::wgpu_shader::Reductions;
 use crate::error::{Error, Result};
 
 /// Bytes of the parameter block every dispatch binds: room for 64 words (the largest
@@ -13,13 +14,18 @@ use crate::error::{Error, Result};
 pub const PARAM_BYTES: u64 = 256;
 
 /// The layout entries of `entry` in the WGSL `source` of `shaders/<stem>.wgsl` (validated
-/// here, with the prelude appended: see [`crate::device::wgpu_shader`]).
-pub fn entries(stem: &str, source: &str, entry: &str) -> Result<Vec<wgpu::BindGroupLayoutEntry>> {
+/// here, with the prelude of `variant` appended: see [`crate::device::wgpu_shader`]).
+pub fn entries(
+    stem: &str,
+    source: &str,
+    entry: &str,
+    variant: Reductions,
+) -> Result<Vec<wgpu::BindGroupLayoutEntry>> {
     let fail = |msg: String| Error::Backend {
         backend: "wgpu",
         msg: format!("shaders/{stem}.wgsl: {msg}"),
     };
-    let (module, info) = crate::device::wgpu_shader::module(stem, source)?;
+    let (module, info) = crate::device::wgpu_shader::module_variant(stem, source, variant)?;
     let index = module
         .entry_points
         .iter()
@@ -112,7 +118,7 @@ fn clear(@builtin(global_invocation_id) gid: vec3<u32>) {
 
     #[test]
     fn an_entry_lists_only_the_bindings_it_uses_with_their_access() {
-        let e = entries("t", SHADER, "copy").unwrap();
+        let e = entries("t", SHADER, "copy", Reductions::Shared).unwrap();
         assert_eq!(
             e.iter().map(|e| e.binding).collect::<Vec<_>>(),
             vec![0, 1, 2]
@@ -127,13 +133,15 @@ fn clear(@builtin(global_invocation_id) gid: vec3<u32>) {
         ));
         assert_eq!(storage_read_only(&e[1]), Some(true));
         assert_eq!(storage_read_only(&e[2]), Some(false));
-        let c = entries("t", SHADER, "clear").unwrap();
+        let c = entries("t", SHADER, "clear", Reductions::Shared).unwrap();
         assert_eq!(c.iter().map(|e| e.binding).collect::<Vec<_>>(), vec![3]);
     }
 
     #[test]
     fn a_missing_entry_point_is_an_error_naming_it() {
-        let e = entries("t", SHADER, "nope").unwrap_err().to_string();
+        let e = entries("t", SHADER, "nope", Reductions::Shared)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nope") && e.contains("shaders/t.wgsl"), "{e}");
     }
 }
