@@ -8,7 +8,10 @@ use std::sync::Arc;
 use espalier::graph::synth::SynthSpec;
 use espalier::graph::{sample_blocks, Block};
 use espalier::nn::gat::{GatLayer, NEGATIVE_SLOPE};
-use espalier::nn::{Aggregator, Forward, Gnn, Linear, LstmParams, ModelConfig, ModelKind, Module};
+use espalier::nn::{
+    Aggregator, Forward, GatConfig, GcnConfig, Gnn, KindConfig, Linear, LstmParams, ModelConfig,
+    ModelKind, ModelShape, Module, SageConfig,
+};
 use espalier::rng::Rng;
 use espalier::{Device, Tensor};
 
@@ -271,18 +274,19 @@ fn param(model: &Gnn, name: &str) -> Mat {
 }
 
 fn config(kind: ModelKind, aggr: Aggregator, in_dim: usize, out_dim: usize) -> ModelConfig {
-    ModelConfig {
-        kind,
-        aggr,
+    let settings: Arc<dyn KindConfig> = match kind {
+        ModelKind::Sage => Arc::new(SageConfig { aggr }),
+        ModelKind::Gcn => Arc::new(GcnConfig),
+        ModelKind::Gat => Arc::new(GatConfig::default()),
+    };
+    let shape = ModelShape {
         in_dim,
         hidden: 8,
         out_dim,
         layers: 1,
         dropout: 0.0,
-        heads: 4,
-        attn_dropout: 0.0,
-        self_loops: true,
-    }
+    };
+    ModelConfig::with_settings(shape, settings)
 }
 
 #[test]
@@ -366,15 +370,14 @@ fn attention_dropout_is_the_same_in_a_micro_batch() {
     // A two-layer GAT in training mode: the logits of a subset of seeds computed from their
     // own sample equal the full batch's rows, because every mask is keyed by global ids.
     let data = SynthSpec::parse("cora-like").unwrap().generate().unwrap();
-    let mut cfg = config(
-        ModelKind::Gat,
-        Aggregator::Mean,
-        data.feat_dim,
-        data.num_classes,
-    );
-    cfg.layers = 2;
-    cfg.dropout = 0.5;
-    cfg.attn_dropout = 0.5;
+    let cfg = ModelConfig::new(GatConfig {
+        attn_dropout: 0.5,
+        ..GatConfig::default()
+    })
+    .in_dim(data.feat_dim)
+    .hidden(8)
+    .out_dim(data.num_classes)
+    .dropout(0.5);
     let model = Gnn::new(cfg, None, 4, Device::Cpu).unwrap();
     let seeds: Vec<u32> = data.split.train.iter().copied().take(12).collect();
     let f = Forward {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 mod common;
 
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind, Module};
+use espalier::nn::{Aggregator, GatConfig, ModelKind, ModelShape, Module};
 use espalier::partition::{format_bytes, Resident};
 use espalier::train::{BatchSize, MicroConfig, OptimizerKind, Summary, TrainConfig, Trainer};
 use espalier::{Device, Error};
@@ -19,18 +19,21 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn config(data: &Dataset, kind: ModelKind, aggr: Aggregator, budget: Option<u64>) -> TrainConfig {
     TrainConfig {
-        model: ModelConfig {
+        model: common::model(
             kind,
             aggr,
-            in_dim: data.feat_dim,
-            hidden: 64,
-            out_dim: data.num_classes,
-            layers: 2,
-            dropout: 0.5,
-            heads: 1,
-            attn_dropout: 0.0,
-            self_loops: true,
-        },
+            GatConfig {
+                heads: 1,
+                ..GatConfig::default()
+            },
+            ModelShape {
+                in_dim: data.feat_dim,
+                hidden: 64,
+                out_dim: data.num_classes,
+                layers: 2,
+                dropout: 0.5,
+            },
+        ),
         fanouts: vec![10, 25],
         batch_size: BatchSize::Full,
         epochs: 2,

@@ -192,6 +192,45 @@ fn help_and_workloads_name_the_pyg_reference_script_not_a_peer() {
 }
 
 #[test]
+fn every_flag_of_the_model_registry_is_a_cli_flag_with_the_registry_help() {
+    let out = espalier(&["train", "--help"]);
+    assert!(out.status.success());
+    // clap wraps long help; compare without line breaks and indentation.
+    let help: String = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for (flag, text) in espalier::nn::model_flags() {
+        assert!(help.contains(flag), "{flag} is not in train --help");
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            help.contains(&text),
+            "{flag}'s help `{text}` is not in\n{help}"
+        );
+    }
+    for m in espalier::nn::MODELS {
+        assert!(help.contains(m.help), "{}", m.help);
+    }
+}
+
+#[test]
+fn a_model_flag_value_that_does_not_parse_is_an_error_naming_the_flag() {
+    for (extra, needles) in [
+        (
+            &["--model", "gat", "--heads", "two"][..],
+            &["--heads two"][..],
+        ),
+        (
+            &["--model", "gat", "--self-loops", "yes"][..],
+            &["--self-loops yes"][..],
+        ),
+        (&["--aggr", "median"][..], &["--aggr median", "lstm"][..]),
+    ] {
+        fails_with(&args(&train(extra)), needles);
+    }
+}
+
+#[test]
 fn a_software_wgpu_adapter_is_announced_once() {
     let adapters = espalier::device::wgpu::adapters();
     let Some(first) = adapters.first() else {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 mod common;
 
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind, MODELS};
+use espalier::nn::{Aggregator, GatConfig, ModelKind, ModelShape, MODELS};
 use espalier::partition::Resident;
 use espalier::train::{BatchSize, MicroConfig, OptimizerKind, TrainConfig, Trainer};
 use espalier::Device;
@@ -24,18 +24,21 @@ fn config(
     budget: Option<u64>,
 ) -> TrainConfig {
     TrainConfig {
-        model: ModelConfig {
+        model: common::model(
             kind,
             aggr,
-            in_dim: data.feat_dim,
-            hidden: 16,
-            out_dim: data.num_classes,
-            layers: 2,
-            dropout: 0.5,
-            heads: 4,
-            attn_dropout: 0.5,
-            self_loops: true,
-        },
+            GatConfig {
+                attn_dropout: 0.5,
+                ..GatConfig::default()
+            },
+            ModelShape {
+                in_dim: data.feat_dim,
+                hidden: 16,
+                out_dim: data.num_classes,
+                layers: 2,
+                dropout: 0.5,
+            },
+        ),
         fanouts: vec![10, 25],
         batch_size: BatchSize::Full,
         epochs: 1,

@@ -11,7 +11,7 @@ mod common;
 use common::{assert_close_scaled, grads};
 
 use espalier::graph::{self, full_blocks, ChunkPlan, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, Forward, ModelConfig, ModelKind, Module};
+use espalier::nn::{Aggregator, Forward, GatConfig, ModelKind, ModelShape, Module};
 use espalier::partition::grem::{grem_partition, GremOptions};
 use espalier::partition::Resident;
 use espalier::train::full_graph::{largest_chunk_estimate, ORDER_PARTS};
@@ -56,18 +56,22 @@ fn config(
 ) -> TrainConfig {
     let gat = kind == ModelKind::Gat;
     TrainConfig {
-        model: ModelConfig {
+        model: common::model(
             kind,
             aggr,
-            in_dim: data.feat_dim,
-            hidden: if gat { 12 } else { 24 },
-            out_dim: data.num_classes,
-            layers: 2,
-            dropout,
-            heads: if gat { 2 } else { 1 },
-            attn_dropout: if gat { dropout * 0.6 } else { 0.0 },
-            self_loops: true,
-        },
+            GatConfig {
+                heads: 2,
+                attn_dropout: dropout * 0.6,
+                self_loops: true,
+            },
+            ModelShape {
+                in_dim: data.feat_dim,
+                hidden: if gat { 12 } else { 24 },
+                out_dim: data.num_classes,
+                layers: 2,
+                dropout,
+            },
+        ),
         fanouts: vec![-1, -1],
         batch_size: BatchSize::Full,
         epochs: 3,
@@ -493,7 +497,7 @@ fn hybrid_chunks_give_the_unchunked_gradients_exact_estimates_and_dst_row_upload
         for (chunks, dedup, layers) in [(1, Dedup::Off, 2), (3, Dedup::On, 2), (5, Dedup::Off, 3)] {
             let run = |hybrid: bool| {
                 let mut c = config(&data, kind, aggr, Some(chunks), 0.5);
-                c.model.layers = layers;
+                c.model.shape.layers = layers;
                 c.fanouts = vec![-1; layers];
                 c.full_graph = Some(FullGraphConfig {
                     chunks: Some(chunks),

@@ -6,7 +6,12 @@ use espalier::device::{cpu, size_class, MemoryTracker};
 use espalier::error::NO_BUDGET;
 use espalier::graph::BlockSizes;
 use espalier::nn::model::MAX_PARAMETER_VALUES;
-use espalier::nn::{Aggregator, Gnn, ModelConfig, ModelKind, Module};
+use std::sync::Arc;
+
+use espalier::nn::{
+    Aggregator, GatConfig, GcnConfig, Gnn, KindConfig, ModelConfig, ModelKind, ModelShape, Module,
+    SageConfig,
+};
 use espalier::partition::{MemoryEstimator, Resident};
 use espalier::{DType, Device, Error, Tensor};
 
@@ -19,18 +24,27 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn config(kind: ModelKind, aggr: Aggregator) -> ModelConfig {
-    ModelConfig {
-        kind,
-        aggr,
+    config_with_heads(kind, aggr, 2)
+}
+
+/// [`config`] with `heads` GAT heads.
+fn config_with_heads(kind: ModelKind, aggr: Aggregator, heads: usize) -> ModelConfig {
+    let settings: Arc<dyn KindConfig> = match kind {
+        ModelKind::Sage => Arc::new(SageConfig { aggr }),
+        ModelKind::Gcn => Arc::new(GcnConfig),
+        ModelKind::Gat => Arc::new(GatConfig {
+            heads,
+            ..GatConfig::default()
+        }),
+    };
+    let shape = ModelShape {
         in_dim: 7,
         hidden: 5,
         out_dim: 3,
         layers: 3,
         dropout: 0.5,
-        heads: 2,
-        attn_dropout: 0.0,
-        self_loops: true,
-    }
+    };
+    ModelConfig::with_settings(shape, settings)
 }
 
 const KINDS: [(ModelKind, Aggregator); 7] = [
@@ -82,9 +96,9 @@ fn widths_past_the_tensor_limit_fail_validation_before_any_allocation() {
             (5, 2, 4_000_000_000),
             (usize::MAX, usize::MAX, usize::MAX),
         ] {
-            let mut c = config(kind, aggr);
-            c.in_dim = 1433;
-            (c.hidden, c.heads, c.out_dim) = (hidden, heads, classes);
+            let mut c = config_with_heads(kind, aggr, heads);
+            c.shape.in_dim = 1433;
+            (c.shape.hidden, c.shape.out_dim) = (hidden, classes);
             if kind != ModelKind::Gat && hidden == 5 && classes == 3 {
                 continue; // heads mean nothing to this model
             }
@@ -104,8 +118,8 @@ fn widths_past_the_tensor_limit_fail_validation_before_any_allocation() {
     );
     // At the limit itself a tensor is fine to describe.
     let mut c = config(ModelKind::Gcn, Aggregator::Mean);
-    (c.in_dim, c.hidden, c.layers) = (1, MAX_PARAMETER_VALUES as usize, 1);
-    c.out_dim = MAX_PARAMETER_VALUES as usize;
+    (c.shape.in_dim, c.shape.hidden, c.shape.layers) = (1, MAX_PARAMETER_VALUES as usize, 1);
+    c.shape.out_dim = MAX_PARAMETER_VALUES as usize;
     assert!(c.validate().is_ok());
 }
 
@@ -158,7 +172,12 @@ fn accounting_saturates_instead_of_overflowing() {
 fn the_estimator_saturates_on_absurd_widths() {
     let _cpu = serial();
     let mut c = config(ModelKind::Sage, Aggregator::Lstm);
-    (c.in_dim, c.hidden, c.out_dim, c.layers) = (usize::MAX / 2, usize::MAX / 2, 3, 2);
+    (
+        c.shape.in_dim,
+        c.shape.hidden,
+        c.shape.out_dim,
+        c.shape.layers,
+    ) = (usize::MAX / 2, usize::MAX / 2, 3, 2);
     let e = MemoryEstimator::new(c, Device::Wgpu(0), 2);
     let sizes = BlockSizes {
         num_src: usize::MAX / 4,

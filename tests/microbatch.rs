@@ -10,7 +10,9 @@ mod common;
 use common::{assert_close_scaled, grads};
 
 use espalier::graph::{self, sample_blocks, Block, Dataset, LoadOptions, Slicer};
-use espalier::nn::{Aggregator, Forward, Gnn, ModelConfig, ModelKind, Module};
+use espalier::nn::{
+    Aggregator, Forward, GatConfig, Gnn, ModelConfig, ModelKind, ModelShape, Module,
+};
 use espalier::partition::{self, Batch};
 use espalier::train::{gather_rows, BatchSize, MicroConfig, OptimizerKind, TrainConfig, Trainer};
 use espalier::{ops, Device, Error, Tensor};
@@ -41,18 +43,19 @@ fn small() -> (Dataset, Arc<graph::Csr>) {
 /// GAT: 2 heads of 12 features with attention dropout on.
 fn model_config(data: &Dataset, kind: ModelKind, aggr: Aggregator) -> ModelConfig {
     let gat = kind == ModelKind::Gat;
-    ModelConfig {
-        kind,
-        aggr,
+    let gat_settings = GatConfig {
+        heads: 2,
+        attn_dropout: 0.3,
+        self_loops: true,
+    };
+    let shape = ModelShape {
         in_dim: data.feat_dim,
         hidden: if gat { 12 } else { 24 },
         out_dim: data.num_classes,
         layers: FANOUTS.len(),
         dropout: 0.5,
-        heads: if gat { 2 } else { 1 },
-        attn_dropout: if gat { 0.3 } else { 0.0 },
-        self_loops: true,
-    }
+    };
+    common::model(kind, aggr, gat_settings, shape)
 }
 
 fn labels(data: &Dataset, seeds: &[u32]) -> Tensor {
@@ -299,7 +302,7 @@ fn cora_four_micro_batches_train_like_one() {
     let g = Arc::new(data.graph.symmetrize());
     let run = |k: usize| {
         let mut c = train_config(&data, ModelKind::Sage, Aggregator::Mean, 8);
-        c.model.hidden = 64;
+        c.model.shape.hidden = 64;
         c.fanouts = vec![25, 10];
         c.eval_every = 4;
         c.micro.micro_batches = k;

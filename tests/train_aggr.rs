@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use espalier::graph::{Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind};
+use espalier::nn::{Aggregator, GatConfig, ModelConfig, SageConfig};
 use espalier::rng::Rng;
 use espalier::train::{BatchSize, OptimizerKind, Summary, TrainConfig, Trainer};
 use espalier::{ops, Device, Tensor};
@@ -59,9 +59,8 @@ fn train(data: &Dataset, model: ModelConfig, fanouts: Vec<i64>, epochs: usize, l
     let mut trainer = Trainer::new(data, graph, config).unwrap();
     let s = trainer.run(None, &mut |_| {}).unwrap();
     println!(
-        "{:?}/{:?}: test {:.4} valid {:.4} final loss {:.4} in {:.1}s",
-        s.config.model.kind,
-        s.config.model.aggr,
+        "{}: test {:.4} valid {:.4} final loss {:.4} in {:.1}s",
+        s.config.model.label(),
         s.test_acc,
         s.valid_acc,
         s.final_loss,
@@ -115,18 +114,16 @@ fn principal_subspace(data: &mut Dataset, k: usize) {
 #[test]
 fn gat_with_8_heads_reaches_0_78_on_cora() {
     let Some(data) = cora() else { return };
-    let model = ModelConfig {
-        kind: ModelKind::Gat,
-        aggr: Aggregator::Mean,
-        in_dim: data.feat_dim,
-        hidden: 16,
-        out_dim: data.num_classes,
-        layers: 2,
-        dropout: 0.6,
+    let model = ModelConfig::new(GatConfig {
         heads: 8,
         attn_dropout: 0.6,
         self_loops: true,
-    };
+    })
+    .in_dim(data.feat_dim)
+    .hidden(16)
+    .out_dim(data.num_classes)
+    .layers(2)
+    .dropout(0.6);
     let s = train(&data, model, vec![25, 10], 100, 5e-3);
     assert!(s.test_acc >= 0.78, "GAT test accuracy {}", s.test_acc);
 }
@@ -135,18 +132,14 @@ fn gat_with_8_heads_reaches_0_78_on_cora() {
 fn sage_lstm_reaches_0_72_on_cora() {
     let Some(mut data) = cora() else { return };
     principal_subspace(&mut data, 64);
-    let model = ModelConfig {
-        kind: ModelKind::Sage,
+    let model = ModelConfig::new(SageConfig {
         aggr: Aggregator::Lstm,
-        in_dim: data.feat_dim,
-        hidden: 64,
-        out_dim: data.num_classes,
-        layers: 2,
-        dropout: 0.5,
-        heads: 1,
-        attn_dropout: 0.0,
-        self_loops: true,
-    };
+    })
+    .in_dim(data.feat_dim)
+    .hidden(64)
+    .out_dim(data.num_classes)
+    .layers(2)
+    .dropout(0.5);
     let s = train(&data, model, vec![10, 10], 60, 1e-2);
     assert!(s.test_acc >= 0.72, "SAGE-LSTM test accuracy {}", s.test_acc);
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use espalier::graph::{self, LoadOptions};
-use espalier::nn::{ModelConfig, ModelKind};
+use espalier::nn::{GatConfig, ModelConfig};
 use espalier::ops;
 use espalier::train::{BatchSize, TrainConfig, Trainer};
 
@@ -24,8 +24,8 @@ fn default_config_with_setters_trains_and_predict_agrees_with_evaluate() {
         .epochs(3)
         .eval_batch_size(37);
     let mut t = Trainer::new(&data, graph, config).unwrap();
-    assert_eq!(t.config.model.in_dim, data.feat_dim);
-    assert_eq!(t.config.model.out_dim, data.num_classes);
+    assert_eq!(t.config.model.shape.in_dim, data.feat_dim);
+    assert_eq!(t.config.model.shape.out_dim, data.num_classes);
     let s = t.run(None, &mut |_| {}).unwrap();
     let test = &data.split.test;
     let logits = t.predict(test).unwrap();
@@ -60,10 +60,11 @@ fn embeddings_need_a_hidden_layer_and_refuse_gat() {
     assert!(t.embeddings(&[0]).is_err());
     let gat = TrainConfig::default()
         .model(
-            ModelConfig::default()
-                .kind(ModelKind::Gat)
-                .hidden(4)
-                .heads(2),
+            ModelConfig::new(GatConfig {
+                heads: 2,
+                ..GatConfig::default()
+            })
+            .hidden(4),
         )
         .fanouts(vec![5, 5]);
     let t = Trainer::new(&data, graph, gat).unwrap();

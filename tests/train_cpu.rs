@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use espalier::graph::{self, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind};
+use espalier::nn::{GatConfig, ModelConfig, ModelKind, ModelShape};
 use espalier::train::{BatchSize, OptimizerKind, TrainConfig, Trainer};
 use espalier::Device;
 
@@ -24,18 +24,23 @@ fn cora() -> Option<Dataset> {
 
 fn config(kind: ModelKind, data: &Dataset, epochs: usize, seed: u64) -> TrainConfig {
     TrainConfig {
-        model: ModelConfig {
-            kind,
-            aggr: Aggregator::Mean,
-            in_dim: data.feat_dim,
-            hidden: 256,
-            out_dim: data.num_classes,
-            layers: 2,
-            dropout: 0.5,
-            heads: 1,
-            attn_dropout: 0.0,
-            self_loops: true,
-        },
+        // GAT (if asked for) with one head.
+        model: ModelConfig::with_settings(
+            ModelShape {
+                in_dim: data.feat_dim,
+                hidden: 256,
+                out_dim: data.num_classes,
+                layers: 2,
+                dropout: 0.5,
+            },
+            match kind {
+                ModelKind::Gat => Arc::new(GatConfig {
+                    heads: 1,
+                    ..GatConfig::default()
+                }),
+                other => ModelConfig::of(other).settings().clone(),
+            },
+        ),
         fanouts: vec![25, 10],
         batch_size: BatchSize::Full,
         epochs,
@@ -105,7 +110,7 @@ fn checkpoint_resume_continues_exactly() {
     assert_eq!(a, b, "losses after resume must match the uninterrupted run");
     // A checkpoint of another shape is refused with an error naming the field.
     let mut other_cfg = config(ModelKind::Sage, &data, 4, 7);
-    other_cfg.model.hidden = 32;
+    other_cfg.model.shape.hidden = 32;
     let mut other = Trainer::new(&data, graph, other_cfg).unwrap();
     let err = other.resume(&ckpt).unwrap_err().to_string();
     assert!(err.contains("model.hidden"), "{err}");

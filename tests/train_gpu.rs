@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use espalier::graph::{self, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind};
+use espalier::nn::{Aggregator, ModelConfig, SageConfig};
 use espalier::train::{BatchSize, FeatureDType, OptimizerKind, Summary, TrainConfig, Trainer};
 use espalier::Device;
 
@@ -56,18 +56,14 @@ fn gpus() -> Vec<Device> {
 
 fn config(data: &Dataset, device: Device, feature_dtype: FeatureDType) -> TrainConfig {
     TrainConfig {
-        model: ModelConfig {
-            kind: ModelKind::Sage,
+        model: ModelConfig::new(SageConfig {
             aggr: Aggregator::Mean,
-            in_dim: data.feat_dim,
-            hidden: 64,
-            out_dim: data.num_classes,
-            layers: 2,
-            dropout: 0.5,
-            heads: 1,
-            attn_dropout: 0.0,
-            self_loops: true,
-        },
+        })
+        .in_dim(data.feat_dim)
+        .hidden(64)
+        .out_dim(data.num_classes)
+        .layers(2)
+        .dropout(0.5),
         fanouts: vec![25, 10],
         batch_size: BatchSize::Full,
         epochs: EPOCHS,

@@ -213,7 +213,7 @@ fn merge(a: &BenchArgs, w: &Workload) -> Result<(BenchArgs, Vec<usize>)> {
     for (flag, value) in w.flags {
         let id = flag.trim_start_matches('-').replace('-', "_");
         let k_flag = id == "micro_batches" || id == "memory_budget";
-        let model_flag = MODEL_ONLY_FLAGS.contains(&id.as_str());
+        let model_flag = model_only(flag);
         let overridden =
             explicit.contains(&id) || (k_given && k_flag) || (model_given && model_flag);
         if !overridden {
@@ -226,9 +226,11 @@ fn merge(a: &BenchArgs, w: &Workload) -> Result<(BenchArgs, Vec<usize>)> {
     Ok((parse(&argv)?, ks))
 }
 
-/// Flags (as clap ids) that only some models read: a workload's are dropped when
-/// `--model` is given.
-const MODEL_ONLY_FLAGS: &[&str] = &["aggr", "lstm_split", "heads", "attn_dropout", "self_loops"];
+/// Whether only some models read `flag` (those of the registry of model kinds, and
+/// SAGE-LSTM's `--lstm-split`): a workload's are dropped when `--model` is given.
+fn model_only(flag: &str) -> bool {
+    flag == "--lstm-split" || espalier::nn::model_flags().iter().any(|(f, _)| *f == flag)
+}
 
 /// One measured configuration.
 #[derive(Serialize)]

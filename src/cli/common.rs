@@ -2,15 +2,21 @@
 //! micro-batching, device. Defaults follow the PyTorch Geometric reference script
 //! (`pyg_peer.py`, which `scripts/compare_pyg.sh` runs beside espalier).
 //!
-//! Model flags that only one model reads (`--aggr`, `--lstm-split`, `--heads`,
-//! `--attn-dropout`, `--self-loops`) are optional: their defaults apply per model, and
-//! giving one to a model that does not use it is an error rather than silently ignored.
+//! Model flags that only one model reads (`--aggr`, `--heads`, `--attn-dropout`,
+//! `--self-loops`: the registry's `nn::ModelEntry::flags`, which parses them; and
+//! `--lstm-split`) are optional: their defaults apply per model, and giving one to a model
+//! that does not use it is an error naming the flag (`Error::InvalidFlag`) rather than
+//! silently ignored.
+
+use std::sync::Arc;
 
 use clap::Args;
 
 use espalier::error::{Error, Result};
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, ModelConfig, ModelKind, MODELS};
+use espalier::nn::{
+    model_flags, KindConfig, ModelConfig, ModelFlags, ModelKind, ModelShape, MODELS,
+};
 use espalier::partition::{self, format_bytes, parse_bytes};
 use espalier::train::{
     BatchSize, FeatureDType, FeaturePlacement, Loader, MicroConfig, OptimizerKind, TrainConfig,
@@ -53,24 +59,19 @@ pub struct CommonArgs {
     /// Model: one of the registry `espalier::nn::MODELS` (its help lists them).
     #[arg(long, default_value = "sage", help = model_help(), long_help = model_help())]
     pub model: String,
-    /// SAGE only: the aggregator, mean (default), sum, max (PyG's: the max of the
-    /// neighbours' features), pool (DGL's: a linear layer and ReLU, then the max) or lstm
-    /// (DGL semantics, run per degree bucket).
-    #[arg(long)]
+    /// SAGE only: the aggregator (the help reads the registry of model kinds, as for the
+    /// other flags only one kind reads: `nn::ModelEntry::flags`).
+    #[arg(long, help = flag_help("--aggr"), long_help = flag_help("--aggr"))]
     pub aggr: Option<String>,
-    /// GAT only: attention heads of the hidden layers (default 4; concatenated, the output
-    /// layer has one), as --heads of the PyTorch Geometric reference script. --hidden is
-    /// the width per head.
-    #[arg(long)]
-    pub heads: Option<usize>,
-    /// GAT only: dropout on attention weights, in [0, 1) (default 0, as the PyTorch
-    /// Geometric reference script).
-    #[arg(long)]
-    pub attn_dropout: Option<f64>,
-    /// GAT only: add a self-loop to every dst node without one (default true, PyG's
-    /// default).
-    #[arg(long, action = clap::ArgAction::Set)]
-    pub self_loops: Option<bool>,
+    /// GAT only: attention heads of the hidden layers.
+    #[arg(long, help = flag_help("--heads"), long_help = flag_help("--heads"))]
+    pub heads: Option<String>,
+    /// GAT only: dropout on attention weights.
+    #[arg(long, help = flag_help("--attn-dropout"), long_help = flag_help("--attn-dropout"))]
+    pub attn_dropout: Option<String>,
+    /// GAT only: add a self-loop to every dst node without one.
+    #[arg(long, help = flag_help("--self-loops"), long_help = flag_help("--self-loops"))]
+    pub self_loops: Option<String>,
     /// SAGE-LSTM only: split the explosion bucket into pieces of at most this many dst
     /// nodes.
     #[arg(long)]
@@ -146,7 +147,32 @@ fn model_help() -> String {
     format!("Model: {}. {}", ModelKind::names(), kinds.join("; "))
 }
 
+/// The help of `flag`, one of the flags only some model kinds read, from the registry.
+fn flag_help(flag: &str) -> String {
+    model_flags()
+        .into_iter()
+        .find(|(f, _)| *f == flag)
+        .map(|(_, help)| help.to_string())
+        .unwrap_or_default()
+}
+
 impl CommonArgs {
+    /// The model flags only some kinds read, as given (each kind's registry entry parses
+    /// its own).
+    pub fn model_flags(&self) -> ModelFlags {
+        [
+            ("--aggr", &self.aggr),
+            ("--heads", &self.heads),
+            ("--attn-dropout", &self.attn_dropout),
+            ("--self-loops", &self.self_loops),
+        ]
+        .into_iter()
+        .fold(ModelFlags::new(), |flags, (flag, value)| match value {
+            Some(v) => flags.with(flag, v.clone()),
+            None => flags,
+        })
+    }
+
     /// Fanouts, input layer first.
     pub fn fanouts(&self) -> Result<Vec<i64>> {
         if self.layers == Some(0) {
@@ -184,36 +210,21 @@ impl CommonArgs {
         Ok(f)
     }
 
-    /// The model and its aggregator, after checking that every model flag given explicitly
-    /// is one the model reads: a flag the model would ignore is an error naming both.
-    pub fn model_kind(&self) -> Result<(ModelKind, Aggregator)> {
+    /// The model's settings (which say its kind), after checking that every model flag
+    /// given explicitly is one the model reads: a flag the model would ignore is an error
+    /// naming both.
+    pub fn model_settings(&self) -> Result<Arc<dyn KindConfig>> {
         let kind = self.model.parse::<ModelKind>()?;
-        let aggr = match &self.aggr {
-            Some(a) => a.parse::<Aggregator>()?,
-            None => Aggregator::Mean,
-        };
-        let unused = |flag: &str, users: &str| {
-            Error::invalid(format!(
-                "{flag} does not apply to --model {}: only {users} reads it (drop {flag})",
-                self.model
-            ))
-        };
-        if kind != ModelKind::Sage && self.aggr.is_some() {
-            return Err(unused("--aggr", "sage"));
-        }
-        if self.lstm_split.is_some() && (kind, aggr) != (ModelKind::Sage, Aggregator::Lstm) {
-            return Err(if kind == ModelKind::Sage {
-                Error::flag(
-                    "--lstm-split",
-                    format!(
-                    "--lstm-split does not apply to --aggr {}: only sage with --aggr lstm reads \
-                     it (drop --lstm-split)",
-                    aggr.name()
+        let settings = kind.settings(&self.model_flags())?;
+        if self.lstm_split.is_some() && !settings.splits_buckets() {
+            return Err(Error::flag(
+                "--lstm-split",
+                format!(
+                    "--lstm-split does not apply to {}: only sage with --aggr lstm reads it \
+                     (drop --lstm-split)",
+                    settings.label()
                 ),
-                )
-            } else {
-                unused("--lstm-split", "sage with --aggr lstm")
-            });
+            ));
         }
         if self.lstm_split == Some(0) {
             return Err(Error::flag(
@@ -221,35 +232,13 @@ impl CommonArgs {
                 "--lstm-split must be at least 1",
             ));
         }
-        if kind != ModelKind::Gat {
-            for (flag, given) in [
-                ("--heads", self.heads.is_some()),
-                ("--attn-dropout", self.attn_dropout.is_some()),
-                ("--self-loops", self.self_loops.is_some()),
-            ] {
-                if given {
-                    return Err(unused(flag, "gat"));
-                }
-            }
-        }
-        if self.heads == Some(0) {
-            return Err(Error::flag("--heads", "--heads must be at least 1"));
-        }
-        if let Some(p) = self.attn_dropout {
-            if !(0.0..1.0).contains(&p) {
-                return Err(Error::flag(
-                    "--attn-dropout",
-                    format!("--attn-dropout {p} must be in [0, 1)"),
-                ));
-            }
-        }
         if self.hidden == 0 {
             return Err(Error::flag("--hidden", "--hidden must be at least 1"));
         }
         if self.classes == Some(0) {
             return Err(Error::flag("--classes", "--classes must be at least 1"));
         }
-        Ok((kind, aggr))
+        Ok(settings)
     }
 
     /// The model these flags describe for `in_dim` input features and `classes` classes,
@@ -264,19 +253,15 @@ impl CommonArgs {
     fn checked_model(&self, in_dim: Option<usize>, classes: usize) -> Result<ModelConfig> {
         let before_load = in_dim.is_none();
         let in_dim = in_dim.unwrap_or(1);
-        let (kind, aggr) = self.model_kind()?;
-        let model = ModelConfig {
-            kind,
-            aggr,
+        let settings = self.model_settings()?;
+        let shape = ModelShape {
             in_dim,
             hidden: self.hidden,
             out_dim: classes,
             layers: self.fanouts()?.len(),
             dropout: self.dropout,
-            heads: self.heads.unwrap_or(4),
-            attn_dropout: self.attn_dropout.unwrap_or(0.0),
-            self_loops: self.self_loops.unwrap_or(true),
         };
+        let model = ModelConfig::with_settings(shape, settings.clone());
         let on_cpu = matches!(self.device.parse::<Device>(), Ok(Device::Cpu));
         let host = if on_cpu && !before_load {
             host_available_bytes()
@@ -312,25 +297,35 @@ impl CommonArgs {
             return Ok(model);
         };
         // Name the flag whose value makes the model too large: the first one that, set to
-        // 1, lets the model pass.
-        let gat = kind == ModelKind::Gat;
-        let with = |f: &dyn Fn(&mut ModelConfig)| {
-            let mut m = model.clone();
-            f(&mut m);
-            check(&m).is_ok()
-        };
+        // 1, lets the model pass (the kind's own, such as GAT's --heads, from its settings).
+        let with = |m: ModelConfig| check(&m).is_ok();
         let classes_flag = match self.classes {
             Some(c) => format!("--classes {c}"),
             None => format!("the dataset's {classes} classes"),
         };
-        let blame = if with(&|m| m.out_dim = 1) {
+        let own = settings.width_flags();
+        let hidden1 = ModelShape {
+            hidden: 1,
+            ..model.shape.clone()
+        };
+        let blame = if with(model.clone().out_dim(1)) {
             classes_flag
-        } else if gat && with(&|m| m.heads = 1) {
-            format!("--heads {}", model.heads)
-        } else if with(&|m| m.hidden = 1) {
+        } else if let Some(f) = own.iter().find(|f| {
+            with(ModelConfig::with_settings(
+                model.shape.clone(),
+                f.lowered.clone(),
+            ))
+        }) {
+            format!("{} {}", f.flag, f.value)
+        } else if with(model.clone().hidden(1)) {
             format!("--hidden {}", self.hidden)
-        } else if gat && with(&|m| (m.hidden, m.heads) = (1, 1)) {
-            format!("--hidden {} with --heads {}", self.hidden, model.heads)
+        } else if let Some(f) = own.iter().find(|f| {
+            with(ModelConfig::with_settings(
+                hidden1.clone(),
+                f.lowered.clone(),
+            ))
+        }) {
+            format!("--hidden {} with {} {}", self.hidden, f.flag, f.value)
         } else {
             return Err(e);
         };

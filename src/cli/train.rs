@@ -89,13 +89,8 @@ pub struct TrainArgs {
     /// device memory while a chunk's rows are assembled, which --memory-budget counts.
     #[arg(long, requires = "full_graph", default_value = "auto")]
     pub dedup_transfers: String,
-    /// With --full-graph: HongTu's hybrid mode. The layers below the output layer cache
-    /// their aggregation in host memory (one row of input width per node) in the forward
-    /// pass, and their backward recomputes only the update from a chunk's own rows and that
-    /// cache instead of the whole layer from every neighbour's row: fewer rows uploaded,
-    /// no aggregation recomputed. Needs aggregations without weights (gcn, or sage with --aggr
-    /// mean or sum); without it (recompute mode) any model trains.
-    #[arg(long, requires = "full_graph")]
+    /// With --full-graph: HongTu's hybrid mode (the help reads the models' registry).
+    #[arg(long, requires = "full_graph", help = hybrid_help(), long_help = hybrid_help())]
     pub hybrid: bool,
     /// Under `mpirun -np N`: make the last S of the N ranks sampler ranks (Armada's
     /// disaggregated sampling), which sample, partition and slice each batch's
@@ -128,6 +123,19 @@ pub struct TrainArgs {
     /// Print every epoch with its per-phase times and learning rate (ESPALIER_LOG=debug).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+}
+
+/// `--hybrid`'s help, with the models that can run it from the registry of model kinds.
+fn hybrid_help() -> String {
+    format!(
+        "With --full-graph: HongTu's hybrid mode. The layers below the output layer cache \
+         their aggregation in host memory (one row of input width per node) in the forward \
+         pass, and their backward recomputes only the update from a chunk's own rows and that \
+         cache instead of the whole layer from every neighbour's row: fewer rows uploaded, no \
+         aggregation recomputed. Needs aggregations without weights ({}); without it \
+         (recompute mode) any model trains.",
+        espalier::nn::hybrid_models()
+    )
 }
 
 impl TrainArgs {
@@ -308,7 +316,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     )?;
     if a.full_graph {
         if c.fanouts.is_none() {
-            config.fanouts = vec![-1; config.model.layers];
+            config.fanouts = vec![-1; config.model.shape.layers];
         }
         if a.chunks == Some(0) {
             return Err(Error::flag("--chunks", "--chunks must be at least 1"));
@@ -383,7 +391,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         eprintln!(
             "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, device {device}{}, {split}",
             trainer.config.model.label(),
-            trainer.config.model.layers,
+            trainer.config.model.shape.layers,
             c.hidden,
             espalier::nn::Module::num_parameters(&trainer.model),
             trainer.config.fanouts,

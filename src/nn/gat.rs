@@ -25,9 +25,10 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
-use crate::nn::config::{Forward, ModelConfig, ModelKind};
+use crate::nn::config::{Forward, ModelKind};
 use crate::nn::init;
-use crate::nn::layer::{BuildCtx, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
+use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags, WidthFlag};
+use crate::nn::layer::{BuildCtx, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
@@ -246,18 +247,53 @@ pub const MODEL: ModelEntry = ModelEntry {
     names: &["gat"],
     help:
         "GAT, multi-head attention over the in-edges, with --heads, --attn-dropout and --self-loops",
-    config: |m: &ModelConfig| {
-        Box::new(GatConfig {
-            heads: m.heads,
-            attn_dropout: m.attn_dropout,
-            self_loops: m.self_loops,
-        })
+    flags: &[
+        (
+            "--heads",
+            "GAT only: attention heads of the hidden layers (default 4; concatenated, the \
+             output layer has one), as --heads of the PyTorch Geometric reference script. \
+             --hidden is the width per head",
+        ),
+        (
+            "--attn-dropout",
+            "GAT only: dropout on attention weights, in [0, 1) (default 0, as the PyTorch \
+             Geometric reference script)",
+        ),
+        (
+            "--self-loops",
+            "GAT only: add a self-loop to every dst node without one: true (default, PyG's \
+             default) or false",
+        ),
+    ],
+    default: || Arc::new(GatConfig::default()),
+    parse: |flags: &ModelFlags| {
+        let mut c = GatConfig::default();
+        if let Some(heads) = flags.get::<usize>("--heads")? {
+            if heads == 0 {
+                return Err(Error::flag("--heads", "--heads must be at least 1"));
+            }
+            c.heads = heads;
+        }
+        if let Some(p) = flags.get::<f64>("--attn-dropout")? {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::flag(
+                    "--attn-dropout",
+                    format!("--attn-dropout {p} must be in [0, 1)"),
+                ));
+            }
+            c.attn_dropout = p;
+        }
+        if let Some(on) = flags.get::<bool>("--self-loops")? {
+            c.self_loops = on;
+        }
+        Ok(Arc::new(c))
     },
+    hybrid: Hybrid::No,
 };
 
 /// GAT's own settings. Hidden layers have `heads` heads of the model's hidden width each,
 /// concatenated; the output layer has one head of the class count (as the PyG peer).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct GatConfig {
     /// Attention heads of the hidden layers (`--heads`).
     pub heads: usize,
@@ -267,7 +303,22 @@ pub struct GatConfig {
     pub self_loops: bool,
 }
 
+impl Default for GatConfig {
+    /// The CLI's defaults: 4 heads, no attention dropout, self-loops.
+    fn default() -> Self {
+        GatConfig {
+            heads: 4,
+            attn_dropout: 0.0,
+            self_loops: true,
+        }
+    }
+}
+
 impl KindConfig for GatConfig {
+    fn kind(&self) -> ModelKind {
+        ModelKind::Gat
+    }
+
     fn validate(&self) -> Result<()> {
         if self.heads == 0 {
             return Err(Error::invalid("gat needs at least one head"));
@@ -279,6 +330,18 @@ impl KindConfig for GatConfig {
             )));
         }
         Ok(())
+    }
+
+    fn output_layer_differs(&self) -> bool {
+        true
+    }
+
+    fn width_flags(&self) -> Vec<WidthFlag> {
+        vec![WidthFlag {
+            flag: "--heads",
+            value: self.heads.to_string(),
+            lowered: Arc::new(GatConfig { heads: 1, ..*self }),
+        }]
     }
 
     fn label(&self) -> String {

@@ -10,11 +10,10 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
-use crate::nn::config::{Forward, ModelConfig, ModelKind};
+use crate::nn::config::{Forward, ModelKind};
 use crate::nn::init;
-use crate::nn::layer::{
-    BuildCtx, HybridLayer, HybridSpec, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry,
-};
+use crate::nn::kind::{Hybrid, KindConfig, ModelEntry};
+use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
@@ -171,14 +170,21 @@ pub const MODEL: ModelEntry = ModelEntry {
     kind: ModelKind::Gcn,
     names: &["gcn"],
     help: "GCN, symmetric normalisation by the graph's degrees with self-loops",
-    config: |_: &ModelConfig| Box::new(GcnConfig),
+    flags: &[],
+    default: || Arc::new(GcnConfig),
+    parse: |_| Ok(Arc::new(GcnConfig)),
+    hybrid: Hybrid::Yes,
 };
 
-/// GCN's own settings: none beyond the widths.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// GCN's own settings: none beyond the shape.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GcnConfig;
 
 impl KindConfig for GcnConfig {
+    fn kind(&self) -> ModelKind {
+        ModelKind::Gcn
+    }
+
     fn label(&self) -> String {
         "gcn".to_string()
     }

@@ -5,8 +5,8 @@
 //!   forward on the symbolic buffers of [`crate::nn::replay`], which the memory estimator
 //!   runs instead of the layer;
 //! - the **layer** itself ([`Layer`]): its parameters and its `forward`;
-//! - its model kind's own configuration ([`KindConfig`]) and registry entry
-//!   ([`ModelEntry`], listed in [`crate::nn::model::MODELS`]).
+//! - its model kind's own configuration and registry entry ([`crate::nn::kind`], listed in
+//!   [`crate::nn::model::MODELS`]).
 //!
 //! [`crate::nn::Gnn`] builds its layers from the specs and the estimator
 //! ([`crate::partition::MemoryEstimator`]) replays the same specs, so a model cannot train
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
-use crate::nn::config::{Forward, ModelConfig, ModelKind};
+use crate::nn::config::Forward;
 use crate::nn::module::Module;
 use crate::nn::replay::{Replay, Val};
 use crate::rng::Rng;
@@ -157,32 +157,6 @@ impl<'a> BuildCtx<'a> {
     }
 }
 
-/// A model kind's own settings, read from the [`ModelConfig`] the CLI and the JSON output
-/// carry; the kind's layers read only these (and the shared widths).
-pub trait KindConfig: Debug {
-    /// Checks the settings only this kind reads.
-    fn validate(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// The model as a user names it (`sage-mean`, `gcn`, `gat (4 heads)`).
-    fn label(&self) -> String;
-
-    /// What this kind adds to the widths in errors (`, 4 heads`); empty by default.
-    fn width_note(&self) -> String {
-        String::new()
-    }
-
-    /// Output width of a hidden layer of `hidden` features (GAT: heads × hidden);
-    /// `None` when it overflows.
-    fn hidden_width(&self, hidden: usize) -> Option<usize> {
-        Some(hidden)
-    }
-
-    /// The model's layer at `at`.
-    fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec>;
-}
-
 /// Where a layer stands in its model, and its widths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LayerAt {
@@ -194,23 +168,4 @@ pub struct LayerAt {
     pub in_dim: usize,
     /// Output width.
     pub out_dim: usize,
-}
-
-/// One model kind of the registry ([`crate::nn::model::MODELS`]).
-pub struct ModelEntry {
-    /// The kind.
-    pub kind: ModelKind,
-    /// The names `--model` takes; the first is the kind's own.
-    pub names: &'static [&'static str],
-    /// One line for the help and the docs.
-    pub help: &'static str,
-    /// The kind's settings from the flat configuration.
-    pub config: fn(&ModelConfig) -> Box<dyn KindConfig>,
-}
-
-impl ModelEntry {
-    /// The kind's own name.
-    pub fn name(&self) -> &'static str {
-        self.names[0]
-    }
 }

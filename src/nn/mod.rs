@@ -4,6 +4,7 @@ pub mod config;
 pub mod gat;
 pub mod gcn;
 pub mod init;
+pub mod kind;
 pub mod layer;
 pub mod linear;
 pub mod mlp;
@@ -12,14 +13,14 @@ pub mod module;
 pub mod replay;
 pub mod sage;
 
-pub use config::{Forward, ModelConfig, ModelKind};
-pub use gat::GatLayer;
+pub use config::{Forward, ModelKind, ModelShape};
+pub use gat::{GatConfig, GatLayer};
+pub use gcn::GcnConfig;
 pub use init::Init;
-pub use layer::{
-    BuildCtx, HybridLayer, HybridSpec, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry,
-};
+pub use kind::{Hybrid, KindConfig, ModelEntry, ModelFlags, WidthFlag};
+pub use layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 pub use linear::Linear;
 pub use mlp::Mlp;
-pub use model::{Gnn, MODELS};
+pub use model::{hybrid_models, model_flags, Gnn, ModelConfig, MODELS};
 pub use module::{Activation, Module};
-pub use sage::{Aggregator, LstmParams, SageLayer};
+pub use sage::{Aggregator, LstmParams, SageConfig, SageLayer};

@@ -6,18 +6,21 @@
 //!
 //! A model is a stack of layers ([`crate::nn::layer`]): [`ModelConfig::layer_specs`] lists
 //! them before they have weights, [`Gnn::new`] builds them, and the memory estimator
-//! replays the same specs. Which kinds exist is the registry [`MODELS`]; each kind's file
-//! (`sage.rs`, `gcn.rs`, `gat.rs`) holds its entry, its config and its layer, so nothing
-//! here matches on the kind.
+//! replays the same specs. A configuration is the shape every kind shares
+//! ([`ModelShape`]) and the kind's own settings ([`KindConfig`]). Which kinds exist is the
+//! registry [`MODELS`]; each kind's file (`sage.rs`, `gcn.rs`, `gat.rs`) holds its entry,
+//! its config type and its layer, so nothing here matches on the kind.
 
 use std::sync::Arc;
+
+use serde::ser::{Error as _, SerializeMap};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
-use crate::nn::config::Aggregator;
-pub use crate::nn::config::{Forward, ModelConfig, ModelKind};
-use crate::nn::layer::{BuildCtx, HybridLayer, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry};
+pub use crate::nn::config::{Forward, ModelKind, ModelShape};
+use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
+use crate::nn::layer::{BuildCtx, HybridLayer, Layer, LayerAt, LayerSpec};
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
 use crate::nn::{gat, gcn, sage};
@@ -50,6 +53,59 @@ impl ModelKind {
             _ => names.concat(),
         }
     }
+
+    /// This kind's settings from the model flags given: a flag this kind does not read is
+    /// [`Error::InvalidFlag`] naming the flag, this kind and the kinds that read it; a bad
+    /// value is one naming its flag ([`ModelEntry::parse`]).
+    pub fn settings(self, flags: &ModelFlags) -> Result<Arc<dyn KindConfig>> {
+        let entry = self.entry();
+        if let Some(flag) = flags.names().find(|f| !entry.reads(f)) {
+            let users: Vec<&str> = MODELS
+                .iter()
+                .filter(|e| e.reads(flag))
+                .map(ModelEntry::name)
+                .collect();
+            let users = match users.is_empty() {
+                true => "no model reads it".to_string(),
+                false => format!("only {} reads it", users.join(" and ")),
+            };
+            return Err(Error::flag(
+                flag,
+                format!(
+                    "{flag} does not apply to --model {}: {users} (drop {flag})",
+                    entry.name()
+                ),
+            ));
+        }
+        (entry.parse)(flags)
+    }
+}
+
+/// Every flag some kind of [`MODELS`] reads, each once, in registry order.
+pub fn model_flags() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for &(flag, help) in MODELS.iter().flat_map(|m| m.flags) {
+        if !out.iter().any(|(f, _)| *f == flag) {
+            out.push((flag, help));
+        }
+    }
+    out
+}
+
+/// The kinds `--hybrid` runs, for people: `sage with --aggr mean or sum, or gcn`.
+pub fn hybrid_models() -> String {
+    let kinds: Vec<String> = MODELS
+        .iter()
+        .filter_map(|m| match m.hybrid {
+            Hybrid::No => None,
+            Hybrid::Yes => Some(m.name().to_string()),
+            Hybrid::With(when) => Some(format!("{} {when}", m.name())),
+        })
+        .collect();
+    match kinds.split_last() {
+        Some((last, first)) if !first.is_empty() => format!("{}, or {last}", first.join(", ")),
+        _ => kinds.concat(),
+    }
 }
 
 impl std::str::FromStr for ModelKind {
@@ -65,6 +121,45 @@ impl std::str::FromStr for ModelKind {
     }
 }
 
+/// A model's configuration: the shape every kind shares and the kind's own settings.
+/// Serialized flat, as the JSON output and checkpoints carry it: `kind`, the kind's
+/// settings (`aggr` for SAGE; `heads`, `attn_dropout`, `self_loops` for GAT), then the
+/// shape's fields; a kind's settings are only its own.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// Widths, depth and dropout.
+    pub shape: ModelShape,
+    settings: Arc<dyn KindConfig>,
+}
+
+impl Default for ModelConfig {
+    /// The CLI's defaults: GraphSAGE-mean, 2 layers, hidden 256, dropout 0.5. `in_dim` and
+    /// `out_dim` are 0: set them, or let `Trainer::new` take them from the dataset.
+    fn default() -> Self {
+        ModelConfig::of(ModelKind::Sage)
+    }
+}
+
+impl serde::Serialize for ModelConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let object = |v: serde_json::Result<serde_json::Value>| match v.map_err(S::Error::custom)? {
+            serde_json::Value::Object(m) => Ok(m),
+            serde_json::Value::Null => Ok(serde_json::Map::new()),
+            other => Err(S::Error::custom(format!(
+                "a model's settings serialize as an object, not {other}"
+            ))),
+        };
+        let own = object(self.settings.fields())?;
+        let shape = object(serde_json::to_value(&self.shape))?;
+        let mut m = s.serialize_map(Some(1 + own.len() + shape.len()))?;
+        m.serialize_entry("kind", &self.kind())?;
+        for (k, v) in own.iter().chain(shape.iter()) {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
 /// Most values one parameter tensor may hold: the GPU kernels index buffers with 32-bit
 /// integers, and every backend runs the same models. [`ModelConfig::validate`] checks it
 /// before anything is allocated.
@@ -73,47 +168,86 @@ pub const MAX_PARAMETER_VALUES: u64 = u32::MAX as u64;
 impl ModelConfig {
     /// Checks the values a user can get wrong.
     pub fn validate(&self) -> Result<()> {
-        if self.layers == 0 {
+        let ModelShape {
+            in_dim,
+            hidden,
+            out_dim,
+            layers,
+            dropout,
+        } = self.shape;
+        if layers == 0 {
             return Err(Error::invalid("a model needs at least one layer"));
         }
-        if self.in_dim == 0 || self.hidden == 0 || self.out_dim == 0 {
+        if in_dim == 0 || hidden == 0 || out_dim == 0 {
             return Err(Error::invalid(format!(
-                "model widths must be positive (input {}, hidden {}, classes {})",
-                self.in_dim, self.hidden, self.out_dim
+                "model widths must be positive (input {in_dim}, hidden {hidden}, classes \
+                 {out_dim})"
             )));
         }
-        if !(0.0..1.0).contains(&self.dropout) {
+        if !(0.0..1.0).contains(&dropout) {
             return Err(Error::invalid(format!(
-                "dropout {} must be in [0, 1)",
-                self.dropout
+                "dropout {dropout} must be in [0, 1)"
             )));
         }
-        self.kind_config().validate()?;
+        self.settings.validate()?;
         self.check_sizes()?;
         Ok(())
+    }
+
+    /// The default configuration of `kind`: its registry entry's default settings and the
+    /// default shape.
+    pub fn of(kind: ModelKind) -> Self {
+        ModelConfig {
+            shape: ModelShape::default(),
+            settings: (kind.entry().default)(),
+        }
+    }
+
+    /// A model with these settings (which say its kind) and the default shape:
+    /// `ModelConfig::new(SageConfig { aggr: Aggregator::Lstm })`.
+    pub fn new(settings: impl KindConfig + 'static) -> Self {
+        ModelConfig {
+            shape: ModelShape::default(),
+            settings: Arc::new(settings),
+        }
+    }
+
+    /// A model of `shape` with these settings.
+    pub fn with_settings(shape: ModelShape, settings: Arc<dyn KindConfig>) -> Self {
+        ModelConfig { shape, settings }
+    }
+
+    /// Which kind of model.
+    pub fn kind(&self) -> ModelKind {
+        self.settings.kind()
+    }
+
+    /// The settings only this configuration's kind reads.
+    pub fn settings(&self) -> &Arc<dyn KindConfig> {
+        &self.settings
+    }
+
+    /// The settings as the kind's own type (`None` for another kind's):
+    /// `config.settings_as::<GatConfig>().map(|g| g.heads)`.
+    pub fn settings_as<T: KindConfig>(&self) -> Option<&T> {
+        self.settings.as_any().downcast_ref::<T>()
     }
 
     /// The model as a user names it, with only what applies to its kind: `sage-mean`,
     /// `sage-lstm`, `gcn`, `gat (4 heads)`.
     pub fn label(&self) -> String {
-        self.kind_config().label()
-    }
-
-    /// The settings only this configuration's kind reads, as its own type.
-    pub fn kind_config(&self) -> Box<dyn KindConfig> {
-        (self.kind.entry().config)(self)
+        self.settings.label()
     }
 
     /// The model's layers before they have weights, input layer first: what
     /// [`Gnn::new`] builds and the memory estimator replays.
     pub fn layer_specs(&self) -> Vec<Box<dyn LayerSpec>> {
-        let kind = self.kind_config();
-        (0..self.layers)
+        (0..self.shape.layers)
             .map(|l| {
-                let (in_dim, out_dim) = self.widths_of(kind.as_ref(), l);
-                kind.layer(LayerAt {
+                let (in_dim, out_dim) = self.widths(l);
+                self.settings.layer(LayerAt {
                     index: l,
-                    last: l + 1 == self.layers,
+                    last: l + 1 == self.shape.layers,
                     in_dim,
                     out_dim,
                 })
@@ -124,10 +258,11 @@ impl ModelConfig {
     /// The widths that set a tensor's size, for errors: `input 1433, hidden 256, 4 heads,
     /// 7 classes` (heads only for GAT).
     fn describe_widths(&self) -> String {
-        let heads = self.kind_config().width_note();
+        let note = self.settings.width_note();
+        let s = &self.shape;
         format!(
-            "input {}, hidden {}{heads}, {} classes",
-            self.in_dim, self.hidden, self.out_dim
+            "input {}, hidden {}{note}, {} classes",
+            s.in_dim, s.hidden, s.out_dim
         )
     }
 
@@ -143,8 +278,9 @@ impl ModelConfig {
         };
         let mul = |a: u64, b: u64| a.checked_mul(b).ok_or_else(too_big);
         // Checked even when no hidden layer uses it.
-        let kind = self.kind_config();
-        kind.hidden_width(self.hidden).ok_or_else(too_big)?;
+        self.settings
+            .hidden_width(self.shape.hidden)
+            .ok_or_else(too_big)?;
         let mut shapes = Vec::new();
         for (l, spec) in self.layer_specs().iter().enumerate() {
             let layer = spec.parameter_shapes().ok_or_else(too_big)?;
@@ -194,14 +330,11 @@ impl ModelConfig {
     /// `heads · hidden`). Saturates instead of overflowing (widths that large fail
     /// [`ModelConfig::validate`]).
     pub fn widths(&self, l: usize) -> (usize, usize) {
-        self.widths_of(self.kind_config().as_ref(), l)
-    }
-
-    fn widths_of(&self, kind: &dyn KindConfig, l: usize) -> (usize, usize) {
-        let hidden_out = kind.hidden_width(self.hidden).unwrap_or(usize::MAX);
-        let i = if l == 0 { self.in_dim } else { hidden_out };
-        let o = if l + 1 == self.layers {
-            self.out_dim
+        let s = &self.shape;
+        let hidden_out = self.settings.hidden_width(s.hidden).unwrap_or(usize::MAX);
+        let i = if l == 0 { s.in_dim } else { hidden_out };
+        let o = if l + 1 == s.layers {
+            s.out_dim
         } else {
             hidden_out
         };
@@ -209,56 +342,32 @@ impl ModelConfig {
     }
 }
 
-/// Builder-style setters, one per field: `ModelConfig::default().kind(ModelKind::Gcn).hidden(64)`.
+/// Builder-style setters of the shape, one per field:
+/// `ModelConfig::of(ModelKind::Gcn).hidden(64)`.
 impl ModelConfig {
-    /// Sets the model kind.
-    pub fn kind(mut self, kind: ModelKind) -> Self {
-        self.kind = kind;
-        self
-    }
-    /// Sets the SAGE aggregator.
-    pub fn aggr(mut self, aggr: Aggregator) -> Self {
-        self.aggr = aggr;
-        self
-    }
     /// Sets the input width (0: taken from the dataset by `Trainer::new`).
     pub fn in_dim(mut self, n: usize) -> Self {
-        self.in_dim = n;
+        self.shape.in_dim = n;
         self
     }
     /// Sets the hidden width.
     pub fn hidden(mut self, n: usize) -> Self {
-        self.hidden = n;
+        self.shape.hidden = n;
         self
     }
     /// Sets the output width (0: the dataset's class count, by `Trainer::new`).
     pub fn out_dim(mut self, n: usize) -> Self {
-        self.out_dim = n;
+        self.shape.out_dim = n;
         self
     }
     /// Sets the number of layers.
     pub fn layers(mut self, n: usize) -> Self {
-        self.layers = n;
+        self.shape.layers = n;
         self
     }
     /// Sets the dropout probability.
     pub fn dropout(mut self, p: f64) -> Self {
-        self.dropout = p;
-        self
-    }
-    /// Sets GAT's attention heads.
-    pub fn heads(mut self, n: usize) -> Self {
-        self.heads = n;
-        self
-    }
-    /// Sets GAT's attention dropout.
-    pub fn attn_dropout(mut self, p: f64) -> Self {
-        self.attn_dropout = p;
-        self
-    }
-    /// Sets whether GAT adds a self-loop to every dst node without one.
-    pub fn self_loops(mut self, on: bool) -> Self {
-        self.self_loops = on;
+        self.shape.dropout = p;
         self
     }
 }
@@ -364,11 +473,11 @@ impl Gnn {
         let mut h = out;
         if l + 1 < self.layers.len() {
             h = ops::relu(&h)?;
-            if f.training && self.config.dropout > 0.0 {
+            if f.training && self.config.shape.dropout > 0.0 {
                 let key = ops::dropout_key(f.seed, f.epoch, l as u64);
                 let ids =
                     Tensor::from_u32(block.dst_nodes().to_vec(), &[block.num_dst], h.device())?;
-                h = ops::dropout(&h, self.config.dropout, key, Some(&ids))?;
+                h = ops::dropout(&h, self.config.shape.dropout, key, Some(&ids))?;
             }
         }
         Ok(h)
@@ -404,11 +513,11 @@ impl ModelConfig {
     /// layers (releasing each input), nothing after the output layer.
     pub fn replay_finish(&self, r: &mut Replay, l: usize, sizes: &BlockSizes, out: Val) -> Val {
         let mut out = out;
-        if l + 1 < self.layers {
+        if l + 1 < self.shape.layers {
             let a = r.relu(&out);
             r.release(out.buf);
             out = a;
-            if self.dropout > 0.0 {
+            if self.shape.dropout > 0.0 {
                 let ids = r.input(sizes.num_dst, 1);
                 let d = r.dropout(&out, &ids);
                 r.release(out.buf);

@@ -25,18 +25,33 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Buckets};
-pub use crate::nn::config::Aggregator;
-use crate::nn::config::{Forward, ModelConfig, ModelKind};
+use crate::nn::config::{Forward, ModelKind};
 use crate::nn::init::{self, Init};
-use crate::nn::layer::{
-    BuildCtx, HybridLayer, HybridSpec, KindConfig, Layer, LayerAt, LayerSpec, ModelEntry,
-};
+use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
+use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, Val};
 use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
+
+/// How a SAGE layer aggregates its neighbours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregator {
+    /// Mean of the neighbours.
+    Mean,
+    /// Sum of the neighbours.
+    Sum,
+    /// Element-wise max of the neighbours after a linear layer and ReLU (DGL's `pool`).
+    Pool,
+    /// Element-wise max of the neighbours' features themselves (PyG's `max`; 0 for a node
+    /// without neighbours).
+    Max,
+    /// An LSTM over the neighbours.
+    Lstm,
+}
 
 impl std::str::FromStr for Aggregator {
     type Err = Error;
@@ -334,19 +349,50 @@ pub const MODEL: ModelEntry = ModelEntry {
     names: &["sage", "graphsage"],
     help:
         "GraphSAGE, self and aggregated neighbours with separate weights, --aggr picks the aggregator",
-    config: |m: &ModelConfig| Box::new(SageConfig { aggr: m.aggr }),
+    flags: &[(
+        "--aggr",
+        "SAGE only: the aggregator, mean (default), sum, max (PyG's: the max of the \
+         neighbours' features), pool (DGL's: a linear layer and ReLU, then the max) or lstm \
+         (DGL semantics, run per degree bucket)",
+    )],
+    default: || Arc::new(SageConfig::default()),
+    parse: |flags: &ModelFlags| {
+        let mut c = SageConfig::default();
+        if let Some(aggr) = flags.get_parsed("--aggr", str::parse::<Aggregator>)? {
+            c.aggr = aggr;
+        }
+        Ok(Arc::new(c))
+    },
+    hybrid: Hybrid::With("with --aggr mean or sum"),
 };
 
 /// GraphSAGE's own settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SageConfig {
     /// The neighbour aggregator (`--aggr`).
     pub aggr: Aggregator,
 }
 
+impl Default for SageConfig {
+    /// The mean aggregator.
+    fn default() -> Self {
+        SageConfig {
+            aggr: Aggregator::Mean,
+        }
+    }
+}
+
 impl KindConfig for SageConfig {
+    fn kind(&self) -> ModelKind {
+        ModelKind::Sage
+    }
+
     fn label(&self) -> String {
         format!("sage-{}", self.aggr.name())
+    }
+
+    fn splits_buckets(&self) -> bool {
+        self.aggr == Aggregator::Lstm
     }
 
     fn layer(&self, at: LayerAt) -> Box<dyn LayerSpec> {

@@ -175,9 +175,9 @@ impl MemoryEstimator {
             degree_hist: vec![0, 1],
             self_loops: 0,
         };
-        let sizes = vec![one; self.model.layers];
+        let sizes = vec![one; self.model.shape.layers];
         let mut r = Replay::new(self.round());
-        let x = r.input(1, self.model.in_dim);
+        let x = r.input(1, self.model.shape.in_dim);
         let _ = self.forward(&mut r, &sizes, x);
         r.params.iter().fold(0u64, |a, &b| a.saturating_add(b))
     }
@@ -191,9 +191,9 @@ impl MemoryEstimator {
             degree_hist: vec![0, 1],
             self_loops: 0,
         };
-        let sizes = vec![one; self.model.layers];
+        let sizes = vec![one; self.model.shape.layers];
         let mut r = Replay::new(|b| b);
-        let x = r.input(1, self.model.in_dim);
+        let x = r.input(1, self.model.shape.in_dim);
         let _ = self.forward(&mut r, &sizes, x);
         r.params
             .iter()
@@ -217,11 +217,11 @@ impl MemoryEstimator {
     /// `sizes` are its blocks' (input layer first); `total_seeds` the batch's seeds (the
     /// loss is scaled unless the micro-batch holds them all).
     pub fn activation_bytes(&self, sizes: &[BlockSizes], total_seeds: usize) -> Result<u64> {
-        if sizes.len() != self.model.layers {
+        if sizes.len() != self.model.shape.layers {
             return Err(Error::invalid(format!(
                 "memory estimate: {} blocks for a {}-layer model",
                 sizes.len(),
-                self.model.layers
+                self.model.shape.layers
             )));
         }
         for w in sizes.windows(2) {
@@ -240,7 +240,7 @@ impl MemoryEstimator {
         let gpu = matches!(self.device, Device::Wgpu(_) | Device::Cuda(_));
         let held = (gpu && total_seeds > n).then(|| r.input(total_seeds - n, 1));
         let ids = self.device_gather.then(|| r.input(sizes[0].num_src, 1));
-        let x = r.input(sizes[0].num_src, self.model.in_dim);
+        let x = r.input(sizes[0].num_src, self.model.shape.in_dim);
         if let Some(ids) = ids {
             r.release(ids.buf);
         }
@@ -317,17 +317,17 @@ impl MemoryEstimator {
         pass: ChunkPass,
     ) -> Result<u64> {
         let m = &self.model;
-        if layer >= m.layers {
+        if layer >= m.shape.layers {
             return Err(Error::invalid(format!(
                 "memory estimate: layer {layer} of a {}-layer model",
-                m.layers
+                m.shape.layers
             )));
         }
-        let last = layer + 1 == m.layers;
+        let last = layer + 1 == m.shape.layers;
         if last != matches!(pass, ChunkPass::Loss { .. }) {
             return Err(Error::invalid(format!(
                 "memory estimate: the loss pass runs the output layer only (layer {layer} of {})",
-                m.layers
+                m.shape.layers
             )));
         }
         let (i, _) = m.widths(layer);
@@ -574,18 +574,22 @@ mod tests {
             (ModelKind::Gcn, Aggregator::Mean),
             (ModelKind::Gat, Aggregator::Mean),
         ] {
-            let config = ModelConfig {
-                kind,
-                aggr,
+            let shape = crate::nn::ModelShape {
                 in_dim: 7,
                 hidden: 5,
                 out_dim: 3,
                 layers: 3,
                 dropout: 0.5,
-                heads: 2,
-                attn_dropout: 0.0,
-                self_loops: true,
             };
+            let settings: std::sync::Arc<dyn crate::nn::KindConfig> = match kind {
+                ModelKind::Sage => std::sync::Arc::new(crate::nn::SageConfig { aggr }),
+                ModelKind::Gcn => std::sync::Arc::new(crate::nn::GcnConfig),
+                ModelKind::Gat => std::sync::Arc::new(crate::nn::GatConfig {
+                    heads: 2,
+                    ..Default::default()
+                }),
+            };
+            let config = ModelConfig::with_settings(shape, settings);
             let model = Gnn::new(config.clone(), Some(&[1, 2, 3]), 0, Device::Cpu).unwrap();
             let e = MemoryEstimator::new(config, Device::Cpu, 2);
             assert_eq!(

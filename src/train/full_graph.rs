@@ -226,7 +226,7 @@ impl Trainer<'_> {
     /// the chunk count doubles until one fits, then a bisection finds the least).
     pub(crate) fn full_graph_plan(&self) -> Result<ChunkPlan> {
         let fg = self.config.full_graph.clone().unwrap_or_default();
-        let layers = self.config.model.layers;
+        let layers = self.config.model.shape.layers;
         if fg.hybrid {
             self.check_hybrid()?;
         }
@@ -815,7 +815,7 @@ impl Trainer<'_> {
         targets: &[u32],
         chunks: usize,
     ) -> Result<(Vec<u32>, Vec<u32>)> {
-        let layers = self.config.model.layers;
+        let layers = self.config.model.shape.layers;
         let parts = self.full_plan.as_ref().and_then(|p| p.parts().cloned());
         let plan = ChunkPlan::with_parts(&self.graph, targets, layers, chunks, parts)?;
         let n = self.graph.num_nodes;

@@ -207,7 +207,7 @@ impl TrainConfig {
     }
     /// Sets the fanouts, input layer first, and the model's layer count to match.
     pub fn fanouts(mut self, fanouts: Vec<i64>) -> Self {
-        self.model.layers = fanouts.len();
+        self.model.shape.layers = fanouts.len();
         self.fanouts = fanouts;
         self
     }
@@ -676,11 +676,11 @@ impl<'a> Trainer<'a> {
     /// symmetrized or not).
     pub fn new(data: &'a Dataset, graph: Arc<Csr>, mut config: TrainConfig) -> Result<Self> {
         // 0 widths (ModelConfig::default()) mean: the dataset's.
-        if config.model.in_dim == 0 {
-            config.model.in_dim = data.feat_dim;
+        if config.model.shape.in_dim == 0 {
+            config.model.shape.in_dim = data.feat_dim;
         }
-        if config.model.out_dim == 0 {
-            config.model.out_dim = data.num_classes;
+        if config.model.shape.out_dim == 0 {
+            config.model.shape.out_dim = data.num_classes;
         }
         config.model.validate()?;
         config.lr_schedule.validate()?;
@@ -692,11 +692,11 @@ impl<'a> Trainer<'a> {
                 "early stopping (patience) needs validation during training: eval_every > 0",
             ));
         }
-        if config.fanouts.len() != config.model.layers {
+        if config.fanouts.len() != config.model.shape.layers {
             return Err(Error::invalid(format!(
                 "{} fanouts for {} layers: give one fanout per layer",
                 config.fanouts.len(),
-                config.model.layers
+                config.model.shape.layers
             )));
         }
         if config.epochs == 0 {
@@ -1351,20 +1351,22 @@ impl<'a> Trainer<'a> {
     /// (its truncated stack would change the last layer's heads).
     pub fn embeddings(&self, nodes: &[u32]) -> Result<Tensor> {
         let cfg = &self.config.model;
-        if cfg.layers < 2 {
+        if cfg.shape.layers < 2 {
             return Err(Error::invalid(
                 "a one-layer model has no hidden layer to take embeddings from",
             ));
         }
-        if cfg.kind == crate::nn::ModelKind::Gat {
-            return Err(Error::invalid(
-                "embeddings of GAT models are not supported (use predict for logits)",
-            ));
+        if cfg.settings().output_layer_differs() {
+            return Err(Error::invalid(format!(
+                "embeddings of {} models are not supported: its output layer is not one of its \
+                 hidden layers (use predict for logits)",
+                cfg.kind().name().to_uppercase()
+            )));
         }
         // The first layers - 1 layers of the model, sharing its weights' values.
         let mut head = cfg.clone();
-        head.layers -= 1;
-        head.out_dim = cfg.widths(cfg.layers - 2).1;
+        head.shape.layers -= 1;
+        head.shape.out_dim = cfg.widths(cfg.shape.layers - 2).1;
         let degrees = self.graph.in_degrees();
         let trunk = Gnn::new(head, Some(&degrees), 0, self.config.device)?;
         let full: std::collections::HashMap<String, Tensor> =
@@ -1388,8 +1390,8 @@ impl<'a> Trainer<'a> {
                 "node {v} is out of range: the graph has {n} nodes"
             )));
         }
-        let fanouts = vec![-1i64; model.config.layers];
-        let width = model.config.widths(model.config.layers - 1).1;
+        let fanouts = vec![-1i64; model.config.shape.layers];
+        let width = model.config.widths(model.config.shape.layers - 1).1;
         let mut out: Vec<f32> = Vec::with_capacity(nodes.len() * width);
         let mut size = self.config.eval_batch_size.max(1);
         let (mut at, mut i) = (0usize, 0u64);

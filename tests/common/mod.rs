@@ -310,3 +310,20 @@ pub fn small_block() -> Arc<Block> {
         .unwrap(),
     )
 }
+
+/// A model of `kind` and `shape`, with its kind's settings: SAGE's aggregator `aggr`,
+/// GAT's `gat` (GCN reads neither).
+pub fn model(
+    kind: espalier::nn::ModelKind,
+    aggr: espalier::nn::Aggregator,
+    gat: espalier::nn::GatConfig,
+    shape: espalier::nn::ModelShape,
+) -> espalier::nn::ModelConfig {
+    use espalier::nn::{GcnConfig, KindConfig, ModelConfig, ModelKind, SageConfig};
+    let settings: Arc<dyn KindConfig> = match kind {
+        ModelKind::Sage => Arc::new(SageConfig { aggr }),
+        ModelKind::Gcn => Arc::new(GcnConfig),
+        ModelKind::Gat => Arc::new(gat),
+    };
+    ModelConfig::with_settings(shape, settings)
+}

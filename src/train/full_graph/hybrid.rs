@@ -45,13 +45,13 @@ impl Trainer<'_> {
 
     /// Errors unless every layer below the output layer has a hybrid split.
     pub(super) fn check_hybrid(&self) -> Result<()> {
-        let below = self.config.model.layers.saturating_sub(1);
+        let below = self.config.model.shape.layers.saturating_sub(1);
         match (0..below).find(|&l| self.model.hybrid_layer(l).is_none()) {
             None => Ok(()),
             Some(l) => Err(Error::invalid(format!(
-                "--hybrid caches aggregations without weights (gcn, or sage with --aggr mean \
-                 or sum); layer {l} of {} aggregates with weights: train it without --hybrid \
-                 (recompute mode)",
+                "--hybrid caches aggregations without weights ({}); layer {l} of {} \
+                 aggregates with weights: train it without --hybrid (recompute mode)",
+                crate::nn::hybrid_models(),
                 self.config.model.label()
             ))),
         }
