@@ -361,4 +361,15 @@ mod tests {
         g.vwgt = None;
         assert_eq!(g.part_kway(1, 0).unwrap(), vec![0, 0]);
     }
+
+    #[test]
+    fn one_refinement_iteration_still_splits_at_the_bridge_and_zero_is_an_error() {
+        let src = [0, 1, 2, 0, 3, 4, 5, 3, 2];
+        let dst = [1, 2, 0, 2, 4, 5, 3, 5, 3];
+        let csr = Csr::from_edges(6, &src, &dst).unwrap();
+        let g = MetisGraph::from_csr(&csr).unwrap();
+        let labels = g.part_kway_refined(2, 7, Some(1)).unwrap();
+        assert_eq!(edge_cut(&csr, &labels).unwrap(), 1, "{labels:?}");
+        assert!(g.part_kway_refined(2, 7, Some(0)).is_err());
+    }
 }
