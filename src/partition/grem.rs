@@ -58,6 +58,9 @@ pub struct GremOptions {
     pub passes: usize,
     /// Seed of the stream order and of tie-breaking.
     pub seed: u64,
+    /// A refinement pass that moves fewer than this fraction of the nodes ends the stream
+    /// early (0: every pass runs).
+    pub settle: f64,
 }
 
 impl Default for GremOptions {
@@ -67,6 +70,7 @@ impl Default for GremOptions {
             imbalance: 0.03,
             passes: 3,
             seed: 0,
+            settle: 0.0,
         }
     }
 }
@@ -117,8 +121,9 @@ struct Stream<L> {
 
 impl<L: Label> Stream<L> {
     /// Re-decides `v` from its row: counts its placed neighbours per part, takes `v` out of
-    /// its part, and puts it in the best part with room (its own part on a tie).
-    fn decide(&mut self, v: u32, row: &[u32]) {
+    /// its part, and puts it in the best part with room (its own part on a tie). True when
+    /// `v` changed part (or was placed).
+    fn decide(&mut self, v: u32, row: &[u32]) -> bool {
         let k = self.size.len();
         if k <= SCAN_PARTS {
             // Few parts: count without branching on first sight, then list the parts seen.
@@ -175,6 +180,7 @@ impl<L: Label> Stream<L> {
         }
         self.labels[v as usize] = L::new(best);
         self.size[best as usize] += 1;
+        best != cur
     }
 
     /// The smallest part, ties broken by a hash of the seed and `v`.
@@ -200,10 +206,12 @@ pub fn grem_partition(graph: &Csr, k: usize, opts: &GremOptions) -> Result<Vec<u
         || opts.passes == 0
         || !opts.imbalance.is_finite()
         || opts.imbalance < 0.0
+        || !opts.settle.is_finite()
+        || opts.settle < 0.0
     {
         return Err(Error::invalid(format!(
-            "grem: block_edges ({}) and passes ({}) must be at least 1 and imbalance ({}) finite and at least 0",
-            opts.block_edges, opts.passes, opts.imbalance
+            "grem: block_edges ({}) and passes ({}) must be at least 1, imbalance ({}) and settle ({}) finite and at least 0",
+            opts.block_edges, opts.passes, opts.imbalance, opts.settle
         )));
     }
     if graph.indptr.len() != graph.num_nodes + 1
@@ -244,6 +252,7 @@ fn stream<L: Label>(graph: &Csr, k: usize, opts: &GremOptions) -> Vec<u32> {
         seed: opts.seed,
     };
     for pass in 0..opts.passes {
+        let mut moved = 0usize;
         let mut rng = Rng::fork(opts.seed, pass as u64);
         for i in (1..order.len()).rev() {
             order.swap(i, rng.below(i as u64 + 1) as usize);
@@ -260,9 +269,12 @@ fn stream<L: Label>(graph: &Csr, k: usize, opts: &GremOptions) -> Vec<u32> {
             let mut at = (h as u32 as usize) % len;
             for _ in 0..len {
                 let v = (lo + at) as u32;
-                s.decide(v, graph.neighbors(v));
+                moved += usize::from(s.decide(v, graph.neighbors(v)));
                 at = (at + step) % len;
             }
+        }
+        if pass > 0 && (moved as f64) < opts.settle * n as f64 {
+            break;
         }
     }
     s.labels.iter().map(|l| l.get()).collect()
@@ -364,6 +376,23 @@ mod tests {
     }
 
     #[test]
+    fn settle_ends_the_stream_after_the_first_quiet_refinement_pass() {
+        let g = ring(400);
+        let opts = |passes, settle| GremOptions {
+            block_edges: 1,
+            passes,
+            settle,
+            ..GremOptions::default()
+        };
+        let labels = |o: &GremOptions| grem_partition(&g, 4, o).unwrap();
+        // Every refinement pass moves fewer than all the nodes: with settle 1 the stream
+        // ends after pass 2, whatever `passes` allows.
+        assert_eq!(labels(&opts(8, 1.0)), labels(&opts(2, 0.0)));
+        // Settle 0 never stops early: passes 3-8 still move nodes.
+        assert_ne!(labels(&opts(8, 0.0)), labels(&opts(2, 0.0)));
+    }
+
+    #[test]
     fn bad_arguments_are_errors() {
         let g = Csr::from_edges(3, &[0, 1], &[1, 2]).unwrap();
         assert!(grem_partition(&g, 0, &GremOptions::default()).is_err());
@@ -379,6 +408,10 @@ mod tests {
             },
             GremOptions {
                 imbalance: f64::NAN,
+                ..GremOptions::default()
+            },
+            GremOptions {
+                settle: -0.5,
                 ..GremOptions::default()
             },
         ] {

@@ -115,7 +115,20 @@ impl MetisGraph {
     /// may come back empty (see [`parts::fill_empty`]). `k == 1` or a graph without edges
     /// needs no METIS: the labels are then contiguous ranges of equal vertex weight.
     pub fn part_kway(&self, k: usize, seed: u64) -> Result<Vec<u32>> {
+        self.part_kway_refined(k, seed, None)
+    }
+
+    /// [`Self::part_kway`] with `niter` refinement iterations per uncoarsening level
+    /// (`METIS_OPTION_NITER`; `None` keeps METIS's default, 10). At least 1.
+    pub fn part_kway_refined(&self, k: usize, seed: u64, niter: Option<usize>) -> Result<Vec<u32>> {
         let n = self.num_nodes();
+        if let Some(i) = niter {
+            if i == 0 || i > i32::MAX as usize {
+                return Err(Error::invalid(format!(
+                    "METIS: {i} refinement iterations (must be 1 to i32::MAX)"
+                )));
+            }
+        }
         if k == 0 {
             return Err(Error::invalid("METIS: K must be at least 1"));
         }
@@ -131,6 +144,9 @@ impl MetisGraph {
         let mut run = || -> std::result::Result<metis::Idx, metis::Error> {
             let mut g = metis::Graph::new(1, k as metis::Idx, &self.xadj, &self.adjncy)?
                 .set_option(metis::option::Seed(options_seed));
+            if let Some(i) = niter {
+                g = g.set_option(metis::option::NIter(i as metis::Idx));
+            }
             if let Some(w) = &self.adjwgt {
                 g = g.set_adjwgt(w);
             }
@@ -344,5 +360,16 @@ mod tests {
         assert!(g.part_kway(2, 0).is_err());
         g.vwgt = None;
         assert_eq!(g.part_kway(1, 0).unwrap(), vec![0, 0]);
+    }
+
+    #[test]
+    fn one_refinement_iteration_still_splits_at_the_bridge_and_zero_is_an_error() {
+        let src = [0, 1, 2, 0, 3, 4, 5, 3, 2];
+        let dst = [1, 2, 0, 2, 4, 5, 3, 5, 3];
+        let csr = Csr::from_edges(6, &src, &dst).unwrap();
+        let g = MetisGraph::from_csr(&csr).unwrap();
+        let labels = g.part_kway_refined(2, 7, Some(1)).unwrap();
+        assert_eq!(edge_cut(&csr, &labels).unwrap(), 1, "{labels:?}");
+        assert!(g.part_kway_refined(2, 7, Some(0)).is_err());
     }
 }
