@@ -114,7 +114,7 @@ impl std::str::FromStr for OnNan {
 /// ```
 /// use espalier::train::TrainConfig;
 /// let c = TrainConfig::default().epochs(20).lr(0.005).fanouts(vec![10, 10, 5]);
-/// assert_eq!(c.model.layers, 3);
+/// assert_eq!(c.model.shape.layers, 3);
 /// ```
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainConfig {
