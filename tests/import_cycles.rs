@@ -33,11 +33,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("train/trainer.rs", "train/full_graph.rs"),
     ("train/trainer.rs", "dist/mod.rs"),
     ("dist/mod.rs", "dist/feed.rs"),
-    // Not broken yet: `impl Context` of the wgpu backend is spread over `context.rs`,
-    // `launch.rs` and `recorder.rs`, and the context holds their pipeline cache and
-    // recorder. Left to the GPU seam refactor, which owns these files now.
-    ("device/wgpu/context.rs", "device/wgpu/launch.rs"),
-    ("device/wgpu/context.rs", "device/wgpu/recorder.rs"),
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

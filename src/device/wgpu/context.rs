@@ -132,7 +132,7 @@ pub struct Context {
     pub info: wgpu::AdapterInfo,
     pub(crate) memory: &'static MemoryTracker,
     pub(crate) pool: crate::device::BufferPool<wgpu::Buffer>,
-    pub(crate) pipelines: Mutex<HashMap<PipelineKey, Arc<super::launch::Pipeline>>>,
+    pub(crate) pipelines: Mutex<HashMap<PipelineKey, Arc<super::state::Pipeline>>>,
     /// Whether pipelines use the prelude's subgroup reductions (see `set_subgroups`).
     subgroups: std::sync::atomic::AtomicBool,
     /// Errors wgpu reported outside any error scope, taken by the next check.
@@ -144,11 +144,11 @@ pub struct Context {
     /// Queue submissions so far (see [`crate::Device::submits`]).
     pub(crate) submits: std::sync::atomic::AtomicU64,
     /// The open recording (see `recorder.rs`).
-    pub(crate) recorder: Mutex<super::recorder::Recorder>,
+    pub(crate) recorder: Mutex<super::state::Recorder>,
     /// The parameter ring: one uniform slot per recorded dispatch.
     pub(crate) ring: wgpu::Buffer,
     /// Bind groups by (layout, bindings); shared with the pool, which clears it on a trim.
-    pub(crate) bind_groups: Arc<Mutex<super::launch::BindGroupCache>>,
+    pub(crate) bind_groups: Arc<Mutex<super::state::BindGroupCache>>,
     /// Mappable readback buffers by size class, reused across reads.
     pub(crate) staging: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
 }
@@ -259,11 +259,11 @@ fn create(index: u32) -> Result<Context> {
         Box::leak(Box::new(MemoryTracker::new(Device::Wgpu(index))));
     let ring = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("params ring"),
-        size: super::recorder::RING_BYTES,
+        size: super::state::RING_BYTES,
         usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    let bind_groups = Arc::new(Mutex::new(super::launch::BindGroupCache::new()));
+    let bind_groups = Arc::new(Mutex::new(super::state::BindGroupCache::new()));
     let pool = crate::device::BufferPool::new(memory);
     let cache = bind_groups.clone();
     // A cached bind group keeps its buffers alive: freeing the pool's buffers must drop them.

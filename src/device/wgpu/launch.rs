@@ -26,6 +26,7 @@
 use std::sync::Arc;
 
 use crate::device::wgpu::params::Params;
+use crate::device::wgpu::state::Pipeline;
 use crate::device::wgpu::{Context, WgpuBuffer};
 use crate::device::wgpu_shader::{self, Reductions};
 use crate::error::{Error, Result};
@@ -43,21 +44,6 @@ pub struct Kernel {
     /// Entry point name.
     pub entry: &'static str,
 }
-
-/// A compute pipeline with its explicit bind-group layout.
-pub(crate) struct Pipeline {
-    pipeline: wgpu::ComputePipeline,
-    layout: wgpu::BindGroupLayout,
-    /// Whether the entry reads the parameter block (binding 0).
-    params: bool,
-}
-
-/// Bind groups kept per (layout, storage bindings); cleared when the pool frees buffers
-/// (a cached bind group keeps its buffers alive) and when it grows past [`BIND_GROUPS_CAP`].
-pub(crate) type BindGroupCache = std::collections::HashMap<
-    (wgpu::BindGroupLayout, Vec<(u32, wgpu::Buffer, u64, u64)>),
-    wgpu::BindGroup,
->;
 
 /// Cached bind groups past which the cache starts over.
 const BIND_GROUPS_CAP: usize = 8192;

@@ -16,6 +16,7 @@ mod layout;
 pub mod params;
 mod recorder;
 mod split;
+mod state;
 
 pub use block::BlockBuffers;
 pub use buffer::WgpuBuffer;

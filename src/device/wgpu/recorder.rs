@@ -25,45 +25,13 @@
 use std::sync::atomic::Ordering;
 
 use crate::device::wgpu::layout::PARAM_BYTES;
+use crate::device::wgpu::state::{Recorder, RING_BYTES};
 use crate::device::wgpu::Context;
 use crate::error::{Error, Result};
 
 /// Uploads up to this many bytes are recorded through the staging belt while a recording
 /// is open (also the belt's chunk size).
 const BELT_CHUNK: u64 = 4 << 20;
-
-/// The ring's size in bytes: the parameter slots one recording may use.
-pub(super) const RING_BYTES: u64 = 1 << 20;
-
-/// The open recording of a context.
-#[derive(Default)]
-pub(crate) struct Recorder {
-    encoder: Option<wgpu::CommandEncoder>,
-    pass: Option<wgpu::ComputePass<'static>>,
-    /// Parameter words staged for the ring, one slot per dispatch.
-    params: Vec<u8>,
-    /// Buffers freed during the recording: recorded commands may still use them.
-    freed: std::collections::HashSet<wgpu::Buffer>,
-    /// Mapped staging chunks for uploads recorded into the encoder.
-    belt: Option<wgpu::util::StagingBelt>,
-}
-
-impl Recorder {
-    fn is_open(&self) -> bool {
-        self.encoder.is_some()
-    }
-
-    fn encoder(&mut self, ctx: &Context) -> &mut wgpu::CommandEncoder {
-        // A copy or clear ends the open compute pass: they are recorded outside passes.
-        self.pass = None;
-        self.encoder.get_or_insert_with(|| {
-            ctx.device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("espalier"),
-                })
-        })
-    }
-}
 
 impl Context {
     fn recorder(&self) -> std::sync::MutexGuard<'_, Recorder> {
@@ -100,7 +68,7 @@ impl Context {
             r.params[start..start + words.len() * 4].copy_from_slice(bytemuck::cast_slice(words));
         }
         if r.pass.is_none() {
-            let enc = r.encoder(self);
+            let enc = r.encoder(&self.device);
             let pass = enc
                 .begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(label),
@@ -129,14 +97,14 @@ impl Context {
         size: u64,
     ) {
         let mut r = self.recorder();
-        r.encoder(self)
+        r.encoder(&self.device)
             .copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size);
     }
 
     /// Records zeroing the whole of `buffer`.
     pub(super) fn record_clear(&self, buffer: &wgpu::Buffer) {
         let mut r = self.recorder();
-        r.encoder(self).clear_buffer(buffer, 0, None);
+        r.encoder(&self.device).clear_buffer(buffer, 0, None);
     }
 
     /// Returns a freed buffer to the pool, remembering it while a recording is open (see
