@@ -7,8 +7,9 @@
 //! - `∂op(B) = op(A)ᵀ · ḡ`: `B̄ = matmul(A, ḡ, !ta, false)` or `B̄ = matmul(ḡ, A, true, ta)`.
 //!
 //! CPU kernel: the `gemm` crate (the GEMM of faer and candle). It packs cache-blocked
-//! panels for SIMD micro-kernels chosen at run time (AVX2/FMA, AVX-512 or NEON), for f32
-//! and f64 (the f64 path serves gradient checks), takes arbitrary row and column strides,
+//! panels for SIMD micro-kernels chosen at run time (AVX2/FMA on x86-64, NEON on ARM; its
+//! AVX-512 kernels, behind the crate's `x86-v4` feature, are left off: no clear gain on the
+//! LSTM here, and a longer build), for f32 and f64 (the f64 path serves gradient checks), takes arbitrary row and column strides,
 //! which is what lets the transpose flags cost nothing, and threads over rayon's pool, so
 //! one pool owns the cores. On the products of a SAGE-LSTM layer it took 14% less CPU time
 //! than `matrixmultiply` split over rayon by row blocks, each block repacking the other
