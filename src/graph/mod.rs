@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod io;
 pub mod sample;
 pub mod slice;
+pub(crate) mod slice_masks;
 pub mod synth;
 
 pub use array::Array;
@@ -19,6 +20,7 @@ pub use csr::Csr;
 pub use dataset::{Dataset, LoadOptions, Split};
 pub use sample::{full_blocks, sample_blocks, Sampler};
 pub use slice::{BlockSizes, Slicer};
+pub use slice_masks::Footprints;
 
 /// Datasets known by name, with the folder OGB's loaders give them under their root
 /// (`ogbn-arxiv` lives in `ROOT/ogbn_arxiv/`).

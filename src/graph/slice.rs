@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::graph::slice_masks::{Footprints, LISTS_PER_WALK};
 use crate::graph::{degree_histogram, Block};
 
 const UNMARKED: u32 = u32::MAX;
@@ -193,10 +194,32 @@ impl Slicer {
         Ok(out)
     }
 
-    /// [`Slicer::sizes`] of every list in `lists`, computed in parallel (each call walks
-    /// only its own footprint, with its own marker).
+    /// [`Slicer::sizes`] of every list in `lists` (equal to it, list by list). Lists that
+    /// together hold at least a quarter of the batch's seeds are sized by [`Footprints`],
+    /// one walk of the full blocks per [`LISTS_PER_WALK`] lists; fewer seeds, or one list,
+    /// are walked list by list in parallel, each over its own footprint only.
     pub fn sizes_all<S: AsRef<[u32]> + Sync>(&self, lists: &[S]) -> Result<Vec<Vec<BlockSizes>>> {
-        lists.par_iter().map(|s| self.sizes(s.as_ref())).collect()
+        let seeds: usize = lists.iter().map(|s| s.as_ref().len()).sum();
+        if lists.len() < 2 || seeds * 4 < self.seed_row.len() {
+            return lists.par_iter().map(|s| self.sizes(s.as_ref())).collect();
+        }
+        let mut out = Vec::with_capacity(lists.len());
+        for group in lists.chunks(LISTS_PER_WALK) {
+            out.extend(self.footprints(group)?.sizes());
+        }
+        Ok(out)
+    }
+
+    /// Which of `lists` (seed lists, each without repeats) reach each node of the full
+    /// blocks, from one walk: the sizes of each list, and of any union of them, without
+    /// walking again. Memory: one bit per list per node of every layer, rounded up to
+    /// 64 lists.
+    pub fn footprints<S: AsRef<[u32]> + Sync>(&self, lists: &[S]) -> Result<Footprints> {
+        let rows = lists
+            .par_iter()
+            .map(|s| self.seed_rows(s.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Footprints::walk(&self.blocks, &rows))
     }
 
     /// The sizes of the full batch's blocks.
@@ -516,6 +539,60 @@ mod tests {
             );
             assert_eq!(s.sizes(&part).unwrap(), built, "{take} seeds");
         }
+    }
+
+    #[test]
+    fn sizes_of_many_lists_and_of_their_unions_equal_each_sized_alone() {
+        // 2,000 nodes reading 6 others (one repeated), every fifth node itself too.
+        let n = 2000u32;
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        for v in 0..n {
+            for j in [0, 1, 7, 31, 64, 64, 99] {
+                src.push((v * 13 + j * 17) % n);
+                dst.push(v);
+            }
+            if v % 5 == 0 {
+                src.push(v);
+                dst.push(v);
+            }
+        }
+        let g = Csr::from_edges(n as usize, &src, &dst).unwrap();
+        let seeds: Vec<u32> = (0..n).step_by(2).collect();
+        let blocks: Vec<Arc<Block>> = sample_blocks(&g, &seeds, &[3, -1, 4], 5)
+            .unwrap()
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let s = Slicer::new(&blocks).unwrap();
+        // Disjoint lists: 8 (one mask word), 70 (two), 300 (two walks); then overlapping
+        // lists, one of them empty.
+        let dealt = |k: usize| -> Vec<Vec<u32>> {
+            (0..k)
+                .map(|c| seeds.iter().copied().skip(c).step_by(k).collect())
+                .collect()
+        };
+        let mut overlapping = vec![seeds.clone(), seeds[..300].to_vec(), Vec::new()];
+        overlapping.push(seeds.iter().rev().step_by(3).copied().collect());
+        for lists in [dealt(8), dealt(70), dealt(300), overlapping] {
+            let alone: Vec<Vec<BlockSizes>> = lists.iter().map(|l| s.sizes(l).unwrap()).collect();
+            assert_eq!(s.sizes_all(&lists).unwrap(), alone, "{} lists", lists.len());
+        }
+        // One walk of 300 lists (masks of 5 words).
+        let lists = dealt(300);
+        let alone: Vec<Vec<BlockSizes>> = lists.iter().map(|l| s.sizes(l).unwrap()).collect();
+        assert_eq!(s.footprints(&lists).unwrap().sizes(), alone);
+        // Unions of the 70 lists (one list in no group), against their seeds sized alone.
+        let lists = dealt(70);
+        let f = s.footprints(&lists).unwrap();
+        let groups: Vec<Vec<usize>> = vec![vec![0, 69, 3], (4..40).collect(), vec![], vec![41]];
+        for (g, sizes) in groups.iter().zip(f.union_sizes(&groups)) {
+            let seeds: Vec<u32> = g.iter().flat_map(|&i| lists[i].iter().copied()).collect();
+            assert_eq!(sizes, s.sizes(&seeds).unwrap(), "group {g:?}");
+        }
+        let mut repeated = dealt(4);
+        let again = repeated[2][0];
+        repeated[2].push(again);
+        assert!(s.sizes_all(&repeated).is_err());
     }
 
     #[test]

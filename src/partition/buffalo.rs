@@ -26,6 +26,7 @@
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::graph::slice_masks::LISTS_PER_WALK;
 use crate::graph::{Block, BlockSizes, Buckets, Csr, Slicer};
 use crate::partition::buffalo_model::{item_sizes, Clusters, GroupModel};
 use crate::partition::grem::{grem_partition, GremOptions};
@@ -108,8 +109,17 @@ pub fn buffalo_plan(
     let global = |local: &[u32]| -> Vec<u32> { local.iter().map(|&d| seeds[d as usize]).collect() };
     let (items, cluster, known) = split_buckets(seeds, slicer, k, seed, bytes, opts, &full)?;
     let globals: Vec<Vec<u32>> = items.iter().map(|it| global(it)).collect();
-    let sizes = item_sizes(slicer, &globals, known)?;
-    let clusters = Clusters::new(slicer, &globals, &sizes, &cluster)?;
+    // The items' footprints, from which every item's, cluster's and group's sizes are
+    // counted without another walk (up to LISTS_PER_WALK items; past that, walked).
+    let prints = match globals.len() <= LISTS_PER_WALK {
+        true => Some(slicer.footprints(&globals)?),
+        false => None,
+    };
+    let sizes = match &prints {
+        Some(f) => f.sizes(),
+        None => item_sizes(slicer, &globals, known)?,
+    };
+    let clusters = Clusters::new(slicer, prints.as_ref(), &globals, &sizes, &cluster)?;
     let model = Model {
         full: &full,
         sizes: &sizes,
@@ -134,10 +144,16 @@ pub fn buffalo_plan(
         local.sort_unstable();
         global(&local)
     };
-    // The groups' exact sizes, in parallel.
+    // The groups' exact sizes: unions of the items' footprints, or walked in parallel.
     let exact = |groups: &[&[usize]]| -> Result<Vec<u64>> {
-        let lists: Vec<Vec<u32>> = groups.iter().map(|m| seeds_of(m)).collect();
-        Ok(slicer.sizes_all(&lists)?.iter().map(|s| bytes(s)).collect())
+        let sizes = match &prints {
+            Some(f) => f.union_sizes(groups),
+            None => {
+                let lists: Vec<Vec<u32>> = groups.iter().map(|m| seeds_of(m)).collect();
+                slicer.sizes_all(&lists)?
+            }
+        };
+        Ok(sizes.iter().map(|s| bytes(s)).collect())
     };
     let all: Vec<&[usize]> = members.iter().map(Vec::as_slice).collect();
     let mut est = exact(&all)?;

@@ -22,7 +22,7 @@
 
 use rayon::prelude::*;
 
-use crate::graph::{BlockSizes, Slicer};
+use crate::graph::{BlockSizes, Footprints, Slicer};
 
 /// Exact sizes and redundancy of every cluster.
 #[derive(Clone, Debug)]
@@ -38,34 +38,41 @@ pub struct Clusters {
 
 impl Clusters {
     /// Measures cluster `c` as the union of the items `i` with `cluster[i] == c`
-    /// (`items[i]` global seeds, `item_sizes[i]` their exact sizes).
+    /// (`items[i]` global seeds, `item_sizes[i]` their exact sizes): counted from `prints`
+    /// (the items' footprints) where given, else walked.
     pub fn new(
         slicer: &Slicer,
+        prints: Option<&Footprints>,
         items: &[Vec<u32>],
         item_sizes: &[Vec<BlockSizes>],
         cluster: &[usize],
     ) -> crate::Result<Clusters> {
         let n = cluster.iter().map(|&c| c + 1).max().unwrap_or(0);
         let mut members: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut of: Vec<Vec<usize>> = vec![Vec::new(); n];
         let layers = item_sizes.first().map_or(0, Vec::len);
         let (mut src, mut edges) = (vec![vec![0usize; layers]; n], vec![vec![0usize; layers]; n]);
-        for ((it, sz), &c) in items.iter().zip(item_sizes).zip(cluster) {
+        for (i, ((it, sz), &c)) in items.iter().zip(item_sizes).zip(cluster).enumerate() {
             members[c].extend_from_slice(it);
+            of[c].push(i);
             for (l, b) in sz.iter().enumerate() {
                 src[c][l] += b.num_src;
                 edges[c][l] += b.num_edges;
             }
         }
-        let sizes = members
-            .par_iter()
-            .map(|m| {
-                if m.is_empty() {
-                    Ok(vec![BlockSizes::default(); layers])
-                } else {
-                    slicer.sizes(m)
-                }
-            })
-            .collect::<crate::Result<Vec<_>>>()?;
+        let sizes = match prints {
+            Some(f) if f.lists() == items.len() => f.union_sizes(&of),
+            _ => members
+                .par_iter()
+                .map(|m| {
+                    if m.is_empty() {
+                        Ok(vec![BlockSizes::default(); layers])
+                    } else {
+                        slicer.sizes(m)
+                    }
+                })
+                .collect::<crate::Result<Vec<_>>>()?,
+        };
         let ratio = |sum: usize, own: usize| {
             if own == 0 {
                 1.0

@@ -1,0 +1,355 @@
+//! Block sizes of many seed lists at once, and of unions of them: one walk of the full
+//! blocks that carries, per node, the set of lists that reach it ([`Footprints`]).
+//!
+//! Sizing each list on its own walks every list's footprint, so n lists that together cover
+//! the batch cost the batch's edges times their redundancy (the partitioners size dozens to
+//! hundreds of pieces of one batch). Here every dst row of a full block holds a bitmask
+//! of the lists whose micro-batch contains it; a layer's source masks are the OR of the
+//! masks of the rows that read each source (and of the source's own row, a dst row is its
+//! own source), pulled in parallel through the block's transposed CSR. So a layer costs
+//! its full block's edges once per 64 lists, plus one step per (node, list) pair for the
+//! counts. Once walked, the sizes of any union of the lists (a group of items, a cluster)
+//! are counted from the kept masks without walking an edge. The counts are integers: the
+//! sizes equal the list-by-list walk's exactly.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::graph::{Block, BlockSizes};
+
+/// Lists per walk in [`Slicer::sizes_all`](crate::graph::Slicer::sizes_all): masks of
+/// this many bits per node (4 words).
+pub(crate) const LISTS_PER_WALK: usize = 256;
+
+/// Dst rows (or src nodes) per parallel task.
+const TASK: usize = 4096;
+
+/// Which lists reach each node of every layer of a batch's full blocks.
+pub struct Footprints {
+    blocks: Vec<Arc<Block>>,
+    lists: usize,
+    words: usize,
+    /// `dst[l]`: the masks of block `l`'s dst rows (`words` per row); block `l`'s sources
+    /// are block `l - 1`'s dst rows, and the input block's are `input_src`.
+    dst: Vec<Vec<u64>>,
+    input_src: Vec<u64>,
+    /// Per block, a bit per dst row that reads itself.
+    self_loops: Vec<Vec<u64>>,
+}
+
+impl Footprints {
+    /// Walks `lists` (each of distinct output-block rows) down the full `blocks` (input
+    /// layer first).
+    pub(crate) fn walk(blocks: &[Arc<Block>], lists: &[Vec<u32>]) -> Footprints {
+        let words = lists.len().div_ceil(64).max(1);
+        let top = blocks.last().map_or(0, |b| b.num_dst);
+        let mut rows = vec![0u64; top * words];
+        for (c, list) in lists.iter().enumerate() {
+            for &r in list {
+                rows[r as usize * words + c / 64] |= 1 << (c % 64);
+            }
+        }
+        let mut dst = vec![Vec::new(); blocks.len()];
+        for l in (0..blocks.len()).rev() {
+            let src = src_masks(&blocks[l], &rows, words);
+            dst[l] = std::mem::replace(&mut rows, src);
+        }
+        let self_loops = blocks
+            .par_iter()
+            .map(|b| {
+                let mut bits = vec![0u64; b.num_dst.div_ceil(64)];
+                for r in 0..b.num_dst {
+                    if b.neighbors(r).contains(&(r as u32)) {
+                        bits[r / 64] |= 1 << (r % 64);
+                    }
+                }
+                bits
+            })
+            .collect();
+        Footprints {
+            blocks: blocks.to_vec(),
+            lists: lists.len(),
+            words,
+            dst,
+            input_src: rows,
+            self_loops,
+        }
+    }
+
+    /// The lists walked.
+    pub fn lists(&self) -> usize {
+        self.lists
+    }
+
+    /// The sizes of every walked list, input layer first: each equal to
+    /// [`Slicer::sizes`](crate::graph::Slicer::sizes) of the list alone.
+    pub fn sizes(&self) -> Vec<Vec<BlockSizes>> {
+        let each: Vec<u32> = (0..self.lists as u32).collect();
+        self.counted(&each, self.lists)
+    }
+
+    /// The sizes of each union of lists in `groups` (list indices; a list may be in one
+    /// group at most), input layer first: what [`Slicer::sizes`] gives for the seeds of the
+    /// group's lists together.
+    ///
+    /// [`Slicer::sizes`]: crate::graph::Slicer::sizes
+    pub fn union_sizes<G: AsRef<[usize]>>(&self, groups: &[G]) -> Vec<Vec<BlockSizes>> {
+        let mut group = vec![NONE; self.lists];
+        for (g, members) in groups.iter().enumerate() {
+            for &i in members.as_ref() {
+                if i < self.lists {
+                    group[i] = g as u32;
+                }
+            }
+        }
+        self.counted(&group, groups.len())
+    }
+
+    /// Per group (`group[list]`, [`NONE`] for none) and layer, the sizes of the nodes the
+    /// group's lists reach.
+    fn counted(&self, group: &[u32], n: usize) -> Vec<Vec<BlockSizes>> {
+        let grouping = Grouping::new(group, n, self.words);
+        let mut layers: Vec<Vec<Counts>> = (0..self.blocks.len())
+            .map(|l| self.dst_counts(l, &grouping))
+            .collect();
+        // Block `l`'s sources are block `l - 1`'s dst rows; the input block's are counted.
+        for l in (1..layers.len()).rev() {
+            let (below, above) = layers.split_at_mut(l);
+            for (c, b) in above[0].iter_mut().zip(&below[l - 1]) {
+                c.num_src = b.num_dst;
+            }
+        }
+        if let Some(input) = layers.first_mut() {
+            for (c, s) in input
+                .iter_mut()
+                .zip(self.src_counts(&self.input_src, &grouping))
+            {
+                c.num_src = s.num_src;
+            }
+        }
+        (0..n)
+            .map(|g| layers.iter().map(|l| l[g].sizes()).collect())
+            .collect()
+    }
+
+    fn dst_counts(&self, l: usize, grouping: &Grouping<'_>) -> Vec<Counts> {
+        let (full, loops, w, n) = (&self.blocks[l], &self.self_loops[l], self.words, grouping.n);
+        self.dst[l]
+            .par_chunks(TASK * w)
+            .enumerate()
+            .map(|(t, chunk)| {
+                let mut c = vec![Counts::default(); n];
+                let mut seen = vec![usize::MAX; n];
+                for (i, m) in chunk.chunks_exact(w).enumerate() {
+                    let r = t * TASK + i;
+                    let (degree, has_loop) = (full.degree(r), (loops[r / 64] >> (r % 64)) & 1);
+                    grouping.each(m, r, &mut seen, |g| c[g].add_dst(degree, has_loop as usize));
+                }
+                c
+            })
+            .reduce(|| vec![Counts::default(); n], merge_all)
+    }
+
+    fn src_counts(&self, src: &[u64], grouping: &Grouping<'_>) -> Vec<Counts> {
+        let (w, n) = (self.words, grouping.n);
+        src.par_chunks(TASK * w)
+            .enumerate()
+            .map(|(t, chunk)| {
+                let mut c = vec![Counts::default(); n];
+                let mut seen = vec![usize::MAX; n];
+                for (i, m) in chunk.chunks_exact(w).enumerate() {
+                    grouping.each(m, t * TASK + i, &mut seen, |g| c[g].num_src += 1);
+                }
+                c
+            })
+            .reduce(|| vec![Counts::default(); n], merge_all)
+    }
+}
+
+/// No group.
+const NONE: u32 = u32::MAX;
+
+/// How a node's list mask maps to the groups it counts in (each group once per node,
+/// however many of its lists reach the node).
+struct Grouping<'a> {
+    group: &'a [u32],
+    n: usize,
+    /// Up to 64 groups: per byte of the mask and byte value, the mask of the groups its
+    /// lists belong to, so a node costs one lookup per non-zero byte and one step per
+    /// group; `None`: one step per list, with a last-node stamp per group.
+    table: Option<Vec<u64>>,
+}
+
+impl<'a> Grouping<'a> {
+    fn new(group: &'a [u32], n: usize, words: usize) -> Grouping<'a> {
+        let identity = group.iter().enumerate().all(|(i, &g)| g as usize == i);
+        let table = (n <= 64 && !identity).then(|| {
+            let mut t = vec![0u64; words * 8 * 256];
+            for (j, row) in t.chunks_exact_mut(256).enumerate() {
+                for (b, cell) in row.iter_mut().enumerate() {
+                    for k in 0..8 {
+                        let g = group.get(j * 8 + k).copied().unwrap_or(NONE);
+                        if b >> k & 1 == 1 && g != NONE {
+                            *cell |= 1 << g;
+                        }
+                    }
+                }
+            }
+            t
+        });
+        Grouping { group, n, table }
+    }
+
+    /// Calls `f` once with each group whose lists `mask` (node `node`'s) holds.
+    #[inline]
+    fn each(&self, mask: &[u64], node: usize, seen: &mut [usize], mut f: impl FnMut(usize)) {
+        if let Some(t) = &self.table {
+            let mut groups = 0u64;
+            for (w, &word) in mask.iter().enumerate() {
+                let mut rest = word;
+                while rest != 0 {
+                    let j = rest.trailing_zeros() as usize / 8;
+                    groups |= t[(w * 8 + j) * 256 + (word >> (8 * j) & 255) as usize];
+                    rest &= !(255u64 << (8 * j));
+                }
+            }
+            while groups != 0 {
+                f(groups.trailing_zeros() as usize);
+                groups &= groups - 1;
+            }
+            return;
+        }
+        for (w, &word) in mask.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let g = self.group[w * 64 + bits.trailing_zeros() as usize];
+                bits &= bits - 1;
+                if g != NONE && seen[g as usize] != node {
+                    seen[g as usize] = node;
+                    f(g as usize);
+                }
+            }
+        }
+    }
+}
+
+/// The masks of `full`'s sources: each the OR of its own row's mask (a dst row is its own
+/// first source) and the masks of the rows that read it.
+fn src_masks(full: &Block, rows: &[u64], words: usize) -> Vec<u64> {
+    match words {
+        1 => src_masks_of::<1>(full, rows),
+        2 => src_masks_of::<2>(full, rows),
+        3 => src_masks_of::<3>(full, rows),
+        4 => src_masks_of::<4>(full, rows),
+        _ => {
+            // Past 256 lists: 4 words at a time.
+            let parts: Vec<Vec<u64>> = (0..words)
+                .step_by(4)
+                .map(|w0| {
+                    let w = (words - w0).min(4);
+                    let part: Vec<u64> = rows
+                        .chunks_exact(words)
+                        .flat_map(|m| m[w0..w0 + w].iter().copied())
+                        .collect();
+                    src_masks(full, &part, w)
+                })
+                .collect();
+            let mut src = vec![0u64; full.num_src * words];
+            for (p, w0) in parts.iter().zip((0..words).step_by(4)) {
+                let w = (words - w0).min(4);
+                for (m, from) in src.chunks_exact_mut(words).zip(p.chunks_exact(w)) {
+                    m[w0..w0 + w].copy_from_slice(from);
+                }
+            }
+            src
+        }
+    }
+}
+
+/// [`src_masks`] with `W` words per mask.
+fn src_masks_of<const W: usize>(full: &Block, rows: &[u64]) -> Vec<u64> {
+    let mut src = vec![0u64; full.num_src * W];
+    src.par_chunks_mut(TASK * W)
+        .enumerate()
+        .for_each(|(t, chunk)| {
+            for (i, m) in chunk.chunks_exact_mut(W).enumerate() {
+                let u = t * TASK + i;
+                let mut acc = [0u64; W];
+                if u < full.num_dst {
+                    acc = mask::<W>(rows, u);
+                }
+                let readers = &full.t_dst[full.t_indptr[u] as usize..full.t_indptr[u + 1] as usize];
+                for &r in readers {
+                    let from = mask::<W>(rows, r as usize);
+                    for w in 0..W {
+                        acc[w] |= from[w];
+                    }
+                }
+                m.copy_from_slice(&acc);
+            }
+        });
+    src
+}
+
+/// Row `r`'s mask of `W` words.
+#[inline]
+fn mask<const W: usize>(rows: &[u64], r: usize) -> [u64; W] {
+    let mut m = [0u64; W];
+    m.copy_from_slice(&rows[r * W..(r + 1) * W]);
+    m
+}
+
+/// One group's counts in one layer.
+#[derive(Clone, Default)]
+struct Counts {
+    num_src: usize,
+    num_dst: usize,
+    num_edges: usize,
+    self_loops: usize,
+    degree_hist: Vec<usize>,
+}
+
+impl Counts {
+    #[inline]
+    fn add_dst(&mut self, degree: usize, has_loop: usize) {
+        self.num_dst += 1;
+        self.num_edges += degree;
+        self.self_loops += has_loop;
+        if self.degree_hist.len() <= degree {
+            self.degree_hist.resize(degree + 1, 0);
+        }
+        self.degree_hist[degree] += 1;
+    }
+
+    fn merge(&mut self, o: &Counts) {
+        self.num_src += o.num_src;
+        self.num_dst += o.num_dst;
+        self.num_edges += o.num_edges;
+        self.self_loops += o.self_loops;
+        if self.degree_hist.len() < o.degree_hist.len() {
+            self.degree_hist.resize(o.degree_hist.len(), 0);
+        }
+        for (a, b) in self.degree_hist.iter_mut().zip(&o.degree_hist) {
+            *a += b;
+        }
+    }
+
+    fn sizes(&self) -> BlockSizes {
+        BlockSizes {
+            num_src: self.num_src,
+            num_dst: self.num_dst,
+            num_edges: self.num_edges,
+            degree_hist: self.degree_hist.clone(),
+            self_loops: self.self_loops,
+        }
+    }
+}
+
+fn merge_all(a: Vec<Counts>, b: Vec<Counts>) -> Vec<Counts> {
+    let (mut a, b) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    for (x, y) in a.iter_mut().zip(&b) {
+        x.merge(y);
+    }
+    a
+}
