@@ -584,7 +584,9 @@ mod tests {
         // Unions of the 70 lists (one list in no group), against their seeds sized alone.
         let lists = dealt(70);
         let f = s.footprints(&lists).unwrap();
-        let groups: Vec<Vec<usize>> = vec![vec![0, 69, 3], (4..40).collect(), vec![], vec![41]];
+        let mut groups: Vec<Vec<usize>> = vec![vec![0, 69, 3], (4..40).collect(), vec![], vec![41]];
+        // Groups sharing lists, and more than 64 groups.
+        groups.extend((0..70).map(|i| vec![i, (i + 1) % 70]));
         for (g, sizes) in groups.iter().zip(f.union_sizes(&groups)) {
             let seeds: Vec<u32> = g.iter().flat_map(|&i| lists[i].iter().copied()).collect();
             assert_eq!(sizes, s.sizes(&seeds).unwrap(), "group {g:?}");

@@ -85,33 +85,36 @@ impl Footprints {
     /// The sizes of every walked list, input layer first: each equal to
     /// [`Slicer::sizes`](crate::graph::Slicer::sizes) of the list alone.
     pub fn sizes(&self) -> Vec<Vec<BlockSizes>> {
-        let each: Vec<u32> = (0..self.lists as u32).collect();
-        self.counted(&each, self.lists)
+        let each: Vec<[usize; 1]> = (0..self.lists).map(|i| [i]).collect();
+        self.union_sizes(&each)
     }
 
-    /// The sizes of each union of lists in `groups` (list indices; a list may be in one
-    /// group at most), input layer first: what [`Slicer::sizes`] gives for the seeds of the
+    /// The sizes of each union of lists in `groups` (list indices; groups may share
+    /// lists), input layer first: what [`Slicer::sizes`] gives for the seeds of the
     /// group's lists together.
     ///
     /// [`Slicer::sizes`]: crate::graph::Slicer::sizes
     pub fn union_sizes<G: AsRef<[usize]>>(&self, groups: &[G]) -> Vec<Vec<BlockSizes>> {
-        let mut group = vec![NONE; self.lists];
-        for (g, members) in groups.iter().enumerate() {
-            for &i in members.as_ref() {
-                if i < self.lists {
-                    group[i] = g as u32;
+        let mut out = Vec::with_capacity(groups.len());
+        for chunk in groups.chunks(64) {
+            // Per list, the groups of this chunk that hold it.
+            let mut member = vec![0u64; self.lists];
+            for (g, lists) in chunk.iter().enumerate() {
+                for &i in lists.as_ref() {
+                    if let Some(m) = member.get_mut(i) {
+                        *m |= 1 << g;
+                    }
                 }
             }
+            out.extend(self.counted(&Grouping::new(&member, chunk.len(), self.words)));
         }
-        self.counted(&group, groups.len())
+        out
     }
 
-    /// Per group (`group[list]`, [`NONE`] for none) and layer, the sizes of the nodes the
-    /// group's lists reach.
-    fn counted(&self, group: &[u32], n: usize) -> Vec<Vec<BlockSizes>> {
-        let grouping = Grouping::new(group, n, self.words);
+    /// Per group of `grouping` and layer, the sizes of the nodes the group's lists reach.
+    fn counted(&self, grouping: &Grouping) -> Vec<Vec<BlockSizes>> {
         let mut layers: Vec<Vec<Counts>> = (0..self.blocks.len())
-            .map(|l| self.dst_counts(l, &grouping))
+            .map(|l| self.dst_counts(l, grouping))
             .collect();
         // Block `l`'s sources are block `l - 1`'s dst rows; the input block's are counted.
         for l in (1..layers.len()).rev() {
@@ -123,43 +126,40 @@ impl Footprints {
         if let Some(input) = layers.first_mut() {
             for (c, s) in input
                 .iter_mut()
-                .zip(self.src_counts(&self.input_src, &grouping))
+                .zip(self.src_counts(&self.input_src, grouping))
             {
                 c.num_src = s.num_src;
             }
         }
-        (0..n)
+        (0..grouping.n)
             .map(|g| layers.iter().map(|l| l[g].sizes()).collect())
             .collect()
     }
 
-    fn dst_counts(&self, l: usize, grouping: &Grouping<'_>) -> Vec<Counts> {
+    fn dst_counts(&self, l: usize, grouping: &Grouping) -> Vec<Counts> {
         let (full, loops, w, n) = (&self.blocks[l], &self.self_loops[l], self.words, grouping.n);
         self.dst[l]
             .par_chunks(TASK * w)
             .enumerate()
             .map(|(t, chunk)| {
                 let mut c = vec![Counts::default(); n];
-                let mut seen = vec![usize::MAX; n];
                 for (i, m) in chunk.chunks_exact(w).enumerate() {
                     let r = t * TASK + i;
                     let (degree, has_loop) = (full.degree(r), (loops[r / 64] >> (r % 64)) & 1);
-                    grouping.each(m, r, &mut seen, |g| c[g].add_dst(degree, has_loop as usize));
+                    grouping.each(m, |g| c[g].add_dst(degree, has_loop as usize));
                 }
                 c
             })
             .reduce(|| vec![Counts::default(); n], merge_all)
     }
 
-    fn src_counts(&self, src: &[u64], grouping: &Grouping<'_>) -> Vec<Counts> {
+    fn src_counts(&self, src: &[u64], grouping: &Grouping) -> Vec<Counts> {
         let (w, n) = (self.words, grouping.n);
         src.par_chunks(TASK * w)
-            .enumerate()
-            .map(|(t, chunk)| {
+            .map(|chunk| {
                 let mut c = vec![Counts::default(); n];
-                let mut seen = vec![usize::MAX; n];
-                for (i, m) in chunk.chunks_exact(w).enumerate() {
-                    grouping.each(m, t * TASK + i, &mut seen, |g| c[g].num_src += 1);
+                for m in chunk.chunks_exact(w) {
+                    grouping.each(m, |g| c[g].num_src += 1);
                 }
                 c
             })
@@ -167,69 +167,44 @@ impl Footprints {
     }
 }
 
-/// No group.
-const NONE: u32 = u32::MAX;
-
-/// How a node's list mask maps to the groups it counts in (each group once per node,
-/// however many of its lists reach the node).
-struct Grouping<'a> {
-    group: &'a [u32],
+/// How a node's list mask maps to the (at most 64) groups it counts in: per byte of the
+/// mask and byte value, the mask of the groups its lists belong to, so a node costs one
+/// lookup per non-zero byte and one step per group it counts in, each group once however
+/// many of its lists reach the node.
+struct Grouping {
     n: usize,
-    /// Up to 64 groups: per byte of the mask and byte value, the mask of the groups its
-    /// lists belong to, so a node costs one lookup per non-zero byte and one step per
-    /// group; `None`: one step per list, with a last-node stamp per group.
-    table: Option<Vec<u64>>,
+    table: Vec<u64>,
 }
 
-impl<'a> Grouping<'a> {
-    fn new(group: &'a [u32], n: usize, words: usize) -> Grouping<'a> {
-        let identity = group.iter().enumerate().all(|(i, &g)| g as usize == i);
-        let table = (n <= 64 && !identity).then(|| {
-            let mut t = vec![0u64; words * 8 * 256];
-            for (j, row) in t.chunks_exact_mut(256).enumerate() {
-                for (b, cell) in row.iter_mut().enumerate() {
-                    for k in 0..8 {
-                        let g = group.get(j * 8 + k).copied().unwrap_or(NONE);
-                        if b >> k & 1 == 1 && g != NONE {
-                            *cell |= 1 << g;
-                        }
-                    }
+impl Grouping {
+    /// `member[list]`: the groups that hold the list.
+    fn new(member: &[u64], n: usize, words: usize) -> Grouping {
+        let mut table = vec![0u64; words * 8 * 256];
+        for (j, row) in table.chunks_exact_mut(256).enumerate() {
+            for (b, cell) in row.iter_mut().enumerate() {
+                for k in (0..8).filter(|k| b >> k & 1 == 1) {
+                    *cell |= member.get(j * 8 + k).copied().unwrap_or(0);
                 }
             }
-            t
-        });
-        Grouping { group, n, table }
+        }
+        Grouping { n, table }
     }
 
-    /// Calls `f` once with each group whose lists `mask` (node `node`'s) holds.
+    /// Calls `f` once with each group whose lists `mask` holds.
     #[inline]
-    fn each(&self, mask: &[u64], node: usize, seen: &mut [usize], mut f: impl FnMut(usize)) {
-        if let Some(t) = &self.table {
-            let mut groups = 0u64;
-            for (w, &word) in mask.iter().enumerate() {
-                let mut rest = word;
-                while rest != 0 {
-                    let j = rest.trailing_zeros() as usize / 8;
-                    groups |= t[(w * 8 + j) * 256 + (word >> (8 * j) & 255) as usize];
-                    rest &= !(255u64 << (8 * j));
-                }
-            }
-            while groups != 0 {
-                f(groups.trailing_zeros() as usize);
-                groups &= groups - 1;
-            }
-            return;
-        }
+    fn each(&self, mask: &[u64], mut f: impl FnMut(usize)) {
+        let mut groups = 0u64;
         for (w, &word) in mask.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let g = self.group[w * 64 + bits.trailing_zeros() as usize];
-                bits &= bits - 1;
-                if g != NONE && seen[g as usize] != node {
-                    seen[g as usize] = node;
-                    f(g as usize);
-                }
+            let mut rest = word;
+            while rest != 0 {
+                let j = rest.trailing_zeros() as usize / 8;
+                groups |= self.table[(w * 8 + j) * 256 + (word >> (8 * j) & 255) as usize];
+                rest &= !(255u64 << (8 * j));
             }
+        }
+        while groups != 0 {
+            f(groups.trailing_zeros() as usize);
+            groups &= groups - 1;
         }
     }
 }
