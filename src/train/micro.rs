@@ -722,7 +722,7 @@ pub(crate) fn with_held_grads<T>(params: &[Tensor], f: impl FnOnce() -> Result<T
             for (p, held) in params.iter().zip(held) {
                 if let Some(acc) = held {
                     if let Some(fresh) = p.grad() {
-                        ops::add_assign(&acc, &fresh)?;
+                        crate::autograd::add_assign(&acc, &fresh)?;
                     }
                     p.set_grad(Some(acc));
                 }
