@@ -1,9 +1,9 @@
 //! Micro-batch training of one batch with exact gradient accumulation: a stage of the
-//! trainer, functions over the [`State`] it owns ([`run_batch`], the planner [`plan`]).
+//! trainer, functions over the [`State`] it owns (`run_batch`, the planner `plan`).
 //!
 //! The batch is sampled once. A [`Partitioner`](crate::partition::Partitioner) splits its seeds into K micro-batches
 //! (with a memory budget, the smallest K whose largest estimated micro-batch fits, see
-//! [`plan`]); each micro-batch's blocks are sliced from the full batch's, so its
+//! `plan`); each micro-batch's blocks are sliced from the full batch's, so its
 //! logits equal the full batch's rows for its seeds. Per micro-batch: upload its features
 //! and labels, forward, cross-entropy scaled by `|seeds_k| / |seeds|`, backward. Only
 //! parameter gradients survive a micro-batch; after all K, one optimizer step, so the step
@@ -45,7 +45,7 @@ use crate::train::features::{FeatureStore, HostRows};
 use crate::train::state::State;
 use crate::train::stats::Phases;
 
-/// What [`run_batch`] does with each micro-batch.
+/// What `run_batch` does with each micro-batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
     /// Forward, backward, then one optimizer step for the batch.

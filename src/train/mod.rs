@@ -4,6 +4,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod features;
 pub mod full_graph;
+pub mod inference;
 pub mod micro;
 pub mod optim;
 pub mod row_reuse;

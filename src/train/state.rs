@@ -2,7 +2,8 @@
 //! configuration, the model and its optimizer, the partitioner and the memory estimator,
 //! the ranks, and the device's peak tracking. The stages (the micro-batch run and its
 //! planner in [`crate::train::micro`], full-graph epochs in [`crate::train::full_graph`],
-//! sampler ranks in [`crate::dist`]'s feed) take it as `&State` or `&mut State`;
+//! evaluation and prediction in [`crate::train::inference`], sampler ranks in
+//! [`crate::dist`]'s feed) take it as `&State` or `&mut State`;
 //! [`crate::train::Trainer`] owns it and composes them. This file imports no stage.
 
 use std::cell::Cell;

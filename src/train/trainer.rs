@@ -6,8 +6,10 @@
 //!
 //! [`Trainer`] owns the [`State`] every stage reads ([`crate::train::state`]) and is the
 //! only file that imports the stages: the micro-batch run ([`crate::train::micro`]),
-//! full-graph epochs ([`crate::train::full_graph`]) and the sampler-rank feed
-//! (`crate::dist::feed`), each a set of functions over that state.
+//! full-graph epochs ([`crate::train::full_graph`]), evaluation and prediction
+//! ([`crate::train::inference`]) and the sampler-rank feed (`crate::dist::feed`), each a
+//! set of functions over that state. Resuming and checkpointing stay here: they restore
+//! the run loop's history with the state.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,16 +22,15 @@ use crate::autograd::no_grad;
 use crate::device::Device;
 use crate::dist::feed::{self, Feed};
 use crate::error::{Error, Result};
-use crate::graph::{sample_blocks, Block, Csr, Dataset};
-use crate::nn::{Forward, Gnn, Module};
-use crate::ops;
+use crate::graph::{Csr, Dataset};
+use crate::nn::Module;
 use crate::partition::{PartitionStats, Partitioner};
-use crate::rng::mix64;
 use crate::tensor::Tensor;
 use crate::train::checkpoint;
 use crate::train::config::{OnNan, TrainConfig};
 use crate::train::features::gather_host;
 use crate::train::full_graph::{FullGraph, FullGraphStats};
+use crate::train::inference;
 use crate::train::micro::{self, Pass};
 use crate::train::state::State;
 use crate::train::stats::{EpochStats, Phases, Summary};
@@ -529,39 +530,8 @@ impl<'a> Trainer<'a> {
                 .count();
             return Ok(correct as f64 / labelled.len() as f64);
         }
-        let mut correct = 0usize;
-        let mut size = self.state.config.eval_batch_size;
-        let (mut at, mut i) = (0usize, 0u64);
-        no_grad(|| -> Result<()> {
-            while at < labelled.len() {
-                let seeds = &labelled[at..(at + size).min(labelled.len())];
-                match self.eval_batch(seeds, u64::MAX - i) {
-                    Ok(c) => {
-                        correct += c;
-                        at += seeds.len();
-                        i += 1;
-                    }
-                    // Under a budget an evaluation batch may not fit: halve and retry.
-                    Err(Error::OutOfMemory { .. }) if size > 1 => size = size.div_ceil(2),
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(())
-        })?;
+        let correct = inference::correct_sampled(&self.state, &labelled)?;
         Ok(correct as f64 / labelled.len() as f64)
-    }
-
-    /// Correct predictions among `seeds` (forward only).
-    fn eval_batch(&self, seeds: &[u32], key: u64) -> Result<usize> {
-        let blocks = self.state.sample(seeds, key)?;
-        let x = self.state.gather_features(&blocks[0].src_nodes)?;
-        let logits = self.state.model.forward(&blocks, &x, &Forward::default())?;
-        let pred = ops::argmax_rows(&logits)?.to_vec_u32()?;
-        Ok(pred
-            .iter()
-            .zip(seeds)
-            .filter(|(&p, &s)| p == self.state.data.labels[s as usize])
-            .count())
     }
 
     /// Trains for the configured epochs (from `start_epoch`), calling `on_epoch` after
@@ -725,7 +695,7 @@ impl<'a> Trainer<'a> {
     /// inference: every layer aggregates all neighbours (fanout -1), no dropout, in
     /// batches of `eval_batch_size` seeds (halved while one runs out of memory).
     pub fn predict(&self, nodes: &[u32]) -> Result<Tensor> {
-        self.infer(&self.state.model, nodes, false)
+        inference::predict(&self.state, nodes)
     }
 
     /// Node embeddings: the last hidden layer's output (after its ReLU) for `nodes`
@@ -733,84 +703,7 @@ impl<'a> Trainer<'a> {
     /// [`Trainer::predict`]. Needs a model of at least two layers; GAT is not supported
     /// (its truncated stack would change the last layer's heads).
     pub fn embeddings(&self, nodes: &[u32]) -> Result<Tensor> {
-        let cfg = &self.state.config.model;
-        if cfg.shape.layers < 2 {
-            return Err(Error::invalid(
-                "a one-layer model has no hidden layer to take embeddings from",
-            ));
-        }
-        if cfg.settings().output_layer_differs() {
-            return Err(Error::invalid(format!(
-                "embeddings of {} models are not supported: its output layer is not one of its \
-                 hidden layers (use predict for logits)",
-                cfg.kind().name().to_uppercase()
-            )));
-        }
-        // The first layers - 1 layers of the model, sharing its weights' values.
-        let mut head = cfg.clone();
-        head.shape.layers -= 1;
-        head.shape.out_dim = cfg.widths(cfg.shape.layers - 2).1;
-        let degrees = self.state.graph.in_degrees();
-        let trunk = Gnn::new(head, Some(&degrees), 0, self.state.config.device)?;
-        let full: std::collections::HashMap<String, Tensor> =
-            self.state.model.named_parameters("m").into_iter().collect();
-        for (name, p) in trunk.named_parameters("m") {
-            let src = full
-                .get(&name)
-                .filter(|t| t.shape() == p.shape())
-                .ok_or_else(|| {
-                    Error::invalid(format!("embeddings: parameter `{name}` has no counterpart"))
-                })?;
-            ops::assign(&p, src)?;
-        }
-        self.infer(&trunk, nodes, true)
-    }
-
-    fn infer(&self, model: &Gnn, nodes: &[u32], relu: bool) -> Result<Tensor> {
-        let n = self.state.data.num_nodes();
-        if let Some(&v) = nodes.iter().find(|&&v| v as usize >= n) {
-            return Err(Error::invalid(format!(
-                "node {v} is out of range: the graph has {n} nodes"
-            )));
-        }
-        let fanouts = vec![-1i64; model.config.shape.layers];
-        let width = model.config.widths(model.config.shape.layers - 1).1;
-        let mut out: Vec<f32> = Vec::with_capacity(nodes.len() * width);
-        let mut size = self.state.config.eval_batch_size.max(1);
-        let (mut at, mut i) = (0usize, 0u64);
-        no_grad(|| -> Result<()> {
-            while at < nodes.len() {
-                let seeds = &nodes[at..(at + size).min(nodes.len())];
-                let run = || -> Result<Vec<f32>> {
-                    let blocks: Vec<Arc<Block>> = sample_blocks(
-                        &self.state.graph,
-                        seeds,
-                        &fanouts,
-                        mix64(self.state.config.seed ^ (u64::MAX - i)),
-                    )?
-                    .into_iter()
-                    .map(Arc::new)
-                    .collect();
-                    let x = self.state.gather_features(&blocks[0].src_nodes)?;
-                    let mut h = model.forward(&blocks, &x, &Forward::default())?;
-                    if relu {
-                        h = ops::relu(&h)?;
-                    }
-                    h.to_vec_f32()
-                };
-                match run() {
-                    Ok(rows) => {
-                        out.extend_from_slice(&rows);
-                        at += seeds.len();
-                        i += 1;
-                    }
-                    Err(Error::OutOfMemory { .. }) if size > 1 => size = size.div_ceil(2),
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(())
-        })?;
-        Tensor::from_f32(out, &[nodes.len(), width], Device::Cpu)
+        inference::embeddings(&self.state, nodes)
     }
 }
 
