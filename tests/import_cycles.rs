@@ -19,10 +19,13 @@ use std::path::{Path, PathBuf};
 /// Edges a known cycle still needs, as (from, to) files under `src/`. Each entry says which
 /// change removes it; delete the entry when that change lands (the test fails on a stale one).
 const ALLOWED: &[(&str, &str)] = &[
-    // `fill` is the device buffers' and gradient accumulation autograd's (summed with the
-    // device layer's `device/add.rs`), so neither `tensor.rs` nor `autograd.rs` imports
-    // ops; but a `Tensor` links to its autograd node while autograd builds tensors.
-    // Not broken yet (issue 17, item 3).
+    // Kept on purpose (issue 17, item 3): a `Tensor` owns its autograd `Node` (`grad_fn`)
+    // and a `Node` owns tensors (its leaf parents, the tensors its backward rule saved,
+    // the gradients it takes and returns): one recursive data structure. Splitting it
+    // would take a trait object in `tensor.rs` that autograd downcasts, or merging the
+    // two files, which hide the recursion without removing it. Neither file imports ops
+    // any more: `fill` is the device buffers', and autograd sums gradients with the
+    // device layer's `device/add.rs`.
     ("tensor.rs", "autograd.rs"),
 ];
 
