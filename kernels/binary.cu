@@ -3,7 +3,8 @@
 // binary_f32:     out[i] = a[i] op b[j], j from the broadcast mode: 0 none (j = i),
 //                 1 row (j = i % cols), 2 column (j = i / cols), 3 scalar (j = 0);
 //                 op: 0 add, 1 sub, 2 mul, 3 div.
-// add_assign_f32: dst[i] += src[i].
+// add_assign_f32: dst[i] += src[i] (gradient accumulation, launched by src/device/add.rs,
+//                 which also launches binary_f32 for the sum of two gradients).
 // Thread per element, grid-stride.
 
 extern "C" __global__ void binary_f32(const float* a, const float* b, float* out, u32 cols,

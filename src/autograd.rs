@@ -7,14 +7,19 @@
 //! as soon as their backward has run. Leaves (parameters, checked inputs) accumulate their
 //! gradient across backward calls until [`Tensor::zero_grad`]; between micro-batches nothing
 //! else survives. Gradients are computed with recording off (no higher-order gradients).
+//!
+//! Gradients are summed here ([`add_assign`], and a new sum where a gradient is shared)
+//! with the device layer's element-wise addition (`crate::device::add`), not through the
+//! ops: the ops record nodes, and autograd does not import them.
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::device::add;
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{Storage, Tensor};
 
 /// A backward rule: the gradient of the output in, one optional gradient per input out.
 pub type BackwardFn = Box<dyn FnOnce(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
@@ -218,7 +223,7 @@ fn run(root: &Tensor, seed: Tensor) -> Result<()> {
                 Parent::Leaf(t) => accumulate(t, g)?,
                 Parent::Node(n) => {
                     let merged = match grads.remove(&n.id) {
-                        Some(prev) => crate::ops::add(&prev, &g)?,
+                        Some(prev) => sum(&prev, &g)?,
                         None => g,
                     };
                     grads.insert(n.id, merged);
@@ -236,11 +241,77 @@ fn accumulate(leaf: &Tensor, g: Tensor) -> Result<()> {
     leaf.update_grad(|old| match old {
         None => Ok(g),
         Some(old) if old.storage_is_unique() && old.is_sole_handle() => {
-            crate::ops::add_assign(&old, &g)?;
+            add_assign(&old, &g)?;
             Ok(old)
         }
-        Some(old) => crate::ops::add(&old, &g),
+        Some(old) => sum(&old, &g),
     })
+}
+
+/// Checks that `a` and `b` can be summed element for element: floats of one dtype, on one
+/// device, of one shape.
+fn check_sum(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+    a.same_device(b, op)?;
+    a.expect_float(op)?;
+    if b.dtype() != a.dtype() {
+        return Err(b.dtype_error(op, a.dtype().name()));
+    }
+    if a.shape() != b.shape() {
+        return Err(Error::shape(
+            op,
+            format!("{:?} + {:?}", a.shape(), b.shape()),
+        ));
+    }
+    Ok(())
+}
+
+/// `dst += src` in place, same shapes; not recorded (gradient accumulation: a leaf's
+/// gradient across backward calls, a micro-batch's gradients onto those held so far).
+pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
+    check_sum("add_assign", dst, src)?;
+    if dst.shares_storage(src) {
+        return Err(Error::invalid(
+            "add_assign: source and destination share storage",
+        ));
+    }
+    let n = dst.numel();
+    let src_guard = src.storage();
+    let mut dst_guard = dst.storage_mut();
+    match (&mut *dst_guard, &*src_guard) {
+        (Storage::Cpu(d), Storage::Cpu(s)) => add::cpu_add_assign(&mut d.data, &s.data),
+        (Storage::Wgpu(d), Storage::Wgpu(s)) => add::wgpu_add_assign(d, s, n),
+        (Storage::Cuda(d), Storage::Cuda(s)) => add::cuda_add_assign(d, s, n),
+        _ => Err(Error::DeviceMismatch {
+            op: "add_assign",
+            lhs: dst.device(),
+            rhs: src.device(),
+        }),
+    }
+}
+
+/// `a + b` as a new tensor, not recorded: the sum of two gradients of one node, or a
+/// leaf's gradient plus a new one while something else still holds the old.
+fn sum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    check_sum("add", a, b)?;
+    let n = a.numel();
+    let out = match (&*a.storage(), &*b.storage()) {
+        (Storage::Cpu(x), Storage::Cpu(y)) => Storage::Cpu(add::cpu_add(&x.data, &y.data)?),
+        (Storage::Wgpu(x), Storage::Wgpu(y)) => Storage::Wgpu(add::wgpu_add(x, y, n)?),
+        (Storage::Cuda(x), Storage::Cuda(y)) => Storage::Cuda(add::cuda_add(x, y, n)?),
+        _ => {
+            return Err(Error::DeviceMismatch {
+                op: "add",
+                lhs: a.device(),
+                rhs: b.device(),
+            })
+        }
+    };
+    Ok(Tensor::from_storage(
+        out,
+        a.shape().to_vec(),
+        a.dtype(),
+        a.device(),
+    ))
 }
 
 fn topological_order(root: &Arc<Node>) -> Vec<Arc<Node>> {

@@ -8,6 +8,7 @@
 //! Each device also counts its blocking host waits ([`Device::host_waits`]): every point
 //! where the host thread stops until the device has done queued work.
 
+pub mod add;
 pub mod block;
 pub mod cpu;
 pub mod cuda;

@@ -20,9 +20,10 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::graph::Slicer;
 use crate::partition::PartitionStats;
-use crate::train::micro::{prepare, BatchOutcome, Pass, Prepared, Run};
-use crate::train::trainer::Phases;
-use crate::train::Trainer;
+use crate::train::micro::{finish_batch, plan, prepare, run_prepared, source};
+use crate::train::micro::{BatchOutcome, Pass, Prepared, Run};
+use crate::train::state::State;
+use crate::train::stats::Phases;
 
 use super::wire::{self, FedBatch};
 
@@ -50,64 +51,53 @@ fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
     Ok(u64::from_le_bytes(b))
 }
 
-impl Trainer<'_> {
-    /// Whether this rank is a sampler rank (it serves trainers instead of training).
-    pub fn is_sampler_rank(&self) -> bool {
-        super::is_sampler(&*self.dist.collective)
+/// On a trainer rank of a world with sampler ranks: tells each sampler whether to gather
+/// the input rows, and returns the feed this trainer takes its micro-batches from from now
+/// on. `None` otherwise (one process, or a sampler rank).
+pub(crate) fn join(tr: &State<'_>) -> Result<Option<Feed>> {
+    let c = tr.dist.collective.clone();
+    if c.samplers() == 0 || super::is_sampler(&*c) {
+        return Ok(None);
     }
-
-    /// On a trainer rank of a world with sampler ranks: takes its micro-batches from them
-    /// from now on (tells each whether to gather the input rows). Nothing otherwise.
-    pub fn join_samplers(&mut self) -> Result<()> {
-        let c = self.dist.collective.clone();
-        if c.samplers() == 0 || self.is_sampler_rank() {
-            return Ok(());
-        }
-        if self.config.full_graph.is_some() {
-            return Err(Error::flag(
-                "--sampler-ranks",
-                "--sampler-ranks: full-graph training has no micro-batches to sample",
-            ));
-        }
-        let wants_rows = u64::from(self.host_features().is_some());
-        let trainers = c.world_size() - c.samplers();
-        let samplers: Vec<usize> = (trainers..c.world_size()).collect();
-        for &s in &samplers {
-            c.send_bytes(s, HELLO, &wants_rows.to_le_bytes())?;
-        }
-        self.dist.feed = Some(Feed { samplers, next: 0 });
-        Ok(())
+    if tr.config.full_graph.is_some() {
+        return Err(Error::flag(
+            "--sampler-ranks",
+            "--sampler-ranks: full-graph training has no micro-batches to sample",
+        ));
     }
+    let wants_rows = u64::from(tr.host_features().is_some());
+    let trainers = c.world_size() - c.samplers();
+    let samplers: Vec<usize> = (trainers..c.world_size()).collect();
+    for &s in &samplers {
+        c.send_bytes(s, HELLO, &wants_rows.to_le_bytes())?;
+    }
+    Ok(Some(Feed { samplers, next: 0 }))
+}
 
-    /// Tells the sampler ranks that this trainer has finished (nothing without them).
-    pub(crate) fn release_samplers(&mut self) -> Result<()> {
-        if let Some(feed) = self.dist.feed.take() {
-            for &s in &feed.samplers {
-                self.dist
-                    .collective
-                    .send_bytes(s, REQUEST, &STOP.to_le_bytes())?;
-            }
+impl Feed {
+    /// Tells the sampler ranks that this trainer has finished.
+    pub(crate) fn release(self, tr: &State<'_>) -> Result<()> {
+        for &s in &self.samplers {
+            tr.dist
+                .collective
+                .send_bytes(s, REQUEST, &STOP.to_le_bytes())?;
         }
         Ok(())
     }
 
     /// A trainer's batch `b` of `epoch` (`total` seeds), received from its sampler rank
     /// and run: the same micro-batches, in the same order, as this rank would have made.
-    pub(crate) fn run_fed_batch(
+    pub(crate) fn run_batch(
         &mut self,
+        tr: &mut State<'_>,
         epoch: usize,
         b: usize,
         total: usize,
     ) -> Result<BatchOutcome> {
-        let c = self.dist.collective.clone();
-        let feed = self
-            .dist
-            .feed
-            .as_mut()
-            .ok_or_else(|| Error::invalid("no sampler ranks to receive a batch from"))?;
-        let g = feed.next;
-        feed.next += 1;
-        let src = feed.samplers[(g % feed.samplers.len() as u64) as usize];
+        let c = tr.dist.collective.clone();
+        let g = self.next;
+        self.next += 1;
+        let src = self.samplers[(g % self.samplers.len() as u64) as usize];
         let t = Instant::now();
         c.send_bytes(src, REQUEST, &g.to_le_bytes())?;
         let fed = wire::decode(&c.recv_bytes(src, BATCH)?)?;
@@ -128,13 +118,13 @@ impl Trainer<'_> {
             epoch: epoch + 1,
             batch: b,
             k: fed.parts.len(),
-            partitioner: self.partitioner.name().to_string(),
+            partitioner: tr.partitioner.name().to_string(),
             partition_s: fed.partition_s,
             ..Default::default()
         };
         let mut run = Run::new(None, total, epoch, phases);
-        self.run_prepared(fed.parts, &mut run, &mut stats)?;
-        let out = self.finish_batch(run, stats, Pass::Train, fed.full_inputs as usize)?;
+        run_prepared(tr, fed.parts, &mut run, &mut stats)?;
+        let out = finish_batch(tr, run, stats, Pass::Train, fed.full_inputs as usize)?;
         if out.stats.k as u64 != fed.k {
             return Err(Error::invalid(format!(
                 "batch {b} of epoch {}: the trainers ran {} micro-batches of the {} the \
@@ -146,105 +136,101 @@ impl Trainer<'_> {
         }
         Ok(out)
     }
+}
 
-    /// A sampler rank's run: serves every batch of the run that is its own to the trainer
-    /// ranks, until each trainer has said it stopped.
-    pub fn serve_trainers(&mut self) -> Result<()> {
-        let c = self.dist.collective.clone();
-        let (samplers, world) = (c.samplers() as u64, c.world_size());
-        let trainers = world - c.samplers();
-        let me = (c.world_rank() - trainers) as u64;
-        let wants_rows = (0..trainers)
-            .map(|t| Ok(read_u64(&c.recv_bytes(t, HELLO)?, "hello")? == 1))
-            .collect::<Result<Vec<bool>>>()?;
-        let mut open = vec![true; trainers];
-        let mut g = 0u64;
-        for epoch in self.start_epoch..self.config.epochs {
-            for (b, seeds) in self.batches(epoch).iter().enumerate() {
-                let batch = g;
-                g += 1;
-                if batch % samplers != me {
+/// A sampler rank's run: serves every batch of the run that is its own to the trainer
+/// ranks, until each trainer has said it stopped.
+pub(crate) fn serve_trainers(tr: &mut State<'_>) -> Result<()> {
+    let c = tr.dist.collective.clone();
+    let (samplers, world) = (c.samplers() as u64, c.world_size());
+    let trainers = world - c.samplers();
+    let me = (c.world_rank() - trainers) as u64;
+    let wants_rows = (0..trainers)
+        .map(|t| Ok(read_u64(&c.recv_bytes(t, HELLO)?, "hello")? == 1))
+        .collect::<Result<Vec<bool>>>()?;
+    let mut open = vec![true; trainers];
+    let mut g = 0u64;
+    for epoch in tr.start_epoch..tr.config.epochs {
+        for (b, seeds) in tr.batches(epoch).iter().enumerate() {
+            let batch = g;
+            g += 1;
+            if batch % samplers != me {
+                continue;
+            }
+            if !open.contains(&true) {
+                return Ok(());
+            }
+            let messages = prepare_for_trainers(tr, epoch, b, seeds, &wants_rows)?;
+            for (t, msg) in messages.iter().enumerate() {
+                if !open[t] {
                     continue;
                 }
-                if !open.contains(&true) {
-                    return Ok(());
-                }
-                let messages = self.prepare_for_trainers(epoch, b, seeds, &wants_rows)?;
-                for (t, msg) in messages.iter().enumerate() {
-                    if !open[t] {
-                        continue;
-                    }
-                    match read_u64(&c.recv_bytes(t, REQUEST)?, "request")? {
-                        STOP => open[t] = false,
-                        r if r == batch => c.send_bytes(t, BATCH, msg)?,
-                        r => {
-                            return Err(Error::invalid(format!(
-                                "trainer rank {t} asked sampler rank {} for batch {r}; its \
-                                 next batch is {batch}",
-                                c.world_rank()
-                            )))
-                        }
+                match read_u64(&c.recv_bytes(t, REQUEST)?, "request")? {
+                    STOP => open[t] = false,
+                    r if r == batch => c.send_bytes(t, BATCH, msg)?,
+                    r => {
+                        return Err(Error::invalid(format!(
+                            "trainer rank {t} asked sampler rank {} for batch {r}; its \
+                             next batch is {batch}",
+                            c.world_rank()
+                        )))
                     }
                 }
             }
         }
-        // Out of batches: wait for the trainers that have not said they stopped.
-        for t in (0..trainers).filter(|&t| open[t]) {
-            let r = read_u64(&c.recv_bytes(t, REQUEST)?, "request")?;
-            if r != STOP {
-                return Err(Error::invalid(format!(
-                    "trainer rank {t} asked for batch {r} after the run's last batch"
-                )));
-            }
-        }
-        Ok(())
     }
+    // Out of batches: wait for the trainers that have not said they stopped.
+    for t in (0..trainers).filter(|&t| open[t]) {
+        let r = read_u64(&c.recv_bytes(t, REQUEST)?, "request")?;
+        if r != STOP {
+            return Err(Error::invalid(format!(
+                "trainer rank {t} asked for batch {r} after the run's last batch"
+            )));
+        }
+    }
+    Ok(())
+}
 
-    /// Samples batch `b` of `epoch`, partitions and deals it, and prepares each trainer's
-    /// message (input rows gathered for those that want them).
-    fn prepare_for_trainers(
-        &mut self,
-        epoch: usize,
-        b: usize,
-        seeds: &[u32],
-        wants_rows: &[bool],
-    ) -> Result<Vec<Vec<u8>>> {
-        let key = ((epoch as u64) << 32) | b as u64;
-        let blocks = self.sample(seeds, key)?;
-        let slicer = Slicer::new(&blocks)?;
-        let t = Instant::now();
-        let parts = self.plan(&slicer, seeds, epoch)?;
-        let model = &self.config.model;
-        let costs: Vec<f64> = parts
-            .par_iter()
-            .map(|p| Ok(super::micro_cost(&slicer.sizes(p)?, model)))
-            .collect::<Result<_>>()?;
-        let owner = super::deal(&costs, wants_rows.len());
-        let partition_s = t.elapsed().as_secs_f64();
-        let (k, whole) = (parts.len(), parts.len() == 1);
-        let source = self.source(Some(&slicer), key);
-        let (data, features) = (self.data, &self.features);
-        let prepared: Vec<Prepared> = parts
-            .into_par_iter()
-            .zip(owner.par_iter())
-            .map(|(p, &o)| prepare(&source, data, wants_rows[o].then_some(features), p, whole))
-            .collect::<Result<_>>()?;
-        let mut shares: Vec<Vec<Prepared>> = wants_rows.iter().map(|_| Vec::new()).collect();
-        for (p, o) in prepared.into_iter().zip(owner) {
-            shares[o].push(p);
-        }
-        Ok(shares
-            .into_par_iter()
-            .map(|parts| {
-                wire::encode(&FedBatch {
-                    epoch: epoch as u64,
-                    batch: b as u64,
-                    k: k as u64,
-                    full_inputs: blocks[0].num_src as u64,
-                    partition_s,
-                    parts,
-                })
-            })
-            .collect())
+/// Samples batch `b` of `epoch`, partitions and deals it, and prepares each trainer's
+/// message (input rows gathered for those that want them).
+fn prepare_for_trainers(
+    tr: &mut State<'_>,
+    epoch: usize,
+    b: usize,
+    seeds: &[u32],
+    wants_rows: &[bool],
+) -> Result<Vec<Vec<u8>>> {
+    let key = ((epoch as u64) << 32) | b as u64;
+    let blocks = tr.sample(seeds, key)?;
+    let slicer = Slicer::new(&blocks)?;
+    let t = Instant::now();
+    let parts = plan(tr, &slicer, seeds, epoch)?;
+    let costs = super::part_costs(&slicer, &parts, &tr.config.model)?;
+    let owner = super::deal(&costs, wants_rows.len());
+    let partition_s = t.elapsed().as_secs_f64();
+    let (k, whole) = (parts.len(), parts.len() == 1);
+    let source = source(tr, Some(&slicer), key);
+    let (data, features) = (tr.data, &tr.features);
+    let prepared: Vec<Prepared> = parts
+        .into_par_iter()
+        .zip(owner.par_iter())
+        .map(|(p, &o)| prepare(&source, data, wants_rows[o].then_some(features), p, whole))
+        .collect::<Result<_>>()?;
+    let mut shares: Vec<Vec<Prepared>> = wants_rows.iter().map(|_| Vec::new()).collect();
+    for (p, o) in prepared.into_iter().zip(owner) {
+        shares[o].push(p);
     }
+    Ok(shares
+        .into_par_iter()
+        .map(|parts| {
+            wire::encode(&FedBatch {
+                epoch: epoch as u64,
+                batch: b as u64,
+                k: k as u64,
+                full_inputs: blocks[0].num_src as u64,
+                partition_s,
+                parts,
+            })
+        })
+        .collect())
 }

@@ -25,9 +25,8 @@
 //! send each trainer its micro-batches ([`feed`], [`wire`]); the collectives then run among
 //! the trainers.
 
-mod batch;
 mod collective;
-mod feed;
+pub(crate) mod feed;
 #[cfg(feature = "mpi")]
 mod mpi_world;
 #[cfg(feature = "mpi")]
@@ -39,7 +38,9 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::BlockSizes;
+use rayon::prelude::*;
+
+use crate::graph::{BlockSizes, Slicer};
 use crate::nn::ModelConfig;
 use crate::tensor::Tensor;
 
@@ -157,6 +158,15 @@ pub fn micro_cost(sizes: &[BlockSizes], model: &ModelConfig) -> f64 {
         .sum()
 }
 
+/// The estimated compute ([`micro_cost`]) of each of a batch's micro-batches `parts`,
+/// sliced from `slicer`'s sample: what they are dealt to the ranks by.
+pub fn part_costs(slicer: &Slicer, parts: &[Vec<u32>], model: &ModelConfig) -> Result<Vec<f64>> {
+    parts
+        .par_iter()
+        .map(|p| Ok(micro_cost(&slicer.sizes(p)?, model)))
+        .collect()
+}
+
 /// The trainer's view of the ranks: the collective, and how gradients are summed.
 pub struct Dist {
     /// The ranks' collective ([`Single`] for one process).
@@ -166,8 +176,6 @@ pub struct Dist {
     nccl: Option<nccl::Nccl>,
     /// Why the gradients cross the host (several ranks, not NCCL), for the run's header.
     host_reason: Option<String>,
-    /// On a trainer rank fed by sampler ranks: where its micro-batches come from.
-    pub(crate) feed: Option<feed::Feed>,
 }
 
 impl Default for Dist {
@@ -184,7 +192,6 @@ impl Dist {
             #[cfg(feature = "mpi")]
             nccl: None,
             host_reason: None,
-            feed: None,
         }
     }
 

@@ -8,15 +8,13 @@
 //! add: ā = ḡ, b̄ = R(ḡ); sub: ā = ḡ, b̄ = -R(ḡ); mul: ā = ḡ·b, b̄ = R(ḡ·a);
 //! div: ā = ḡ/b, b̄ = -R(ḡ·a/b²).
 
-use rayon::prelude::*;
-
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
 use crate::device::cuda::{self, Arg, CudaBuffer};
 use crate::device::wgpu::BinaryParams;
 use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
-use crate::float::{Float, PAR_MIN};
+use crate::float::Float;
 use crate::ops::rows::{rows_from_fn, u32_count};
 use crate::ops::{cpu_output, cuda_output, neg, reshape, sum_all, sum_dim, wgpu_output};
 
@@ -26,13 +24,7 @@ const KERNEL: Kernel = Kernel {
     source: SHADER,
     entry: "binary_f32",
 };
-const ADD_ASSIGN: Kernel = Kernel {
-    stem: "binary",
-    source: SHADER,
-    entry: "add_assign_f32",
-};
 const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "binary_f32");
-const ADD_ASSIGN_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "add_assign_f32");
 use crate::tensor::{Storage, Tensor};
 
 /// Which binary op.
@@ -270,64 +262,4 @@ pub fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `a / b` elementwise (b broadcast).
 pub fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     binary(BinaryOp::Div, a, b)
-}
-
-/// `dst += src` in place, same shapes; not recorded by autograd (gradient accumulation).
-pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
-    dst.same_device(src, "add_assign")?;
-    if dst.shape() != src.shape() {
-        return Err(Error::shape(
-            "add_assign",
-            format!("{:?} += {:?}", dst.shape(), src.shape()),
-        ));
-    }
-    if dst.shares_storage(src) {
-        return Err(Error::invalid(
-            "add_assign: source and destination share storage",
-        ));
-    }
-    let src_guard = src.storage();
-    let mut dst_guard = dst.storage_mut();
-    match (&mut *dst_guard, &*src_guard) {
-        (Storage::Cpu(d), Storage::Cpu(s)) => {
-            fn go<T: Float + CpuElem>(d: &mut [T], s: &[T]) {
-                if d.len() >= PAR_MIN {
-                    d.par_iter_mut()
-                        .zip(s.par_iter())
-                        .for_each(|(d, &s)| *d += s);
-                } else {
-                    d.iter_mut().zip(s).for_each(|(d, &s)| *d += s);
-                }
-            }
-            use crate::device::cpu::CpuData;
-            match (&mut d.data, &s.data) {
-                (CpuData::F32(d), CpuData::F32(s)) => go(d, s),
-                (CpuData::F64(d), CpuData::F64(s)) => go(d, s),
-                _ => return Err(dst.dtype_error("add_assign", "f32")),
-            }
-        }
-        (Storage::Wgpu(d), Storage::Wgpu(s)) => {
-            let n = dst.numel();
-            d.ctx().launch_chunked(
-                &ADD_ASSIGN,
-                BinaryParams::default(),
-                &[(4, s), (5, d)],
-                &[],
-                n as u64,
-            )?;
-        }
-        (Storage::Cuda(d), Storage::Cuda(s)) => {
-            let n = u32_count("add_assign", "dst", dst.numel())?;
-            let args = [Arg::Buf(s), Arg::Buf(d), Arg::U32(n)];
-            d.ctx().launch_1d(&ADD_ASSIGN_CUDA, n as u64, &args)?;
-        }
-        _ => {
-            return Err(Error::DeviceMismatch {
-                op: "add_assign",
-                lhs: dst.device(),
-                rhs: src.device(),
-            })
-        }
-    }
-    Ok(())
 }

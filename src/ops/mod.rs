@@ -61,10 +61,12 @@ pub(crate) mod slice;
 mod unary;
 mod widen;
 
+/// `dst += src` in place (gradient accumulation, autograd's; not recorded).
+pub use crate::autograd::add_assign;
 pub use adam::{adam_update, AdamStep};
 pub use argmax::argmax_rows;
 pub use assign::assign;
-pub use binary::{add, add_assign, div, mul, sub, Broadcast};
+pub use binary::{add, div, mul, sub, Broadcast};
 pub use concat::concat;
 pub use cross_entropy::cross_entropy;
 pub use dropout::{dropout, dropout_key};

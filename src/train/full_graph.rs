@@ -53,7 +53,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
@@ -64,68 +63,21 @@ use crate::partition::grem::{grem_partition, GremOptions};
 use crate::partition::kway::metis_graph_partition;
 use crate::partition::{format_bytes, ChunkPass, MemoryEstimator, Resident};
 use crate::tensor::Tensor;
-use crate::train::micro::{with_held_grads, SAFETY_MARGIN};
+use crate::train::config::{FullGraphConfig, NodeOrder, SAFETY_MARGIN};
+use crate::train::micro::with_held_grads;
 use crate::train::row_reuse::{assembly_peak_bytes, Dedup, KeptRows, Reuse};
-use crate::train::trainer::{Phases, Trainer};
+use crate::train::state::State;
+use crate::train::stats::Phases;
 
+mod chunk;
 mod host;
 mod hybrid;
 mod stats;
+use chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
 use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
-use hybrid::{HybridOut, HybridRows};
+use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut, HybridRows};
 use stats::RowCounter;
 pub use stats::{ChunkStats, FullGraphStats, LayerRows};
-
-/// `--full-graph`: how full-graph training is chunked.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FullGraphConfig {
-    /// Chunks per layer (`--chunks`); `None`: the fewest that fit the memory budget (1
-    /// without a budget).
-    pub chunks: Option<usize>,
-    /// How nodes are ordered before they are cut into chunks (`--node-order`).
-    #[serde(default)]
-    pub order: NodeOrder,
-    /// Whether consecutive chunks share their input rows on the device
-    /// (`--dedup-transfers`, [`crate::train::row_reuse`]).
-    #[serde(default)]
-    pub dedup: Dedup,
-    /// HongTu's hybrid mode (`--hybrid`): the layers below the output layer cache their
-    /// aggregation on the host in the forward pass, and their backward recomputes only
-    /// the update ([`crate::nn::HybridLayer`]; SAGE mean and sum, GCN).
-    #[serde(default)]
-    pub hybrid: bool,
-}
-
-/// `--node-order`: the order of every layer's nodes before they are cut into chunks
-/// (HongTu chunks after a METIS renumbering). A chunk reads the rows of its nodes'
-/// neighbours; when its nodes come from few parts of a min-edge-cut partition they share
-/// more neighbours, so a chunk reads (and the device holds) fewer rows. The math does not
-/// change: only the order in which input gradients are summed, so float rounding.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NodeOrder {
-    /// Node ids as they are.
-    Id,
-    /// Part by part of a METIS k-way partition of the graph.
-    Metis,
-    /// Part by part of a GREM partition (streaming, cheaper than METIS).
-    #[default]
-    Grem,
-}
-
-impl std::str::FromStr for NodeOrder {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "id" => Ok(NodeOrder::Id),
-            "metis" => Ok(NodeOrder::Metis),
-            "grem" => Ok(NodeOrder::Grem),
-            _ => Err(Error::invalid(format!(
-                "unknown --node-order `{s}`: expected id, metis or grem"
-            ))),
-        }
-    }
-}
 
 /// Parts of the partition behind [`NodeOrder::Metis`] and [`NodeOrder::Grem`] when the
 /// chunk count is not forced higher: independent of the chunk count, so that the budget's
@@ -220,588 +172,521 @@ struct ChunkIn {
     shared: usize,
 }
 
-impl Trainer<'_> {
-    /// The chunk plan of the training nodes: cut as `--chunks` says, or into the fewest
-    /// chunks whose largest estimated peak fits the memory budget (with the safety margin;
-    /// the chunk count doubles until one fits, then a bisection finds the least).
-    pub(crate) fn full_graph_plan(&self) -> Result<ChunkPlan> {
-        let fg = self.config.full_graph.clone().unwrap_or_default();
-        let layers = self.config.model.shape.layers;
-        if fg.hybrid {
-            self.check_hybrid()?;
-        }
-        let train = &self.data.split.train;
-        let parts = self.node_parts(&fg)?;
-        let mut plan =
-            ChunkPlan::with_parts(&self.graph, train, layers, fg.chunks.unwrap_or(1), parts)?;
-        let reorder = (0..layers).any(|l| self.reuses_rows(l));
-        let (Some(budget), None) = (self.config.micro.memory_budget, fg.chunks) else {
-            if reorder {
-                plan.reorder_chunks(&self.graph);
-            }
-            return Ok(plan);
-        };
-        let most = plan.nodes.iter().map(Vec::len).max().unwrap_or(1).max(1);
-        let largest = |plan: &mut ChunkPlan, c: usize| -> Result<u64> {
-            plan.rechunk(&self.graph, c)?;
-            if reorder {
-                plan.reorder_chunks(&self.graph);
-            }
-            let shared = self.shared_rows(plan);
-            let est = &self.estimator;
-            let sizes = plan.sizes();
-            largest_chunk_estimate(
-                est,
-                sizes,
-                train.len(),
-                Resident::STEADY,
-                &shared,
-                fg.hybrid,
-            )
-        };
-        let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
-        let (mut lo, mut c) = (0usize, 1usize);
-        let mut est = largest(&mut plan, c)?;
-        while !fits(est) {
-            if c == most {
-                return Err(Error::invalid(format!(
-                    "memory budget {} is too small for full-graph training: with one node \
-                     per chunk the largest chunk still needs {} (with the {:.0}% safety \
-                     margin, {})",
-                    format_bytes(budget),
-                    format_bytes(est),
-                    SAFETY_MARGIN * 100.0,
-                    format_bytes((est as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
-                )));
-            }
-            lo = c;
-            c = (2 * c).min(most);
-            est = largest(&mut plan, c)?;
-        }
-        while c - lo > 1 {
-            let mid = lo + (c - lo) / 2;
-            if fits(largest(&mut plan, mid)?) {
-                c = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        plan.rechunk(&self.graph, c)?;
+/// The chunk plan of the training nodes: cut as `--chunks` says, or into the fewest
+/// chunks whose largest estimated peak fits the memory budget (with the safety margin;
+/// the chunk count doubles until one fits, then a bisection finds the least).
+pub(crate) fn full_graph_plan(tr: &State<'_>) -> Result<ChunkPlan> {
+    let fg = tr.config.full_graph.clone().unwrap_or_default();
+    let layers = tr.config.model.shape.layers;
+    if fg.hybrid {
+        check_hybrid(tr)?;
+    }
+    let train = &tr.data.split.train;
+    let parts = node_parts(tr, &fg)?;
+    let mut plan = ChunkPlan::with_parts(&tr.graph, train, layers, fg.chunks.unwrap_or(1), parts)?;
+    let reorder = (0..layers).any(|l| reuses_rows(tr, l));
+    let (Some(budget), None) = (tr.config.micro.memory_budget, fg.chunks) else {
         if reorder {
-            plan.reorder_chunks(&self.graph);
+            plan.reorder_chunks(&tr.graph);
         }
-        Ok(plan)
-    }
-
-    /// The part labels that order the nodes before chunking ([`NodeOrder`]): at least
-    /// [`ORDER_PARTS`] parts or `--chunks`, at most one per node; none when the run has one
-    /// chunk for sure (`--chunks 1`, or no chunk count and no budget).
-    fn node_parts(&self, fg: &FullGraphConfig) -> Result<Option<Arc<[u32]>>> {
-        let n = self.graph.num_nodes;
-        let k = fg.chunks.unwrap_or(1).max(ORDER_PARTS).min(n);
-        let seed = self.config.seed;
-        // One chunk whatever the order (forced, or no budget to search with): the
-        // partition would order nodes for nothing.
-        let one_chunk = fg.chunks.unwrap_or(1) == 1 && self.config.micro.memory_budget.is_none();
-        let parts = match fg.order {
-            NodeOrder::Id => return Ok(None),
-            _ if k < 2 || one_chunk => return Ok(None),
-            NodeOrder::Metis => metis_graph_partition(&self.graph, k, seed)?,
-            NodeOrder::Grem => grem_partition(
-                &self.graph,
-                k,
-                &GremOptions {
-                    seed,
-                    ..GremOptions::default()
-                },
-            )?,
-        };
-        Ok(Some(parts.into()))
-    }
-
-    /// Whether chunks of layer `l` take shared rows from the previous chunk
-    /// ([`Dedup`]): on a GPU by default, and never for the input layer when its rows are
-    /// gathered on the device or converted from half precision.
-    fn reuses_rows(&self, l: usize) -> bool {
-        let dedup = self.config.full_graph.as_ref().map(|f| f.dedup);
-        let gpu = !matches!(self.config.device, crate::device::Device::Cpu);
-        let on = match dedup {
-            Some(Dedup::On) => true,
-            Some(Dedup::Auto) => gpu,
-            _ => false,
-        };
-        on && (l > 0 || (self.resident_features.is_none() && !self.features.is_half()))
-    }
-
-    /// [`ChunkPlan::shared_with_previous`] for the layers that reuse rows (others: none).
-    fn shared_rows(&self, plan: &ChunkPlan) -> Vec<Vec<usize>> {
-        if !(0..plan.layers()).any(|l| self.reuses_rows(l)) {
-            return Vec::new();
+        return Ok(plan);
+    };
+    let most = plan.nodes.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let largest = |plan: &mut ChunkPlan, c: usize| -> Result<u64> {
+        plan.rechunk(&tr.graph, c)?;
+        if reorder {
+            plan.reorder_chunks(&tr.graph);
         }
-        let mut shared = plan.shared_with_previous(&self.graph);
-        for (l, s) in shared.iter_mut().enumerate() {
-            if !self.reuses_rows(l) {
-                s.clear();
-            }
-        }
-        shared
-    }
-
-    /// A pass of layer `l` over its chunks.
-    fn layer_pass(&self, l: usize, pass: ChunkPass) -> LayerPass {
-        let reuse = self.reuses_rows(l);
-        LayerPass {
-            l,
-            pass,
-            reuse,
-            kept: None,
-            pos: match reuse {
-                true => vec![u32::MAX; self.graph.num_nodes],
-                false => Vec::new(),
-            },
-        }
-    }
-
-    /// Chunk `c` of `lp`'s layer: builds its block, predicts its peak, resets the
-    /// tracker's peak and puts its input rows on the device, from the previous chunk's
-    /// where they are shared. Counts the time and the bytes moved.
-    #[allow(clippy::too_many_arguments)]
-    fn chunk_in(
-        &mut self,
-        lp: &mut LayerPass,
-        plan: &ChunkPlan,
-        c: usize,
-        prev: Option<&HostMatrix>,
-        ph: &mut Phases,
-        st: &mut FullGraphStats,
-    ) -> Result<ChunkIn> {
-        let l = lp.l;
-        let t = Instant::now();
-        let block = Arc::new(plan.block(&self.graph, l, c)?);
-        let ids = &block.src_nodes;
-        let reuse = match lp.kept.as_ref() {
-            Some(kept) => Some(Reuse::plan(kept, ids, &mut lp.pos)?),
-            None => None,
-        };
-        let shared = reuse.as_ref().map_or(0, Reuse::shared);
-        ph.slice += t.elapsed().as_secs_f64();
-        if shared == 0 {
-            // Nothing to take: the kept rows go before the peak is measured.
-            lp.kept = None;
-        }
-        let prev_rows = lp.kept.as_ref().map_or(0, KeptRows::rows);
-        let assembly = assembly_peak_bytes(
-            &self.estimator,
-            prev_rows,
-            shared,
-            ids.len(),
-            self.config.model.widths(l).0,
-        );
-        let est = self.chunk_estimate(l, &plan.sizes()[l][c], lp.pass, assembly)?;
-        self.fold_peak();
-        self.config.device.memory()?.reset_peak();
-        let t = Instant::now();
-        let x = match (reuse, lp.kept.take()) {
-            (Some(r), Some(kept)) => {
-                let new = r.new_ids.len();
-                st.rows_to_device_bytes += self.input_bytes(l, new) + f32_bytes(shared + ids.len());
-                r.assemble(kept, |new_ids| self.chunk_input(l, prev, new_ids))?
-            }
-            _ => {
-                st.rows_to_device_bytes += self.input_bytes(l, ids.len());
-                self.chunk_input(l, prev, ids)?
-            }
-        };
-        if lp.reuse {
-            lp.kept = Some(KeptRows::new(ids, &x));
-        }
-        ph.gather += t.elapsed().as_secs_f64();
-        Ok(ChunkIn {
-            block,
-            x,
+        let shared = shared_rows(tr, plan);
+        let est = &tr.estimator;
+        let sizes = plan.sizes();
+        largest_chunk_estimate(
             est,
-            shared,
-        })
+            sizes,
+            train.len(),
+            Resident::STEADY,
+            &shared,
+            fg.hybrid,
+        )
+    };
+    let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
+    let (mut lo, mut c) = (0usize, 1usize);
+    let mut est = largest(&mut plan, c)?;
+    while !fits(est) {
+        if c == most {
+            return Err(Error::invalid(format!(
+                "memory budget {} is too small for full-graph training: with one node \
+                 per chunk the largest chunk still needs {} (with the {:.0}% safety \
+                 margin, {})",
+                format_bytes(budget),
+                format_bytes(est),
+                SAFETY_MARGIN * 100.0,
+                format_bytes((est as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
+            )));
+        }
+        lo = c;
+        c = (2 * c).min(most);
+        est = largest(&mut plan, c)?;
     }
-
-    /// The rows layer `l` reads for `ids` (its block's src nodes) on the training device:
-    /// the features for the input layer, else the previous layer's host rows.
-    fn chunk_input(&self, l: usize, prev: Option<&HostMatrix>, ids: &[u32]) -> Result<Tensor> {
-        match (l, prev) {
-            (0, _) => self.gather_features(ids),
-            (_, Some(h)) => {
-                Tensor::from_f32(h.gather(ids)?, &[ids.len(), h.width], self.config.device)
-            }
-            (_, None) => Err(Error::invalid(format!(
-                "full-graph: layer {l} has no input rows"
-            ))),
+    while c - lo > 1 {
+        let mid = lo + (c - lo) / 2;
+        if fits(largest(&mut plan, mid)?) {
+            c = mid;
+        } else {
+            lo = mid;
         }
     }
+    plan.rechunk(&tr.graph, c)?;
+    if reorder {
+        plan.reorder_chunks(&tr.graph);
+    }
+    Ok(plan)
+}
 
-    /// Bytes a chunk of layer `l` uploads for `rows` input rows.
-    fn input_bytes(&self, l: usize, rows: usize) -> u64 {
-        let width = self.config.model.widths(l).0;
-        match (l, &self.resident_features) {
-            (0, Some(_)) => f32_bytes(rows),
-            (0, None) => (rows as u64)
-                .saturating_mul(width as u64)
-                .saturating_mul(if self.features.is_half() { 2 } else { 4 }),
-            _ => f32_bytes(rows.saturating_mul(width)),
+/// The part labels that order the nodes before chunking ([`NodeOrder`]): at least
+/// [`ORDER_PARTS`] parts or `--chunks`, at most one per node; none when the run has one
+/// chunk for sure (`--chunks 1`, or no chunk count and no budget).
+fn node_parts(tr: &State<'_>, fg: &FullGraphConfig) -> Result<Option<Arc<[u32]>>> {
+    let n = tr.graph.num_nodes;
+    let k = fg.chunks.unwrap_or(1).max(ORDER_PARTS).min(n);
+    let seed = tr.config.seed;
+    // One chunk whatever the order (forced, or no budget to search with): the
+    // partition would order nodes for nothing.
+    let one_chunk = fg.chunks.unwrap_or(1) == 1 && tr.config.micro.memory_budget.is_none();
+    let parts = match fg.order {
+        NodeOrder::Id => return Ok(None),
+        _ if k < 2 || one_chunk => return Ok(None),
+        NodeOrder::Metis => metis_graph_partition(&tr.graph, k, seed)?,
+        NodeOrder::Grem => grem_partition(
+            &tr.graph,
+            k,
+            &GremOptions {
+                seed,
+                ..GremOptions::default()
+            },
+        )?,
+    };
+    Ok(Some(parts.into()))
+}
+
+/// Whether chunks of layer `l` take shared rows from the previous chunk
+/// ([`Dedup`]): on a GPU by default, and never for the input layer when its rows are
+/// gathered on the device or converted from half precision.
+fn reuses_rows(tr: &State<'_>, l: usize) -> bool {
+    let dedup = tr.config.full_graph.as_ref().map(|f| f.dedup);
+    let gpu = !matches!(tr.config.device, crate::device::Device::Cpu);
+    let on = match dedup {
+        Some(Dedup::On) => true,
+        Some(Dedup::Auto) => gpu,
+        _ => false,
+    };
+    on && (l > 0 || (tr.resident_features.is_none() && !tr.features.is_half()))
+}
+
+/// [`ChunkPlan::shared_with_previous`] for the layers that reuse rows (others: none).
+fn shared_rows(tr: &State<'_>, plan: &ChunkPlan) -> Vec<Vec<usize>> {
+    if !(0..plan.layers()).any(|l| reuses_rows(tr, l)) {
+        return Vec::new();
+    }
+    let mut shared = plan.shared_with_previous(&tr.graph);
+    for (l, s) in shared.iter_mut().enumerate() {
+        if !reuses_rows(tr, l) {
+            s.clear();
         }
     }
+    shared
+}
 
-    /// One full-graph epoch (see the module docs) with one optimizer step; `plan` holds
-    /// the training nodes' chunks. A chunk that runs out of memory is split in two in the
-    /// plan (so later passes and epochs run the halves) and run again: its failed attempt
-    /// left nothing behind (no rows written, no gradient held).
-    fn full_graph_epoch(&mut self, epoch: usize, plan: &mut ChunkPlan) -> Result<FullGraphOutcome> {
-        let layers = plan.layers();
-        let n = self.graph.num_nodes;
-        let total = self.data.split.train.len();
-        let fwd = Forward {
-            training: true,
-            seed: self.config.seed,
-            epoch: epoch as u64,
+/// A pass of layer `l` over its chunks.
+fn layer_pass(tr: &State<'_>, l: usize, pass: ChunkPass) -> LayerPass {
+    let reuse = reuses_rows(tr, l);
+    LayerPass {
+        l,
+        pass,
+        reuse,
+        kept: None,
+        pos: match reuse {
+            true => vec![u32::MAX; tr.graph.num_nodes],
+            false => Vec::new(),
+        },
+    }
+}
+
+/// Chunk `c` of `lp`'s layer: builds its block, predicts its peak, resets the
+/// tracker's peak and puts its input rows on the device, from the previous chunk's
+/// where they are shared. Counts the time and the bytes moved.
+#[allow(clippy::too_many_arguments)]
+fn chunk_in(
+    tr: &mut State<'_>,
+    lp: &mut LayerPass,
+    plan: &ChunkPlan,
+    c: usize,
+    prev: Option<&HostMatrix>,
+    ph: &mut Phases,
+    st: &mut FullGraphStats,
+) -> Result<ChunkIn> {
+    let l = lp.l;
+    let t = Instant::now();
+    let block = Arc::new(plan.block(&tr.graph, l, c)?);
+    let ids = &block.src_nodes;
+    let reuse = match lp.kept.as_ref() {
+        Some(kept) => Some(Reuse::plan(kept, ids, &mut lp.pos)?),
+        None => None,
+    };
+    let shared = reuse.as_ref().map_or(0, Reuse::shared);
+    ph.slice += t.elapsed().as_secs_f64();
+    if shared == 0 {
+        // Nothing to take: the kept rows go before the peak is measured.
+        lp.kept = None;
+    }
+    let prev_rows = lp.kept.as_ref().map_or(0, KeptRows::rows);
+    let assembly = assembly_peak_bytes(
+        &tr.estimator,
+        prev_rows,
+        shared,
+        ids.len(),
+        tr.config.model.widths(l).0,
+    );
+    let est = chunk_estimate(tr, l, &plan.sizes()[l][c], lp.pass, assembly)?;
+    tr.fold_peak();
+    tr.config.device.memory()?.reset_peak();
+    let t = Instant::now();
+    let x = match (reuse, lp.kept.take()) {
+        (Some(r), Some(kept)) => {
+            let new = r.new_ids.len();
+            st.rows_to_device_bytes += input_bytes(tr, l, new) + f32_bytes(shared + ids.len());
+            r.assemble(kept, |new_ids| chunk_input(tr, l, prev, new_ids))?
+        }
+        _ => {
+            st.rows_to_device_bytes += input_bytes(tr, l, ids.len());
+            chunk_input(tr, l, prev, ids)?
+        }
+    };
+    if lp.reuse {
+        lp.kept = Some(KeptRows::new(ids, &x));
+    }
+    ph.gather += t.elapsed().as_secs_f64();
+    Ok(ChunkIn {
+        block,
+        x,
+        est,
+        shared,
+    })
+}
+
+/// One full-graph epoch (see the module docs) with one optimizer step; `plan` holds
+/// the training nodes' chunks. A chunk that runs out of memory is split in two in the
+/// plan (so later passes and epochs run the halves) and run again: its failed attempt
+/// left nothing behind (no rows written, no gradient held).
+fn full_graph_epoch(
+    tr: &mut State<'_>,
+    epoch: usize,
+    plan: &mut ChunkPlan,
+) -> Result<FullGraphOutcome> {
+    let layers = plan.layers();
+    let n = tr.graph.num_nodes;
+    let total = tr.data.split.train.len();
+    let fwd = Forward {
+        training: true,
+        seed: tr.config.seed,
+        epoch: epoch as u64,
+    };
+    let mut ph = Phases::default();
+    let mut st = FullGraphStats::default();
+    let params = tr.model.parameters();
+
+    // 1. Forward below the output layer: H^0 .. H^{L-2} on the host (and in hybrid
+    // mode every layer's aggregation A^l).
+    let hybrid = hybrid(tr);
+    let [forward, backward] = ChunkPass::below_output(hybrid);
+    let mut h: Vec<HostMatrix> = Vec::new();
+    let mut aggs: Vec<Vec<f32>> = Vec::new();
+    for l in 0..layers - 1 {
+        let mut out = HostMatrix::zeros(&plan.nodes[l], tr.config.model.widths(l).1, n)?;
+        let in_width = tr.config.model.widths(l).0;
+        let mut agg = match hybrid {
+            true => host_rows(plan.nodes[l].len(), in_width)?,
+            false => Vec::new(),
         };
-        let mut ph = Phases::default();
-        let mut st = FullGraphStats::default();
-        let params = self.model.parameters();
-
-        // 1. Forward below the output layer: H^0 .. H^{L-2} on the host (and in hybrid
-        // mode every layer's aggregation A^l).
-        let hybrid = self.hybrid();
-        let [forward, backward] = ChunkPass::below_output(hybrid);
-        let mut h: Vec<HostMatrix> = Vec::new();
-        let mut aggs: Vec<Vec<f32>> = Vec::new();
-        for l in 0..layers - 1 {
-            let mut out = HostMatrix::zeros(&plan.nodes[l], self.config.model.widths(l).1, n)?;
-            let in_width = self.config.model.widths(l).0;
-            let mut agg = match hybrid {
-                true => host_rows(plan.nodes[l].len(), in_width)?,
-                false => Vec::new(),
-            };
-            let mut count = RowCounter::new(l, n);
-            let mut lp = self.layer_pass(l, forward);
-            let mut c = 0;
-            while c < plan.chunks[l].len() {
-                let range = plan.chunks[l][c].clone();
-                let prev = h.last();
-                let run = (|| -> Result<()> {
-                    let ci = self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;
-                    let t = Instant::now();
-                    let rows = no_grad(|| -> Result<Vec<f32>> {
-                        let Some(split) = self.model.hybrid_layer(l).filter(|_| hybrid) else {
-                            return self
-                                .model
-                                .forward_layer(l, &ci.block, ci.x, &fwd)?
-                                .to_vec_f32();
-                        };
-                        let a = split.aggregate(&ci.block, &ci.x)?;
-                        let y = split.update(&ci.block, Some(&ci.x), &a)?;
-                        drop(ci.x);
-                        let a_rows = a.to_vec_f32()?;
-                        drop(a);
-                        st.rows_to_host_bytes += f32_bytes(a_rows.len());
-                        agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
-                        drop(a_rows);
-                        self.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
-                    })?;
-                    ph.forward += t.elapsed().as_secs_f64();
-                    st.rows_to_host_bytes += f32_bytes(rows.len());
-                    out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
-                    count.add(&ci.block.src_nodes, ci.shared);
-                    self.chunk_done(
-                        &mut st,
-                        l,
-                        "forward",
-                        c,
-                        &ci.block.src_nodes,
-                        range.len(),
-                        ci.est,
-                    );
-                    Ok(())
-                })();
-                c += self.split_on_oom(run, plan, l, c, &mut lp, &mut st)?;
-            }
-            h.push(out);
-            aggs.push(agg);
-            st.layers.push(count.rows);
+        let mut count = RowCounter::new(l, n);
+        let mut lp = layer_pass(tr, l, forward);
+        let mut c = 0;
+        while c < plan.chunks[l].len() {
+            let range = plan.chunks[l][c].clone();
+            let prev = h.last();
+            let run = (|| -> Result<()> {
+                let ci = chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
+                let t = Instant::now();
+                let rows = no_grad(|| -> Result<Vec<f32>> {
+                    let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
+                        return tr
+                            .model
+                            .forward_layer(l, &ci.block, ci.x, &fwd)?
+                            .to_vec_f32();
+                    };
+                    let a = split.aggregate(&ci.block, &ci.x)?;
+                    let y = split.update(&ci.block, Some(&ci.x), &a)?;
+                    drop(ci.x);
+                    let a_rows = a.to_vec_f32()?;
+                    drop(a);
+                    st.rows_to_host_bytes += f32_bytes(a_rows.len());
+                    agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
+                    drop(a_rows);
+                    tr.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
+                })?;
+                ph.forward += t.elapsed().as_secs_f64();
+                st.rows_to_host_bytes += f32_bytes(rows.len());
+                out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
+                count.add(&ci.block.src_nodes, ci.shared);
+                chunk_done(
+                    tr,
+                    &mut st,
+                    l,
+                    "forward",
+                    c,
+                    &ci.block.src_nodes,
+                    range.len(),
+                    ci.est,
+                );
+                Ok(())
+            })();
+            c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
         }
+        h.push(out);
+        aggs.push(agg);
+        st.layers.push(count.rows);
+    }
 
-        // 2. The output layer: loss and its backward, chunk by chunk.
-        let last = layers - 1;
-        let (mut loss_sum, mut correct) = (0.0f64, 0usize);
-        let mut grad_in = match last {
+    // 2. The output layer: loss and its backward, chunk by chunk.
+    let last = layers - 1;
+    let (mut loss_sum, mut correct) = (0.0f64, 0usize);
+    let mut grad_in = match last {
+        0 => None,
+        _ => Some(HostMatrix::zeros(
+            &plan.nodes[last - 1],
+            tr.config.model.widths(last).0,
+            n,
+        )?),
+    };
+    let mut count = RowCounter::new(last, n);
+    let mut lp = layer_pass(tr, last, ChunkPass::Loss { total });
+    let mut c = 0;
+    while c < plan.chunks[last].len() {
+        let range = plan.chunks[last][c].clone();
+        let prev = h.last();
+        let run = (|| -> Result<()> {
+            let ChunkIn {
+                block,
+                x,
+                est,
+                shared,
+            } = chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
+            let t = Instant::now();
+            let x = if last > 0 { x.requires_grad_leaf() } else { x };
+            let seeds = block.dst_nodes();
+            let y = tr.gather_labels(seeds)?;
+            st.rows_to_device_bytes += f32_bytes(seeds.len());
+            ph.gather += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
+                let logits = tr.model.forward_layer(last, &block, x.clone(), &fwd)?;
+                let ce = ops::cross_entropy(&logits, &y, None)?;
+                let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
+                let k = seeds.len();
+                let loss = if k != total {
+                    ops::mul_scalar(&ce, k as f64 / total as f64)?
+                } else {
+                    ce.clone()
+                };
+                drop(logits);
+                loss.backward()?;
+                drop(loss);
+                Ok((ce.item()?, pred))
+            })?;
+            drop(y);
+            ph.backward += t.elapsed().as_secs_f64();
+            loss_sum += ce * seeds.len() as f64;
+            correct += pred
+                .iter()
+                .zip(seeds)
+                .filter(|(&p, &s)| p == tr.data.labels[s as usize])
+                .count();
+            if let Some(g) = grad_in.as_mut() {
+                let t = Instant::now();
+                st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
+                ph.gather += t.elapsed().as_secs_f64();
+            }
+            drop(x);
+            count.add(&block.src_nodes, shared);
+            chunk_done(
+                tr,
+                &mut st,
+                last,
+                "loss",
+                c,
+                &block.src_nodes,
+                range.len(),
+                est,
+            );
+            Ok(())
+        })();
+        c += split_on_oom(tr, run, plan, last, c, &mut lp, &mut st)?;
+    }
+    // The kept rows of the output layer go before the layers below run.
+    drop(lp);
+    st.layers.push(count.rows);
+
+    // 3. Backward below the output layer, recomputing each chunk's forward.
+    for l in (0..last).rev() {
+        let g_out = grad_in.take().ok_or_else(|| {
+            Error::invalid(format!("full-graph: layer {l} has no output gradient"))
+        })?;
+        // H^l (this layer's output) is not read again.
+        h.pop();
+        grad_in = match l {
             0 => None,
             _ => Some(HostMatrix::zeros(
-                &plan.nodes[last - 1],
-                self.config.model.widths(last).0,
+                &plan.nodes[l - 1],
+                tr.config.model.widths(l).0,
                 n,
             )?),
         };
-        let mut count = RowCounter::new(last, n);
-        let mut lp = self.layer_pass(last, ChunkPass::Loss { total });
+        let agg = aggs.pop().unwrap_or_default();
+        let mut lp = layer_pass(tr, l, backward);
         let mut c = 0;
-        while c < plan.chunks[last].len() {
-            let range = plan.chunks[last][c].clone();
+        while c < plan.chunks[l].len() {
+            let range = plan.chunks[l][c].clone();
             let prev = h.last();
+            if hybrid {
+                let rows = HybridRows {
+                    prev,
+                    agg: &agg,
+                    g_out: &g_out,
+                };
+                let mut out = HybridOut {
+                    grad_in: grad_in.as_mut(),
+                    ph: &mut ph,
+                    st: &mut st,
+                };
+                let run = hybrid_backward_chunk(tr, plan, l, c, rows, &fwd, &mut out);
+                c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
+                continue;
+            }
             let run = (|| -> Result<()> {
-                let ChunkIn {
-                    block,
-                    x,
-                    est,
-                    shared,
-                } = self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;
+                let ChunkIn { block, x, est, .. } =
+                    chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
+                let x = if l > 0 { x.requires_grad_leaf() } else { x };
                 let t = Instant::now();
-                let x = if last > 0 { x.requires_grad_leaf() } else { x };
-                let seeds = block.dst_nodes();
-                let y = self.gather_labels(seeds)?;
-                st.rows_to_device_bytes += f32_bytes(seeds.len());
-                ph.gather += t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
-                    let logits = self.model.forward_layer(last, &block, x.clone(), &fwd)?;
-                    let ce = ops::cross_entropy(&logits, &y, None)?;
-                    let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
-                    let k = seeds.len();
-                    let loss = if k != total {
-                        ops::mul_scalar(&ce, k as f64 / total as f64)?
-                    } else {
-                        ce.clone()
-                    };
-                    drop(logits);
-                    loss.backward()?;
-                    drop(loss);
-                    Ok((ce.item()?, pred))
+                let w = g_out.width;
+                with_held_grads(&params, || -> Result<()> {
+                    let out = tr.model.forward_layer(l, &block, x.clone(), &fwd)?;
+                    let g = Tensor::from_f32(
+                        g_out.data[range.start * w..range.end * w].to_vec(),
+                        &[range.len(), w],
+                        tr.config.device,
+                    )?;
+                    out.backward_with(&g)?;
+                    drop(g);
+                    drop(out);
+                    Ok(())
                 })?;
-                drop(y);
+                st.rows_to_device_bytes += f32_bytes(range.len() * w);
                 ph.backward += t.elapsed().as_secs_f64();
-                loss_sum += ce * seeds.len() as f64;
-                correct += pred
-                    .iter()
-                    .zip(seeds)
-                    .filter(|(&p, &s)| p == self.data.labels[s as usize])
-                    .count();
                 if let Some(g) = grad_in.as_mut() {
                     let t = Instant::now();
-                    st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
+                    st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
                     ph.gather += t.elapsed().as_secs_f64();
                 }
                 drop(x);
-                count.add(&block.src_nodes, shared);
-                self.chunk_done(&mut st, last, "loss", c, &block.src_nodes, range.len(), est);
+                let src = &block.src_nodes;
+                chunk_done(tr, &mut st, l, "backward", c, src, range.len(), est);
                 Ok(())
             })();
-            c += self.split_on_oom(run, plan, last, c, &mut lp, &mut st)?;
-        }
-        // The kept rows of the output layer go before the layers below run.
-        drop(lp);
-        st.layers.push(count.rows);
-
-        // 3. Backward below the output layer, recomputing each chunk's forward.
-        for l in (0..last).rev() {
-            let g_out = grad_in.take().ok_or_else(|| {
-                Error::invalid(format!("full-graph: layer {l} has no output gradient"))
-            })?;
-            // H^l (this layer's output) is not read again.
-            h.pop();
-            grad_in = match l {
-                0 => None,
-                _ => Some(HostMatrix::zeros(
-                    &plan.nodes[l - 1],
-                    self.config.model.widths(l).0,
-                    n,
-                )?),
-            };
-            let agg = aggs.pop().unwrap_or_default();
-            let mut lp = self.layer_pass(l, backward);
-            let mut c = 0;
-            while c < plan.chunks[l].len() {
-                let range = plan.chunks[l][c].clone();
-                let prev = h.last();
-                if hybrid {
-                    let rows = HybridRows {
-                        prev,
-                        agg: &agg,
-                        g_out: &g_out,
-                    };
-                    let mut out = HybridOut {
-                        grad_in: grad_in.as_mut(),
-                        ph: &mut ph,
-                        st: &mut st,
-                    };
-                    let run = self.hybrid_backward_chunk(plan, l, c, rows, &fwd, &mut out);
-                    c += self.split_on_oom(run, plan, l, c, &mut lp, &mut st)?;
-                    continue;
-                }
-                let run = (|| -> Result<()> {
-                    let ChunkIn { block, x, est, .. } =
-                        self.chunk_in(&mut lp, plan, c, prev, &mut ph, &mut st)?;
-                    let x = if l > 0 { x.requires_grad_leaf() } else { x };
-                    let t = Instant::now();
-                    let w = g_out.width;
-                    with_held_grads(&params, || -> Result<()> {
-                        let out = self.model.forward_layer(l, &block, x.clone(), &fwd)?;
-                        let g = Tensor::from_f32(
-                            g_out.data[range.start * w..range.end * w].to_vec(),
-                            &[range.len(), w],
-                            self.config.device,
-                        )?;
-                        out.backward_with(&g)?;
-                        drop(g);
-                        drop(out);
-                        Ok(())
-                    })?;
-                    st.rows_to_device_bytes += f32_bytes(range.len() * w);
-                    ph.backward += t.elapsed().as_secs_f64();
-                    if let Some(g) = grad_in.as_mut() {
-                        let t = Instant::now();
-                        st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
-                        ph.gather += t.elapsed().as_secs_f64();
-                    }
-                    drop(x);
-                    let src = &block.src_nodes;
-                    self.chunk_done(&mut st, l, "backward", c, src, range.len(), est);
-                    Ok(())
-                })();
-                c += self.split_on_oom(run, plan, l, c, &mut lp, &mut st)?;
-            }
-        }
-        st.chunks = plan.num_chunks();
-        Ok(FullGraphOutcome {
-            loss_sum,
-            correct,
-            seeds: total,
-            phases: ph,
-            stats: st,
-        })
-    }
-
-    /// After chunk `c` of layer `l` ran: 1 (go on to the next chunk) when it succeeded; 0
-    /// (run chunk `c` again) when it ran out of memory and was split in two in `plan`;
-    /// otherwise the error (a single-node chunk that runs out of memory: the budget is too
-    /// small).
-    fn split_on_oom(
-        &self,
-        run: Result<()>,
-        plan: &mut ChunkPlan,
-        l: usize,
-        c: usize,
-        lp: &mut LayerPass,
-        st: &mut FullGraphStats,
-    ) -> Result<usize> {
-        match run {
-            Ok(()) => Ok(1),
-            Err(Error::OutOfMemory {
-                requested,
-                live,
-                budget,
-                ..
-            }) if plan.chunks[l][c].len() < 2 => Err(Error::invalid(format!(
-                "memory budget {} is too small for full-graph training: a chunk of the single \
-                 node {} (layer {l}) ran out of memory ({} live, {} requested)",
-                format_bytes(budget),
-                plan.dst(l, c)[0],
-                format_bytes(live),
-                format_bytes(requested)
-            ))),
-            Err(Error::OutOfMemory { .. }) => {
-                plan.split_chunk(&self.graph, l, c)?;
-                st.oom_splits += 1;
-                // Whatever the failed attempt kept is not the previous chunk's any more.
-                lp.kept = None;
-                Ok(0)
-            }
-            Err(e) => Err(e),
+            c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
         }
     }
+    st.chunks = plan.num_chunks();
+    Ok(FullGraphOutcome {
+        loss_sum,
+        correct,
+        seeds: total,
+        phases: ph,
+        stats: st,
+    })
+}
 
-    /// Records a finished chunk's figures.
-    #[allow(clippy::too_many_arguments)]
-    fn chunk_done(
-        &self,
-        st: &mut FullGraphStats,
-        layer: usize,
-        pass: &str,
-        chunk: usize,
-        src: &[u32],
-        num_dst: usize,
-        est: u64,
-    ) {
-        let peak = self
-            .config
-            .device
-            .memory()
-            .map(|m| m.peak())
-            .unwrap_or_default();
-        st.est_peak_bytes = st.est_peak_bytes.max(est);
-        st.peak_bytes = st.peak_bytes.max(peak);
-        st.chunk_runs.push(ChunkStats {
-            layer,
-            pass: pass.to_string(),
-            chunk,
-            num_dst,
-            num_src: src.len(),
-            est_peak_bytes: est,
-            peak_bytes: peak,
-        });
+/// After chunk `c` of layer `l` ran: 1 (go on to the next chunk) when it succeeded; 0
+/// (run chunk `c` again) when it ran out of memory and was split in two in `plan`;
+/// otherwise the error (a single-node chunk that runs out of memory: the budget is too
+/// small).
+fn split_on_oom(
+    tr: &State<'_>,
+    run: Result<()>,
+    plan: &mut ChunkPlan,
+    l: usize,
+    c: usize,
+    lp: &mut LayerPass,
+    st: &mut FullGraphStats,
+) -> Result<usize> {
+    match run {
+        Ok(()) => Ok(1),
+        Err(Error::OutOfMemory {
+            requested,
+            live,
+            budget,
+            ..
+        }) if plan.chunks[l][c].len() < 2 => Err(Error::invalid(format!(
+            "memory budget {} is too small for full-graph training: a chunk of the single \
+             node {} (layer {l}) ran out of memory ({} live, {} requested)",
+            format_bytes(budget),
+            plan.dst(l, c)[0],
+            format_bytes(live),
+            format_bytes(requested)
+        ))),
+        Err(Error::OutOfMemory { .. }) => {
+            plan.split_chunk(&tr.graph, l, c)?;
+            st.oom_splits += 1;
+            // Whatever the failed attempt kept is not the previous chunk's any more.
+            lp.kept = None;
+            Ok(0)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The full-graph stage: chunked epochs over the [`State`], and the training nodes' chunk
+/// plan, made at the first epoch and kept.
+#[derive(Default)]
+pub(crate) struct FullGraph {
+    plan: Option<ChunkPlan>,
+}
+
+impl FullGraph {
+    /// Chunks per layer of the kept plan (1 before the first epoch).
+    pub(crate) fn chunks(&self) -> usize {
+        self.plan.as_ref().map_or(1, ChunkPlan::num_chunks)
     }
 
-    /// A chunk's predicted peak with what is resident now: the parameters, the optimizer
-    /// state once it exists, and the gradients held so far (only the layers whose
-    /// backward has run have any).
-    fn chunk_estimate(
-        &self,
-        l: usize,
-        sizes: &BlockSizes,
-        pass: ChunkPass,
-        assembly: u64,
-    ) -> Result<u64> {
-        let est = &self.estimator;
-        let state = Resident {
-            grads: false,
-            optimizer_state: !self.optim.state_dict().0.is_empty(),
-        };
-        let held: u64 = self
-            .model
-            .parameters()
-            .iter()
-            .filter(|p| p.grad().is_some())
-            .map(|p| est.rounded(p.bytes() as u64))
-            .sum();
-        Ok(est
-            .resident_bytes(state)
-            .saturating_add(held)
-            .saturating_add(est.chunk_activation_bytes(l, sizes, pass)?.max(assembly)))
-    }
-
-    /// Runs full-graph epoch `epoch`'s forward, loss and backward over the training nodes
-    /// (chunked as configured; the plan is made at the first call and kept), without the
-    /// optimizer step: afterwards every parameter holds the gradient of the mean
-    /// cross-entropy over all training nodes. Returns that mean loss and the epoch's chunk
-    /// figures. Needs [`TrainConfig::full_graph`](crate::train::TrainConfig::full_graph).
-    pub fn full_graph_gradients(&mut self, epoch: usize) -> Result<(f64, FullGraphStats)> {
-        let out = self.full_graph_run(epoch)?;
-        Ok((out.loss_sum / out.seeds.max(1) as f64, out.stats))
-    }
-
-    /// [`Trainer::full_graph_epoch`] with the kept plan (made at the first call, its time
-    /// counted as the partition phase).
-    pub(crate) fn full_graph_run(&mut self, epoch: usize) -> Result<FullGraphOutcome> {
-        if self.config.full_graph.is_none() {
+    /// [`full_graph_epoch`] with the kept plan (made at the first call, its time counted
+    /// as the partition phase): forward, loss and backward over the training nodes,
+    /// without the optimizer step; afterwards every parameter holds the gradient of the
+    /// mean cross-entropy over all training nodes. Needs
+    /// [`TrainConfig::full_graph`](crate::train::TrainConfig::full_graph).
+    pub(crate) fn run(&mut self, tr: &mut State<'_>, epoch: usize) -> Result<FullGraphOutcome> {
+        if tr.config.full_graph.is_none() {
             return Err(Error::invalid(
                 "full-graph gradients need TrainConfig::full_graph (--full-graph)",
             ));
         }
         let t = Instant::now();
-        let (plan, made) = match self.full_plan.take() {
+        let (plan, made) = match self.plan.take() {
             Some(p) => (p, false),
-            None => (self.full_graph_plan()?, true),
+            None => (full_graph_plan(tr)?, true),
         };
         let partition = if made { t.elapsed().as_secs_f64() } else { 0.0 };
         let mut plan = plan;
-        let out = self.full_graph_epoch(epoch, &mut plan);
-        self.full_plan = Some(plan);
+        let out = full_graph_epoch(tr, epoch, &mut plan);
+        self.plan = Some(plan);
         let mut out = out?;
         out.phases.partition = partition;
         Ok(out)
@@ -810,15 +695,16 @@ impl Trainer<'_> {
     /// Predicted classes of `targets` by chunked full-neighbour inference (no dropout),
     /// with `chunks` chunks per layer in the training plan's node order: the targets, in
     /// that order, and their classes.
-    pub(crate) fn full_graph_predict(
+    pub(crate) fn predict(
         &self,
+        tr: &State<'_>,
         targets: &[u32],
         chunks: usize,
     ) -> Result<(Vec<u32>, Vec<u32>)> {
-        let layers = self.config.model.shape.layers;
-        let parts = self.full_plan.as_ref().and_then(|p| p.parts().cloned());
-        let plan = ChunkPlan::with_parts(&self.graph, targets, layers, chunks, parts)?;
-        let n = self.graph.num_nodes;
+        let layers = tr.config.model.shape.layers;
+        let parts = self.plan.as_ref().and_then(|p| p.parts().cloned());
+        let plan = ChunkPlan::with_parts(&tr.graph, targets, layers, chunks, parts)?;
+        let n = tr.graph.num_nodes;
         let f = Forward::default();
         no_grad(|| {
             let mut prev: Option<HostMatrix> = None;
@@ -829,14 +715,14 @@ impl Trainer<'_> {
                     true => None,
                     false => Some(HostMatrix::zeros(
                         &plan.nodes[l],
-                        self.config.model.widths(l).1,
+                        tr.config.model.widths(l).1,
                         n,
                     )?),
                 };
                 for (c, range) in plan.chunks[l].iter().enumerate() {
-                    let block = Arc::new(plan.block(&self.graph, l, c)?);
-                    let x = self.chunk_input(l, prev.as_ref(), &block.src_nodes)?;
-                    let y = self.model.forward_layer(l, &block, x, &f)?;
+                    let block = Arc::new(plan.block(&tr.graph, l, c)?);
+                    let x = chunk_input(tr, l, prev.as_ref(), &block.src_nodes)?;
+                    let y = tr.model.forward_layer(l, &block, x, &f)?;
                     match out.as_mut() {
                         Some(o) => {
                             let rows = y.to_vec_f32()?;

@@ -1,8 +1,9 @@
-//! Micro-batch training of one batch with exact gradient accumulation.
+//! Micro-batch training of one batch with exact gradient accumulation: a stage of the
+//! trainer, functions over the [`State`] it owns (`run_batch`, the planner `plan`).
 //!
 //! The batch is sampled once. A [`Partitioner`](crate::partition::Partitioner) splits its seeds into K micro-batches
 //! (with a memory budget, the smallest K whose largest estimated micro-batch fits, see
-//! `Trainer::plan`); each micro-batch's blocks are sliced from the full batch's, so its
+//! `plan`); each micro-batch's blocks are sliced from the full batch's, so its
 //! logits equal the full batch's rows for its seeds. Per micro-batch: upload its features
 //! and labels, forward, cross-entropy scaled by `|seeds_k| / |seeds|`, backward. Only
 //! parameter gradients survive a micro-batch; after all K, one optimizer step, so the step
@@ -31,7 +32,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Csr, Dataset, Slicer};
@@ -40,71 +40,12 @@ use crate::ops;
 use crate::partition::{self, format_bytes, Batch, MicroBatchStats, PartitionStats, Resident};
 use crate::rng::mix64;
 use crate::tensor::Tensor;
+use crate::train::config::{Loader, SAFETY_MARGIN};
 use crate::train::features::{FeatureStore, HostRows};
-use crate::train::trainer::{Phases, Trainer};
+use crate::train::state::State;
+use crate::train::stats::Phases;
 
-/// A budget plan must leave this fraction of the budget free: the estimator is validated to
-/// be within 10% of the measured peak (`tests/budget.rs`), so a micro-batch estimated at
-/// `budget / 1.1` or less fits unless the estimate is off by more than that. A micro-batch
-/// that still runs out of memory is split at run time.
-pub const SAFETY_MARGIN: f64 = 0.10;
-
-/// Where a micro-batch's blocks come from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Loader {
-    /// Sliced out of the full batch's sample: every micro-batch keeps the full batch's
-    /// sampled in-edges of its seeds, so the accumulated gradients equal the full batch's.
-    #[default]
-    Slice,
-    /// Sampled afresh from the micro-batch's own seeds (Cherry's loaders): each
-    /// micro-batch draws its own neighbours, so the gradients are those of K independent
-    /// samples, not of one full-batch sample (same fanouts, same expectation). The full
-    /// batch is still sampled once, for the partitioner; K = 1 uses that sample. A
-    /// micro-batch's sampling time is counted in the `slice` phase.
-    PerMicroBatch,
-}
-
-impl std::str::FromStr for Loader {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "slice" => Ok(Loader::Slice),
-            "per-micro-batch" => Ok(Loader::PerMicroBatch),
-            _ => Err(Error::flag(
-                "--loader",
-                format!("--loader `{s}`: expected slice or per-micro-batch"),
-            )),
-        }
-    }
-}
-
-/// How a batch is split into micro-batches.
-#[derive(Clone, Debug, Serialize)]
-pub struct MicroConfig {
-    /// Micro-batches per batch; with a budget, the least K the search starts from.
-    pub micro_batches: usize,
-    /// A name from [`partition::REGISTRY`].
-    pub partitioner: String,
-    /// Device memory budget in bytes: K is chosen so that every micro-batch fits.
-    pub memory_budget: Option<u64>,
-    /// Where each micro-batch's blocks come from (`--loader`).
-    #[serde(default)]
-    pub loader: Loader,
-}
-
-impl Default for MicroConfig {
-    fn default() -> Self {
-        MicroConfig {
-            micro_batches: 1,
-            partitioner: "random".into(),
-            memory_budget: None,
-            loader: Loader::Slice,
-        }
-    }
-}
-
-/// What `Trainer::run_batch` does with each micro-batch.
+/// What `run_batch` does with each micro-batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
     /// Forward, backward, then one optimizer step for the batch.
@@ -287,470 +228,481 @@ pub(crate) struct Run<'s> {
     union: Option<InputUnion>,
 }
 
-impl Trainer<'_> {
-    /// Samples batch `b` of `epoch` (`seeds`), partitions it and runs its micro-batches.
-    pub(crate) fn run_batch(
-        &mut self,
-        epoch: usize,
-        b: usize,
-        seeds: &[u32],
-        pass: Pass,
-    ) -> Result<BatchOutcome> {
-        let mut phases = Phases::default();
-        let key = ((epoch as u64) << 32) | b as u64;
-        if pass == Pass::Train && self.dist.feed.is_some() {
-            return self.run_fed_batch(epoch, b, seeds.len());
+/// Samples batch `b` of `epoch` (`seeds`), partitions it and runs its micro-batches.
+pub(crate) fn run_batch(
+    tr: &mut State<'_>,
+    epoch: usize,
+    b: usize,
+    seeds: &[u32],
+    pass: Pass,
+) -> Result<BatchOutcome> {
+    let mut phases = Phases::default();
+    let key = ((epoch as u64) << 32) | b as u64;
+    // The partitioner's cached answer lets micro-batches that sample their own seeds
+    // skip the full-batch sample.
+    let t = Instant::now();
+    let cached = cached_parts(tr, seeds, pass);
+    let skipped = cached.is_some();
+    phases.partition = t.elapsed().as_secs_f64();
+    let slicer = match cached {
+        Some(_) => None,
+        None => {
+            let t = Instant::now();
+            let blocks = tr.sample(seeds, key)?;
+            phases.sample = t.elapsed().as_secs_f64();
+            Some(Slicer::new(&blocks)?)
         }
-        // The partitioner's cached answer lets micro-batches that sample their own seeds
-        // skip the full-batch sample.
-        let t = Instant::now();
-        let cached = self.cached_parts(seeds, pass);
-        let skipped = cached.is_some();
-        phases.partition = t.elapsed().as_secs_f64();
-        let slicer = match cached {
-            Some(_) => None,
-            None => {
-                let t = Instant::now();
-                let blocks = self.sample(seeds, key)?;
-                phases.sample = t.elapsed().as_secs_f64();
-                Some(Slicer::new(&blocks)?)
-            }
-        };
-        let source = self.source(slicer.as_ref(), key);
+    };
+    let source = source(tr, slicer.as_ref(), key);
 
-        let t = Instant::now();
-        // The batch's micro-batches, and how many the plan cut it into (with several
-        // ranks, this rank runs only its share of them: see crate::dist).
-        let (parts, planned) = match (cached, &slicer) {
-            (Some(parts), _) => {
-                let n = parts.len();
-                (parts, n)
+    let t = Instant::now();
+    // The batch's micro-batches, and how many the plan cut it into (with several
+    // ranks, this rank runs only its share of them: see crate::dist).
+    let (parts, planned) = match (cached, &slicer) {
+        (Some(parts), _) => {
+            let n = parts.len();
+            (parts, n)
+        }
+        (None, Some(slicer)) => {
+            let parts = plan(tr, slicer, seeds, epoch)?;
+            let n = parts.len();
+            match pass {
+                Pass::Train => (my_parts(tr, slicer, parts)?, n),
+                _ => (parts, n),
             }
-            (None, Some(slicer)) => {
-                let parts = self.plan(slicer, seeds, epoch)?;
-                let n = parts.len();
-                match pass {
-                    Pass::Train => (self.my_parts(slicer, parts)?, n),
-                    _ => (parts, n),
+        }
+        (None, None) => return Err(Error::invalid("a batch without its sample")),
+    };
+    // One micro-batch for the whole batch runs on the full sample itself; a rank's
+    // single share of several does not.
+    let whole = planned == 1 && !skipped;
+    phases.partition += t.elapsed().as_secs_f64();
+    let mut stats = PartitionStats {
+        epoch: epoch + 1,
+        batch: b,
+        k: parts.len(),
+        partitioner: tr.partitioner.name().to_string(),
+        partition_s: phases.partition,
+        ..Default::default()
+    };
+    let full_inputs = slicer.as_ref().map_or(0, |s| s.blocks()[0].num_src);
+    let mut run = Run::new(Some(&source), seeds.len(), epoch, phases);
+    if source.sampler.is_some() && tr.dist.size() == 1 {
+        run.union = Some(InputUnion::new(tr.graph.num_nodes));
+    }
+
+    if let (Pass::Plan, Some(slicer)) = (pass, &slicer) {
+        let state = tr.resident_now();
+        for part in &parts {
+            let t = Instant::now();
+            let sizes = slicer.sizes(part)?;
+            stats.slice_s += t.elapsed().as_secs_f64();
+            stats.batches.push(MicroBatchStats {
+                seeds: part.len(),
+                input_nodes: sizes[0].num_src,
+                est_peak_bytes: tr.estimator.peak_bytes(&sizes, seeds.len(), state)?,
+                peak_bytes: None,
+                compute_s: 0.0,
+            });
+        }
+    } else {
+        let data = tr.data;
+        let features = tr.host_features();
+        let this = &*tr;
+        let source_ref = &source;
+        std::thread::scope(|scope| -> Result<()> {
+            let (tx, rx) = sync_channel::<Result<Prepared>>(0);
+            scope.spawn(move || {
+                for part in parts {
+                    let p = prepare(source_ref, data, features, part, whole);
+                    let failed = p.is_err();
+                    if tx.send(p).is_err() || failed {
+                        break;
+                    }
                 }
+            });
+            for p in rx {
+                run_micro(this, p?, &mut run, &mut stats)?;
             }
-            (None, None) => return Err(Error::invalid("a batch without its sample")),
-        };
-        // One micro-batch for the whole batch runs on the full sample itself; a rank's
-        // single share of several does not.
-        let whole = planned == 1 && !skipped;
-        phases.partition += t.elapsed().as_secs_f64();
-        let mut stats = PartitionStats {
-            epoch: epoch + 1,
-            batch: b,
-            k: parts.len(),
-            partitioner: self.partitioner.name().to_string(),
-            partition_s: phases.partition,
-            ..Default::default()
-        };
-        let full_inputs = slicer.as_ref().map_or(0, |s| s.blocks()[0].num_src);
-        let mut run = Run::new(Some(&source), seeds.len(), epoch, phases);
-        if source.sampler.is_some() && self.dist.size() == 1 {
-            run.union = Some(InputUnion::new(self.graph.num_nodes));
-        }
+            Ok(())
+        })?;
+    }
+    finish_batch(tr, run, stats, pass, full_inputs)
+}
 
-        if let (Pass::Plan, Some(slicer)) = (pass, &slicer) {
-            let state = self.resident_now();
-            for part in &parts {
-                let t = Instant::now();
-                let sizes = slicer.sizes(part)?;
-                stats.slice_s += t.elapsed().as_secs_f64();
+/// The micro-batches of `seeds` when the full-batch sample is not needed: micro-batches
+/// sample their own seeds (`--loader per-micro-batch`), K > 1 (one micro-batch uses
+/// the full sample, so that it trains exactly as `slice` does), no budget (the
+/// planner estimates from the sample), one process (ranks share by sliced sizes), a
+/// pass that runs, and a partitioner that answers from its cache (Cherry after its
+/// first cut, `metis`).
+fn cached_parts(tr: &State<'_>, seeds: &[u32], pass: Pass) -> Option<Vec<Vec<u32>>> {
+    let k = tr.config.micro.micro_batches.min(seeds.len());
+    let skip = tr.config.micro.loader == Loader::PerMicroBatch
+        && k > 1
+        && tr.config.micro.memory_budget.is_none()
+        && tr.dist.size() == 1
+        && pass != Pass::Plan;
+    if !skip {
+        return None;
+    }
+    let parts = tr.partitioner.cached(seeds, &tr.graph, k, tr.config.seed)?;
+    partition::check_parts(tr.partitioner.name(), seeds, k, &parts).ok()?;
+    Some(parts)
+}
+
+/// The source of batch `key`'s micro-batches: slices of `slicer`'s sample, or fresh
+/// samples of their own seeds (`--loader per-micro-batch`).
+pub(crate) fn source<'s>(tr: &State<'_>, slicer: Option<&'s Slicer>, key: u64) -> Source<'s> {
+    Source {
+        slicer,
+        sampler: (tr.config.micro.loader == Loader::PerMicroBatch).then(|| MicroSampler {
+            graph: tr.graph.clone(),
+            fanouts: tr.config.fanouts.clone(),
+            key: mix64(tr.config.seed ^ key ^ 0x6c6f_6164_6572),
+        }),
+    }
+}
+
+/// Runs micro-batches prepared elsewhere (received from a sampler rank) in order.
+pub(crate) fn run_prepared(
+    tr: &State<'_>,
+    parts: Vec<Prepared>,
+    run: &mut Run<'_>,
+    stats: &mut PartitionStats,
+) -> Result<()> {
+    for p in parts {
+        run_micro(tr, p, run, stats)?;
+    }
+    Ok(())
+}
+
+/// Ends a batch whose micro-batches have run: reads their figures, sums over the
+/// ranks and steps the optimizer (`Pass::Train`), or drops the gradients.
+pub(crate) fn finish_batch(
+    tr: &mut State<'_>,
+    mut run: Run<'_>,
+    mut stats: PartitionStats,
+    pass: Pass,
+    full_inputs: usize,
+) -> Result<BatchOutcome> {
+    if pass != Pass::Plan {
+        stats.k = stats.batches.len();
+        settle(tr, &mut run)?;
+        if pass == Pass::Train {
+            reduce_batch(tr, &mut run.out, &mut stats)?;
+        }
+    }
+    stats.set_redundancy(run.union.as_ref().map_or(full_inputs, |u| u.count));
+    run.out.phases.slice = stats.slice_s;
+    if pass == Pass::Train && !run.out.loss_sum.is_finite() {
+        // A diverged batch: its gradients are not applied (they would spread NaN into
+        // every parameter and the optimizer state).
+        run.out.non_finite = true;
+        tr.optim.zero_grad();
+    } else if pass == Pass::Train {
+        let t = Instant::now();
+        tr.optim.step()?;
+        tr.optim.zero_grad();
+        if tr.config.profile {
+            tr.config.device.sync()?;
+        }
+        run.out.phases.optimizer = t.elapsed().as_secs_f64();
+    } else {
+        tr.optim.zero_grad();
+    }
+    run.out.stats = stats;
+    Ok(run.out)
+}
+
+/// Runs one prepared micro-batch; one that runs out of memory is split in halves,
+/// which run in its place (recursively).
+fn run_micro(
+    tr: &State<'_>,
+    first: Prepared,
+    run: &mut Run<'_>,
+    stats: &mut PartitionStats,
+) -> Result<()> {
+    let mut todo = vec![first];
+    while let Some(p) = todo.pop() {
+        run.out.phases.gather += p.gather_s;
+        stats.slice_s += p.slice_s;
+        let seeds = p.seeds.clone();
+        let sizes: Vec<BlockSizes> = p.blocks.iter().map(|b| BlockSizes::of(b)).collect();
+        let inputs = run.union.is_some().then(|| p.blocks[0].clone());
+        let state = tr.resident_now();
+        let est = tr.estimator.peak_bytes(&sizes, run.total, state)?;
+        let mem = tr.config.device.memory()?;
+        tr.fold_peak();
+        mem.reset_peak();
+        let t = Instant::now();
+        match compute(tr, p, run) {
+            Ok(c) => {
+                let compute_s = t.elapsed().as_secs_f64();
+                run.out.phases.forward += c.forward_s;
+                run.out.phases.backward += c.backward_s;
+                let n = seeds.len();
+                match c.readout {
+                    Readout::Host { ce, pred } => count(tr, &mut run.out, ce, &pred, &seeds),
+                    Readout::Device { ce, pred } => run.pending.push((ce, pred, seeds)),
+                }
+                if let (Some(union), Some(b)) = (&mut run.union, inputs) {
+                    union.add(&b.src_nodes);
+                }
                 stats.batches.push(MicroBatchStats {
-                    seeds: part.len(),
+                    seeds: n,
                     input_nodes: sizes[0].num_src,
-                    est_peak_bytes: self.estimator.peak_bytes(&sizes, seeds.len(), state)?,
-                    peak_bytes: None,
-                    compute_s: 0.0,
+                    est_peak_bytes: est,
+                    peak_bytes: Some(mem.peak()),
+                    compute_s,
                 });
             }
-        } else {
-            let data = self.data;
-            let features = self.host_features();
-            let this = &*self;
-            let source_ref = &source;
-            std::thread::scope(|scope| -> Result<()> {
-                let (tx, rx) = sync_channel::<Result<Prepared>>(0);
-                scope.spawn(move || {
-                    for part in parts {
-                        let p = prepare(source_ref, data, features, part, whole);
-                        let failed = p.is_err();
-                        if tx.send(p).is_err() || failed {
-                            break;
-                        }
-                    }
-                });
-                for p in rx {
-                    this.run_micro(p?, &mut run, &mut stats)?;
-                }
-                Ok(())
-            })?;
-        }
-        self.finish_batch(run, stats, pass, full_inputs)
-    }
-
-    /// The micro-batches of `seeds` when the full-batch sample is not needed: micro-batches
-    /// sample their own seeds (`--loader per-micro-batch`), K > 1 (one micro-batch uses
-    /// the full sample, so that it trains exactly as `slice` does), no budget (the
-    /// planner estimates from the sample), one process (ranks share by sliced sizes), a
-    /// pass that runs, and a partitioner that answers from its cache (Cherry after its
-    /// first cut, `metis`).
-    fn cached_parts(&self, seeds: &[u32], pass: Pass) -> Option<Vec<Vec<u32>>> {
-        let k = self.config.micro.micro_batches.min(seeds.len());
-        let skip = self.config.micro.loader == Loader::PerMicroBatch
-            && k > 1
-            && self.config.micro.memory_budget.is_none()
-            && self.dist.size() == 1
-            && pass != Pass::Plan;
-        if !skip {
-            return None;
-        }
-        let parts = self
-            .partitioner
-            .cached(seeds, &self.graph, k, self.config.seed)?;
-        partition::check_parts(self.partitioner.name(), seeds, k, &parts).ok()?;
-        Some(parts)
-    }
-
-    /// The source of batch `key`'s micro-batches: slices of `slicer`'s sample, or fresh
-    /// samples of their own seeds (`--loader per-micro-batch`).
-    pub(crate) fn source<'s>(&self, slicer: Option<&'s Slicer>, key: u64) -> Source<'s> {
-        Source {
-            slicer,
-            sampler: (self.config.micro.loader == Loader::PerMicroBatch).then(|| MicroSampler {
-                graph: self.graph.clone(),
-                fanouts: self.config.fanouts.clone(),
-                key: mix64(self.config.seed ^ key ^ 0x6c6f_6164_6572),
-            }),
-        }
-    }
-
-    /// Runs micro-batches prepared elsewhere (received from a sampler rank) in order.
-    pub(crate) fn run_prepared(
-        &self,
-        parts: Vec<Prepared>,
-        run: &mut Run<'_>,
-        stats: &mut PartitionStats,
-    ) -> Result<()> {
-        for p in parts {
-            self.run_micro(p, run, stats)?;
-        }
-        Ok(())
-    }
-
-    /// Ends a batch whose micro-batches have run: reads their figures, sums over the
-    /// ranks and steps the optimizer (`Pass::Train`), or drops the gradients.
-    pub(crate) fn finish_batch(
-        &mut self,
-        mut run: Run<'_>,
-        mut stats: PartitionStats,
-        pass: Pass,
-        full_inputs: usize,
-    ) -> Result<BatchOutcome> {
-        if pass != Pass::Plan {
-            stats.k = stats.batches.len();
-            self.settle(&mut run)?;
-            if pass == Pass::Train {
-                self.reduce_batch(&mut run.out, &mut stats)?;
-            }
-        }
-        stats.set_redundancy(run.union.as_ref().map_or(full_inputs, |u| u.count));
-        run.out.phases.slice = stats.slice_s;
-        if pass == Pass::Train && !run.out.loss_sum.is_finite() {
-            // A diverged batch: its gradients are not applied (they would spread NaN into
-            // every parameter and the optimizer state).
-            run.out.non_finite = true;
-            self.optim.zero_grad();
-        } else if pass == Pass::Train {
-            let t = Instant::now();
-            self.optim.step()?;
-            self.optim.zero_grad();
-            if self.config.profile {
-                self.config.device.sync()?;
-            }
-            run.out.phases.optimizer = t.elapsed().as_secs_f64();
-        } else {
-            self.optim.zero_grad();
-        }
-        run.out.stats = stats;
-        Ok(run.out)
-    }
-
-    /// Runs one prepared micro-batch; one that runs out of memory is split in halves,
-    /// which run in its place (recursively).
-    fn run_micro(
-        &self,
-        first: Prepared,
-        run: &mut Run<'_>,
-        stats: &mut PartitionStats,
-    ) -> Result<()> {
-        let mut todo = vec![first];
-        while let Some(p) = todo.pop() {
-            run.out.phases.gather += p.gather_s;
-            stats.slice_s += p.slice_s;
-            let seeds = p.seeds.clone();
-            let sizes: Vec<BlockSizes> = p.blocks.iter().map(|b| BlockSizes::of(b)).collect();
-            let inputs = run.union.is_some().then(|| p.blocks[0].clone());
-            let state = self.resident_now();
-            let est = self.estimator.peak_bytes(&sizes, run.total, state)?;
-            let mem = self.config.device.memory()?;
-            self.fold_peak();
-            mem.reset_peak();
-            let t = Instant::now();
-            match self.compute(p, run) {
-                Ok(c) => {
-                    let compute_s = t.elapsed().as_secs_f64();
-                    run.out.phases.forward += c.forward_s;
-                    run.out.phases.backward += c.backward_s;
-                    let n = seeds.len();
-                    match c.readout {
-                        Readout::Host { ce, pred } => self.count(&mut run.out, ce, &pred, &seeds),
-                        Readout::Device { ce, pred } => run.pending.push((ce, pred, seeds)),
-                    }
-                    if let (Some(union), Some(b)) = (&mut run.union, inputs) {
-                        union.add(&b.src_nodes);
-                    }
-                    stats.batches.push(MicroBatchStats {
-                        seeds: n,
-                        input_nodes: sizes[0].num_src,
-                        est_peak_bytes: est,
-                        peak_bytes: Some(mem.peak()),
-                        compute_s,
-                    });
-                }
-                Err(Error::OutOfMemory { .. }) if seeds.len() > 1 => {
-                    stats.oom_splits += 1;
-                    let half = seeds.len().div_ceil(2);
-                    let (a, b) = seeds.split_at(half);
-                    // The second half runs after the first: push it first.
-                    let Some(source) = run.source else {
-                        return Err(Error::invalid(format!(
-                            "a micro-batch of {} seeds received from a sampler rank ran out \
-                             of memory on this trainer (received micro-batches are not split): \
-                             give --memory-budget so that the sampler ranks choose a K that \
-                             fits, or more --micro-batches",
-                            seeds.len()
-                        )));
-                    };
-                    let f = self.host_features();
-                    todo.push(prepare(source, self.data, f, b.to_vec(), false)?);
-                    todo.push(prepare(source, self.data, f, a.to_vec(), false)?);
-                }
-                Err(Error::OutOfMemory {
-                    requested,
-                    live,
-                    budget,
-                    ..
-                }) => {
+            Err(Error::OutOfMemory { .. }) if seeds.len() > 1 => {
+                stats.oom_splits += 1;
+                let half = seeds.len().div_ceil(2);
+                let (a, b) = seeds.split_at(half);
+                // The second half runs after the first: push it first.
+                let Some(source) = run.source else {
                     return Err(Error::invalid(format!(
-                        "memory budget {} is too small: a micro-batch of the single seed {} \
-                         ran out of memory ({} live, {} requested); the estimator puts its \
-                         peak at {}",
-                        format_bytes(budget),
-                        seeds[0],
-                        format_bytes(live),
-                        format_bytes(requested),
-                        format_bytes(est)
+                        "a micro-batch of {} seeds received from a sampler rank ran out \
+                         of memory on this trainer (received micro-batches are not split): \
+                         give --memory-budget so that the sampler ranks choose a K that \
+                         fits, or more --micro-batches",
+                        seeds.len()
                     )));
-                }
-                Err(e) => return Err(e),
+                };
+                let f = tr.host_features();
+                todo.push(prepare(source, tr.data, f, b.to_vec(), false)?);
+                todo.push(prepare(source, tr.data, f, a.to_vec(), false)?);
             }
-        }
-        Ok(())
-    }
-
-    /// The host matrix micro-batches gather from; `None` when it lives on the device.
-    pub(crate) fn host_features(&self) -> Option<&FeatureStore<'_>> {
-        match self.resident_features {
-            Some(_) => None,
-            None => Some(&self.features),
-        }
-    }
-
-    /// Adds one micro-batch's loss and correct predictions to the batch's.
-    fn count(&self, out: &mut BatchOutcome, ce: f64, pred: &[u32], seeds: &[u32]) {
-        out.loss_sum += ce * seeds.len() as f64;
-        out.correct += pred
-            .iter()
-            .zip(seeds)
-            .filter(|(&p, &s)| p == self.data.labels[s as usize])
-            .count();
-        out.seeds += seeds.len();
-    }
-
-    /// Reads the device readouts of the batch's micro-batches: their losses in one read,
-    /// their predictions in another (the batch's only host waits on a GPU without
-    /// `profile`, charged to the backward phase, whose device work they wait for).
-    fn settle(&self, run: &mut Run<'_>) -> Result<()> {
-        if run.pending.is_empty() {
-            return Ok(());
-        }
-        let t = Instant::now();
-        let pending = std::mem::take(&mut run.pending);
-        let ces: Vec<Tensor> = pending
-            .iter()
-            .map(|(ce, _, _)| ce.view(&[1, 1]))
-            .collect::<Result<_>>()?;
-        let preds: Vec<Tensor> = pending
-            .iter()
-            .map(|(_, pred, seeds)| pred.view(&[seeds.len(), 1]))
-            .collect::<Result<_>>()?;
-        let ce = ops::concat(&ces.iter().collect::<Vec<_>>(), 0)?.to_vec_f32()?;
-        let pred = ops::concat(&preds.iter().collect::<Vec<_>>(), 0)?.to_vec_u32()?;
-        let mut at = 0;
-        for ((_, _, seeds), ce) in pending.iter().zip(ce) {
-            let n = seeds.len();
-            self.count(&mut run.out, ce as f64, &pred[at..at + n], seeds);
-            at += n;
-        }
-        run.out.phases.backward += t.elapsed().as_secs_f64();
-        Ok(())
-    }
-
-    /// Forward and backward of one micro-batch, keeping the gradients of earlier
-    /// micro-batches apart until it has succeeded.
-    fn compute(&self, p: Prepared, run: &Run<'_>) -> Result<Computed> {
-        with_held_grads(&self.model.parameters(), || self.forward_backward(p, run))
-    }
-
-    fn forward_backward(&self, p: Prepared, run: &Run<'_>) -> Result<Computed> {
-        let device = self.config.device;
-        let n = p.seeds.len();
-        let t = Instant::now();
-        let x = match p.features {
-            Some(rows) => rows.upload(p.blocks[0].num_src, self.data.feat_dim, device)?,
-            None => self.gather_features(&p.blocks[0].src_nodes)?,
-        };
-        let y = Tensor::from_u32(p.labels, &[n], device)?;
-        let fwd = Forward {
-            training: true,
-            seed: self.config.seed,
-            epoch: run.epoch as u64,
-        };
-        let logits = self.model.forward(&p.blocks, &x, &fwd)?;
-        let ce = ops::cross_entropy(&logits, &y, None)?;
-        let pred = ops::argmax_rows(&logits.detach())?;
-        // The CPU reads the predictions at once (nothing to wait for), so they hold no
-        // memory during backward: the estimator's replay assumes so.
-        let (pred, pred_host) = if device == crate::Device::Cpu {
-            let host = pred.to_vec_u32()?;
-            drop(pred);
-            (None, Some(host))
-        } else {
-            (Some(pred), None)
-        };
-        let loss = if n != run.total {
-            ops::mul_scalar(&ce, n as f64 / run.total as f64)?
-        } else {
-            ce.clone()
-        };
-        drop(logits);
-        // GPU ops return once queued: only a profiling run waits, so that each phase is
-        // charged its own device time.
-        if self.config.profile {
-            device.sync()?;
-        }
-        let forward_s = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        loss.backward()?;
-        if self.config.profile {
-            device.sync()?;
-        }
-        let backward_s = t.elapsed().as_secs_f64();
-        let readout = match (pred, pred_host) {
-            (Some(pred), _) => Readout::Device {
-                ce: ce.detach(),
-                pred,
-            },
-            (None, pred) => Readout::Host {
-                ce: ce.item()?,
-                pred: pred.unwrap_or_default(),
-            },
-        };
-        Ok(Computed {
-            readout,
-            forward_s,
-            backward_s,
-        })
-    }
-
-    /// What is resident on the device now (for the next micro-batch's estimate).
-    fn resident_now(&self) -> Resident {
-        Resident {
-            grads: self.model.parameters().iter().any(|p| p.grad().is_some()),
-            optimizer_state: !self.optim.state_dict().0.is_empty(),
+            Err(Error::OutOfMemory {
+                requested,
+                live,
+                budget,
+                ..
+            }) => {
+                return Err(Error::invalid(format!(
+                    "memory budget {} is too small: a micro-batch of the single seed {} \
+                     ran out of memory ({} live, {} requested); the estimator puts its \
+                     peak at {}",
+                    format_bytes(budget),
+                    seeds[0],
+                    format_bytes(live),
+                    format_bytes(requested),
+                    format_bytes(est)
+                )));
+            }
+            Err(e) => return Err(e),
         }
     }
+    Ok(())
+}
 
-    /// The micro-batches of one batch. Without a budget: `micro_batches` of them (fewer
-    /// for a trailing batch with fewer seeds). With one: the smallest K at or above both
-    /// `micro_batches` and the K of the previous batch such that every micro-batch's
-    /// estimated peak, with the resident state of a steady run (parameters, held
-    /// gradients, optimizer state), plus the [`SAFETY_MARGIN`], fits the budget. K grows
-    /// by doubling until a partition fits, then a bisection finds the smallest fitting K
-    /// in between (assuming the largest micro-batch shrinks as K grows).
-    pub(crate) fn plan(
-        &mut self,
-        slicer: &Slicer,
-        seeds: &[u32],
-        epoch: usize,
-    ) -> Result<Vec<Vec<u32>>> {
+/// Adds one micro-batch's loss and correct predictions to the batch's.
+fn count(tr: &State<'_>, out: &mut BatchOutcome, ce: f64, pred: &[u32], seeds: &[u32]) {
+    out.loss_sum += ce * seeds.len() as f64;
+    out.correct += pred
+        .iter()
+        .zip(seeds)
+        .filter(|(&p, &s)| p == tr.data.labels[s as usize])
+        .count();
+    out.seeds += seeds.len();
+}
+
+/// Reads the device readouts of the batch's micro-batches: their losses in one read,
+/// their predictions in another (the batch's only host waits on a GPU without
+/// `profile`, charged to the backward phase, whose device work they wait for).
+fn settle(tr: &State<'_>, run: &mut Run<'_>) -> Result<()> {
+    if run.pending.is_empty() {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let pending = std::mem::take(&mut run.pending);
+    let ces: Vec<Tensor> = pending
+        .iter()
+        .map(|(ce, _, _)| ce.view(&[1, 1]))
+        .collect::<Result<_>>()?;
+    let preds: Vec<Tensor> = pending
+        .iter()
+        .map(|(_, pred, seeds)| pred.view(&[seeds.len(), 1]))
+        .collect::<Result<_>>()?;
+    let ce = ops::concat(&ces.iter().collect::<Vec<_>>(), 0)?.to_vec_f32()?;
+    let pred = ops::concat(&preds.iter().collect::<Vec<_>>(), 0)?.to_vec_u32()?;
+    let mut at = 0;
+    for ((_, _, seeds), ce) in pending.iter().zip(ce) {
         let n = seeds.len();
-        let k_min = self.config.micro.micro_batches.min(n);
-        let batch = Batch {
-            seeds,
-            slicer,
-            graph: &self.graph,
-            seed: self.config.seed,
-            epoch: epoch as u64,
-            estimator: Some(&self.estimator),
-        };
-        let part = &mut *self.partitioner;
-        let Some(budget) = self.config.micro.memory_budget else {
-            return partition::partition(part, &batch, k_min);
-        };
-        let estimator = &self.estimator;
-        let largest = |parts: &[Vec<u32>]| -> Result<u64> {
-            parts
-                .par_iter()
-                .map(|p| estimator.peak_bytes(&slicer.sizes(p)?, n, Resident::STEADY))
-                .try_reduce(|| 0, |a, b| Ok(a.max(b)))
-        };
-        let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
+        count(tr, &mut run.out, ce as f64, &pred[at..at + n], seeds);
+        at += n;
+    }
+    run.out.phases.backward += t.elapsed().as_secs_f64();
+    Ok(())
+}
 
-        let mut k = k_min.max(self.last_k.min(n));
-        let mut parts = partition::partition(part, &batch, k)?;
-        if !fits(largest(&parts)?) {
-            let mut lo = k;
-            loop {
-                if k == n {
-                    return Err(too_small(estimator, slicer, seeds, budget));
-                }
-                k = (2 * k).min(n);
-                parts = partition::partition(part, &batch, k)?;
-                if fits(largest(&parts)?) {
-                    break;
-                }
-                lo = k;
+/// Forward and backward of one micro-batch, keeping the gradients of earlier
+/// micro-batches apart until it has succeeded.
+fn compute(tr: &State<'_>, p: Prepared, run: &Run<'_>) -> Result<Computed> {
+    with_held_grads(&tr.model.parameters(), || forward_backward(tr, p, run))
+}
+
+fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run<'_>) -> Result<Computed> {
+    let device = tr.config.device;
+    let n = p.seeds.len();
+    let t = Instant::now();
+    let x = match p.features {
+        Some(rows) => rows.upload(p.blocks[0].num_src, tr.data.feat_dim, device)?,
+        None => tr.gather_features(&p.blocks[0].src_nodes)?,
+    };
+    let y = Tensor::from_u32(p.labels, &[n], device)?;
+    let fwd = Forward {
+        training: true,
+        seed: tr.config.seed,
+        epoch: run.epoch as u64,
+    };
+    let logits = tr.model.forward(&p.blocks, &x, &fwd)?;
+    let ce = ops::cross_entropy(&logits, &y, None)?;
+    let pred = ops::argmax_rows(&logits.detach())?;
+    // The CPU reads the predictions at once (nothing to wait for), so they hold no
+    // memory during backward: the estimator's replay assumes so.
+    let (pred, pred_host) = if device == crate::Device::Cpu {
+        let host = pred.to_vec_u32()?;
+        drop(pred);
+        (None, Some(host))
+    } else {
+        (Some(pred), None)
+    };
+    let loss = if n != run.total {
+        ops::mul_scalar(&ce, n as f64 / run.total as f64)?
+    } else {
+        ce.clone()
+    };
+    drop(logits);
+    // GPU ops return once queued: only a profiling run waits, so that each phase is
+    // charged its own device time.
+    if tr.config.profile {
+        device.sync()?;
+    }
+    let forward_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    loss.backward()?;
+    if tr.config.profile {
+        device.sync()?;
+    }
+    let backward_s = t.elapsed().as_secs_f64();
+    let readout = match (pred, pred_host) {
+        (Some(pred), _) => Readout::Device {
+            ce: ce.detach(),
+            pred,
+        },
+        (None, pred) => Readout::Host {
+            ce: ce.item()?,
+            pred: pred.unwrap_or_default(),
+        },
+    };
+    Ok(Computed {
+        readout,
+        forward_s,
+        backward_s,
+    })
+}
+
+/// The micro-batches of one batch. Without a budget: `micro_batches` of them (fewer
+/// for a trailing batch with fewer seeds). With one: the smallest K at or above both
+/// `micro_batches` and the K of the previous batch such that every micro-batch's
+/// estimated peak, with the resident state of a steady run (parameters, held
+/// gradients, optimizer state), plus the [`SAFETY_MARGIN`], fits the budget. K grows
+/// by doubling until a partition fits, then a bisection finds the smallest fitting K
+/// in between (assuming the largest micro-batch shrinks as K grows).
+pub(crate) fn plan(
+    tr: &mut State<'_>,
+    slicer: &Slicer,
+    seeds: &[u32],
+    epoch: usize,
+) -> Result<Vec<Vec<u32>>> {
+    let n = seeds.len();
+    let k_min = tr.config.micro.micro_batches.min(n);
+    let batch = Batch {
+        seeds,
+        slicer,
+        graph: &tr.graph,
+        seed: tr.config.seed,
+        epoch: epoch as u64,
+        estimator: Some(&tr.estimator),
+    };
+    let part = &mut *tr.partitioner;
+    let Some(budget) = tr.config.micro.memory_budget else {
+        return partition::partition(part, &batch, k_min);
+    };
+    let estimator = &tr.estimator;
+    let largest = |parts: &[Vec<u32>]| -> Result<u64> {
+        parts
+            .par_iter()
+            .map(|p| estimator.peak_bytes(&slicer.sizes(p)?, n, Resident::STEADY))
+            .try_reduce(|| 0, |a, b| Ok(a.max(b)))
+    };
+    let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
+
+    let mut k = k_min.max(tr.last_k.min(n));
+    let mut parts = partition::partition(part, &batch, k)?;
+    if !fits(largest(&parts)?) {
+        let mut lo = k;
+        loop {
+            if k == n {
+                return Err(too_small(estimator, slicer, seeds, budget));
             }
-            while k - lo > 1 {
-                let mid = lo + (k - lo) / 2;
-                let p = partition::partition(part, &batch, mid)?;
-                if fits(largest(&p)?) {
-                    k = mid;
-                    parts = p;
-                } else {
-                    lo = mid;
-                }
+            k = (2 * k).min(n);
+            parts = partition::partition(part, &batch, k)?;
+            if fits(largest(&parts)?) {
+                break;
+            }
+            lo = k;
+        }
+        while k - lo > 1 {
+            let mid = lo + (k - lo) / 2;
+            let p = partition::partition(part, &batch, mid)?;
+            if fits(largest(&p)?) {
+                k = mid;
+                parts = p;
+            } else {
+                lo = mid;
             }
         }
-        self.last_k = k;
-        Ok(parts)
     }
+    tr.last_k = k;
+    Ok(parts)
+}
+
+/// This rank's micro-batches of a batch, dealt by estimated cost ([`crate::dist::deal`]);
+/// all of them in one process.
+fn my_parts(tr: &State<'_>, slicer: &Slicer, parts: Vec<Vec<u32>>) -> Result<Vec<Vec<u32>>> {
+    if tr.dist.size() == 1 {
+        return Ok(parts);
+    }
+    let costs = crate::dist::part_costs(slicer, &parts, &tr.config.model)?;
+    Ok(tr.dist.my_parts(parts, &costs))
+}
+
+/// Sums the gradients, the loss, the correct predictions, the seeds and the micro-batch
+/// count over the ranks (nothing in one process), so that every rank steps with the
+/// batch's gradient and reports the batch's figures.
+fn reduce_batch(tr: &State<'_>, out: &mut BatchOutcome, stats: &mut PartitionStats) -> Result<()> {
+    if tr.dist.size() == 1 {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let mut figures = [
+        out.loss_sum,
+        out.correct as f64,
+        out.seeds as f64,
+        stats.k as f64,
+    ];
+    tr.dist
+        .all_reduce_batch(&tr.model.parameters(), &mut figures)?;
+    out.loss_sum = figures[0];
+    out.correct = figures[1].round() as usize;
+    out.seeds = figures[2].round() as usize;
+    stats.k = figures[3].round() as usize;
+    out.phases.allreduce += t.elapsed().as_secs_f64();
+    Ok(())
 }
 
 /// Runs `f` (a forward and backward) with the parameters' gradients so far taken out, and
@@ -770,7 +722,7 @@ pub(crate) fn with_held_grads<T>(params: &[Tensor], f: impl FnOnce() -> Result<T
             for (p, held) in params.iter().zip(held) {
                 if let Some(acc) = held {
                     if let Some(fresh) = p.grad() {
-                        ops::add_assign(&acc, &fresh)?;
+                        crate::autograd::add_assign(&acc, &fresh)?;
                     }
                     p.set_grad(Some(acc));
                 }

@@ -1,20 +1,27 @@
 //! Training: optimizers, and (with the graph machinery) the trainer.
 
 pub mod checkpoint;
+pub mod config;
 pub mod features;
 pub mod full_graph;
+pub mod inference;
 pub mod micro;
 pub mod optim;
 pub mod row_reuse;
 pub mod schedule;
+pub mod state;
+pub mod stats;
 pub mod trainer;
 
+pub use config::{
+    BatchSize, FullGraphConfig, Loader, MicroConfig, NodeOrder, OnNan, OptimizerKind, TrainConfig,
+    SAFETY_MARGIN,
+};
 pub use features::{gather_host, FeatureDType, FeaturePlacement, FeatureStore};
-pub use full_graph::{FullGraphConfig, FullGraphStats, LayerRows, NodeOrder};
-pub use micro::{Loader, MicroConfig, SAFETY_MARGIN};
+pub use full_graph::{FullGraphStats, LayerRows};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use row_reuse::Dedup;
 pub use schedule::LrSchedule;
-pub use trainer::{
-    gather_rows, BatchSize, EpochStats, OnNan, OptimizerKind, Phases, Summary, TrainConfig, Trainer,
-};
+pub use state::State;
+pub use stats::{EpochStats, Phases, Summary};
+pub use trainer::{gather_rows, Trainer};

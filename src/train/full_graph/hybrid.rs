@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
 use super::host::{add_input_grad, f32_bytes, HostMatrix};
 use super::stats::FullGraphStats;
 use crate::error::{Error, Result};
@@ -17,7 +18,8 @@ use crate::nn::{Forward, Module};
 use crate::partition::ChunkPass;
 use crate::tensor::Tensor;
 use crate::train::micro::with_held_grads;
-use crate::train::trainer::{Phases, Trainer};
+use crate::train::state::State;
+use crate::train::stats::Phases;
 
 /// What a hybrid backward chunk reads on the host.
 pub(super) struct HybridRows<'a> {
@@ -37,114 +39,112 @@ pub(super) struct HybridOut<'a> {
     pub st: &'a mut FullGraphStats,
 }
 
-impl Trainer<'_> {
-    /// Whether this run is full-graph training in hybrid mode.
-    pub(super) fn hybrid(&self) -> bool {
-        self.config.full_graph.as_ref().is_some_and(|f| f.hybrid)
-    }
+/// Whether this run is full-graph training in hybrid mode.
+pub(super) fn hybrid(tr: &State<'_>) -> bool {
+    tr.config.full_graph.as_ref().is_some_and(|f| f.hybrid)
+}
 
-    /// Errors unless every layer below the output layer has a hybrid split.
-    pub(super) fn check_hybrid(&self) -> Result<()> {
-        let below = self.config.model.shape.layers.saturating_sub(1);
-        match (0..below).find(|&l| self.model.hybrid_layer(l).is_none()) {
-            None => Ok(()),
-            Some(l) => Err(Error::invalid(format!(
-                "--hybrid caches aggregations without weights ({}); layer {l} of {} \
-                 aggregates with weights: train it without --hybrid (recompute mode)",
-                crate::nn::hybrid_models(),
-                self.config.model.label()
-            ))),
+/// Errors unless every layer below the output layer has a hybrid split.
+pub(super) fn check_hybrid(tr: &State<'_>) -> Result<()> {
+    let below = tr.config.model.shape.layers.saturating_sub(1);
+    match (0..below).find(|&l| tr.model.hybrid_layer(l).is_none()) {
+        None => Ok(()),
+        Some(l) => Err(Error::invalid(format!(
+            "--hybrid caches aggregations without weights ({}); layer {l} of {} \
+             aggregates with weights: train it without --hybrid (recompute mode)",
+            crate::nn::hybrid_models(),
+            tr.config.model.label()
+        ))),
+    }
+}
+
+/// Chunk `c` of layer `l` in hybrid mode's backward pass: uploads its dst rows of
+/// `H^{l-1}` (where the update reads them) and of `A^l`, recomputes the update (and the ReLU and dropout after it)
+/// with autograd, runs its backward from the chunk's rows of `G^l`, and adds the
+/// gradients of the aggregation's src rows and of the dst rows into `G^{l-1}`.
+pub(super) fn hybrid_backward_chunk(
+    tr: &mut State<'_>,
+    plan: &ChunkPlan,
+    l: usize,
+    c: usize,
+    rows: HybridRows<'_>,
+    fwd: &Forward,
+    out: &mut HybridOut<'_>,
+) -> Result<()> {
+    let t = Instant::now();
+    let block = Arc::new(plan.block(&tr.graph, l, c)?);
+    out.ph.slice += t.elapsed().as_secs_f64();
+    let range = plan.chunks[l][c].clone();
+    let nd = block.num_dst;
+    let width = tr.config.model.widths(l).0;
+    let est = chunk_estimate(tr, l, &plan.sizes()[l][c], ChunkPass::HybridBackward, 0)?;
+    tr.fold_peak();
+    tr.config.device.memory()?.reset_peak();
+    let split = tr
+        .model
+        .hybrid_layer(l)
+        .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no hybrid split")))?;
+    let t = Instant::now();
+    let dst = block.dst_nodes();
+    let x = match split.reads_dst_rows() {
+        true => {
+            let x = chunk_input(tr, l, rows.prev, dst)?;
+            out.st.rows_to_device_bytes += input_bytes(tr, l, nd);
+            Some(if l > 0 { x.requires_grad_leaf() } else { x })
         }
-    }
-
-    /// Chunk `c` of layer `l` in hybrid mode's backward pass: uploads its dst rows of
-    /// `H^{l-1}` (where the update reads them) and of `A^l`, recomputes the update (and the ReLU and dropout after it)
-    /// with autograd, runs its backward from the chunk's rows of `G^l`, and adds the
-    /// gradients of the aggregation's src rows and of the dst rows into `G^{l-1}`.
-    pub(super) fn hybrid_backward_chunk(
-        &mut self,
-        plan: &ChunkPlan,
-        l: usize,
-        c: usize,
-        rows: HybridRows<'_>,
-        fwd: &Forward,
-        out: &mut HybridOut<'_>,
-    ) -> Result<()> {
-        let t = Instant::now();
-        let block = Arc::new(plan.block(&self.graph, l, c)?);
-        out.ph.slice += t.elapsed().as_secs_f64();
-        let range = plan.chunks[l][c].clone();
-        let nd = block.num_dst;
-        let width = self.config.model.widths(l).0;
-        let est = self.chunk_estimate(l, &plan.sizes()[l][c], ChunkPass::HybridBackward, 0)?;
-        self.fold_peak();
-        self.config.device.memory()?.reset_peak();
-        let split = self
-            .model
-            .hybrid_layer(l)
-            .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no hybrid split")))?;
-        let t = Instant::now();
-        let dst = block.dst_nodes();
-        let x = match split.reads_dst_rows() {
-            true => {
-                let x = self.chunk_input(l, rows.prev, dst)?;
-                out.st.rows_to_device_bytes += self.input_bytes(l, nd);
-                Some(if l > 0 { x.requires_grad_leaf() } else { x })
-            }
-            false => None,
+        false => None,
+    };
+    let a = rows
+        .agg
+        .get(range.start * width..range.end * width)
+        .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no cached rows")))?;
+    let a = Tensor::from_f32(a.to_vec(), &[nd, width], tr.config.device)?;
+    let a = if l > 0 { a.requires_grad_leaf() } else { a };
+    out.st.rows_to_device_bytes += f32_bytes(nd * width);
+    out.ph.gather += t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let params = tr.model.parameters();
+    let g_out = rows.g_out;
+    let w = g_out.width;
+    let (ph, st) = (&mut *out.ph, &mut *out.st);
+    let grad_in = out.grad_in.as_deref_mut();
+    // The aggregation's backward runs before the held parameter gradients are merged
+    // back, as the estimator replays it (both copies of them are live at its peak).
+    with_held_grads(&params, || -> Result<()> {
+        let y = split.update(&block, x.as_ref(), &a)?;
+        let y = tr.model.finish_layer(l, &block, y, fwd)?;
+        let g = Tensor::from_f32(
+            g_out.data[range.start * w..range.end * w].to_vec(),
+            &[nd, w],
+            tr.config.device,
+        )?;
+        y.backward_with(&g)?;
+        drop(g);
+        drop(y);
+        st.rows_to_device_bytes += f32_bytes(nd * w);
+        ph.backward += t.elapsed().as_secs_f64();
+        let Some(grad_in) = grad_in else {
+            return Ok(());
         };
-        let a = rows
-            .agg
-            .get(range.start * width..range.end * width)
-            .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no cached rows")))?;
-        let a = Tensor::from_f32(a.to_vec(), &[nd, width], self.config.device)?;
-        let a = if l > 0 { a.requires_grad_leaf() } else { a };
-        out.st.rows_to_device_bytes += f32_bytes(nd * width);
-        out.ph.gather += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let params = self.model.parameters();
-        let g_out = rows.g_out;
-        let w = g_out.width;
-        let (ph, st) = (&mut *out.ph, &mut *out.st);
-        let grad_in = out.grad_in.as_deref_mut();
-        // The aggregation's backward runs before the held parameter gradients are merged
-        // back, as the estimator replays it (both copies of them are live at its peak).
-        with_held_grads(&params, || -> Result<()> {
-            let y = split.update(&block, x.as_ref(), &a)?;
-            let y = self.model.finish_layer(l, &block, y, fwd)?;
-            let g = Tensor::from_f32(
-                g_out.data[range.start * w..range.end * w].to_vec(),
-                &[nd, w],
-                self.config.device,
-            )?;
-            y.backward_with(&g)?;
-            drop(g);
-            drop(y);
-            st.rows_to_device_bytes += f32_bytes(nd * w);
-            ph.backward += t.elapsed().as_secs_f64();
-            let Some(grad_in) = grad_in else {
-                return Ok(());
-            };
-            let t = Instant::now();
-            let a_grad = a.grad().ok_or_else(|| {
-                Error::invalid(format!("--hybrid: layer {l}'s aggregation got no gradient"))
-            })?;
-            let src = split.aggregate_backward(&block, &a_grad)?.to_vec_f32()?;
-            drop(a_grad);
-            a.set_grad(None);
-            grad_in.scatter_add(&block.src_nodes, &src)?;
-            st.rows_to_host_bytes += f32_bytes(src.len());
-            drop(src);
-            if let Some(x) = &x {
-                st.rows_to_host_bytes += add_input_grad(x, l, grad_in, dst)?;
-            }
-            ph.gather += t.elapsed().as_secs_f64();
-            Ok(())
+        let a_grad = a.grad().ok_or_else(|| {
+            Error::invalid(format!("--hybrid: layer {l}'s aggregation got no gradient"))
         })?;
-        drop(a);
-        drop(x);
-        let src = &block.src_nodes;
-        self.chunk_done(out.st, l, "backward", c, src, nd, est);
+        let src = split.aggregate_backward(&block, &a_grad)?.to_vec_f32()?;
+        drop(a_grad);
+        a.set_grad(None);
+        grad_in.scatter_add(&block.src_nodes, &src)?;
+        st.rows_to_host_bytes += f32_bytes(src.len());
+        drop(src);
+        if let Some(x) = &x {
+            st.rows_to_host_bytes += add_input_grad(x, l, grad_in, dst)?;
+        }
+        ph.gather += t.elapsed().as_secs_f64();
         Ok(())
-    }
+    })?;
+    drop(a);
+    drop(x);
+    let src = &block.src_nodes;
+    chunk_done(tr, out.st, l, "backward", c, src, nd, est);
+    Ok(())
 }
