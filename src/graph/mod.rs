@@ -2,6 +2,7 @@
 
 pub mod array;
 pub mod block;
+mod block_sizes;
 pub mod bucket;
 pub mod chunks;
 pub mod csr;
@@ -14,12 +15,13 @@ pub mod synth;
 
 pub use array::Array;
 pub use block::Block;
+pub use block_sizes::BlockSizes;
 pub use bucket::{degree_histogram, Bucket, Buckets};
 pub use chunks::ChunkPlan;
 pub use csr::Csr;
 pub use dataset::{Dataset, LoadOptions, Split};
 pub use sample::{full_blocks, sample_blocks, Sampler};
-pub use slice::{BlockSizes, Slicer};
+pub use slice::Slicer;
 pub use slice_masks::Footprints;
 
 /// Datasets known by name, with the folder OGB's loaders give them under their root

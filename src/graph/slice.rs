@@ -27,44 +27,13 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::graph::slice_masks::{Footprints, LISTS_PER_WALK};
-use crate::graph::{degree_histogram, Block};
+use crate::graph::{Block, BlockSizes};
 
 const UNMARKED: u32 = u32::MAX;
 /// [`Slicer::sizes`] walks a layer as a bitmap from one row per 64 full-block rows on.
 const DENSE_ROWS_PER_WORD: usize = 1;
 /// Dst rows per parallel task when copying edges.
 const CHUNK: usize = 1024;
-
-/// Sizes of one block: what the memory estimator reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct BlockSizes {
-    /// Source nodes.
-    pub num_src: usize,
-    /// Destination nodes.
-    pub num_dst: usize,
-    /// Edges.
-    pub num_edges: usize,
-    /// `degree_hist[d]`: dst nodes with in-degree `d` (as [`degree_histogram`]).
-    pub degree_hist: Vec<usize>,
-    /// Dst nodes with a self-loop among their in-edges (GAT's
-    /// [`Block::with_self_loops`] adds one edge for each of the others).
-    pub self_loops: usize,
-}
-
-impl BlockSizes {
-    /// The sizes of a built block.
-    pub fn of(block: &Block) -> BlockSizes {
-        BlockSizes {
-            num_src: block.num_src,
-            num_dst: block.num_dst,
-            num_edges: block.num_edges(),
-            degree_hist: degree_histogram(block),
-            self_loops: (0..block.num_dst)
-                .filter(|&d| block.neighbors(d).contains(&(d as u32)))
-                .count(),
-        }
-    }
-}
 
 fn add_degree(hist: &mut Vec<usize>, d: usize) {
     if hist.len() <= d {
