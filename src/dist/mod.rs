@@ -38,7 +38,6 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use rayon::prelude::*;
 
 use crate::graph::{BlockSizes, Slicer};
 use crate::nn::ModelConfig;
@@ -161,10 +160,11 @@ pub fn micro_cost(sizes: &[BlockSizes], model: &ModelConfig) -> f64 {
 /// The estimated compute ([`micro_cost`]) of each of a batch's micro-batches `parts`,
 /// sliced from `slicer`'s sample: what they are dealt to the ranks by.
 pub fn part_costs(slicer: &Slicer, parts: &[Vec<u32>], model: &ModelConfig) -> Result<Vec<f64>> {
-    parts
-        .par_iter()
-        .map(|p| Ok(micro_cost(&slicer.sizes(p)?, model)))
-        .collect()
+    Ok(slicer
+        .sizes_all(parts)?
+        .iter()
+        .map(|s| micro_cost(s, model))
+        .collect())
 }
 
 /// The trainer's view of the ranks: the collective, and how gradients are summed.

@@ -293,10 +293,10 @@ pub(crate) fn run_batch(
 
     if let (Pass::Plan, Some(slicer)) = (pass, &slicer) {
         let state = tr.resident_now();
-        for part in &parts {
-            let t = Instant::now();
-            let sizes = slicer.sizes(part)?;
-            stats.slice_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let all = slicer.sizes_all(&parts)?;
+        stats.slice_s += t.elapsed().as_secs_f64();
+        for (part, sizes) in parts.iter().zip(all) {
             stats.batches.push(MicroBatchStats {
                 seeds: part.len(),
                 input_nodes: sizes[0].num_src,
@@ -634,10 +634,10 @@ pub(crate) fn plan(
     };
     let estimator = &tr.estimator;
     let largest = |parts: &[Vec<u32>]| -> Result<u64> {
-        parts
-            .par_iter()
-            .map(|p| estimator.peak_bytes(&slicer.sizes(p)?, n, Resident::STEADY))
-            .try_reduce(|| 0, |a, b| Ok(a.max(b)))
+        slicer
+            .sizes_all(parts)?
+            .iter()
+            .try_fold(0, |a, s| Ok(a.max(estimator.peak_bytes(s, n, Resident::STEADY)?)))
     };
     let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
 
