@@ -1,9 +1,10 @@
 //! Buffalo's cheap, redundancy-aware memory model of a group of items (seed lists).
 //!
 //! Items belong to *clusters* (Buffalo's GREM parts, or the pieces of one bucket). The
-//! exact block sizes of every item and of every cluster are measured once (one
-//! [`Slicer::sizes`] walk of each one's own footprint). A group's sizes are then
-//! predicted without walking it again:
+//! exact block sizes of every item and of every cluster are measured once (counted from
+//! the items' [`crate::graph::Footprints`], one walk for all of them; past
+//! 256 items, one [`Slicer::sizes`] walk each). A group's sizes are then predicted
+//! without walking it again:
 //!
 //! - the output layer's dst nodes, edges and degree histogram are **sums** over the items
 //!   (every seed is in exactly one item);
