@@ -634,10 +634,9 @@ pub(crate) fn plan(
     };
     let estimator = &tr.estimator;
     let largest = |parts: &[Vec<u32>]| -> Result<u64> {
-        slicer
-            .sizes_all(parts)?
-            .iter()
-            .try_fold(0, |a, s| Ok(a.max(estimator.peak_bytes(s, n, Resident::STEADY)?)))
+        slicer.sizes_all(parts)?.iter().try_fold(0, |a, s| {
+            Ok(a.max(estimator.peak_bytes(s, n, Resident::STEADY)?))
+        })
     };
     let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
 
