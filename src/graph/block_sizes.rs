@@ -33,4 +33,19 @@ impl BlockSizes {
                 .count(),
         }
     }
+
+    /// Adds `o`'s counts to these, field by field (the degree histograms bin by bin):
+    /// the sizes of two disjoint sets of dst nodes and sources together.
+    pub fn add(&mut self, o: &BlockSizes) {
+        self.num_src += o.num_src;
+        self.num_dst += o.num_dst;
+        self.num_edges += o.num_edges;
+        self.self_loops += o.self_loops;
+        if self.degree_hist.len() < o.degree_hist.len() {
+            self.degree_hist.resize(o.degree_hist.len(), 0);
+        }
+        for (a, b) in self.degree_hist.iter_mut().zip(&o.degree_hist) {
+            *a += b;
+        }
+    }
 }

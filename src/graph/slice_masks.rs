@@ -113,7 +113,7 @@ impl Footprints {
 
     /// Per group of `grouping` and layer, the sizes of the nodes the group's lists reach.
     fn counted(&self, grouping: &Grouping) -> Vec<Vec<BlockSizes>> {
-        let mut layers: Vec<Vec<Counts>> = (0..self.blocks.len())
+        let mut layers: Vec<Vec<BlockSizes>> = (0..self.blocks.len())
             .map(|l| self.dst_counts(l, grouping))
             .collect();
         // Block `l`'s sources are block `l - 1`'s dst rows; the input block's are counted.
@@ -132,38 +132,38 @@ impl Footprints {
             }
         }
         (0..grouping.n)
-            .map(|g| layers.iter().map(|l| l[g].sizes()).collect())
+            .map(|g| layers.iter().map(|l| l[g].clone()).collect())
             .collect()
     }
 
-    fn dst_counts(&self, l: usize, grouping: &Grouping) -> Vec<Counts> {
+    fn dst_counts(&self, l: usize, grouping: &Grouping) -> Vec<BlockSizes> {
         let (full, loops, w, n) = (&self.blocks[l], &self.self_loops[l], self.words, grouping.n);
         self.dst[l]
             .par_chunks(TASK * w)
             .enumerate()
             .map(|(t, chunk)| {
-                let mut c = vec![Counts::default(); n];
+                let mut c = vec![BlockSizes::default(); n];
                 for (i, m) in chunk.chunks_exact(w).enumerate() {
                     let r = t * TASK + i;
                     let (degree, has_loop) = (full.degree(r), (loops[r / 64] >> (r % 64)) & 1);
-                    grouping.each(m, |g| c[g].add_dst(degree, has_loop as usize));
+                    grouping.each(m, |g| add_dst(&mut c[g], degree, has_loop as usize));
                 }
                 c
             })
-            .reduce(|| vec![Counts::default(); n], merge_all)
+            .reduce(|| vec![BlockSizes::default(); n], merge_all)
     }
 
-    fn src_counts(&self, src: &[u64], grouping: &Grouping) -> Vec<Counts> {
+    fn src_counts(&self, src: &[u64], grouping: &Grouping) -> Vec<BlockSizes> {
         let (w, n) = (self.words, grouping.n);
         src.par_chunks(TASK * w)
             .map(|chunk| {
-                let mut c = vec![Counts::default(); n];
+                let mut c = vec![BlockSizes::default(); n];
                 for m in chunk.chunks_exact(w) {
                     grouping.each(m, |g| c[g].num_src += 1);
                 }
                 c
             })
-            .reduce(|| vec![Counts::default(); n], merge_all)
+            .reduce(|| vec![BlockSizes::default(); n], merge_all)
     }
 }
 
@@ -275,56 +275,22 @@ fn mask<const W: usize>(rows: &[u64], r: usize) -> [u64; W] {
     m
 }
 
-/// One group's counts in one layer.
-#[derive(Clone, Default)]
-struct Counts {
-    num_src: usize,
-    num_dst: usize,
-    num_edges: usize,
-    self_loops: usize,
-    degree_hist: Vec<usize>,
+/// Counts one dst row of `degree` in-edges (`has_loop`: one of them is its own).
+#[inline]
+fn add_dst(c: &mut BlockSizes, degree: usize, has_loop: usize) {
+    c.num_dst += 1;
+    c.num_edges += degree;
+    c.self_loops += has_loop;
+    if c.degree_hist.len() <= degree {
+        c.degree_hist.resize(degree + 1, 0);
+    }
+    c.degree_hist[degree] += 1;
 }
 
-impl Counts {
-    #[inline]
-    fn add_dst(&mut self, degree: usize, has_loop: usize) {
-        self.num_dst += 1;
-        self.num_edges += degree;
-        self.self_loops += has_loop;
-        if self.degree_hist.len() <= degree {
-            self.degree_hist.resize(degree + 1, 0);
-        }
-        self.degree_hist[degree] += 1;
-    }
-
-    fn merge(&mut self, o: &Counts) {
-        self.num_src += o.num_src;
-        self.num_dst += o.num_dst;
-        self.num_edges += o.num_edges;
-        self.self_loops += o.self_loops;
-        if self.degree_hist.len() < o.degree_hist.len() {
-            self.degree_hist.resize(o.degree_hist.len(), 0);
-        }
-        for (a, b) in self.degree_hist.iter_mut().zip(&o.degree_hist) {
-            *a += b;
-        }
-    }
-
-    fn sizes(&self) -> BlockSizes {
-        BlockSizes {
-            num_src: self.num_src,
-            num_dst: self.num_dst,
-            num_edges: self.num_edges,
-            degree_hist: self.degree_hist.clone(),
-            self_loops: self.self_loops,
-        }
-    }
-}
-
-fn merge_all(a: Vec<Counts>, b: Vec<Counts>) -> Vec<Counts> {
+fn merge_all(a: Vec<BlockSizes>, b: Vec<BlockSizes>) -> Vec<BlockSizes> {
     let (mut a, b) = if a.len() >= b.len() { (a, b) } else { (b, a) };
     for (x, y) in a.iter_mut().zip(&b) {
-        x.merge(y);
+        x.add(y);
     }
     a
 }

@@ -131,16 +131,7 @@ impl GroupModel {
     /// Adds an item of exact sizes `item` from cluster `c`.
     pub fn add(&mut self, item: &[BlockSizes], c: usize, clusters: &Clusters) {
         for (acc, s) in self.sum.iter_mut().zip(item) {
-            acc.num_src += s.num_src;
-            acc.num_dst += s.num_dst;
-            acc.num_edges += s.num_edges;
-            acc.self_loops += s.self_loops;
-            if acc.degree_hist.len() < s.degree_hist.len() {
-                acc.degree_hist.resize(s.degree_hist.len(), 0);
-            }
-            for (a, &h) in acc.degree_hist.iter_mut().zip(&s.degree_hist) {
-                *a += h;
-            }
+            acc.add(s);
         }
         let share = item.last().map_or(0, |b| b.num_dst) as f64 / clusters.seeds[c].max(1) as f64;
         match self.touched.iter_mut().find(|(x, _)| *x == c) {
