@@ -164,13 +164,38 @@ fn wg_sum64(t: u32, v: f32) -> f32 {
 // t is lane t % lanes of row slot t / lanes. The lanes of a row walk its edges together, in
 // edge order, each over its own features: every lane loads the same edge id at the same
 // step (one broadcast load on a GPU), and no barrier is needed.
+//
+// A segment kernel's entry point takes its ids as one `RowIds` and starts with
+//     let rg = row_group(ids, p.lanes, p.rows, p.row0);
+//     if !rg.live { return; }
+// then walks the CSR row `rg.row` (its edges from the shader's own offsets), reading the
+// rows of a tiled input that are `in_tile` at `row_start`, and writing its output row
+// from `row_start(rg.row, ...)`, lane by lane.
+struct RowIds {
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+}
+
 struct RowGroup {
-    row: u32,   // the output row, counted from the dispatch's first
-    live: bool, // row < rows of the dispatch
+    row: u32,   // the output row: the dispatch's first (row0) plus the group's own
+    live: bool, // the group's row is one of the dispatch's `rows`
     lane: u32,
 }
 
-fn row_group(wid: vec3<u32>, nwg: vec3<u32>, t: u32, lanes: u32, rows: u32) -> RowGroup {
-    let row = (wid.x + wid.y * nwg.x) * (64u / lanes) + t / lanes;
-    return RowGroup(row, row < rows, t % lanes);
+fn row_group(ids: RowIds, lanes: u32, rows: u32, row0: u32) -> RowGroup {
+    let row = (ids.wid.x + ids.wid.y * ids.nwg.x) * (64u / lanes) + ids.t / lanes;
+    return RowGroup(row0 + row, row < rows, ids.t % lanes);
+}
+
+// The first element of row `row` of `width` f32 values in a window whose first element is
+// the f32 `base`, counted in elements of `vec` f32 values: 1 for f32 arrays, 4 for vec4
+// arrays (whose rows and windows then start on a multiple of 4).
+fn row_start(row: u32, width: u32, base: u32, vec: u32) -> u32 {
+    return (row * width - base) / vec;
+}
+
+// Whether row `i` of a tiled input is in the tile t0 .. t1 bound to this dispatch.
+fn in_tile(i: u32, t0: u32, t1: u32) -> bool {
+    return i >= t0 && i < t1;
 }

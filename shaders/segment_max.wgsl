@@ -61,6 +61,16 @@ struct Params {
 @group(0) @binding(16) var<storage, read> g4: array<vec4<f32>>;
 @group(0) @binding(17) var<storage, read_write> grad_x4: array<vec4<f32>>;
 
+// The edges first .. end of dst row d's in-edges (forward) and of src row u's out-edges
+// in the transposed CSR (backward).
+fn in_edges(d: u32) -> vec2<u32> {
+    return vec2<u32>(indptr[d - p.ptr_base], indptr[d + 1u - p.ptr_base]);
+}
+
+fn out_edges(u: u32) -> vec2<u32> {
+    return vec2<u32>(t_indptr[u - p.ptr_base], t_indptr[u + 1u - p.ptr_base]);
+}
+
 // True when candidate (v, edge e) comes before the running (m, edge a) in the CPU's order.
 fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
     if is_nan(v) {
@@ -70,19 +80,13 @@ fn beats(v: f32, e: u32, m: f32, a: u32) -> bool {
 }
 
 @compute @workgroup_size(64)
-fn segment_max_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_max_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let d = p.row0 + rg.row;
-    let start = indptr[d - p.ptr_base];
-    let end = indptr[d + 1u - p.ptr_base];
-    let o = d * p.f - p.out_base;
+    let r = in_edges(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 1u);
     for (var j = rg.lane; j < p.f; j += p.lanes) {
         var m = 0.0;
         var a = 0xffffffffu;
@@ -90,10 +94,10 @@ fn segment_max_f32(
             m = out[o + j];
             a = arg[o + j];
         }
-        for (var e = start; e < end; e++) {
+        for (var e = r.x; e < r.y; e++) {
             let u = indices[e - p.edge_base];
-            if u >= p.t0 && u < p.t1 {
-                let v = x[u * p.f + j - p.in_base];
+            if in_tile(u, p.t0, p.t1) {
+                let v = x[row_start(u, p.f, p.in_base, 1u) + j];
                 if a == 0xffffffffu || beats(v, e, m, a) {
                     m = v;
                     a = e;
@@ -118,32 +122,24 @@ fn beats4(v: vec4<f32>, e: u32, m: vec4<f32>, a: vec4<u32>) -> vec4<bool> {
 }
 
 @compute @workgroup_size(64)
-fn segment_max_vec4_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_max_vec4_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let d = p.row0 + rg.row;
-    let start = indptr[d - p.ptr_base];
-    let end = indptr[d + 1u - p.ptr_base];
-    let f4 = p.f / 4u;
-    let o = (d * p.f - p.out_base) / 4u;
-    let ib = p.in_base / 4u;
-    for (var j = rg.lane; j < f4; j += p.lanes) {
+    let r = in_edges(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 4u);
+    for (var j = rg.lane; j < p.f / 4u; j += p.lanes) {
         var m = vec4<f32>(0.0);
         var a = vec4<u32>(0xffffffffu);
         if p.first == 0u {
             m = out4[o + j];
             a = arg4[o + j];
         }
-        for (var e = start; e < end; e++) {
+        for (var e = r.x; e < r.y; e++) {
             let u = indices[e - p.edge_base];
-            if u >= p.t0 && u < p.t1 {
-                let v = x4[u * f4 + j - ib];
+            if in_tile(u, p.t0, p.t1) {
+                let v = x4[row_start(u, p.f, p.in_base, 4u) + j];
                 let take = beats4(v, e, m, a);
                 m = select(m, v, take);
                 a = select(a, vec4<u32>(e), take);
@@ -155,27 +151,22 @@ fn segment_max_vec4_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_max_backward_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_max_backward_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let u = p.row0 + rg.row;
-    let end = t_indptr[u + 1u - p.ptr_base];
-    let o = u * p.f - p.out_base;
+    let r = out_edges(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 1u);
     for (var j = rg.lane; j < p.f; j += p.lanes) {
         var acc = 0.0;
         if p.first == 0u {
             acc = grad_x[o + j];
         }
-        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+        for (var k = r.x; k < r.y; k++) {
             let d = t_dst[k - p.edge_base];
-            if d >= p.t0 && d < p.t1 {
-                let i = d * p.f + j - p.in_base;
+            if in_tile(d, p.t0, p.t1) {
+                let i = row_start(d, p.f, p.in_base, 1u) + j;
                 if arg_in[i] == t_edges[k - p.edge_base] {
                     acc += g[i];
                 }
@@ -186,29 +177,22 @@ fn segment_max_backward_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_max_backward_vec4_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_max_backward_vec4_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let u = p.row0 + rg.row;
-    let end = t_indptr[u + 1u - p.ptr_base];
-    let f4 = p.f / 4u;
-    let o = (u * p.f - p.out_base) / 4u;
-    let ib = p.in_base / 4u;
-    for (var j = rg.lane; j < f4; j += p.lanes) {
+    let r = out_edges(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 4u);
+    for (var j = rg.lane; j < p.f / 4u; j += p.lanes) {
         var acc = vec4<f32>(0.0);
         if p.first == 0u {
             acc = grad_x4[o + j];
         }
-        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+        for (var k = r.x; k < r.y; k++) {
             let d = t_dst[k - p.edge_base];
-            if d >= p.t0 && d < p.t1 {
-                let i = d * f4 + j - ib;
+            if in_tile(d, p.t0, p.t1) {
+                let i = row_start(d, p.f, p.in_base, 4u) + j;
                 let won = arg_in4[i] == vec4<u32>(t_edges[k - p.edge_base]);
                 // Adding -0.0 leaves every sum (never -0.0 itself) as it was.
                 acc += select(vec4<f32>(-0.0), g4[i], won);

@@ -53,16 +53,14 @@ struct Params {
 @group(0) @binding(11) var<storage, read> g4: array<vec4<f32>>;
 @group(0) @binding(12) var<storage, read_write> grad_x4: array<vec4<f32>>;
 
-// The row's first edge and edge count in `ptr`: dst rows' in-edges forward (indptr),
-// src rows' out-edges backward (t_indptr).
-fn forward_row(rg: RowGroup) -> vec2<u32> {
-    let d = p.row0 + rg.row;
+// The row's first edge and edge count: dst rows' in-edges forward (indptr), src rows'
+// out-edges backward (t_indptr).
+fn forward_row(d: u32) -> vec2<u32> {
     let s = indptr[d - p.ptr_base];
     return vec2<u32>(s, indptr[d + 1u - p.ptr_base] - s);
 }
 
-fn backward_row(rg: RowGroup) -> vec2<u32> {
-    let u = p.row0 + rg.row;
+fn backward_row(u: u32) -> vec2<u32> {
     let s = t_indptr[u - p.tptr_base];
     return vec2<u32>(s, t_indptr[u + 1u - p.tptr_base] - s);
 }
@@ -78,17 +76,13 @@ fn in_degree(d: u32) -> f32 {
 }
 
 @compute @workgroup_size(64)
-fn segment_sum_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_sum_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let r = forward_row(rg);
-    let o = (p.row0 + rg.row) * p.f - p.out_base;
+    let r = forward_row(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 1u);
     for (var j = rg.lane; j < p.f; j += p.lanes) {
         var acc = 0.0;
         if p.first == 0u {
@@ -96,8 +90,8 @@ fn segment_sum_f32(
         }
         for (var e = r.x; e < r.x + r.y; e++) {
             let u = indices[e - p.edge_base];
-            if u >= p.t0 && u < p.t1 {
-                acc += x[u * p.f + j - p.in_base];
+            if in_tile(u, p.t0, p.t1) {
+                acc += x[row_start(u, p.f, p.in_base, 1u) + j];
             }
         }
         if divides(r.y) {
@@ -108,28 +102,22 @@ fn segment_sum_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_sum_vec4_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_sum_vec4_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let r = forward_row(rg);
-    let f4 = p.f / 4u;
-    let o = ((p.row0 + rg.row) * p.f - p.out_base) / 4u;
-    let ib = p.in_base / 4u;
-    for (var j = rg.lane; j < f4; j += p.lanes) {
+    let r = forward_row(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 4u);
+    for (var j = rg.lane; j < p.f / 4u; j += p.lanes) {
         var acc = vec4<f32>(0.0);
         if p.first == 0u {
             acc = out4[o + j];
         }
         for (var e = r.x; e < r.x + r.y; e++) {
             let u = indices[e - p.edge_base];
-            if u >= p.t0 && u < p.t1 {
-                acc += x4[u * f4 + j - ib];
+            if in_tile(u, p.t0, p.t1) {
+                acc += x4[row_start(u, p.f, p.in_base, 4u) + j];
             }
         }
         if divides(r.y) {
@@ -140,17 +128,13 @@ fn segment_sum_vec4_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_sum_backward_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_sum_backward_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let r = backward_row(rg);
-    let o = (p.row0 + rg.row) * p.f - p.out_base;
+    let r = backward_row(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 1u);
     for (var j = rg.lane; j < p.f; j += p.lanes) {
         var acc = 0.0;
         if p.first == 0u {
@@ -158,8 +142,8 @@ fn segment_sum_backward_f32(
         }
         for (var k = r.x; k < r.x + r.y; k++) {
             let d = t_dst[k - p.edge_base];
-            if d >= p.t0 && d < p.t1 {
-                var v = g[d * p.f + j - p.in_base];
+            if in_tile(d, p.t0, p.t1) {
+                var v = g[row_start(d, p.f, p.in_base, 1u) + j];
                 if p.mean == 1u {
                     v = v / in_degree(d);
                 }
@@ -171,28 +155,22 @@ fn segment_sum_backward_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_sum_backward_vec4_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_sum_backward_vec4_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let r = backward_row(rg);
-    let f4 = p.f / 4u;
-    let o = ((p.row0 + rg.row) * p.f - p.out_base) / 4u;
-    let ib = p.in_base / 4u;
-    for (var j = rg.lane; j < f4; j += p.lanes) {
+    let r = backward_row(rg.row);
+    let o = row_start(rg.row, p.f, p.out_base, 4u);
+    for (var j = rg.lane; j < p.f / 4u; j += p.lanes) {
         var acc = vec4<f32>(0.0);
         if p.first == 0u {
             acc = grad_x4[o + j];
         }
         for (var k = r.x; k < r.x + r.y; k++) {
             let d = t_dst[k - p.edge_base];
-            if d >= p.t0 && d < p.t1 {
-                var v = g4[d * f4 + j - ib];
+            if in_tile(d, p.t0, p.t1) {
+                var v = g4[row_start(d, p.f, p.in_base, 4u) + j];
                 if p.mean == 1u {
                     v = v / in_degree(d);
                 }

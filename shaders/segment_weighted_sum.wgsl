@@ -61,30 +61,40 @@ struct Params {
 @group(0) @binding(14) var<storage, read> g4: array<vec4<f32>>;
 @group(0) @binding(15) var<storage, read_write> dx4: array<vec4<f32>>;
 
+// The edges first .. end of dst row d's in-edges (forward, backward_a) and of src row u's
+// out-edges in the transposed CSR (backward_x).
+fn in_edges(d: u32) -> vec2<u32> {
+    return vec2<u32>(indptr[d - p.ptr_base], indptr[d + 1u - p.ptr_base]);
+}
+
+fn out_edges(u: u32) -> vec2<u32> {
+    return vec2<u32>(t_indptr[u - p.ptr_base], t_indptr[u + 1u - p.ptr_base]);
+}
+
+// Whether backward_x counts an out-edge to dst d at edge position e: d in the tile of g's
+// rows and e in the tile of a's rows.
+fn backward_in_tiles(d: u32, e: u32) -> bool {
+    return in_tile(d, p.t0, p.t1) && in_tile(e, p.a0, p.a1);
+}
+
 @compute @workgroup_size(64)
-fn segment_weighted_sum_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_weighted_sum_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let d = p.row0 + rg.row;
-    let start = indptr[d - p.ptr_base];
-    let end = indptr[d + 1u - p.ptr_base];
-    let o = d * p.cols - p.out_base;
+    let r = in_edges(rg.row);
+    let o = row_start(rg.row, p.cols, p.out_base, 1u);
     for (var c = rg.lane; c < p.cols; c += p.lanes) {
         let h = c / p.per_head;
         var acc = 0.0;
         if p.first == 0u {
             acc = out[o + c];
         }
-        for (var e = start; e < end; e++) {
+        for (var e = r.x; e < r.y; e++) {
             let u = indices[e - p.edge_base];
-            if u >= p.t0 && u < p.t1 {
-                acc += a[e * p.heads + h - p.w_base] * x[u * p.cols + c - p.in_base];
+            if in_tile(u, p.t0, p.t1) {
+                acc += a[e * p.heads + h - p.w_base] * x[row_start(u, p.cols, p.in_base, 1u) + c];
             }
         }
         out[o + c] = acc;
@@ -92,29 +102,24 @@ fn segment_weighted_sum_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_weighted_sum_backward_x_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_weighted_sum_backward_x_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let u = p.row0 + rg.row;
-    let end = t_indptr[u + 1u - p.ptr_base];
-    let o = u * p.cols - p.out_base;
+    let r = out_edges(rg.row);
+    let o = row_start(rg.row, p.cols, p.out_base, 1u);
     for (var c = rg.lane; c < p.cols; c += p.lanes) {
         let h = c / p.per_head;
         var acc = 0.0;
         if p.first == 0u {
             acc = dx[o + c];
         }
-        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+        for (var k = r.x; k < r.y; k++) {
             let d = t_dst[k - p.edge_base];
             let e = t_edges[k - p.edge_base];
-            if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
-                acc += a[e * p.heads + h - p.a_base] * g[d * p.cols + c - p.in_base];
+            if backward_in_tiles(d, e) {
+                acc += a[e * p.heads + h - p.a_base] * g[row_start(d, p.cols, p.in_base, 1u) + c];
             }
         }
         dx[o + c] = acc;
@@ -122,31 +127,23 @@ fn segment_weighted_sum_backward_x_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_weighted_sum_vec4_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_weighted_sum_vec4_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let d = p.row0 + rg.row;
-    let start = indptr[d - p.ptr_base];
-    let end = indptr[d + 1u - p.ptr_base];
-    let c4 = p.cols / 4u;
-    let o = (d * p.cols - p.out_base) / 4u;
-    let ib = p.in_base / 4u;
-    for (var c = rg.lane; c < c4; c += p.lanes) {
+    let r = in_edges(rg.row);
+    let o = row_start(rg.row, p.cols, p.out_base, 4u);
+    for (var c = rg.lane; c < p.cols / 4u; c += p.lanes) {
         let h = c * 4u / p.per_head;
         var acc = vec4<f32>(0.0);
         if p.first == 0u {
             acc = out4[o + c];
         }
-        for (var e = start; e < end; e++) {
+        for (var e = r.x; e < r.y; e++) {
             let u = indices[e - p.edge_base];
-            if u >= p.t0 && u < p.t1 {
-                acc += a[e * p.heads + h - p.w_base] * x4[u * c4 + c - ib];
+            if in_tile(u, p.t0, p.t1) {
+                acc += a[e * p.heads + h - p.w_base] * x4[row_start(u, p.cols, p.in_base, 4u) + c];
             }
         }
         out4[o + c] = acc;
@@ -154,31 +151,24 @@ fn segment_weighted_sum_vec4_f32(
 }
 
 @compute @workgroup_size(64)
-fn segment_weighted_sum_backward_x_vec4_f32(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let rg = row_group(wid, nwg, t, p.lanes, p.rows);
+fn segment_weighted_sum_backward_x_vec4_f32(ids: RowIds) {
+    let rg = row_group(ids, p.lanes, p.rows, p.row0);
     if !rg.live {
         return;
     }
-    let u = p.row0 + rg.row;
-    let end = t_indptr[u + 1u - p.ptr_base];
-    let c4 = p.cols / 4u;
-    let o = (u * p.cols - p.out_base) / 4u;
-    let ib = p.in_base / 4u;
-    for (var c = rg.lane; c < c4; c += p.lanes) {
+    let r = out_edges(rg.row);
+    let o = row_start(rg.row, p.cols, p.out_base, 4u);
+    for (var c = rg.lane; c < p.cols / 4u; c += p.lanes) {
         let h = c * 4u / p.per_head;
         var acc = vec4<f32>(0.0);
         if p.first == 0u {
             acc = dx4[o + c];
         }
-        for (var k = t_indptr[u - p.ptr_base]; k < end; k++) {
+        for (var k = r.x; k < r.y; k++) {
             let d = t_dst[k - p.edge_base];
             let e = t_edges[k - p.edge_base];
-            if d >= p.t0 && d < p.t1 && e >= p.a0 && e < p.a1 {
-                acc += a[e * p.heads + h - p.a_base] * g4[d * c4 + c - ib];
+            if backward_in_tiles(d, e) {
+                acc += a[e * p.heads + h - p.a_base] * g4[row_start(d, p.cols, p.in_base, 4u) + c];
             }
         }
         dx4[o + c] = acc;
@@ -194,9 +184,10 @@ fn segment_weighted_sum_backward_a_f32(@builtin(global_invocation_id) gid: vec3<
     let d = p.row0 + idx / p.heads;
     let h = idx % p.heads;
     let base = h * p.per_head;
-    for (var e = indptr[d - p.ptr_base]; e < indptr[d + 1u - p.ptr_base]; e++) {
+    let r = in_edges(d);
+    for (var e = r.x; e < r.y; e++) {
         let u = indices[e - p.edge_base];
-        if u >= p.t0 && u < p.t1 {
+        if in_tile(u, p.t0, p.t1) {
             var acc = 0.0;
             for (var j = 0u; j < p.per_head; j++) {
                 acc += g[d * p.cols + base + j - p.w_base] * x[u * p.cols + base + j - p.in_base];

@@ -219,8 +219,9 @@ fn autograd_parity_of_every_new_op() {
 /// (4,096 values) against the same ops unsplit and the CPU, on a block of about 10,000
 /// edges: the cells' rows, the edge ranges, the tensors read at arbitrary rows and the
 /// LSTM's per-bucket buffers each take several bindings. Integer inputs keep the weighted
-/// sum exact whatever order its tiles add in. All capped checks of this binary live here:
-/// the cap is shared by its threads.
+/// sum exact whatever order its tiles add in. All capped checks of this binary live here,
+/// and all that set segment_softmax's long rows: the cap and that switch are shared by its
+/// threads.
 #[test]
 fn split_aggregator_ops_match_unsplit() {
     if wgpu_devices().is_empty() {
@@ -250,14 +251,33 @@ fn split_aggregator_ops_match_unsplit() {
         "split block: {} src, {} dst, {e} edges",
         b.num_src, b.num_dst
     );
-    let bb = b.clone();
-    split_parity(
-        "split segment_softmax",
-        &move |x| ops::segment_softmax(&x[0], &bb),
-        &[rand_f32(&[e, 2], 42)],
-        CAP,
-        true,
-    );
+    // segment_softmax with rows of 64 edges or more on one invocation each (a software
+    // adapter's default), then on a workgroup each (a hardware adapter's): a switch of the
+    // context, so it lives here too, and each pass runs split and whole alike.
+    let ctxs: Vec<_> = wgpu_devices()
+        .into_iter()
+        .map(|dev| match dev {
+            Device::Wgpu(i) => espalier::device::wgpu::context(i).unwrap(),
+            _ => unreachable!("wgpu_devices gives wgpu devices"),
+        })
+        .collect();
+    let defaults: Vec<u32> = ctxs.iter().map(|c| c.long_row()).collect();
+    let max_degree = (0..b.num_dst).map(|d| b.degree(d)).max().unwrap_or(0);
+    assert!(max_degree >= 64, "no long row: max in-degree {max_degree}");
+    for long_row in [u32::MAX, 64] {
+        ctxs.iter().for_each(|c| c.set_long_row(long_row));
+        let bb = b.clone();
+        split_parity(
+            &format!("split segment_softmax, long rows from {long_row} edges"),
+            &move |x| ops::segment_softmax(&x[0], &bb),
+            &[rand_f32(&[e, 2], 42)],
+            CAP,
+            true,
+        );
+    }
+    ctxs.iter()
+        .zip(defaults)
+        .for_each(|(c, d)| c.set_long_row(d));
     let bb = b.clone();
     split_parity(
         "split segment_weighted_sum",

@@ -3,7 +3,8 @@
 //!
 //! Every `shaders/<op>.wgsl` is compiled with `shaders/prelude.wgsl` **appended** (shared
 //! helpers: the grid index, NaN tests, `nan_max`, the LSTM gate functions, workgroup row
-//! reductions), so a shader's line numbers in naga's reports are those of its own file.
+//! reductions, and the segment kernels' row groups: their ids, row, row offsets and tile
+//! test), so a shader's line numbers in naga's reports are those of its own file.
 //!
 //! The prelude's workgroup reductions come in two [`Reductions`] variants, sections of the
 //! file between `// @variant <name>` lines (and `// @variant end`): shared memory alone,

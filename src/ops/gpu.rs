@@ -12,8 +12,13 @@ pub(crate) trait GpuTensors: GpuDevice {
     /// The buffer of `storage`, or an error naming `op` when it lives on another backend.
     fn buffer<'a>(storage: &'a Storage, op: &'static str) -> Result<&'a Self::Buffer>;
 
+    /// `buf` as a tensor's storage.
+    fn storage(buf: Self::Buffer) -> Storage;
+
     /// `buf` as a tensor shaped `shape`, placed and typed like `like`.
-    fn output(buf: Self::Buffer, shape: Vec<usize>, like: &Tensor) -> Tensor;
+    fn output(buf: Self::Buffer, shape: Vec<usize>, like: &Tensor) -> Tensor {
+        Tensor::from_storage(Self::storage(buf), shape, like.dtype(), like.device())
+    }
 }
 
 impl GpuTensors for wgpu::Context {
@@ -21,8 +26,8 @@ impl GpuTensors for wgpu::Context {
         storage.wgpu(op)
     }
 
-    fn output(buf: wgpu::WgpuBuffer, shape: Vec<usize>, like: &Tensor) -> Tensor {
-        super::wgpu_output(buf, shape, like)
+    fn storage(buf: wgpu::WgpuBuffer) -> Storage {
+        Storage::Wgpu(buf)
     }
 }
 
@@ -31,7 +36,7 @@ impl GpuTensors for cuda::Context {
         storage.cuda(op)
     }
 
-    fn output(buf: cuda::CudaBuffer, shape: Vec<usize>, like: &Tensor) -> Tensor {
-        super::cuda_output(buf, shape, like)
+    fn storage(buf: cuda::CudaBuffer) -> Storage {
+        Storage::Cuda(buf)
     }
 }

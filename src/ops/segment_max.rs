@@ -21,6 +21,12 @@
 //! rules are a total order on (value, edge position), so the max and argmax do not change,
 //! and the backward sums keep their order.
 //! On CUDA (`kernels/segment_max.cu`) a warp owns a row, lanes over its features, likewise.
+//!
+//! Both GPU backends run through the GPU seam (`src/device/gpu.rs`): the checks,
+//! allocation and tensors around the kernels are written once ([`gpu_forward`],
+//! [`gpu_backward`]), and each backend implements [`SegmentMaxKernels`] (wgpu: the
+//! [`SegmentMaxParams`] over binding windows and tiles; CUDA: the argument structs of
+//! `src/device/cuda/args.rs`, checked against the `.cu` signatures).
 
 use std::sync::Arc;
 
@@ -28,15 +34,17 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::cuda::args::{SegmentMaxArgs, SegmentMaxBackwardArgs};
+use crate::device::cuda::{self, CudaBuffer};
 use crate::device::wgpu::SegmentMaxParams;
-use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
+use crate::device::wgpu::{self as wgpu_dev, BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{parallel, rows_from_fn, u32_count, u32_data};
 use crate::ops::segment_sum::check_input;
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "segment_max";
@@ -61,8 +69,6 @@ const BACKWARD4: Kernel = Kernel {
     source: SHADER,
     entry: "segment_max_backward_vec4_f32",
 };
-const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_max", "segment_max_f32");
-const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_max", "segment_max_backward_f32");
 
 /// Per dst node and feature, the max over its in-neighbours' rows of `x`
 /// (`[num_src, f]` to `[num_dst, f]`); zero for a node without in-edges.
@@ -71,34 +77,27 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let f = check_input(OP, x, block)?;
     let shape = vec![block.num_dst, f];
     let (out, arg) = match &*x.storage() {
-        Storage::Cuda(b) => {
-            let (buf, arg) = cuda_forward(b, block, f)?;
-            (cuda_output(buf, shape.clone(), x), Storage::Cuda(arg))
-        }
+        Storage::Cuda(b) => gpu_forward::<cuda::Context>(b, x, block, f)?,
         Storage::Cpu(b) => {
             let (buf, arg) = float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?);
             (cpu_output(buf, shape.clone(), x), Storage::Cpu(arg))
         }
-        Storage::Wgpu(b) => {
-            let (buf, arg) = wgpu_forward(b, block, f)?;
-            (wgpu_output(buf, shape.clone(), x), Storage::Wgpu(arg))
-        }
+        Storage::Wgpu(b) => gpu_forward::<wgpu_dev::Context>(b, x, block, f)?,
     };
     let arg = Tensor::from_storage(arg, shape, DType::U32, x.device());
     let block = block.clone();
     Ok(record(OP, out, &[x], move |g| {
-        let shape = vec![block.num_src, f];
         let gx = match (&*g.storage(), &*arg.storage()) {
             (Storage::Cpu(b), Storage::Cpu(ab)) => {
                 let a = u32_data(OP, &arg, &ab.data)?;
                 let buf = float_cpu!(OP, &b.data, v => cpu_backward(v, a, &block, f)?);
-                cpu_output(buf, shape, g)
+                cpu_output(buf, vec![block.num_src, f], g)
             }
             (Storage::Wgpu(b), Storage::Wgpu(ab)) => {
-                wgpu_output(wgpu_backward(b, ab, &block, f)?, shape, g)
+                gpu_backward::<wgpu_dev::Context>(b, ab, g, &block, f)?
             }
             (Storage::Cuda(b), Storage::Cuda(ab)) => {
-                cuda_output(cuda_backward(b, ab, &block, f)?, shape, g)
+                gpu_backward::<cuda::Context>(b, ab, g, &block, f)?
             }
             _ => {
                 return Err(Error::DeviceMismatch {
@@ -112,153 +111,217 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     }))
 }
 
-/// The max values and argmax edge positions of `x` (`[num_src, f]`) on its adapter, over
-/// ranges of dst rows whose windows fit one binding, each once per tile of `x`'s rows.
-fn wgpu_forward(x: &WgpuBuffer, b: &Block, f: usize) -> Result<(WgpuBuffer, WgpuBuffer)> {
+/// The segment max kernels on one GPU backend (see `src/device/gpu.rs`): one method per
+/// kernel, each marshalling its typed parameters and launching it the backend's way. They
+/// run only when there are values to write, each fewer than 2^32.
+pub(crate) trait SegmentMaxKernels: GpuTensors {
+    /// Writes the max `out` and its argmax edge positions `arg` (both `[num_dst, f]`) of
+    /// `x [num_src, f]`.
+    fn forward(
+        self: &Arc<Self>,
+        block: &Block,
+        f: usize,
+        x: &Self::Buffer,
+        out: &Self::Buffer,
+        arg: &Self::Buffer,
+    ) -> Result<()>;
+
+    /// Writes `grad_x [num_src, f]` from the output gradient `g` and the argmax `arg`
+    /// (both `[num_dst, f]`), over the transposed CSR.
+    fn backward(
+        self: &Arc<Self>,
+        block: &Block,
+        f: usize,
+        arg: &Self::Buffer,
+        g: &Self::Buffer,
+        grad_x: &Self::Buffer,
+    ) -> Result<()>;
+}
+
+/// The forward on a GPU backend: the max (a tensor like `x`) and the argmax (storage of
+/// u32 values) of `xb`, the buffer of `x`.
+fn gpu_forward<D: SegmentMaxKernels>(
+    xb: &D::Buffer,
+    x: &Tensor,
+    b: &Block,
+    f: usize,
+) -> Result<(Tensor, Storage)> {
     u32_count(OP, "x", b.num_src * f)?;
     let n = u32_count(OP, "the output", b.num_dst * f)?;
-    let ctx = x.ctx();
-    let bb = BlockBuffers::of(ctx, b)?;
-    let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    let arg = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    if n == 0 {
-        return Ok((out, arg));
+    let ctx = D::context_of(xb);
+    let out = ctx.alloc(n as u64 * 4)?;
+    let arg = ctx.alloc(n as u64 * 4)?;
+    if n > 0 {
+        ctx.forward(b, f, xb, &out, &arg)?;
     }
-    let at = |d: usize| b.indptr[d] as usize;
-    let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * f)?;
-    for (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, f))? {
-        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
-        let ew = ctx.window(&bb.indices, at(d0), at(d1));
-        let [ow, aw] = [&out, &arg].map(|t| ctx.rows_window(t, d0, d1, f));
-        for (i, &(t0, t1)) in tiles.iter().enumerate() {
-            let xw = ctx.rows_window(x, t0, t1, f);
-            // Four features per load when rows and windows start on a multiple of 4 (an
-            // empty tile binds one word, too short for a vec4).
-            let vec4 = f % 4 == 0 && [&xw, &ow, &aw].iter().all(|w| w.base % 4 == 0) && t1 > t0;
-            let (lanes, grid) = ctx.row_groups(d1 - d0, if vec4 { f / 4 } else { f })?;
-            let words = words(
-                (d0, d1),
-                f,
-                [pw.base, ew.base, ow.base],
-                (t0, t1),
-                xw.base,
-                i,
-                lanes,
-            );
-            let (k, slots) = if vec4 {
-                (&FORWARD4, [12, 13, 14])
-            } else {
-                (&FORWARD, [3, 4, 5])
-            };
-            let binds = [
-                (1, &pw),
-                (2, &ew),
-                (slots[0], &xw),
-                (slots[1], &ow),
-                (slots[2], &aw),
-            ];
-            ctx.launch_windows_grid(k, &words, &binds, grid)?;
-        }
-    }
-    Ok((out, arg))
+    Ok((D::output(out, vec![b.num_dst, f], x), D::storage(arg)))
 }
 
-/// The gradient of `x` from the gradient `g` of the output and the argmax `arg`, over
-/// ranges of src rows, each once per tile of the dst rows of `g` and `arg`.
-fn wgpu_backward(g: &WgpuBuffer, arg: &WgpuBuffer, b: &Block, f: usize) -> Result<WgpuBuffer> {
+/// The backward on a GPU backend: `x̄ [num_src, f]` from the buffers of the output
+/// gradient `g` and of the argmax.
+fn gpu_backward<D: SegmentMaxKernels>(
+    gb: &D::Buffer,
+    arg: &D::Buffer,
+    g: &Tensor,
+    b: &Block,
+    f: usize,
+) -> Result<Tensor> {
     u32_count(OP, "the gradient", b.num_dst * f)?;
     let n = u32_count(OP, "x", b.num_src * f)?;
-    let ctx = g.ctx();
-    let bb = BlockBuffers::of(ctx, b)?;
-    let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    if n == 0 {
-        return Ok(out);
+    let ctx = D::context_of(gb);
+    let out = ctx.alloc(n as u64 * 4)?;
+    if n > 0 {
+        ctx.backward(b, f, arg, gb, &out)?;
     }
-    let at = |u: usize| b.t_indptr[u] as usize;
-    let tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * f)?;
-    for (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, f))? {
-        let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
-        let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
-        let ow = ctx.rows_window(&out, u0, u1, f);
-        for (i, &(t0, t1)) in tiles.iter().enumerate() {
-            let [gw, aw] = [g, arg].map(|t| ctx.rows_window(t, t0, t1, f));
-            // As forward: four features per load when every window starts on a multiple of 4.
-            let vec4 = f % 4 == 0 && [&gw, &aw, &ow].iter().all(|w| w.base % 4 == 0) && t1 > t0;
-            let (lanes, grid) = ctx.row_groups(u1 - u0, if vec4 { f / 4 } else { f })?;
-            let words = words(
-                (u0, u1),
-                f,
-                [pw.base, dw.base, ow.base],
-                (t0, t1),
-                gw.base,
-                i,
-                lanes,
-            );
-            let (k, slots) = if vec4 {
-                (&BACKWARD4, [15, 16, 17])
-            } else {
-                (&BACKWARD, [9, 10, 11])
-            };
-            let binds = [
-                (6, &pw),
-                (7, &dw),
-                (8, &ew),
-                (slots[0], &aw),
-                (slots[1], &gw),
-                (slots[2], &ow),
-            ];
-            ctx.launch_windows_grid(k, &words, &binds, grid)?;
+    Ok(D::output(out, vec![b.num_src, f], g))
+}
+
+/// wgpu: a group of threads per output row, over ranges of output rows whose windows fit
+/// one binding, each once per tile of the rows read at arbitrary positions.
+impl SegmentMaxKernels for wgpu_dev::Context {
+    fn forward(
+        self: &Arc<Self>,
+        b: &Block,
+        f: usize,
+        x: &WgpuBuffer,
+        out: &WgpuBuffer,
+        arg: &WgpuBuffer,
+    ) -> Result<()> {
+        let bb = BlockBuffers::of(self, b)?;
+        let at = |d: usize| b.indptr[d] as usize;
+        let tiles = self.tiles(OP, b.num_src, |s, e| (e - s) * f)?;
+        for (d0, d1) in self.split(OP, b.num_dst, |s, e| span(at, s, e, f))? {
+            let pw = self.window(&bb.indptr, d0, d1 + 1);
+            let ew = self.window(&bb.indices, at(d0), at(d1));
+            let [ow, aw] = [out, arg].map(|t| self.rows_window(t, d0, d1, f));
+            for (i, &(t0, t1)) in tiles.iter().enumerate() {
+                let xw = self.rows_window(x, t0, t1, f);
+                // Four features per load when rows and windows start on a multiple of 4 (an
+                // empty tile binds one word, too short for a vec4).
+                let vec4 = f % 4 == 0 && [&xw, &ow, &aw].iter().all(|w| w.base % 4 == 0) && t1 > t0;
+                let (lanes, grid) = self.row_groups(d1 - d0, if vec4 { f / 4 } else { f })?;
+                let words = words(
+                    (d0, d1),
+                    f,
+                    [pw.base, ew.base, ow.base],
+                    (t0, t1),
+                    xw.base,
+                    i,
+                    lanes,
+                );
+                let (k, slots) = if vec4 {
+                    (&FORWARD4, [12, 13, 14])
+                } else {
+                    (&FORWARD, [3, 4, 5])
+                };
+                let binds = [
+                    (1, &pw),
+                    (2, &ew),
+                    (slots[0], &xw),
+                    (slots[1], &ow),
+                    (slots[2], &aw),
+                ];
+                self.launch_windows_grid(k, &words, &binds, grid)?;
+            }
         }
+        Ok(())
     }
-    Ok(out)
+
+    fn backward(
+        self: &Arc<Self>,
+        b: &Block,
+        f: usize,
+        arg: &WgpuBuffer,
+        g: &WgpuBuffer,
+        grad_x: &WgpuBuffer,
+    ) -> Result<()> {
+        let bb = BlockBuffers::of(self, b)?;
+        let at = |u: usize| b.t_indptr[u] as usize;
+        let tiles = self.tiles(OP, b.num_dst, |s, e| (e - s) * f)?;
+        for (u0, u1) in self.split(OP, b.num_src, |s, e| span(at, s, e, f))? {
+            let pw = self.window(&bb.t_indptr, u0, u1 + 1);
+            let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| self.window(t, at(u0), at(u1)));
+            let ow = self.rows_window(grad_x, u0, u1, f);
+            for (i, &(t0, t1)) in tiles.iter().enumerate() {
+                let [gw, aw] = [g, arg].map(|t| self.rows_window(t, t0, t1, f));
+                // As forward: four features per load when every window starts on a multiple
+                // of 4.
+                let vec4 = f % 4 == 0 && [&gw, &aw, &ow].iter().all(|w| w.base % 4 == 0) && t1 > t0;
+                let (lanes, grid) = self.row_groups(u1 - u0, if vec4 { f / 4 } else { f })?;
+                let words = words(
+                    (u0, u1),
+                    f,
+                    [pw.base, dw.base, ow.base],
+                    (t0, t1),
+                    gw.base,
+                    i,
+                    lanes,
+                );
+                let (k, slots) = if vec4 {
+                    (&BACKWARD4, [15, 16, 17])
+                } else {
+                    (&BACKWARD, [9, 10, 11])
+                };
+                let binds = [
+                    (6, &pw),
+                    (7, &dw),
+                    (8, &ew),
+                    (slots[0], &aw),
+                    (slots[1], &gw),
+                    (slots[2], &ow),
+                ];
+                self.launch_windows_grid(k, &words, &binds, grid)?;
+            }
+        }
+        Ok(())
+    }
 }
 
-/// The CUDA twin of [`wgpu_forward`]: a warp per dst row.
-fn cuda_forward(x: &CudaBuffer, b: &Block, f: usize) -> Result<(CudaBuffer, CudaBuffer)> {
-    u32_count(OP, "x", b.num_src * f)?;
-    let n = u32_count(OP, "the output", b.num_dst * f)?;
-    let ctx = x.ctx();
-    let out = CudaBuffer::new(ctx, n as u64 * 4)?;
-    let arg = CudaBuffer::new(ctx, n as u64 * 4)?;
-    // Nothing to write without output values; otherwise num_dst <= n fits u32.
-    if n > 0 {
-        let bb = cuda::BlockBuffers::of(ctx, b)?;
-        let args = [
-            Arg::Buf(&bb.indptr),
-            Arg::Buf(&bb.indices),
-            Arg::Buf(x),
-            Arg::Buf(&out),
-            Arg::Buf(&arg),
-            Arg::U32(b.num_dst as u32),
-            Arg::U32(f as u32),
-        ];
-        ctx.launch_rows(&FORWARD_CUDA, b.num_dst as u64, &args)?;
+/// CUDA: a warp per output row, lanes over its features; the row counts fit u32 because
+/// the values they own do.
+impl SegmentMaxKernels for cuda::Context {
+    fn forward(
+        self: &Arc<Self>,
+        b: &Block,
+        f: usize,
+        x: &CudaBuffer,
+        out: &CudaBuffer,
+        arg: &CudaBuffer,
+    ) -> Result<()> {
+        let bb = cuda::BlockBuffers::of(self, b)?;
+        let args = SegmentMaxArgs {
+            indptr: (&bb.indptr).into(),
+            indices: (&bb.indices).into(),
+            x: x.into(),
+            out: out.into(),
+            arg: arg.into(),
+            rows: u32_count(OP, "the dst rows", b.num_dst)?,
+            f: u32_count(OP, "the features", f)?,
+        };
+        self.launch_args_rows(&args, b.num_dst as u64)
     }
-    Ok((out, arg))
-}
 
-/// The CUDA twin of [`wgpu_backward`]: a warp per src row of the transposed CSR.
-fn cuda_backward(g: &CudaBuffer, arg: &CudaBuffer, b: &Block, f: usize) -> Result<CudaBuffer> {
-    u32_count(OP, "the gradient", b.num_dst * f)?;
-    let n = u32_count(OP, "x", b.num_src * f)?;
-    let ctx = g.ctx();
-    let out = CudaBuffer::new(ctx, n as u64 * 4)?;
-    // Nothing to write without values; otherwise num_src <= n fits u32.
-    if n > 0 {
-        let bb = cuda::BlockBuffers::of(ctx, b)?;
-        let args = [
-            Arg::Buf(&bb.t_indptr),
-            Arg::Buf(&bb.t_dst),
-            Arg::Buf(&bb.t_edges),
-            Arg::Buf(arg),
-            Arg::Buf(g),
-            Arg::Buf(&out),
-            Arg::U32(b.num_src as u32),
-            Arg::U32(f as u32),
-        ];
-        ctx.launch_rows(&BACKWARD_CUDA, b.num_src as u64, &args)?;
+    fn backward(
+        self: &Arc<Self>,
+        b: &Block,
+        f: usize,
+        arg: &CudaBuffer,
+        g: &CudaBuffer,
+        grad_x: &CudaBuffer,
+    ) -> Result<()> {
+        let bb = cuda::BlockBuffers::of(self, b)?;
+        let args = SegmentMaxBackwardArgs {
+            t_indptr: (&bb.t_indptr).into(),
+            t_dst: (&bb.t_dst).into(),
+            t_edges: (&bb.t_edges).into(),
+            arg: arg.into(),
+            g: g.into(),
+            grad_x: grad_x.into(),
+            rows: u32_count(OP, "the src rows", b.num_src)?,
+            f: u32_count(OP, "the features", f)?,
+        };
+        self.launch_args_rows(&args, b.num_src as u64)
     }
-    Ok(out)
 }
 
 /// The largest window rows `s..e` of a CSR (offsets `at`) bind: offsets, edges, `f` values

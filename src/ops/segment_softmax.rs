@@ -14,6 +14,12 @@
 //! both directions: no atomics, deterministic, no transposed CSR needed. Saved: the output
 //! `y` and the block. A dst node without in-edges owns no rows.
 //!
+//! On wgpu (`shaders/segment_softmax.wgsl`) one invocation owns a (dst, head) and loops
+//! over its edges, except for rows of at least [`wgpu_dev::Context::long_row`] edges (by
+//! default 64 on a hardware adapter, none on a software one): those take a 64-thread
+//! workgroup per head, reduced by the prelude's `wg_max64` / `wg_sum64` (subgroups where
+//! the adapter has them), from a list of the dispatch's long rows the op uploads.
+//!
 //! On CUDA (`kernels/segment_softmax.cu`) a warp owns a dst node: its edges' rows are
 //! contiguous, lanes stride over them, and the per-head max and sums are warp reductions
 //! (a fixed order, so deterministic; the sums are a tree rather than the CPU's serial order).
@@ -32,8 +38,9 @@ use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::device::cuda::args::{SegmentSoftmaxArgs, SegmentSoftmaxBackwardArgs};
 use crate::device::cuda::{self, CudaBuffer};
+use crate::device::gpu::GpuDevice;
 use crate::device::wgpu::SegmentSoftmaxParams;
-use crate::device::wgpu::{self as wgpu_dev, BlockBuffers, Kernel, WgpuBuffer};
+use crate::device::wgpu::{self as wgpu_dev, BlockBuffers, Kernel, WgpuBuffer, WG};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
@@ -53,6 +60,16 @@ const BACKWARD: Kernel = Kernel {
     stem: "segment_softmax",
     source: SHADER,
     entry: "segment_softmax_backward_f32",
+};
+const FORWARD_LONG: Kernel = Kernel {
+    stem: "segment_softmax",
+    source: SHADER,
+    entry: "segment_softmax_long_f32",
+};
+const BACKWARD_LONG: Kernel = Kernel {
+    stem: "segment_softmax",
+    source: SHADER,
+    entry: "segment_softmax_long_backward_f32",
 };
 
 /// Per dst node and head, the softmax of `x[E, H]` over the node's in-edges.
@@ -169,7 +186,13 @@ impl SegmentSoftmaxKernels for wgpu_dev::Context {
         x: &WgpuBuffer,
         y: &WgpuBuffer,
     ) -> Result<()> {
-        wgpu_launch(self, &FORWARD, block, heads, &[(2, x), (3, y)])
+        wgpu_launch(
+            self,
+            [&FORWARD, &FORWARD_LONG],
+            block,
+            heads,
+            &[(2, x), (3, y)],
+        )
     }
 
     fn backward(
@@ -180,7 +203,8 @@ impl SegmentSoftmaxKernels for wgpu_dev::Context {
         g: &WgpuBuffer,
         dx: &WgpuBuffer,
     ) -> Result<()> {
-        wgpu_launch(self, &BACKWARD, block, heads, &[(4, y), (5, g), (6, dx)])
+        let bufs = [(4, y), (5, g), (6, dx)];
+        wgpu_launch(self, [&BACKWARD, &BACKWARD_LONG], block, heads, &bufs)
     }
 }
 
@@ -240,17 +264,19 @@ impl SegmentSoftmaxKernels for cuda::Context {
     }
 }
 
-/// Runs `k` with `bufs` (all `[E, H]`) over ranges of dst rows whose windows (offsets, the
-/// rows of their edges) fit one binding: a dst row's edges are contiguous, so the op splits
-/// like a row-wise one and the results do not change.
+/// Runs `k` (and `long`, for the rows of at least [`wgpu_dev::Context::long_row`] edges)
+/// with `bufs` (all `[E, H]`) over ranges of dst
+/// rows whose windows (offsets, the rows of their edges) fit one binding: a dst row's edges
+/// are contiguous, so the op splits like a row-wise one and the results do not change.
 fn wgpu_launch(
     ctx: &Arc<wgpu_dev::Context>,
-    k: &Kernel,
+    [k, long]: [&Kernel; 2],
     block: &Block,
     heads: usize,
     bufs: &[(u32, &WgpuBuffer)],
 ) -> Result<()> {
     let bb = BlockBuffers::of(ctx, block)?;
+    let long_deg = ctx.long_row();
     let at = |d: usize| block.indptr[d] as usize;
     let span = |a: usize, b: usize| (b - a + 1).max((at(b) - at(a)) * heads);
     for (d0, d1) in ctx.split(k.stem, block.num_dst, span)? {
@@ -261,14 +287,27 @@ fn wgpu_launch(
             .collect();
         let mut binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
         binds.push((1, &pw));
+        let long_rows: Vec<u32> = (d0..d1)
+            .filter(|&d| block.degree(d) as u64 >= long_deg as u64)
+            .map(|d| d as u32)
+            .collect();
         let words = SegmentSoftmaxParams {
             num_dst: (d1 - d0) as u32,
             heads: heads as u32,
             d0: d0 as u32,
             ptr_base: pw.base,
             e_base: windows[0].1.base,
+            long_deg,
+            num_long: long_rows.len() as u32,
         };
         ctx.launch_windows(k, &words, &binds, ((d1 - d0) * heads) as u64)?;
+        if !long_rows.is_empty() {
+            let list = ctx.upload_u32(&long_rows)?;
+            let lw = ctx.window(&list, 0, long_rows.len());
+            binds.push((7, &lw));
+            let groups = (long_rows.len() * heads) as u64;
+            ctx.launch_windows_grid(long, &words, &binds, ctx.grid(groups * WG as u64)?)?;
+        }
     }
     Ok(())
 }

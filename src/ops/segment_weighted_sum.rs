@@ -27,24 +27,35 @@
 //! On CUDA (`kernels/segment_weighted_sum.cu`) a warp owns an output row of `out` and of
 //! `x̄`, lanes over columns, summing in the CPU's edge order; for `ā` a warp owns a dst
 //! node's edges and each dot product is a warp reduction.
+//!
+//! Both GPU backends run through the GPU seam (`src/device/gpu.rs`): the checks,
+//! allocation and tensors around the kernels are written once ([`gpu_forward`],
+//! [`gpu_backward`]), and each backend implements `SegmentWeightedSumKernels` (wgpu: the
+//! [`SegmentWeightedSumParams`] over binding windows and tiles; CUDA: the argument structs
+//! of `src/device/cuda/args.rs`, checked against the `.cu` signatures).
 
 use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::cuda::args::{
+    SegmentWeightedSumArgs, SegmentWeightedSumBackwardAArgs, SegmentWeightedSumBackwardXArgs,
+};
+use crate::device::cuda::{self, CudaBuffer};
 use crate::device::wgpu::SegmentWeightedSumParams;
-use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
+use crate::device::wgpu::{self as wgpu_dev, BlockBuffers, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{rows_from_fn, u32_count};
 use crate::ops::segment_softmax::{check_edges, for_each_segment};
 use crate::ops::segment_sum::check_input;
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "segment_weighted_sum";
+const BOP: &str = "segment_weighted_sum_backward";
 const SHADER: &str = include_str!("../../shaders/segment_weighted_sum.wgsl");
 const FORWARD: Kernel = Kernel {
     stem: "segment_weighted_sum",
@@ -71,17 +82,6 @@ const BACKWARD_A: Kernel = Kernel {
     source: SHADER,
     entry: "segment_weighted_sum_backward_a_f32",
 };
-const FORWARD_CUDA: cuda::Kernel =
-    crate::cuda_kernel!("segment_weighted_sum", "segment_weighted_sum_f32");
-const BACKWARD_X_CUDA: cuda::Kernel = crate::cuda_kernel!(
-    "segment_weighted_sum",
-    "segment_weighted_sum_backward_x_f32"
-);
-const BACKWARD_A_CUDA: cuda::Kernel = crate::cuda_kernel!(
-    "segment_weighted_sum",
-    "segment_weighted_sum_backward_a_f32"
-);
-
 /// Shapes of one call: columns of `x`, heads, columns per head.
 #[derive(Clone, Copy)]
 struct Dims {
@@ -117,26 +117,15 @@ impl Dims {
         self.per_head % 4 == 0 && windows.iter().all(|w| w.base % 4 == 0) && nonempty
     }
 
-    /// Launches `kernel` (a warp per row of `rows`) on `buffers`, then `rows`, `cols`,
-    /// `heads` and `per_head`;
-    /// nothing runs when the `values` it writes are none.
-    fn launch_cuda(
-        self,
-        op: &'static str,
-        kernel: &cuda::Kernel,
-        buffers: &[&CudaBuffer],
-        rows: usize,
-        values: usize,
-    ) -> Result<()> {
-        if u32_count(op, "the output", values)? == 0 {
-            return Ok(());
-        }
-        let ctx = buffers[0].ctx();
-        u32_count(op, "the rows", rows * self.cols)?;
-        let mut args: Vec<Arg> = buffers.iter().map(|b| Arg::Buf(b)).collect();
-        let words = [rows, self.cols, self.heads, self.per_head].map(|v| v as u32);
-        args.extend(words.map(Arg::U32));
-        ctx.launch_rows(kernel, rows as u64, &args)
+    /// `rows` output rows and then `cols`, `heads` and `per_head`, as the CUDA kernels
+    /// take them (the gpu_* functions check that the values fit u32 before a launch).
+    fn cuda_words(self, op: &'static str, rows: usize) -> Result<[u32; 4]> {
+        Ok([
+            u32_count(op, "the output rows", rows)?,
+            u32_count(op, "the columns", self.cols)?,
+            u32_count(op, "the heads", self.heads)?,
+            u32_count(op, "the columns per head", self.per_head)?,
+        ])
     }
 }
 
@@ -183,25 +172,11 @@ pub fn segment_weighted_sum(x: &Tensor, a: &Tensor, block: &Arc<Block>) -> Resul
                 let buf = float_cpu2!(OP, &xb.data, &ab.data, (xv, av) => cpu_forward(xv, av, block, dims)?);
                 cpu_output(buf, vec![block.num_dst, dims.cols], x)
             }
-            (Storage::Wgpu(xb), Storage::Wgpu(ab)) => wgpu_output(
-                wgpu_forward(xb, ab, block, dims)?,
-                vec![block.num_dst, dims.cols],
-                x,
-            ),
+            (Storage::Wgpu(xb), Storage::Wgpu(ab)) => {
+                gpu_forward::<wgpu_dev::Context>(xb, ab, x, block, dims)?
+            }
             (Storage::Cuda(xb), Storage::Cuda(ab)) => {
-                let ctx = xb.ctx();
-                let values = block.num_dst * dims.cols;
-                u32_count(OP, "x", block.num_src * dims.cols)?;
-                let bb = cuda::BlockBuffers::of(ctx, block)?;
-                let out = CudaBuffer::new(ctx, (values * 4) as u64)?;
-                dims.launch_cuda(
-                    OP,
-                    &FORWARD_CUDA,
-                    &[&bb.indptr, &bb.indices, xb, ab, &out],
-                    block.num_dst,
-                    values,
-                )?;
-                cuda_output(out, vec![block.num_dst, dims.cols], x)
+                gpu_forward::<cuda::Context>(xb, ab, x, block, dims)?
             }
             _ => {
                 return Err(Error::DeviceMismatch {
@@ -230,7 +205,6 @@ pub fn segment_weighted_sum_backward(
     need_x: bool,
     need_a: bool,
 ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-    const BOP: &str = "segment_weighted_sum_backward";
     let dims = check(BOP, x, a, block)?;
     x.same_device(g, BOP)?;
     if g.shape() != [block.num_dst, dims.cols] || g.dtype() != x.dtype() {
@@ -278,55 +252,12 @@ pub fn segment_weighted_sum_backward(
             }
         }
         (Storage::Wgpu(xb), Storage::Wgpu(ab), Storage::Wgpu(gb)) => {
-            let gx = need_x
-                .then(|| wgpu_backward_x(ab, gb, block, dims))
-                .transpose()?
-                .map(|b| wgpu_output(b, vec![ns, dims.cols], g));
-            let ga = need_a
-                .then(|| wgpu_backward_a(xb, gb, block, dims))
-                .transpose()?
-                .map(|b| wgpu_output(b, vec![e, dims.heads], g));
-            Ok((gx, ga))
+            let bufs = [xb, ab, gb];
+            gpu_backward::<wgpu_dev::Context>(bufs, g, block, dims, need_x, need_a)
         }
         (Storage::Cuda(xb), Storage::Cuda(ab), Storage::Cuda(gb)) => {
-            let ctx = xb.ctx();
-            u32_count(BOP, "x", ns * dims.cols)?;
-            u32_count(BOP, "the gradient", block.num_dst * dims.cols)?;
-            let bb = cuda::BlockBuffers::of(ctx, block)?;
-            let gx = if need_x {
-                let dx = CudaBuffer::new(ctx, (ns * dims.cols * 4) as u64)?;
-                dims.launch_cuda(
-                    BOP,
-                    &BACKWARD_X_CUDA,
-                    &[&bb.t_indptr, &bb.t_dst, &bb.t_edges, ab, gb, &dx],
-                    ns,
-                    ns * dims.cols,
-                )?;
-                Some(cuda_output(dx, vec![ns, dims.cols], g))
-            } else {
-                None
-            };
-            let ga = if need_a {
-                let bytes = (e * dims.heads * 4) as u64;
-                let da = if dims.per_head == 0 {
-                    // Empty dot products: zeros, and no row to launch over.
-                    CudaBuffer::zeros(ctx, bytes)?
-                } else {
-                    let da = CudaBuffer::new(ctx, bytes)?;
-                    dims.launch_cuda(
-                        BOP,
-                        &BACKWARD_A_CUDA,
-                        &[&bb.indptr, &bb.indices, xb, gb, &da],
-                        block.num_dst,
-                        e * dims.heads,
-                    )?;
-                    da
-                };
-                Some(cuda_output(da, vec![e, dims.heads], g))
-            } else {
-                None
-            };
-            Ok((gx, ga))
+            let bufs = [xb, ab, gb];
+            gpu_backward::<cuda::Context>(bufs, g, block, dims, need_x, need_a)
         }
         _ => Err(Error::DeviceMismatch {
             op: BOP,
@@ -336,139 +267,331 @@ pub fn segment_weighted_sum_backward(
     }
 }
 
-/// The forward kernel over ranges of dst rows whose windows (offsets, edges and their
-/// weights, output rows) fit one binding, each once per tile of `x`'s rows.
-fn wgpu_forward(x: &WgpuBuffer, a: &WgpuBuffer, b: &Block, dims: Dims) -> Result<WgpuBuffer> {
-    let ctx = x.ctx();
-    let bb = BlockBuffers::of(ctx, b)?;
-    let Dims { cols, heads, .. } = dims;
-    let out = WgpuBuffer::new(ctx, (b.num_dst * cols * 4) as u64)?;
-    if cols == 0 {
-        return Ok(out);
-    }
-    let at = |d: usize| b.indptr[d] as usize;
-    let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
-    for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
-        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
-        let ew = ctx.window(&bb.indices, at(d0), at(d1));
-        let aw = ctx.rows_window(a, at(d0), at(d1), heads);
-        let ow = ctx.rows_window(&out, d0, d1, cols);
-        for (i, &(t0, t1)) in tiles.iter().enumerate() {
-            let xw = ctx.rows_window(x, t0, t1, cols);
-            let vec4 = dims.vec4(&[&xw, &ow], t1 > t0);
-            let (lanes, grid) = ctx.row_groups(d1 - d0, if vec4 { cols / 4 } else { cols })?;
-            let (t0, t1) = (t0 as u32, t1 as u32);
-            let rest = SegmentWeightedSumParams {
-                ptr_base: pw.base,
-                edge_base: ew.base,
-                w_base: aw.base,
-                out_base: ow.base,
-                t0,
-                t1,
-                in_base: xw.base,
-                first: first(i),
-                lanes,
-                ..Default::default()
-            };
-            let (k, [xs, os]) = if vec4 {
-                (&FORWARD4, [12, 13])
-            } else {
-                (&FORWARD, [3, 5])
-            };
-            let binds = [(1, &pw), (2, &ew), (xs, &xw), (4, &aw), (os, &ow)];
-            ctx.launch_windows_grid(k, &dims.params(range, rest), &binds, grid)?;
-        }
-    }
-    Ok(out)
+/// The weighted segment sum kernels on one GPU backend (see `src/device/gpu.rs`): one
+/// method per kernel, each marshalling its typed parameters and launching it the
+/// backend's way. They run only when there are values to write, each fewer than 2^32,
+/// and (for `backward_a`) columns per head to sum over.
+trait SegmentWeightedSumKernels: GpuTensors {
+    /// Writes `out [num_dst, H·D]` from `x [num_src, H·D]` and the edge weights `a [E, H]`.
+    fn forward(
+        self: &Arc<Self>,
+        block: &Block,
+        dims: Dims,
+        x: &Self::Buffer,
+        a: &Self::Buffer,
+        out: &Self::Buffer,
+    ) -> Result<()>;
+
+    /// Writes `x̄ [num_src, H·D]` from `a` and the output gradient `g`, over the
+    /// transposed CSR.
+    fn backward_x(
+        self: &Arc<Self>,
+        block: &Block,
+        dims: Dims,
+        a: &Self::Buffer,
+        g: &Self::Buffer,
+        dx: &Self::Buffer,
+    ) -> Result<()>;
+
+    /// Writes `ā [E, H]` from `x` and the output gradient `g`.
+    fn backward_a(
+        self: &Arc<Self>,
+        block: &Block,
+        dims: Dims,
+        x: &Self::Buffer,
+        g: &Self::Buffer,
+        da: &Self::Buffer,
+    ) -> Result<()>;
 }
 
-/// `x̄` over ranges of src rows whose windows (transposed offsets and edges, output rows)
-/// fit one binding, each once per pair of tiles of `ḡ`'s rows and `a`'s rows (visited in
-/// order, so the sums keep their order).
-fn wgpu_backward_x(a: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Result<WgpuBuffer> {
-    let ctx = a.ctx();
-    let bb = BlockBuffers::of(ctx, b)?;
-    let Dims { cols, heads, .. } = dims;
-    let dx = WgpuBuffer::new(ctx, (b.num_src * cols * 4) as u64)?;
-    if cols == 0 {
-        return Ok(dx);
+/// The forward on a GPU backend: `out [num_dst, H·D]` from the buffers of `x` and `a`.
+fn gpu_forward<D: SegmentWeightedSumKernels>(
+    xb: &D::Buffer,
+    ab: &D::Buffer,
+    x: &Tensor,
+    b: &Block,
+    dims: Dims,
+) -> Result<Tensor> {
+    u32_count(OP, "x", b.num_src * dims.cols)?;
+    let values = u32_count(OP, "the output", b.num_dst * dims.cols)? as usize;
+    let ctx = D::context_of(xb);
+    let out = ctx.alloc((values * 4) as u64)?;
+    if values > 0 {
+        ctx.forward(b, dims, xb, ab, &out)?;
     }
-    let at = |u: usize| b.t_indptr[u] as usize;
-    let g_tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * cols)?;
-    let a_tiles = ctx.tiles(OP, b.num_edges(), |s, e| (e - s) * heads)?;
-    for range @ (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, 1, cols))? {
-        let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
-        let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
-        let ow = ctx.rows_window(&dx, u0, u1, cols);
-        for (i, &(t0, t1)) in g_tiles.iter().enumerate() {
-            let gw = ctx.rows_window(g, t0, t1, cols);
-            let vec4 = dims.vec4(&[&gw, &ow], t1 > t0);
-            let (lanes, grid) = ctx.row_groups(u1 - u0, if vec4 { cols / 4 } else { cols })?;
-            let (k, [gs, os]) = if vec4 {
-                (&BACKWARD_X4, [14, 15])
-            } else {
-                (&BACKWARD_X, [9, 10])
-            };
-            for (j, &(a0, a1)) in a_tiles.iter().enumerate() {
-                let aw = ctx.rows_window(a, a0, a1, heads);
-                let [t0, t1, a0, a1] = [t0, t1, a0, a1].map(|v| v as u32);
-                let f = first(i + j);
+    Ok(D::output(out, vec![b.num_dst, dims.cols], x))
+}
+
+/// The backward on a GPU backend: `(x̄, ā)` from the buffers of `x`, `a` and the output
+/// gradient `g`, each computed only when asked for.
+fn gpu_backward<D: SegmentWeightedSumKernels>(
+    [xb, ab, gb]: [&D::Buffer; 3],
+    g: &Tensor,
+    b: &Block,
+    dims: Dims,
+    need_x: bool,
+    need_a: bool,
+) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    let (ns, e) = (b.num_src, b.num_edges());
+    let x_values = u32_count(BOP, "x", ns * dims.cols)? as usize;
+    u32_count(BOP, "the gradient", b.num_dst * dims.cols)?;
+    let a_values = u32_count(BOP, "a", e * dims.heads)? as usize;
+    let ctx = D::context_of(xb);
+    let gx = if need_x {
+        let dx = ctx.alloc((x_values * 4) as u64)?;
+        if x_values > 0 {
+            ctx.backward_x(b, dims, ab, gb, &dx)?;
+        }
+        Some(D::output(dx, vec![ns, dims.cols], g))
+    } else {
+        None
+    };
+    let ga = if need_a {
+        let bytes = (a_values * 4) as u64;
+        let da = if dims.per_head == 0 {
+            // Empty dot products: zeros, with no column to launch over.
+            ctx.zeros(bytes)?
+        } else {
+            let da = ctx.alloc(bytes)?;
+            if a_values > 0 {
+                ctx.backward_a(b, dims, xb, gb, &da)?;
+            }
+            da
+        };
+        Some(D::output(da, vec![e, dims.heads], g))
+    } else {
+        None
+    };
+    Ok((gx, ga))
+}
+
+/// wgpu: the row kernels give a group of threads each output row. Every kernel runs over
+/// ranges of output rows whose windows fit one binding, each once per tile of the tensors
+/// it reads at arbitrary rows.
+impl SegmentWeightedSumKernels for wgpu_dev::Context {
+    /// The forward kernel over ranges of dst rows whose windows (offsets, edges and their
+    /// weights, output rows) fit one binding, each once per tile of `x`'s rows.
+    fn forward(
+        self: &Arc<Self>,
+        b: &Block,
+        dims: Dims,
+        x: &WgpuBuffer,
+        a: &WgpuBuffer,
+        out: &WgpuBuffer,
+    ) -> Result<()> {
+        let ctx = self;
+        let bb = BlockBuffers::of(ctx, b)?;
+        let Dims { cols, heads, .. } = dims;
+        let at = |d: usize| b.indptr[d] as usize;
+        let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
+        for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
+            let pw = ctx.window(&bb.indptr, d0, d1 + 1);
+            let ew = ctx.window(&bb.indices, at(d0), at(d1));
+            let aw = ctx.rows_window(a, at(d0), at(d1), heads);
+            let ow = ctx.rows_window(out, d0, d1, cols);
+            for (i, &(t0, t1)) in tiles.iter().enumerate() {
+                let xw = ctx.rows_window(x, t0, t1, cols);
+                let vec4 = dims.vec4(&[&xw, &ow], t1 > t0);
+                let (lanes, grid) = ctx.row_groups(d1 - d0, if vec4 { cols / 4 } else { cols })?;
+                let (t0, t1) = (t0 as u32, t1 as u32);
                 let rest = SegmentWeightedSumParams {
                     ptr_base: pw.base,
-                    edge_base: dw.base,
+                    edge_base: ew.base,
+                    w_base: aw.base,
                     out_base: ow.base,
                     t0,
                     t1,
-                    in_base: gw.base,
-                    a0,
-                    a1,
-                    a_base: aw.base,
-                    first: f,
+                    in_base: xw.base,
+                    first: first(i),
                     lanes,
                     ..Default::default()
                 };
-                let binds = [(6, &pw), (7, &dw), (8, &ew), (4, &aw), (gs, &gw), (os, &ow)];
-                let p = dims.params(range, rest);
-                ctx.launch_windows_grid(k, &p, &binds, grid)?;
+                let (k, [xs, os]) = if vec4 {
+                    (&FORWARD4, [12, 13])
+                } else {
+                    (&FORWARD, [3, 5])
+                };
+                let binds = [(1, &pw), (2, &ew), (xs, &xw), (4, &aw), (os, &ow)];
+                ctx.launch_windows_grid(k, &dims.params(range, rest), &binds, grid)?;
             }
         }
+        Ok(())
     }
-    Ok(dx)
+
+    /// `x̄` over ranges of src rows whose windows (transposed offsets and edges, output rows)
+    /// fit one binding, each once per pair of tiles of `ḡ`'s rows and `a`'s rows (visited in
+    /// order, so the sums keep their order).
+    fn backward_x(
+        self: &Arc<Self>,
+        b: &Block,
+        dims: Dims,
+        a: &WgpuBuffer,
+        g: &WgpuBuffer,
+        dx: &WgpuBuffer,
+    ) -> Result<()> {
+        let ctx = self;
+        let bb = BlockBuffers::of(ctx, b)?;
+        let Dims { cols, heads, .. } = dims;
+        let at = |u: usize| b.t_indptr[u] as usize;
+        let g_tiles = ctx.tiles(OP, b.num_dst, |s, e| (e - s) * cols)?;
+        let a_tiles = ctx.tiles(OP, b.num_edges(), |s, e| (e - s) * heads)?;
+        for range @ (u0, u1) in ctx.split(OP, b.num_src, |s, e| span(at, s, e, 1, cols))? {
+            let pw = ctx.window(&bb.t_indptr, u0, u1 + 1);
+            let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| ctx.window(t, at(u0), at(u1)));
+            let ow = ctx.rows_window(dx, u0, u1, cols);
+            for (i, &(t0, t1)) in g_tiles.iter().enumerate() {
+                let gw = ctx.rows_window(g, t0, t1, cols);
+                let vec4 = dims.vec4(&[&gw, &ow], t1 > t0);
+                let (lanes, grid) = ctx.row_groups(u1 - u0, if vec4 { cols / 4 } else { cols })?;
+                let (k, [gs, os]) = if vec4 {
+                    (&BACKWARD_X4, [14, 15])
+                } else {
+                    (&BACKWARD_X, [9, 10])
+                };
+                for (j, &(a0, a1)) in a_tiles.iter().enumerate() {
+                    let aw = ctx.rows_window(a, a0, a1, heads);
+                    let [t0, t1, a0, a1] = [t0, t1, a0, a1].map(|v| v as u32);
+                    let f = first(i + j);
+                    let rest = SegmentWeightedSumParams {
+                        ptr_base: pw.base,
+                        edge_base: dw.base,
+                        out_base: ow.base,
+                        t0,
+                        t1,
+                        in_base: gw.base,
+                        a0,
+                        a1,
+                        a_base: aw.base,
+                        first: f,
+                        lanes,
+                        ..Default::default()
+                    };
+                    let binds = [(6, &pw), (7, &dw), (8, &ew), (4, &aw), (gs, &gw), (os, &ow)];
+                    let p = dims.params(range, rest);
+                    ctx.launch_windows_grid(k, &p, &binds, grid)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `ā` over ranges of dst rows whose windows (offsets, edges and their gradients, rows of
+    /// `ḡ`) fit one binding, each once per tile of `x`'s rows.
+    fn backward_a(
+        self: &Arc<Self>,
+        b: &Block,
+        dims: Dims,
+        x: &WgpuBuffer,
+        g: &WgpuBuffer,
+        da: &WgpuBuffer,
+    ) -> Result<()> {
+        let ctx = self;
+        let bb = BlockBuffers::of(ctx, b)?;
+        let Dims { cols, heads, .. } = dims;
+        let at = |d: usize| b.indptr[d] as usize;
+        let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
+        for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
+            let pw = ctx.window(&bb.indptr, d0, d1 + 1);
+            let ew = ctx.window(&bb.indices, at(d0), at(d1));
+            let gw = ctx.rows_window(g, d0, d1, cols);
+            let ow = ctx.rows_window(da, at(d0), at(d1), heads);
+            for &(t0, t1) in &tiles {
+                let xw = ctx.rows_window(x, t0, t1, cols);
+                let (t0, t1) = (t0 as u32, t1 as u32);
+                let rest = SegmentWeightedSumParams {
+                    ptr_base: pw.base,
+                    edge_base: ew.base,
+                    w_base: gw.base,
+                    out_base: ow.base,
+                    t0,
+                    t1,
+                    in_base: xw.base,
+                    ..Default::default()
+                };
+                let binds = [(1, &pw), (2, &ew), (3, &xw), (9, &gw), (11, &ow)];
+                let n = ((d1 - d0) * heads) as u64;
+                ctx.launch_windows(&BACKWARD_A, &dims.params(range, rest), &binds, n)?;
+            }
+        }
+        Ok(())
+    }
 }
 
-/// `ā` over ranges of dst rows whose windows (offsets, edges and their gradients, rows of
-/// `ḡ`) fit one binding, each once per tile of `x`'s rows.
-fn wgpu_backward_a(x: &WgpuBuffer, g: &WgpuBuffer, b: &Block, dims: Dims) -> Result<WgpuBuffer> {
-    let ctx = x.ctx();
-    let bb = BlockBuffers::of(ctx, b)?;
-    let Dims { cols, heads, .. } = dims;
-    let da = WgpuBuffer::new(ctx, (b.num_edges() * heads * 4) as u64)?;
-    let at = |d: usize| b.indptr[d] as usize;
-    let tiles = ctx.tiles(OP, b.num_src, |s, e| (e - s) * cols)?;
-    for range @ (d0, d1) in ctx.split(OP, b.num_dst, |s, e| span(at, s, e, heads, cols))? {
-        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
-        let ew = ctx.window(&bb.indices, at(d0), at(d1));
-        let gw = ctx.rows_window(g, d0, d1, cols);
-        let ow = ctx.rows_window(&da, at(d0), at(d1), heads);
-        for &(t0, t1) in &tiles {
-            let xw = ctx.rows_window(x, t0, t1, cols);
-            let (t0, t1) = (t0 as u32, t1 as u32);
-            let rest = SegmentWeightedSumParams {
-                ptr_base: pw.base,
-                edge_base: ew.base,
-                w_base: gw.base,
-                out_base: ow.base,
-                t0,
-                t1,
-                in_base: xw.base,
-                ..Default::default()
-            };
-            let binds = [(1, &pw), (2, &ew), (3, &xw), (9, &gw), (11, &ow)];
-            let n = ((d1 - d0) * heads) as u64;
-            ctx.launch_windows(&BACKWARD_A, &dims.params(range, rest), &binds, n)?;
-        }
+/// CUDA: a warp owns an output row of `out` and of `x̄`, lanes over columns; for `ā` a
+/// warp owns a dst node's edges.
+impl SegmentWeightedSumKernels for cuda::Context {
+    fn forward(
+        self: &Arc<Self>,
+        b: &Block,
+        dims: Dims,
+        x: &CudaBuffer,
+        a: &CudaBuffer,
+        out: &CudaBuffer,
+    ) -> Result<()> {
+        let bb = cuda::BlockBuffers::of(self, b)?;
+        let [rows, cols, heads, per_head] = dims.cuda_words(OP, b.num_dst)?;
+        let args = SegmentWeightedSumArgs {
+            indptr: (&bb.indptr).into(),
+            indices: (&bb.indices).into(),
+            x: x.into(),
+            a: a.into(),
+            out: out.into(),
+            rows,
+            cols,
+            heads,
+            per_head,
+        };
+        self.launch_args_rows(&args, rows as u64)
     }
-    Ok(da)
+
+    fn backward_x(
+        self: &Arc<Self>,
+        b: &Block,
+        dims: Dims,
+        a: &CudaBuffer,
+        g: &CudaBuffer,
+        dx: &CudaBuffer,
+    ) -> Result<()> {
+        let bb = cuda::BlockBuffers::of(self, b)?;
+        let [rows, cols, heads, per_head] = dims.cuda_words(BOP, b.num_src)?;
+        let args = SegmentWeightedSumBackwardXArgs {
+            t_indptr: (&bb.t_indptr).into(),
+            t_dst: (&bb.t_dst).into(),
+            t_edges: (&bb.t_edges).into(),
+            a: a.into(),
+            g: g.into(),
+            dx: dx.into(),
+            rows,
+            cols,
+            heads,
+            per_head,
+        };
+        self.launch_args_rows(&args, rows as u64)
+    }
+
+    fn backward_a(
+        self: &Arc<Self>,
+        b: &Block,
+        dims: Dims,
+        x: &CudaBuffer,
+        g: &CudaBuffer,
+        da: &CudaBuffer,
+    ) -> Result<()> {
+        let bb = cuda::BlockBuffers::of(self, b)?;
+        let [rows, cols, heads, per_head] = dims.cuda_words(BOP, b.num_dst)?;
+        let args = SegmentWeightedSumBackwardAArgs {
+            indptr: (&bb.indptr).into(),
+            indices: (&bb.indices).into(),
+            x: x.into(),
+            g: g.into(),
+            da: da.into(),
+            rows,
+            cols,
+            heads,
+            per_head,
+        };
+        self.launch_args_rows(&args, rows as u64)
+    }
 }
 
 /// The `first` flag of the `i`-th tile (pair of tiles) visited.

@@ -116,6 +116,24 @@ cuda_args! {
     "cross_entropy"::"ce_weight_grad_f32" => CeWeightGradArgs {
         x: ptr, labels: ptr, lse: ptr, gl: ptr, gw: ptr, r: u32, c: u32, inv_n: f32
     }
+    "segment_max"::"segment_max_f32" => SegmentMaxArgs {
+        indptr: ptr, indices: ptr, x: ptr, out: ptr, arg: ptr, rows: u32, f: u32
+    }
+    "segment_max"::"segment_max_backward_f32" => SegmentMaxBackwardArgs {
+        t_indptr: ptr, t_dst: ptr, t_edges: ptr, arg: ptr, g: ptr, grad_x: ptr, rows: u32, f: u32
+    }
+    "segment_weighted_sum"::"segment_weighted_sum_f32" => SegmentWeightedSumArgs {
+        indptr: ptr, indices: ptr, x: ptr, a: ptr, out: ptr,
+        rows: u32, cols: u32, heads: u32, per_head: u32
+    }
+    "segment_weighted_sum"::"segment_weighted_sum_backward_x_f32" => SegmentWeightedSumBackwardXArgs {
+        t_indptr: ptr, t_dst: ptr, t_edges: ptr, a: ptr, g: ptr, dx: ptr,
+        rows: u32, cols: u32, heads: u32, per_head: u32
+    }
+    "segment_weighted_sum"::"segment_weighted_sum_backward_a_f32" => SegmentWeightedSumBackwardAArgs {
+        indptr: ptr, indices: ptr, x: ptr, g: ptr, da: ptr,
+        rows: u32, cols: u32, heads: u32, per_head: u32
+    }
     "segment_softmax"::"segment_softmax_f32" => SegmentSoftmaxArgs {
         indptr: ptr, x: ptr, y: ptr, num_dst: u32, heads: u32
     }

@@ -135,6 +135,8 @@ pub struct Context {
     pub(crate) pipelines: Mutex<HashMap<PipelineKey, Arc<super::state::Pipeline>>>,
     /// Whether pipelines use the prelude's subgroup reductions (see `set_subgroups`).
     subgroups: std::sync::atomic::AtomicBool,
+    /// The in-degree from which segment_softmax gives a row a workgroup (see `long_row`).
+    long_row: std::sync::atomic::AtomicU32,
     /// Errors wgpu reported outside any error scope, taken by the next check.
     pub(crate) uncaptured: Arc<Mutex<Vec<String>>>,
     /// Test cap on the bytes of one chunked binding (0: none); see `set_chunk_cap`.
@@ -213,6 +215,26 @@ pub fn software_warning(index: u32, info: &wgpu::AdapterInfo) -> Option<String> 
     })
 }
 
+/// The in-degree from which rows are long on a hardware adapter (CUDA gives every row a
+/// warp).
+pub(crate) const LONG_ROW: u32 = 64;
+
+/// [`Context::long_row`] at creation: `ESPALIER_WGPU_LONG_ROWS` (an in-degree, or `off`)
+/// when set; otherwise [`LONG_ROW`] on a hardware adapter, and never on a software one,
+/// where the workgroup path was slower at every threshold tried (docs/BENCHMARKS.md).
+pub(crate) fn long_row_default(info: &wgpu::AdapterInfo) -> Result<u32> {
+    match std::env::var("ESPALIER_WGPU_LONG_ROWS") {
+        Ok(v) if v == "off" => Ok(u32::MAX),
+        Ok(v) => v.parse().map_err(|_| {
+            Error::invalid(format!(
+                "ESPALIER_WGPU_LONG_ROWS={v}: expected an in-degree (a u32) or `off`"
+            ))
+        }),
+        Err(_) if info.device_type == wgpu::DeviceType::Cpu => Ok(u32::MAX),
+        Err(_) => Ok(LONG_ROW),
+    }
+}
+
 fn create(index: u32) -> Result<Context> {
     let list = raw_adapters();
     if list.is_empty() {
@@ -240,6 +262,7 @@ fn create(index: u32) -> Result<Context> {
     // subgroups (to compare them, or to step around a driver's subgroup bug).
     let subgroups = features.contains(wgpu::Features::SUBGROUP)
         && std::env::var("ESPALIER_WGPU_SUBGROUPS").map_or(true, |v| v != "0");
+    let long_row = long_row_default(&info)?;
     let desc = wgpu::DeviceDescriptor {
         label: Some("espalier"),
         required_features: features,
@@ -281,6 +304,7 @@ fn create(index: u32) -> Result<Context> {
         pool,
         pipelines: Mutex::new(HashMap::new()),
         subgroups: subgroups.into(),
+        long_row: long_row.into(),
         uncaptured,
         chunk_cap: std::sync::atomic::AtomicU64::new(0),
         host_waits: 0.into(),
@@ -418,6 +442,22 @@ impl Context {
         self.subgroups
             .store(on, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The in-degree from which segment_softmax gives a dst row a 64-thread workgroup per
+    /// head (reduced by the prelude's `wg_max64` / `wg_sum64`) instead of one invocation
+    /// looping over its edges; `u32::MAX`: never. By default 64 on a hardware adapter
+    /// and never on a software one (lavapipe), or `ESPALIER_WGPU_LONG_ROWS` (an in-degree,
+    /// or `off`) when set.
+    pub fn long_row(&self) -> u32 {
+        self.long_row.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets [`Context::long_row`] for the launches from now on (both paths agree within
+    /// float tolerance: tests use it to run the workgroup path on any adapter).
+    pub fn set_long_row(&self, degree: u32) {
+        self.long_row
+            .store(degree, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Pipelines built so far with the prelude's `variant` of the reductions.

@@ -83,7 +83,7 @@ params! {
     "matmul" => MatmulParams { m, n, k, ta, tb, accumulate, count, w, tr, tc, r0, c0, srs, scs, drs, dcs, off, src_base, dst_base }
     "reduce" => ReduceParams { n, base, same_base, follow_base, c, d, r, row_lo, row_hi }
     "segment_max" => SegmentMaxParams { rows, f, row0, ptr_base, edge_base, out_base, t0, t1, in_base, first, lanes }
-    "segment_softmax" => SegmentSoftmaxParams { num_dst, heads, d0, ptr_base, e_base }
+    "segment_softmax" => SegmentSoftmaxParams { num_dst, heads, d0, ptr_base, e_base, long_deg, num_long }
     "segment_sum" => SegmentSumParams { rows, f, mean, row0, ptr_base, tptr_base, edge_base, out_base, t0, t1, in_base, first, last, lanes }
     "segment_weighted_sum" => SegmentWeightedSumParams { rows, cols, heads, per_head, row0, ptr_base, edge_base, w_base, out_base, t0, t1, in_base, a0, a1, a_base, first, lanes }
     "sgd" => SgdParams { n, base, lr, mu, wd, first }
