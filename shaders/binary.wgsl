@@ -5,7 +5,8 @@
 //                 elements (Context::launch_followed): gi = base + i (i < p.n); a and out
 //                 are bound as the range's windows (first element same_base), b as the
 //                 window of the values the range reads (first element follow_base).
-// add_assign_f32: 0 params, 4 src (read), 5 dst (read_write); dst[i] += src[i]. Chunked
+// add_assign_f32: 0 params, 4 src (read), 5 dst (read_write); dst[i] += src[i] (gradient accumulation,
+//                 launched by src/device/add.rs, and ops::add_assign). Chunked
 //                 (Context::launch_chunked): local index i into the chunk's src and dst.
 // i = gid.x + gid.y * nwg.x * 256.
 
