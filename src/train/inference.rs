@@ -19,26 +19,38 @@ use crate::train::state::State;
 /// the training fanouts, in batches of `eval_batch_size` seeds (halved while one runs
 /// out of memory under a budget).
 pub(crate) fn correct_sampled(tr: &State<'_>, labelled: &[u32]) -> Result<usize> {
-    let mut correct = 0usize;
-    let mut size = tr.config.eval_batch_size;
-    let (mut at, mut i) = (0usize, 0u64);
+    let counts = in_batches(labelled, tr.config.eval_batch_size, |seeds, i| {
+        eval_batch(tr, seeds, u64::MAX - i)
+    })?;
+    Ok(counts.into_iter().sum())
+}
+
+/// `run(seeds, i)` over consecutive batches of `nodes` (the `i`-th batch's), without an
+/// autograd graph, each at most `size` nodes; a batch that runs out of memory is halved
+/// and run again (down to one node). The batches' results, in order.
+fn in_batches<T>(
+    nodes: &[u32],
+    size: usize,
+    mut run: impl FnMut(&[u32], u64) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut size = size.max(1);
+    let (mut at, mut i, mut out) = (0usize, 0u64, Vec::new());
     no_grad(|| -> Result<()> {
-        while at < labelled.len() {
-            let seeds = &labelled[at..(at + size).min(labelled.len())];
-            match eval_batch(tr, seeds, u64::MAX - i) {
-                Ok(c) => {
-                    correct += c;
+        while at < nodes.len() {
+            let seeds = &nodes[at..(at + size).min(nodes.len())];
+            match run(seeds, i) {
+                Ok(r) => {
+                    out.push(r);
                     at += seeds.len();
                     i += 1;
                 }
-                // Under a budget an evaluation batch may not fit: halve and retry.
                 Err(Error::OutOfMemory { .. }) if size > 1 => size = size.div_ceil(2),
                 Err(e) => return Err(e),
             }
         }
         Ok(())
     })?;
-    Ok(correct)
+    Ok(out)
 }
 
 /// Correct predictions among `seeds` (forward only).
@@ -109,38 +121,22 @@ fn infer(tr: &State<'_>, model: &Gnn, nodes: &[u32], relu: bool) -> Result<Tenso
     let fanouts = vec![-1i64; model.config.shape.layers];
     let width = model.config.widths(model.config.shape.layers - 1).1;
     let mut out: Vec<f32> = Vec::with_capacity(nodes.len() * width);
-    let mut size = tr.config.eval_batch_size.max(1);
-    let (mut at, mut i) = (0usize, 0u64);
-    no_grad(|| -> Result<()> {
-        while at < nodes.len() {
-            let seeds = &nodes[at..(at + size).min(nodes.len())];
-            let run = || -> Result<Vec<f32>> {
-                let blocks: Vec<Arc<Block>> = sample_blocks(
-                    &tr.graph,
-                    seeds,
-                    &fanouts,
-                    mix64(tr.config.seed ^ (u64::MAX - i)),
-                )?
-                .into_iter()
-                .map(Arc::new)
-                .collect();
-                let x = tr.gather_features(&blocks[0].src_nodes)?;
-                let mut h = model.forward(&blocks, &x, &Forward::default())?;
-                if relu {
-                    h = ops::relu(&h)?;
-                }
-                h.to_vec_f32()
-            };
-            match run() {
-                Ok(rows) => {
-                    out.extend_from_slice(&rows);
-                    at += seeds.len();
-                    i += 1;
-                }
-                Err(Error::OutOfMemory { .. }) if size > 1 => size = size.div_ceil(2),
-                Err(e) => return Err(e),
-            }
+    in_batches(nodes, tr.config.eval_batch_size, |seeds, i| {
+        let blocks: Vec<Arc<Block>> = sample_blocks(
+            &tr.graph,
+            seeds,
+            &fanouts,
+            mix64(tr.config.seed ^ (u64::MAX - i)),
+        )?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        let x = tr.gather_features(&blocks[0].src_nodes)?;
+        let mut h = model.forward(&blocks, &x, &Forward::default())?;
+        if relu {
+            h = ops::relu(&h)?;
         }
+        out.extend_from_slice(&h.to_vec_f32()?);
         Ok(())
     })?;
     Tensor::from_f32(out, &[nodes.len(), width], Device::Cpu)
