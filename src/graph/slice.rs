@@ -556,10 +556,14 @@ mod tests {
         let mut groups: Vec<Vec<usize>> = vec![vec![0, 69, 3], (4..40).collect(), vec![], vec![41]];
         // Groups sharing lists, and more than 64 groups.
         groups.extend((0..70).map(|i| vec![i, (i + 1) % 70]));
-        for (g, sizes) in groups.iter().zip(f.union_sizes(&groups)) {
+        for (g, sizes) in groups.iter().zip(f.union_sizes(&groups).unwrap()) {
             let seeds: Vec<u32> = g.iter().flat_map(|&i| lists[i].iter().copied()).collect();
             assert_eq!(sizes, s.sizes(&seeds).unwrap(), "group {g:?}");
         }
+        assert!(
+            f.union_sizes(&[vec![70]]).is_err(),
+            "a list past those walked"
+        );
         let mut repeated = dealt(4);
         let again = repeated[2][0];
         repeated[2].push(again);

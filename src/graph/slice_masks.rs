@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes};
 
 /// Lists per walk in [`Slicer::sizes_all`](crate::graph::Slicer::sizes_all): masks of
@@ -86,15 +87,32 @@ impl Footprints {
     /// [`Slicer::sizes`](crate::graph::Slicer::sizes) of the list alone.
     pub fn sizes(&self) -> Vec<Vec<BlockSizes>> {
         let each: Vec<[usize; 1]> = (0..self.lists).map(|i| [i]).collect();
-        self.union_sizes(&each)
+        self.counted_groups(&each)
     }
 
     /// The sizes of each union of lists in `groups` (list indices; groups may share
     /// lists), input layer first: what [`Slicer::sizes`] gives for the seeds of the
     /// group's lists together.
     ///
+    /// Errors on a list index past the lists walked.
+    ///
     /// [`Slicer::sizes`]: crate::graph::Slicer::sizes
-    pub fn union_sizes<G: AsRef<[usize]>>(&self, groups: &[G]) -> Vec<Vec<BlockSizes>> {
+    pub fn union_sizes<G: AsRef<[usize]>>(&self, groups: &[G]) -> Result<Vec<Vec<BlockSizes>>> {
+        let lists = self.lists;
+        if let Some(i) = groups
+            .iter()
+            .flat_map(|g| g.as_ref().iter())
+            .find(|&&i| i >= lists)
+        {
+            return Err(Error::invalid(format!(
+                "footprints: list {i} in a group, but {lists} lists were walked"
+            )));
+        }
+        Ok(self.counted_groups(groups))
+    }
+
+    /// [`Footprints::union_sizes`] of groups of valid list indices.
+    fn counted_groups<G: AsRef<[usize]>>(&self, groups: &[G]) -> Vec<Vec<BlockSizes>> {
         let mut out = Vec::with_capacity(groups.len());
         for chunk in groups.chunks(64) {
             // Per list, the groups of this chunk that hold it.

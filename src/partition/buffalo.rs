@@ -147,7 +147,7 @@ pub fn buffalo_plan(
     // The groups' exact sizes: unions of the items' footprints, or walked in parallel.
     let exact = |groups: &[&[usize]]| -> Result<Vec<u64>> {
         let sizes = match &prints {
-            Some(f) => f.union_sizes(groups),
+            Some(f) => f.union_sizes(groups)?,
             None => {
                 let lists: Vec<Vec<u32>> = groups.iter().map(|m| seeds_of(m)).collect();
                 slicer.sizes_all(&lists)?

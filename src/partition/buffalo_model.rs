@@ -62,7 +62,7 @@ impl Clusters {
             }
         }
         let sizes = match prints {
-            Some(f) if f.lists() == items.len() => f.union_sizes(&of),
+            Some(f) if f.lists() == items.len() => f.union_sizes(&of)?,
             _ => members
                 .par_iter()
                 .map(|m| {
