@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::graph::slice_masks::LISTS_PER_WALK;
 use crate::graph::{Block, BlockSizes, Buckets, Csr, Slicer};
 use crate::partition::buffalo_model::{item_sizes, Clusters, GroupModel};
-use crate::partition::grem::{grem_partition, GremOptions};
+use crate::partition::grem::{grem_partition_weighted, GremOptions};
 use crate::partition::parts::{self, MemoryPlan};
 
 /// Buffalo's knobs.
@@ -426,9 +426,9 @@ const LOCALITY_PASSES: usize = 8;
 /// 0.85% of them, so 2% stops after pass 4.
 const LOCALITY_SETTLE: f64 = 0.02;
 
-/// A GREM cut into `k` parts of the output block read as an undirected graph over its
-/// src nodes (seeds and their sampled sources): seeds in one part tend to share sources.
-/// One label per seed (local dst id).
+/// A GREM cut into `k` parts of the output block's [`shared_graph`]: seeds in one part
+/// tend to share sources, and the parts are balanced on the block's src nodes. One label
+/// per seed (local dst id).
 fn source_parts(out: &Block, k: usize, seed: u64) -> Result<Vec<u32>> {
     let opts = GremOptions {
         seed,
@@ -436,29 +436,75 @@ fn source_parts(out: &Block, k: usize, seed: u64) -> Result<Vec<u32>> {
         settle: LOCALITY_SETTLE,
         ..GremOptions::default()
     };
-    let mut labels = grem_partition(&block_graph(out), k, &opts)?;
+    let (graph, weights) = shared_graph(out);
+    let mut labels = grem_partition_weighted(&graph, Some(&weights), k, &opts)?;
     labels.truncate(out.num_dst);
     Ok(labels)
 }
 
-/// The block as a symmetric graph over its src nodes: row `v` holds, sorted and without
-/// duplicates, the sources `v` reads (if it is a dst) and the dst nodes that read it (the
-/// block's transposed CSR), so no edge list is sorted. Equal to
-/// `Csr::from_edges(num_src, src, dst).symmetrize()` over the block's edges; rows are
-/// built in parallel.
-fn block_graph(out: &Block) -> Csr {
-    let mut rows: Vec<Vec<u32>> = (0..out.num_src)
+/// The output block as an undirected graph over the seeds and the sources that at least
+/// two seeds read: a source read by one seed only (most of them on a sparse graph) cuts
+/// nothing wherever it goes, so it is folded into its reader's weight instead of being a
+/// node the stream has to place. Nodes `0..num_dst` are the seeds; the shared sources
+/// that are not seeds follow, in src order. Row `v` holds, sorted, without duplicates or
+/// self-loops, the kept sources `v` reads (if it is a seed) and the seeds that read it.
+/// Weights: 1 per node, plus 1 per folded source, so a part's weight is its src nodes.
+///
+/// On the full block graph the stream placed twice the nodes and cut worse: folding the
+/// private sources lowered Buffalo's K under a budget on email-enron from 14 to 13 (8 MiB)
+/// and 25 to 24 (5 MiB) (docs/PARTITIONING.md).
+fn shared_graph(out: &Block) -> (Csr, Vec<u32>) {
+    // The block's transposed CSR lists each source's readers in increasing dst order, so
+    // dropping repeats needs no sort.
+    let readers = |v: usize| {
+        let fed = &out.t_dst[out.t_indptr[v] as usize..out.t_indptr[v + 1] as usize];
+        fed.iter()
+            .enumerate()
+            .filter(move |&(i, &d)| i == 0 || fed[i - 1] != d)
+            .map(|(_, &d)| d)
+    };
+    // Per non-seed source: its only reader (folded), KEPT when it has two or more, or
+    // UNREAD (in no sampled block: neither kept nor counted).
+    const KEPT: u32 = u32::MAX;
+    const UNREAD: u32 = u32::MAX - 1;
+    let only: Vec<u32> = (out.num_dst..out.num_src)
         .into_par_iter()
         .map(|v| {
-            let fed = &out.t_dst[out.t_indptr[v] as usize..out.t_indptr[v + 1] as usize];
-            let reads = if v < out.num_dst {
-                out.neighbors(v)
-            } else {
-                &[]
-            };
-            let mut row = Vec::with_capacity(fed.len() + reads.len());
-            row.extend_from_slice(reads);
-            row.extend_from_slice(fed);
+            let mut r = readers(v);
+            match (r.next(), r.next()) {
+                (Some(d), None) => d,
+                (None, _) => UNREAD,
+                _ => KEPT,
+            }
+        })
+        .collect();
+    let mut id: Vec<u32> = (0..out.num_dst as u32).collect();
+    id.resize(out.num_src, u32::MAX);
+    let mut weights = vec![1u32; out.num_dst];
+    for (j, &d) in only.iter().enumerate() {
+        match d {
+            UNREAD => {}
+            KEPT => {
+                id[out.num_dst + j] = weights.len() as u32;
+                weights.push(1);
+            }
+            _ => weights[d as usize] += 1,
+        }
+    }
+    let rows: Vec<Vec<u32>> = (0..out.num_src)
+        .into_par_iter()
+        .filter(|&v| id[v] != u32::MAX)
+        .map(|v| {
+            if v >= out.num_dst {
+                return readers(v).collect();
+            }
+            let mut row: Vec<u32> = out
+                .neighbors(v)
+                .iter()
+                .map(|&u| id[u as usize])
+                .chain(readers(v))
+                .filter(|&u| u != u32::MAX && u != v as u32)
+                .collect();
             row.sort_unstable();
             row.dedup();
             row
@@ -470,15 +516,16 @@ fn block_graph(out: &Block) -> Csr {
         indptr.push(indptr[indptr.len() - 1] + r.len() as u64);
     }
     let mut indices = Vec::with_capacity(indptr[rows.len()] as usize);
-    for r in &mut rows {
-        indices.append(r);
+    for r in &rows {
+        indices.extend_from_slice(r);
     }
-    Csr {
-        num_nodes: out.num_src,
+    let graph = Csr {
+        num_nodes: weights.len(),
         indptr: indptr.into(),
         indices: indices.into(),
         edge_ids: None,
-    }
+    };
+    (graph, weights)
 }
 
 /// Buffalo with a budget: the smallest K (from `ceil(bytes(batch) / budget)` up, at most
@@ -541,8 +588,9 @@ mod tests {
     }
 
     #[test]
-    fn the_block_graph_equals_the_symmetrized_edge_list() {
-        // Shared sources, a self-loop (dst 1 reads itself) and a duplicate edge.
+    fn the_shared_graph_folds_sources_read_by_one_seed_into_its_weight() {
+        // Dst 0 reads 3, 4, 1; dst 1 reads itself and 3 twice; dst 2 reads 5 and 0. Sources
+        // 4 and 5 have one reader each; 3 has two.
         let b = Block::new(
             6,
             vec![0, 3, 6, 8],
@@ -550,18 +598,41 @@ mod tests {
             vec![10, 11, 12, 13, 14, 15],
         )
         .unwrap();
-        let (mut src, mut dst) = (Vec::new(), Vec::new());
-        for d in 0..b.num_dst {
-            for &s in b.neighbors(d) {
-                src.push(s);
-                dst.push(d as u32);
+        let (g, w) = shared_graph(&b);
+        assert_eq!(g.num_nodes, 4);
+        assert_eq!(w, vec![2, 1, 2, 1]);
+        let rows: Vec<Vec<u32>> = (0..4u32).map(|v| g.neighbors(v).to_vec()).collect();
+        assert_eq!(rows, vec![vec![1, 2, 3], vec![0, 3], vec![0], vec![0, 1]]);
+        // Every src node is counted once: in a node's own weight or its reader's.
+        assert_eq!(w.iter().sum::<u32>() as usize, b.num_src);
+    }
+
+    #[test]
+    fn the_shared_graph_is_symmetric_and_weighs_every_src_node_once() {
+        // 20 seeds reading 5 of 60 src nodes each, drawn by an LCG: shared and private
+        // sources, seeds reading seeds, repeats.
+        let (mut indptr, mut indices, mut x) = (vec![0u32], Vec::new(), 7u64);
+        for _ in 0..20 {
+            for _ in 0..5 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                indices.push(((x >> 33) % 60) as u32);
+            }
+            indptr.push(indices.len() as u32);
+        }
+        let mut read: Vec<u32> = indices.iter().copied().chain(0..20).collect();
+        read.sort_unstable();
+        read.dedup();
+        let out = Block::new(60, indptr, indices, (0..60).collect()).unwrap();
+        let (g, w) = shared_graph(&out);
+        // Src nodes that no seed reads (a sampled block has none) are in no weight.
+        assert_eq!(w.iter().sum::<u32>() as usize, read.len());
+        assert!(g.num_nodes > 20 && g.num_nodes < 60, "{}", g.num_nodes);
+        for v in 0..g.num_nodes as u32 {
+            for &u in g.neighbors(v) {
+                assert_ne!(u, v);
+                assert!(g.neighbors(u).contains(&v), "{v} -> {u}");
             }
         }
-        let want = Csr::from_edges(b.num_src, &src, &dst).unwrap().symmetrize();
-        let got = block_graph(&b);
-        assert_eq!(got.indptr.to_vec(), want.indptr.to_vec());
-        assert_eq!(got.indices.to_vec(), want.indices.to_vec());
-        assert_eq!(got.num_nodes, want.num_nodes);
     }
 
     #[test]

@@ -109,9 +109,11 @@ pub fn grem_working_bytes(graph: &Csr, k: usize, opts: &GremOptions) -> usize {
     (label + 4) * graph.num_nodes + 24 * (k + 1) + 16 * blocks
 }
 
-/// The per-pass state: labels, sizes, and one row's part counters.
-struct Stream<L> {
+/// The per-pass state: labels, node weights (unit if none), part sizes, and one row's
+/// part counters.
+struct Stream<'w, L> {
     labels: Vec<L>,
+    weights: Option<&'w [u32]>,
     size: Vec<u64>,
     cap: u64,
     count: Vec<u32>,
@@ -119,7 +121,11 @@ struct Stream<L> {
     seed: u64,
 }
 
-impl<L: Label> Stream<L> {
+impl<L: Label> Stream<'_, L> {
+    fn weight(&self, v: u32) -> u64 {
+        self.weights.map_or(1, |w| w[v as usize] as u64)
+    }
+
     /// Re-decides `v` from its row: counts its placed neighbours per part, takes `v` out of
     /// its part, and puts it in the best part with room (its own part on a tie). True when
     /// `v` changed part (or was placed).
@@ -149,15 +155,16 @@ impl<L: Label> Stream<L> {
             }
         }
         let cur = self.labels[v as usize].get();
+        let w = self.weight(v);
         if cur != UNPLACED {
-            self.size[cur as usize] -= 1;
+            self.size[cur as usize] -= w;
         }
         let cap = self.cap as f64;
         let mut best = UNPLACED;
         let mut best_score = 0.0f64;
         for &p in &self.counted {
             let s = self.size[p as usize];
-            if s >= self.cap {
+            if s + w > self.cap {
                 continue;
             }
             let score = self.count[p as usize] as f64 * (1.0 - s as f64 / cap);
@@ -172,14 +179,14 @@ impl<L: Label> Stream<L> {
         }
         self.counted.clear();
         if best == UNPLACED {
-            best = if cur != UNPLACED && self.size[cur as usize] < self.cap {
+            best = if cur != UNPLACED && self.size[cur as usize] + w <= self.cap {
                 cur
             } else {
                 self.smallest(v)
             };
         }
         self.labels[v as usize] = L::new(best);
-        self.size[best as usize] += 1;
+        self.size[best as usize] += w;
         best != cur
     }
 
@@ -201,7 +208,30 @@ impl<L: Label> Stream<L> {
 /// GREM's K-way partition of `graph`: one label in `0..k` per node, every label used.
 /// Errors when `k` is 0 or exceeds the nodes, or on bad options or a malformed graph.
 pub fn grem_partition(graph: &Csr, k: usize, opts: &GremOptions) -> Result<Vec<u32>> {
+    grem_partition_weighted(graph, None, k, opts)
+}
+
+/// [`grem_partition`] with a weight per node: a part's size is the sum of its nodes'
+/// weights, and the cap is `ceil(total / K * (1 + imbalance))` (unit weights: the same
+/// partition as [`grem_partition`]). A node too heavy for any part with room goes to the
+/// lightest. Errors as [`grem_partition`] does, and when `weights` does not hold one
+/// weight per node.
+pub fn grem_partition_weighted(
+    graph: &Csr,
+    weights: Option<&[u32]>,
+    k: usize,
+    opts: &GremOptions,
+) -> Result<Vec<u32>> {
     parts::check_k("grem", graph.num_nodes, k)?;
+    if let Some(w) = weights {
+        if w.len() != graph.num_nodes {
+            return Err(Error::invalid(format!(
+                "grem: {} node weights for {} nodes",
+                w.len(),
+                graph.num_nodes
+            )));
+        }
+    }
     if opts.block_edges == 0
         || opts.passes == 0
         || !opts.imbalance.is_finite()
@@ -227,26 +257,28 @@ pub fn grem_partition(graph: &Csr, k: usize, opts: &GremOptions) -> Result<Vec<u
         ));
     }
     let mut labels = if k < u8::MAX as usize {
-        stream::<u8>(graph, k, opts)
+        stream::<u8>(graph, weights, k, opts)
     } else if k < u16::MAX as usize {
-        stream::<u16>(graph, k, opts)
+        stream::<u16>(graph, weights, k, opts)
     } else {
-        stream::<u32>(graph, k, opts)
+        stream::<u32>(graph, weights, k, opts)
     };
     parts::fill_empty(&mut labels, k);
     Ok(labels)
 }
 
 /// The passes over the stream, with labels of type `L` (one byte per node for K < 255).
-fn stream<L: Label>(graph: &Csr, k: usize, opts: &GremOptions) -> Vec<u32> {
+fn stream<L: Label>(graph: &Csr, weights: Option<&[u32]>, k: usize, opts: &GremOptions) -> Vec<u32> {
     let n = graph.num_nodes;
     let starts = block_starts(graph, opts.block_edges);
     let mut order: Vec<u32> = (0..starts.len() as u32 - 1).collect();
-    let cap = ((n as f64 / k as f64) * (1.0 + opts.imbalance)).ceil() as u64;
+    let total = weights.map_or(n as u64, |w| w.iter().map(|&x| x as u64).sum());
+    let cap = ((total as f64 / k as f64) * (1.0 + opts.imbalance)).ceil() as u64;
     let mut s = Stream {
         labels: vec![L::NONE; n],
+        weights,
         size: vec![0; k],
-        cap: cap.max(n.div_ceil(k) as u64),
+        cap: cap.max(total.div_ceil(k as u64)),
         count: vec![0; k + 1],
         counted: Vec::with_capacity(k),
         seed: opts.seed,
@@ -359,6 +391,29 @@ mod tests {
             let cap = (100.0 / k as f64 * 1.03).ceil() as usize;
             assert!(sizes.iter().all(|&s| s <= cap), "k = {k}: {sizes:?}");
         }
+    }
+
+    #[test]
+    fn weighted_parts_stay_within_the_weight_cap() {
+        let g = ring(200);
+        // Unit weights are the unweighted partition.
+        let ones = vec![1u32; 200];
+        let o = GremOptions::default();
+        assert_eq!(
+            grem_partition_weighted(&g, Some(&ones), 4, &o).unwrap(),
+            grem_partition(&g, 4, &o).unwrap()
+        );
+        // Every fifth node weighs 6: parts balance on weight, not on node count.
+        let w: Vec<u32> = (0..200).map(|v| if v % 5 == 0 { 6 } else { 1 }).collect();
+        let total: u32 = w.iter().sum();
+        let labels = grem_partition_weighted(&g, Some(&w), 4, &o).unwrap();
+        let mut sizes = [0u32; 4];
+        for (v, &l) in labels.iter().enumerate() {
+            sizes[l as usize] += w[v];
+        }
+        let cap = (total as f64 / 4.0 * 1.03).ceil() as u32;
+        assert!(sizes.iter().all(|&s| s > 0 && s <= cap), "{sizes:?} cap {cap}");
+        assert!(grem_partition_weighted(&g, Some(&w[..10]), 4, &o).is_err());
     }
 
     #[test]
