@@ -2,8 +2,10 @@
 //!
 //! 1. **Buckets.** The output block's dst nodes (the seeds) are grouped by in-degree
 //!    ([`Buckets`]); zero-degree seeds form one more bucket. With `locality` (default),
-//!    each bucket is first divided by a GREM cut of the output block into K parts (seeds
-//!    that read the same sources share a part), and the cells are ordered part-major.
+//!    each bucket is first divided by a GREM cut into K parts of the output block's seeds
+//!    and the sources two or more of them read (seeds that read the same sources share a
+//!    part; a source only one seed reads is weight on that seed), and the cells are
+//!    ordered part-major.
 //! 2. **Split.** With `T` the whole batch's bytes over K, *every* cell or bucket whose
 //!    own bytes exceed `T / pieces_per_part` is cut into equal pieces (in dst order) below
 //!    that, not only the fanout bucket: on a low-degree graph the big buckets are the
@@ -614,7 +616,9 @@ mod tests {
         let (mut indptr, mut indices, mut x) = (vec![0u32], Vec::new(), 7u64);
         for _ in 0..20 {
             for _ in 0..5 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 indices.push(((x >> 33) % 60) as u32);
             }
             indptr.push(indices.len() as u32);

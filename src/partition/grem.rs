@@ -268,7 +268,12 @@ pub fn grem_partition_weighted(
 }
 
 /// The passes over the stream, with labels of type `L` (one byte per node for K < 255).
-fn stream<L: Label>(graph: &Csr, weights: Option<&[u32]>, k: usize, opts: &GremOptions) -> Vec<u32> {
+fn stream<L: Label>(
+    graph: &Csr,
+    weights: Option<&[u32]>,
+    k: usize,
+    opts: &GremOptions,
+) -> Vec<u32> {
     let n = graph.num_nodes;
     let starts = block_starts(graph, opts.block_edges);
     let mut order: Vec<u32> = (0..starts.len() as u32 - 1).collect();
@@ -412,7 +417,10 @@ mod tests {
             sizes[l as usize] += w[v];
         }
         let cap = (total as f64 / 4.0 * 1.03).ceil() as u32;
-        assert!(sizes.iter().all(|&s| s > 0 && s <= cap), "{sizes:?} cap {cap}");
+        assert!(
+            sizes.iter().all(|&s| s > 0 && s <= cap),
+            "{sizes:?} cap {cap}"
+        );
         assert!(grem_partition_weighted(&g, Some(&w[..10]), 4, &o).is_err());
     }
 
