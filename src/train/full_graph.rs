@@ -72,10 +72,12 @@ use crate::train::stats::Phases;
 mod chunk;
 mod host;
 mod hybrid;
+mod prefetch;
 mod stats;
 use chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
 use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
-use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut, HybridRows};
+use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut};
+use prefetch::{run_pass, upload, Rows, Source, Staged};
 use stats::RowCounter;
 pub use stats::{ChunkStats, FullGraphStats, LayerRows};
 
@@ -151,15 +153,13 @@ fn reuse_bytes(
     }
 }
 
-/// One layer pass's chunk inputs: the previous chunk's rows kept on the device when
-/// transfers are deduplicated at this layer.
+/// One layer pass's chunk inputs: the previous chunk's rows kept on the device (with
+/// its block) when transfers are deduplicated at this layer.
 struct LayerPass {
     l: usize,
     pass: ChunkPass,
     reuse: bool,
-    kept: Option<KeptRows>,
-    /// Scratch of [`Reuse::plan`] (one `u32::MAX` per graph node) when `reuse`.
-    pos: Vec<u32>,
+    kept: Option<(Arc<Block>, KeptRows)>,
 }
 
 /// A chunk ready to run: its block, its input rows on the device and its estimate (the
@@ -299,47 +299,36 @@ fn shared_rows(tr: &State<'_>, plan: &ChunkPlan) -> Vec<Vec<usize>> {
 
 /// A pass of layer `l` over its chunks.
 fn layer_pass(tr: &State<'_>, l: usize, pass: ChunkPass) -> LayerPass {
-    let reuse = reuses_rows(tr, l);
     LayerPass {
         l,
         pass,
-        reuse,
+        reuse: reuses_rows(tr, l),
         kept: None,
-        pos: match reuse {
-            true => vec![u32::MAX; tr.graph.num_nodes],
-            false => Vec::new(),
-        },
     }
 }
 
-/// Chunk `c` of `lp`'s layer: builds its block, predicts its peak, resets the
+/// Staged chunk `s` of `lp`'s layer ([`prefetch::stage`]): predicts its peak, resets the
 /// tracker's peak and puts its input rows on the device, from the previous chunk's
 /// where they are shared. Counts the time and the bytes moved.
-#[allow(clippy::too_many_arguments)]
 fn chunk_in(
-    tr: &mut State<'_>,
+    tr: &State<'_>,
     lp: &mut LayerPass,
     plan: &ChunkPlan,
-    c: usize,
-    prev: Option<&HostMatrix>,
+    s: Staged,
     ph: &mut Phases,
     st: &mut FullGraphStats,
 ) -> Result<ChunkIn> {
-    let l = lp.l;
-    let t = Instant::now();
-    let block = Arc::new(plan.block(&tr.graph, l, c)?);
+    let (l, c) = (lp.l, s.c);
+    let block = s.block;
     let ids = &block.src_nodes;
-    let reuse = match lp.kept.as_ref() {
-        Some(kept) => Some(Reuse::plan(kept, ids, &mut lp.pos)?),
-        None => None,
-    };
+    // Nothing to take: the rows were staged as they are uploaded without reuse.
+    let reuse = s.reuse.filter(|r| r.shared() > 0);
     let shared = reuse.as_ref().map_or(0, Reuse::shared);
-    ph.slice += t.elapsed().as_secs_f64();
     if shared == 0 {
         // Nothing to take: the kept rows go before the peak is measured.
         lp.kept = None;
     }
-    let prev_rows = lp.kept.as_ref().map_or(0, KeptRows::rows);
+    let prev_rows = lp.kept.as_ref().map_or(0, |(_, k)| k.rows());
     let assembly = assembly_peak_bytes(
         &tr.estimator,
         prev_rows,
@@ -351,19 +340,25 @@ fn chunk_in(
     tr.fold_peak();
     tr.config.device.memory()?.reset_peak();
     let t = Instant::now();
+    let (rows, width) = (s.rows, s.width);
     let x = match (reuse, lp.kept.take()) {
-        (Some(r), Some(kept)) => {
+        (Some(r), Some((_, kept))) => {
             let new = r.new_ids.len();
             st.rows_to_device_bytes += input_bytes(tr, l, new) + f32_bytes(shared + ids.len());
-            r.assemble(kept, |new_ids| chunk_input(tr, l, prev, new_ids))?
+            r.assemble(kept, |new_ids| upload(tr, l, rows, width, new_ids))?
         }
-        _ => {
+        (Some(_), None) => {
+            return Err(Error::invalid(format!(
+                "full-graph: chunk {c} of layer {l} was planned against rows not kept"
+            )))
+        }
+        (None, _) => {
             st.rows_to_device_bytes += input_bytes(tr, l, ids.len());
-            chunk_input(tr, l, prev, ids)?
+            upload(tr, l, rows, width, ids)?
         }
     };
     if lp.reuse {
-        lp.kept = Some(KeptRows::new(ids, &x));
+        lp.kept = Some((block.clone(), KeptRows::new(ids, &x)));
     }
     ph.gather += t.elapsed().as_secs_f64();
     Ok(ChunkIn {
@@ -374,12 +369,27 @@ fn chunk_in(
     })
 }
 
+/// What preparing layer `l`'s chunks reads in a pass over its source rows: the features
+/// for the input layer, else `prev` (`H^{l-1}`).
+fn source<'a>(tr: &'a State<'_>, l: usize, prev: Option<&'a HostMatrix>) -> Source<'a> {
+    Source {
+        graph: &tr.graph,
+        l,
+        features: tr.host_features(),
+        dim: tr.data.feat_dim,
+        prev,
+        g_out: None,
+        agg: None,
+        rows: Rows::Src,
+    }
+}
+
 /// One full-graph epoch (see the module docs) with one optimizer step; `plan` holds
 /// the training nodes' chunks. A chunk that runs out of memory is split in two in the
 /// plan (so later passes and epochs run the halves) and run again: its failed attempt
 /// left nothing behind (no rows written, no gradient held).
 fn full_graph_epoch(
-    tr: &mut State<'_>,
+    tr: &State<'_>,
     epoch: usize,
     plan: &mut ChunkPlan,
 ) -> Result<FullGraphOutcome> {
@@ -410,12 +420,18 @@ fn full_graph_epoch(
         };
         let mut count = RowCounter::new(l, n);
         let mut lp = layer_pass(tr, l, forward);
-        let mut c = 0;
-        while c < plan.chunks[l].len() {
-            let range = plan.chunks[l][c].clone();
-            let prev = h.last();
-            let run = (|| -> Result<()> {
-                let ci = chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
+        let src = source(tr, l, h.last());
+        run_pass(
+            tr,
+            plan,
+            &mut lp,
+            &src,
+            &mut ph,
+            &mut st,
+            |plan, s, lp, ph, st| {
+                let c = s.c;
+                let range = plan.chunks[l][c].clone();
+                let ci = chunk_in(tr, lp, plan, s, ph, st)?;
                 let t = Instant::now();
                 let rows = no_grad(|| -> Result<Vec<f32>> {
                     let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
@@ -438,20 +454,11 @@ fn full_graph_epoch(
                 st.rows_to_host_bytes += f32_bytes(rows.len());
                 out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
                 count.add(&ci.block.src_nodes, ci.shared);
-                chunk_done(
-                    tr,
-                    &mut st,
-                    l,
-                    "forward",
-                    c,
-                    &ci.block.src_nodes,
-                    range.len(),
-                    ci.est,
-                );
+                let src = &ci.block.src_nodes;
+                chunk_done(tr, st, l, "forward", c, src, range.len(), ci.est);
                 Ok(())
-            })();
-            c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
-        }
+            },
+        )?;
         h.push(out);
         aggs.push(agg);
         st.layers.push(count.rows);
@@ -470,17 +477,23 @@ fn full_graph_epoch(
     };
     let mut count = RowCounter::new(last, n);
     let mut lp = layer_pass(tr, last, ChunkPass::Loss { total });
-    let mut c = 0;
-    while c < plan.chunks[last].len() {
-        let range = plan.chunks[last][c].clone();
-        let prev = h.last();
-        let run = (|| -> Result<()> {
+    let src = source(tr, last, h.last());
+    run_pass(
+        tr,
+        plan,
+        &mut lp,
+        &src,
+        &mut ph,
+        &mut st,
+        |plan, s, lp, ph, st| {
+            let c = s.c;
+            let range = plan.chunks[last][c].clone();
             let ChunkIn {
                 block,
                 x,
                 est,
                 shared,
-            } = chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
+            } = chunk_in(tr, lp, plan, s, ph, st)?;
             let t = Instant::now();
             let x = if last > 0 { x.requires_grad_leaf() } else { x };
             let seeds = block.dst_nodes();
@@ -518,20 +531,11 @@ fn full_graph_epoch(
             }
             drop(x);
             count.add(&block.src_nodes, shared);
-            chunk_done(
-                tr,
-                &mut st,
-                last,
-                "loss",
-                c,
-                &block.src_nodes,
-                range.len(),
-                est,
-            );
+            let src = &block.src_nodes;
+            chunk_done(tr, st, last, "loss", c, src, range.len(), est);
             Ok(())
-        })();
-        c += split_on_oom(tr, run, plan, last, c, &mut lp, &mut st)?;
-    }
+        },
+    )?;
     // The kept rows of the output layer go before the layers below run.
     drop(lp);
     st.layers.push(count.rows);
@@ -553,38 +557,54 @@ fn full_graph_epoch(
         };
         let agg = aggs.pop().unwrap_or_default();
         let mut lp = layer_pass(tr, l, backward);
-        let mut c = 0;
-        while c < plan.chunks[l].len() {
-            let range = plan.chunks[l][c].clone();
-            let prev = h.last();
-            if hybrid {
-                let rows = HybridRows {
-                    prev,
-                    agg: &agg,
-                    g_out: &g_out,
-                };
-                let mut out = HybridOut {
-                    grad_in: grad_in.as_mut(),
-                    ph: &mut ph,
-                    st: &mut st,
-                };
-                let run = hybrid_backward_chunk(tr, plan, l, c, rows, &fwd, &mut out);
-                c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
-                continue;
-            }
-            let run = (|| -> Result<()> {
-                let ChunkIn { block, x, est, .. } =
-                    chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
+        let mut src = source(tr, l, h.last());
+        src.g_out = Some(&g_out);
+        if hybrid {
+            src.agg = Some(&agg);
+            src.rows = match tr.model.hybrid_layer(l) {
+                Some(split) if split.reads_dst_rows() => Rows::Dst,
+                _ => Rows::Nothing,
+            };
+            run_pass(
+                tr,
+                plan,
+                &mut lp,
+                &src,
+                &mut ph,
+                &mut st,
+                |plan, s, _, ph, st| {
+                    let mut out = HybridOut {
+                        grad_in: grad_in.as_mut(),
+                        ph,
+                        st,
+                    };
+                    hybrid_backward_chunk(tr, plan, l, s, &fwd, &mut out)
+                },
+            )?;
+            continue;
+        }
+        run_pass(
+            tr,
+            plan,
+            &mut lp,
+            &src,
+            &mut ph,
+            &mut st,
+            |plan, mut s, lp, ph, st| {
+                let c = s.c;
+                let range = plan.chunks[l][c].clone();
+                let w = g_out.width;
+                let g_rows = s.g_rows.take().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "full-graph: layer {l}'s chunk {c} has no gradient rows"
+                    ))
+                })?;
+                let ChunkIn { block, x, est, .. } = chunk_in(tr, lp, plan, s, ph, st)?;
                 let x = if l > 0 { x.requires_grad_leaf() } else { x };
                 let t = Instant::now();
-                let w = g_out.width;
                 with_held_grads(&params, || -> Result<()> {
                     let out = tr.model.forward_layer(l, &block, x.clone(), &fwd)?;
-                    let g = Tensor::from_f32(
-                        g_out.data[range.start * w..range.end * w].to_vec(),
-                        &[range.len(), w],
-                        tr.config.device,
-                    )?;
+                    let g = Tensor::from_f32(g_rows, &[range.len(), w], tr.config.device)?;
                     out.backward_with(&g)?;
                     drop(g);
                     drop(out);
@@ -599,11 +619,10 @@ fn full_graph_epoch(
                 }
                 drop(x);
                 let src = &block.src_nodes;
-                chunk_done(tr, &mut st, l, "backward", c, src, range.len(), est);
+                chunk_done(tr, st, l, "backward", c, src, range.len(), est);
                 Ok(())
-            })();
-            c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
-        }
+            },
+        )?;
     }
     st.chunks = plan.num_chunks();
     Ok(FullGraphOutcome {
