@@ -344,7 +344,7 @@ impl Default for MicroConfig {
     }
 }
 /// `--full-graph`: how full-graph training is chunked.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FullGraphConfig {
     /// Chunks per layer (`--chunks`); `None`: the fewest that fit the memory budget (1
     /// without a budget).
@@ -361,28 +361,11 @@ pub struct FullGraphConfig {
     /// the update ([`crate::nn::HybridLayer`]; SAGE mean and sum, GCN).
     #[serde(default)]
     pub hybrid: bool,
-    /// Prepare the next chunk (slice its block, gather its rows on the host) on a worker
-    /// thread while a chunk computes (`--overlap`, on by default).
-    #[serde(default = "yes")]
-    pub overlap: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for FullGraphConfig {
-    /// No forced chunk count, GREM order, deduplicated transfers on GPUs, recompute mode,
-    /// overlapped preparation.
-    fn default() -> Self {
-        FullGraphConfig {
-            chunks: None,
-            order: NodeOrder::default(),
-            dedup: Dedup::default(),
-            hybrid: false,
-            overlap: true,
-        }
-    }
+    /// Whether the next chunk is prepared (its block sliced, its rows gathered on the
+    /// host) on a worker thread while a chunk computes (`--overlap`); `None`: on a GPU,
+    /// not on the CPU, whose compute already keeps every core busy.
+    #[serde(default)]
+    pub overlap: Option<bool>,
 }
 
 /// `--node-order`: the order of every layer's nodes before they are cut into chunks

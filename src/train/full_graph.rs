@@ -44,7 +44,13 @@
 //! host in the forward pass, and its backward recomputes only the update from the chunk's
 //! dst rows and `A^l`, then runs the aggregation's transpose for the src rows' gradient.
 //!
-//! Not done yet: a copy stream overlapping the next chunk's upload.
+//! With `--overlap` (by default on a GPU), a worker thread prepares the next chunk of a
+//! pass while a chunk computes ([`prefetch`]): it slices the block, plans the deduplicated
+//! transfer and gathers the rows from the host buffers (all of them complete before the
+//! pass), so the compute waits only for the upload; the results are bit-identical. The
+//! upload itself stays on the device's one stream: on CUDA it is already asynchronous
+//! (pinned staging chunks, `cuMemcpyHtoDAsync`), and a second copy stream would wait
+//! for the compute stream's pool anyway (`src/device/cuda/staging.rs`). Not run on a GPU yet.
 //!
 //! A chunk that runs out of memory anyway (the device refuses an allocation) is split in
 //! two in the plan and run again, as a micro-batch is; the JSON counts `oom_splits`.

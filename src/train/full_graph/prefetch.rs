@@ -1,5 +1,5 @@
-//! Overlapping a chunk's preparation with the previous chunk's compute (`--overlap`, on by
-//! default): while chunk `c` of a layer pass runs on the main thread, a worker thread
+//! Overlapping a chunk's preparation with the previous chunk's compute (`--overlap`; by
+//! default on a GPU, off on the CPU): while chunk `c` of a layer pass runs on the main thread, a worker thread
 //! prepares chunk `c + 1` on the host ([`stage`]): it slices the chunk's block, plans its
 //! deduplicated transfer against chunk `c`'s source nodes, and gathers the rows it reads
 //! from the host buffers into staging vectors. The main thread then only uploads them.
@@ -171,9 +171,15 @@ pub(super) fn upload(
     }
 }
 
-/// Whether chunks are prepared ahead (`--overlap`).
+/// Whether chunks are prepared ahead (`--overlap`; by default on a GPU, where the host's
+/// cores wait for the device, and not on the CPU, where the compute keeps them busy).
 fn overlaps(tr: &State<'_>) -> bool {
-    tr.config.full_graph.as_ref().is_some_and(|f| f.overlap)
+    let gpu = !matches!(tr.config.device, crate::device::Device::Cpu);
+    tr.config
+        .full_graph
+        .as_ref()
+        .and_then(|f| f.overlap)
+        .unwrap_or(gpu)
 }
 
 /// Whether `s` was planned against the rows the device keeps now.
