@@ -427,44 +427,37 @@ fn full_graph_epoch(
         let mut count = RowCounter::new(l, n);
         let mut lp = layer_pass(tr, l, forward);
         let src = source(tr, l, h.last());
-        run_pass(
-            tr,
-            plan,
-            &mut lp,
-            &src,
-            &mut ph,
-            &mut st,
-            |plan, s, lp, ph, st| {
-                let c = s.c;
-                let range = plan.chunks[l][c].clone();
-                let ci = chunk_in(tr, lp, plan, s, ph, st)?;
-                let t = Instant::now();
-                let rows = no_grad(|| -> Result<Vec<f32>> {
-                    let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
-                        return tr
-                            .model
-                            .forward_layer(l, &ci.block, ci.x, &fwd)?
-                            .to_vec_f32();
-                    };
-                    let a = split.aggregate(&ci.block, &ci.x)?;
-                    let y = split.update(&ci.block, Some(&ci.x), &a)?;
-                    drop(ci.x);
-                    let a_rows = a.to_vec_f32()?;
-                    drop(a);
-                    st.rows_to_host_bytes += f32_bytes(a_rows.len());
-                    agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
-                    drop(a_rows);
-                    tr.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
-                })?;
-                ph.forward += t.elapsed().as_secs_f64();
-                st.rows_to_host_bytes += f32_bytes(rows.len());
-                out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
-                count.add(&ci.block.src_nodes, ci.shared);
-                let src = &ci.block.src_nodes;
-                chunk_done(tr, st, l, "forward", c, src, range.len(), ci.est);
-                Ok(())
-            },
-        )?;
+        run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+            let (plan, s, lp, ph, st) = cx;
+            let c = s.c;
+            let range = plan.chunks[l][c].clone();
+            let ci = chunk_in(tr, lp, plan, s, ph, st)?;
+            let t = Instant::now();
+            let rows = no_grad(|| -> Result<Vec<f32>> {
+                let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
+                    return tr
+                        .model
+                        .forward_layer(l, &ci.block, ci.x, &fwd)?
+                        .to_vec_f32();
+                };
+                let a = split.aggregate(&ci.block, &ci.x)?;
+                let y = split.update(&ci.block, Some(&ci.x), &a)?;
+                drop(ci.x);
+                let a_rows = a.to_vec_f32()?;
+                drop(a);
+                st.rows_to_host_bytes += f32_bytes(a_rows.len());
+                agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
+                drop(a_rows);
+                tr.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
+            })?;
+            ph.forward += t.elapsed().as_secs_f64();
+            st.rows_to_host_bytes += f32_bytes(rows.len());
+            out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
+            count.add(&ci.block.src_nodes, ci.shared);
+            let src = &ci.block.src_nodes;
+            chunk_done(tr, st, l, "forward", c, src, range.len(), ci.est);
+            Ok(())
+        })?;
         h.push(out);
         aggs.push(agg);
         st.layers.push(count.rows);
@@ -484,64 +477,57 @@ fn full_graph_epoch(
     let mut count = RowCounter::new(last, n);
     let mut lp = layer_pass(tr, last, ChunkPass::Loss { total });
     let src = source(tr, last, h.last());
-    run_pass(
-        tr,
-        plan,
-        &mut lp,
-        &src,
-        &mut ph,
-        &mut st,
-        |plan, s, lp, ph, st| {
-            let c = s.c;
-            let range = plan.chunks[last][c].clone();
-            let ChunkIn {
-                block,
-                x,
-                est,
-                shared,
-            } = chunk_in(tr, lp, plan, s, ph, st)?;
+    run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+        let (plan, s, lp, ph, st) = cx;
+        let c = s.c;
+        let range = plan.chunks[last][c].clone();
+        let ChunkIn {
+            block,
+            x,
+            est,
+            shared,
+        } = chunk_in(tr, lp, plan, s, ph, st)?;
+        let t = Instant::now();
+        let x = if last > 0 { x.requires_grad_leaf() } else { x };
+        let seeds = block.dst_nodes();
+        let y = tr.gather_labels(seeds)?;
+        st.rows_to_device_bytes += f32_bytes(seeds.len());
+        ph.gather += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
+            let logits = tr.model.forward_layer(last, &block, x.clone(), &fwd)?;
+            let ce = ops::cross_entropy(&logits, &y, None)?;
+            let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
+            let k = seeds.len();
+            let loss = if k != total {
+                ops::mul_scalar(&ce, k as f64 / total as f64)?
+            } else {
+                ce.clone()
+            };
+            drop(logits);
+            loss.backward()?;
+            drop(loss);
+            Ok((ce.item()?, pred))
+        })?;
+        drop(y);
+        ph.backward += t.elapsed().as_secs_f64();
+        loss_sum += ce * seeds.len() as f64;
+        correct += pred
+            .iter()
+            .zip(seeds)
+            .filter(|(&p, &s)| p == tr.data.labels[s as usize])
+            .count();
+        if let Some(g) = grad_in.as_mut() {
             let t = Instant::now();
-            let x = if last > 0 { x.requires_grad_leaf() } else { x };
-            let seeds = block.dst_nodes();
-            let y = tr.gather_labels(seeds)?;
-            st.rows_to_device_bytes += f32_bytes(seeds.len());
+            st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
             ph.gather += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
-                let logits = tr.model.forward_layer(last, &block, x.clone(), &fwd)?;
-                let ce = ops::cross_entropy(&logits, &y, None)?;
-                let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
-                let k = seeds.len();
-                let loss = if k != total {
-                    ops::mul_scalar(&ce, k as f64 / total as f64)?
-                } else {
-                    ce.clone()
-                };
-                drop(logits);
-                loss.backward()?;
-                drop(loss);
-                Ok((ce.item()?, pred))
-            })?;
-            drop(y);
-            ph.backward += t.elapsed().as_secs_f64();
-            loss_sum += ce * seeds.len() as f64;
-            correct += pred
-                .iter()
-                .zip(seeds)
-                .filter(|(&p, &s)| p == tr.data.labels[s as usize])
-                .count();
-            if let Some(g) = grad_in.as_mut() {
-                let t = Instant::now();
-                st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
-                ph.gather += t.elapsed().as_secs_f64();
-            }
-            drop(x);
-            count.add(&block.src_nodes, shared);
-            let src = &block.src_nodes;
-            chunk_done(tr, st, last, "loss", c, src, range.len(), est);
-            Ok(())
-        },
-    )?;
+        }
+        drop(x);
+        count.add(&block.src_nodes, shared);
+        let src = &block.src_nodes;
+        chunk_done(tr, st, last, "loss", c, src, range.len(), est);
+        Ok(())
+    })?;
     // The kept rows of the output layer go before the layers below run.
     drop(lp);
     st.layers.push(count.rows);
@@ -571,64 +557,50 @@ fn full_graph_epoch(
                 Some(split) if split.reads_dst_rows() => Rows::Dst,
                 _ => Rows::Nothing,
             };
-            run_pass(
-                tr,
-                plan,
-                &mut lp,
-                &src,
-                &mut ph,
-                &mut st,
-                |plan, s, _, ph, st| {
-                    let mut out = HybridOut {
-                        grad_in: grad_in.as_mut(),
-                        ph,
-                        st,
-                    };
-                    hybrid_backward_chunk(tr, plan, l, s, &fwd, &mut out)
-                },
-            )?;
+            run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+                let (plan, s, _, ph, st) = cx;
+                let mut out = HybridOut {
+                    grad_in: grad_in.as_mut(),
+                    ph,
+                    st,
+                };
+                hybrid_backward_chunk(tr, plan, l, s, &fwd, &mut out)
+            })?;
             continue;
         }
-        run_pass(
-            tr,
-            plan,
-            &mut lp,
-            &src,
-            &mut ph,
-            &mut st,
-            |plan, mut s, lp, ph, st| {
-                let c = s.c;
-                let range = plan.chunks[l][c].clone();
-                let w = g_out.width;
-                let g_rows = s.g_rows.take().ok_or_else(|| {
-                    Error::invalid(format!(
-                        "full-graph: layer {l}'s chunk {c} has no gradient rows"
-                    ))
-                })?;
-                let ChunkIn { block, x, est, .. } = chunk_in(tr, lp, plan, s, ph, st)?;
-                let x = if l > 0 { x.requires_grad_leaf() } else { x };
-                let t = Instant::now();
-                with_held_grads(&params, || -> Result<()> {
-                    let out = tr.model.forward_layer(l, &block, x.clone(), &fwd)?;
-                    let g = Tensor::from_f32(g_rows, &[range.len(), w], tr.config.device)?;
-                    out.backward_with(&g)?;
-                    drop(g);
-                    drop(out);
-                    Ok(())
-                })?;
-                st.rows_to_device_bytes += f32_bytes(range.len() * w);
-                ph.backward += t.elapsed().as_secs_f64();
-                if let Some(g) = grad_in.as_mut() {
-                    let t = Instant::now();
-                    st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
-                    ph.gather += t.elapsed().as_secs_f64();
-                }
-                drop(x);
-                let src = &block.src_nodes;
-                chunk_done(tr, st, l, "backward", c, src, range.len(), est);
+        run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+            let (plan, mut s, lp, ph, st) = cx;
+            let c = s.c;
+            let range = plan.chunks[l][c].clone();
+            let w = g_out.width;
+            let g_rows = s.g_rows.take().ok_or_else(|| {
+                Error::invalid(format!(
+                    "full-graph: layer {l}'s chunk {c} has no gradient rows"
+                ))
+            })?;
+            let ChunkIn { block, x, est, .. } = chunk_in(tr, lp, plan, s, ph, st)?;
+            let x = if l > 0 { x.requires_grad_leaf() } else { x };
+            let t = Instant::now();
+            with_held_grads(&params, || -> Result<()> {
+                let out = tr.model.forward_layer(l, &block, x.clone(), &fwd)?;
+                let g = Tensor::from_f32(g_rows, &[range.len(), w], tr.config.device)?;
+                out.backward_with(&g)?;
+                drop(g);
+                drop(out);
                 Ok(())
-            },
-        )?;
+            })?;
+            st.rows_to_device_bytes += f32_bytes(range.len() * w);
+            ph.backward += t.elapsed().as_secs_f64();
+            if let Some(g) = grad_in.as_mut() {
+                let t = Instant::now();
+                st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
+                ph.gather += t.elapsed().as_secs_f64();
+            }
+            drop(x);
+            let src = &block.src_nodes;
+            chunk_done(tr, st, l, "backward", c, src, range.len(), est);
+            Ok(())
+        })?;
     }
     st.chunks = plan.num_chunks();
     Ok(FullGraphOutcome {

@@ -80,6 +80,16 @@ pub(super) struct Staged {
     pub gather_s: f64,
 }
 
+/// What [`run_pass`] gives the body that runs a staged chunk: the plan, the chunk, its
+/// pass and the epoch's figures.
+pub(super) type ChunkCx<'c> = (
+    &'c ChunkPlan,
+    Staged,
+    &'c mut LayerPass,
+    &'c mut Phases,
+    &'c mut FullGraphStats,
+);
+
 /// Prepares chunk `c` of `src`'s layer: its block, its transfer planned against the
 /// source nodes of `against` (the previous chunk, whose rows the device keeps), and the
 /// host rows it uploads; `pos` is [`Reuse::plan`]'s scratch.
@@ -119,10 +129,17 @@ pub(super) fn stage(
         }
     };
     let range = plan.chunks[l][c].clone();
-    let g_rows = match src.g_out {
-        Some(g) => Some(g.data[range.start * g.width..range.end * g.width].to_vec()),
-        None => None,
-    };
+    let g_rows = src
+        .g_out
+        .map(|g| {
+            g.data
+                .get(range.start * g.width..range.end * g.width)
+                .map(<[f32]>::to_vec)
+                .ok_or_else(|| {
+                    Error::invalid(format!("full-graph: layer {l} has no gradient rows"))
+                })
+        })
+        .transpose()?;
     let agg_rows = match src.agg {
         Some(a) => Some(
             a.get(range.start * src_width(src)..range.end * src_width(src))
@@ -206,7 +223,7 @@ pub(super) fn run_pass<F>(
     mut body: F,
 ) -> Result<()>
 where
-    F: FnMut(&ChunkPlan, Staged, &mut LayerPass, &mut Phases, &mut FullGraphStats) -> Result<()>,
+    F: FnMut(ChunkCx<'_>) -> Result<()>,
 {
     let l = src.l;
     let overlap = overlaps(tr);
@@ -234,7 +251,7 @@ where
         let (run, ready) = std::thread::scope(|s| {
             let worker =
                 ahead.then(|| s.spawn(move || stage(src, plan_now, c + 1, against, pos_now)));
-            let run = body(plan_now, staged, lp, ph, st);
+            let run = body((plan_now, staged, lp, ph, st));
             let ready = worker.map(|w| {
                 let t = Instant::now();
                 let ready = w.join().unwrap_or_else(|_| {
