@@ -146,6 +146,7 @@ fn chunked_gradients_equal_unchunked_full_neighbour_training() {
                 order,
                 dedup,
                 hybrid: false,
+                ..Default::default()
             });
             let mut t = Trainer::new(&data, g.clone(), c).unwrap();
             let (want_loss, want) = reference(&t, &data, &g, 4);
@@ -201,16 +202,17 @@ fn chunked_training_losses_follow_full_neighbour_training() {
 fn chunk_estimates_equal_measured_peaks_on_the_cpu() {
     let _serial = serial();
     let (data, g) = small();
-    for (&(kind, aggr), dedup) in MODELS
-        .iter()
-        .flat_map(|m| [(m, Dedup::Off), (m, Dedup::On)])
-    {
+    // With the next chunk prepared ahead (`--overlap`) too: the preparation holds host
+    // memory only.
+    let runs = [(Dedup::Off, false), (Dedup::On, false), (Dedup::On, true)];
+    for (&(kind, aggr), (dedup, overlap)) in MODELS.iter().flat_map(|m| runs.map(|r| (m, r))) {
         let mut c = config(&data, kind, aggr, Some(4), 0.5);
         c.full_graph = Some(FullGraphConfig {
             chunks: Some(4),
             order: NodeOrder::Id,
             dedup,
             hybrid: false,
+            overlap: Some(overlap),
         });
         let mut t = Trainer::new(&data, g.clone(), c).unwrap();
         for epoch in 0..2 {
@@ -221,7 +223,7 @@ fn chunk_estimates_equal_measured_peaks_on_the_cpu() {
             for r in &f.chunk_runs {
                 assert_eq!(
                     r.est_peak_bytes, r.peak_bytes,
-                    "{kind:?}/{aggr:?} {dedup:?} epoch {epoch}: layer {} {} chunk {}",
+                    "{kind:?}/{aggr:?} {dedup:?} overlap {overlap} epoch {epoch}: layer {} {} chunk {}",
                     r.layer, r.pass, r.chunk
                 );
             }
@@ -248,6 +250,7 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
                 order,
                 dedup,
                 hybrid: false,
+                ..Default::default()
             });
             c.micro.memory_budget = budget;
             let mut t = Trainer::new(&data, g.clone(), c).unwrap();
@@ -299,7 +302,9 @@ fn a_chunk_that_runs_out_of_memory_is_split_and_the_gradients_stay_exact() {
     let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
     let mut one = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5)).unwrap();
     let peak = one.train_epoch(0).unwrap().full_graph.unwrap().peak_bytes;
-    for dedup in [Dedup::Off, Dedup::On] {
+    // With the next chunk prepared ahead (`--overlap`), a split drops the chunk prepared
+    // after the one that failed (the plan changed under it).
+    for (dedup, overlap) in [(Dedup::Off, false), (Dedup::On, false), (Dedup::On, true)] {
         // One chunk forced, under a budget it does not fit: the device refuses it, the
         // chunk is split until the halves fit, and the plan keeps the split.
         let mut c = config(&data, kind, aggr, Some(1), 0.5);
@@ -308,6 +313,7 @@ fn a_chunk_that_runs_out_of_memory_is_split_and_the_gradients_stay_exact() {
             order: NodeOrder::Id,
             dedup,
             hybrid: false,
+            overlap: Some(overlap),
         });
         c.micro.memory_budget = Some(peak * 6 / 10);
         // The reference (unchunked) does not fit the budget: computed first, with the same
@@ -448,6 +454,7 @@ fn row_replication_counts_every_upload_and_each_distinct_row_once() {
             order: NodeOrder::Id,
             dedup,
             hybrid: false,
+            ..Default::default()
         });
         let mut t = Trainer::new(&data, g.clone(), c).unwrap();
         t.train_epoch(0).unwrap().full_graph.unwrap()
@@ -504,6 +511,7 @@ fn hybrid_chunks_give_the_unchunked_gradients_exact_estimates_and_dst_row_upload
                     order: NodeOrder::Grem,
                     dedup,
                     hybrid,
+                    ..Default::default()
                 });
                 let mut t = Trainer::new(&data, g.clone(), c).unwrap();
                 let (loss, stats) = t.full_graph_gradients(2).unwrap();
@@ -569,5 +577,82 @@ fn hybrid_mode_refuses_aggregations_with_weights() {
         let mut t = Trainer::new(&data, g.clone(), c).unwrap();
         let e = t.train_epoch(0).unwrap_err().to_string();
         assert!(e.contains("--hybrid"), "{kind:?}/{aggr:?}: {e}");
+    }
+}
+
+/// Preparing the next chunk on a worker thread while a chunk computes (`--overlap`)
+/// changes no bit: the loss and every gradient of an epoch, and the losses of epochs
+/// trained after it, equal those of the serial order exactly, as do the bytes moved,
+/// with and without deduplicated transfers, in hybrid mode and with three layers; on the
+/// CPU and on the first wgpu adapter.
+#[test]
+fn overlapped_chunk_preparation_gives_bit_identical_losses_and_gradients() {
+    let _serial = serial();
+    let (data, g) = small();
+    let mut devices = vec![Device::Cpu];
+    devices.extend(common::wgpu_devices().first());
+    let runs = [
+        (ModelKind::Sage, Aggregator::Mean, Dedup::Off, false, 2),
+        (ModelKind::Sage, Aggregator::Mean, Dedup::On, false, 3),
+        (ModelKind::Gcn, Aggregator::Mean, Dedup::On, true, 3),
+        (ModelKind::Gat, Aggregator::Mean, Dedup::On, false, 2),
+        (ModelKind::Sage, Aggregator::Sum, Dedup::Off, true, 2),
+    ];
+    for dev in devices {
+        for (kind, aggr, dedup, hybrid, layers) in runs {
+            let run = |overlap: bool| {
+                let mut c = config(&data, kind, aggr, Some(4), 0.5);
+                c.device = dev;
+                c.model.shape.layers = layers;
+                c.fanouts = vec![-1; layers];
+                c.full_graph = Some(FullGraphConfig {
+                    chunks: Some(4),
+                    order: NodeOrder::Grem,
+                    dedup,
+                    hybrid,
+                    overlap: Some(overlap),
+                });
+                let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+                let (loss, stats) = t.full_graph_gradients(2).unwrap();
+                let grads = grads(&t.model);
+                for p in t.model.parameters() {
+                    p.set_grad(None);
+                }
+                let losses: Vec<u64> = (0..2)
+                    .map(|e| t.train_epoch(e).unwrap().loss.to_bits())
+                    .collect();
+                (loss.to_bits(), grads, stats, losses)
+            };
+            let what =
+                format!("{kind:?}/{aggr:?} {layers} layers {dedup:?} hybrid {hybrid} on {dev}");
+            let (want_loss, want, serial_stats, want_losses) = run(false);
+            let (loss, got, stats, losses) = run(true);
+            assert_eq!(loss, want_loss, "{what}: loss");
+            assert_eq!(losses, want_losses, "{what}: training losses");
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(a), bits(b), "{what}: parameter {i}");
+            }
+            assert_eq!(
+                (stats.rows_to_device_bytes, stats.rows_to_host_bytes),
+                (
+                    serial_stats.rows_to_device_bytes,
+                    serial_stats.rows_to_host_bytes
+                ),
+                "{what}: bytes moved"
+            );
+            let uploaded = |s: &espalier::train::FullGraphStats| {
+                s.layers.iter().map(|r| r.rows_uploaded).collect::<Vec<_>>()
+            };
+            assert_eq!(
+                uploaded(&stats),
+                uploaded(&serial_stats),
+                "{what}: rows uploaded"
+            );
+            assert_eq!(
+                serial_stats.prep_wait_s, 0.0,
+                "{what}: nothing prepared ahead"
+            );
+        }
     }
 }

@@ -483,8 +483,30 @@ fn full_graph_defaults_to_all_neighbours_and_reports_its_chunks_in_the_json() {
         // Three passes of 3 chunks: forward (layer 0), loss (layer 1), backward (layer 0).
         assert_eq!(f["chunk_runs"].as_array().unwrap().len(), 9);
         assert_eq!(f["est_peak_bytes"], f["peak_bytes"]);
+        // On the CPU the next chunk is not prepared ahead by default.
+        assert_eq!(f["prep_wait_s"], 0.0);
     }
+    // Prepared ahead (`--overlap true`): the same losses, to the bit.
+    let ahead = dir.path().join("ahead.json");
+    let args = ["--full-graph", "--chunks", "3", "--overlap", "true"];
+    ok(&train(&[&args[..], &["--json", p(&ahead)]].concat()));
+    let w = read_json(&ahead);
+    assert_eq!(w["config"]["full_graph"]["overlap"], true);
+    let losses = |v: &serde_json::Value| {
+        let e = v["epochs"].as_array().unwrap();
+        e.iter().map(|e| e["loss"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(losses(&w), losses(&v));
+    assert!(
+        w["epochs"][0]["full_graph"]["prep_wait_s"]
+            .as_f64()
+            .unwrap()
+            >= 0.0
+    );
     // Settings full-graph training cannot honour are errors before training.
+    let o = train(&["--overlap", "true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--full-graph"), "{}", stderr(&o));
     let o = train(&["--full-graph", "--fanouts", "10,10"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("must all be -1"), "{}", stderr(&o));

@@ -92,6 +92,14 @@ pub struct TrainArgs {
     /// With --full-graph: HongTu's hybrid mode (the help reads the models' registry).
     #[arg(long, requires = "full_graph", help = hybrid_help(), long_help = hybrid_help())]
     pub hybrid: bool,
+    /// With --full-graph: prepare the next chunk (slice its block, gather the rows it reads
+    /// from host memory) on a worker thread while a chunk computes, so that the compute
+    /// waits only for the upload: true or false (each chunk prepared just before it runs).
+    /// Default: true on a GPU, false on the CPU (whose compute already keeps every core
+    /// busy: no faster on 2 cores). The results are the same either way; the JSON's
+    /// prep_wait_s is the time the compute waited for the preparation.
+    #[arg(long, requires = "full_graph", action = clap::ArgAction::Set)]
+    pub overlap: Option<bool>,
     /// Under `mpirun -np N`: make the last S of the N ranks sampler ranks (Armada's
     /// disaggregated sampling), which sample, partition and slice each batch's
     /// micro-batches, gather their input rows and send them to the N - S trainer ranks, so
@@ -326,6 +334,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             order: node_order,
             dedup,
             hybrid: a.hybrid,
+            overlap: a.overlap,
         });
     }
     config.on_nan = on_nan;

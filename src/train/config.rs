@@ -361,6 +361,11 @@ pub struct FullGraphConfig {
     /// the update ([`crate::nn::HybridLayer`]; SAGE mean and sum, GCN).
     #[serde(default)]
     pub hybrid: bool,
+    /// Whether the next chunk is prepared (its block sliced, its rows gathered on the
+    /// host) on a worker thread while a chunk computes (`--overlap`); `None`: on a GPU,
+    /// not on the CPU, whose compute already keeps every core busy.
+    #[serde(default)]
+    pub overlap: Option<bool>,
 }
 
 /// `--node-order`: the order of every layer's nodes before they are cut into chunks

@@ -44,7 +44,13 @@
 //! host in the forward pass, and its backward recomputes only the update from the chunk's
 //! dst rows and `A^l`, then runs the aggregation's transpose for the src rows' gradient.
 //!
-//! Not done yet: a copy stream overlapping the next chunk's upload.
+//! With `--overlap` (by default on a GPU), a worker thread prepares the next chunk of a
+//! pass while a chunk computes ([`prefetch`]): it slices the block, plans the deduplicated
+//! transfer and gathers the rows from the host buffers (all of them complete before the
+//! pass), so the compute waits only for the upload; the results are bit-identical. The
+//! upload itself stays on the device's one stream: on CUDA it is already asynchronous
+//! (pinned staging chunks, `cuMemcpyHtoDAsync`), and a second copy stream would wait
+//! for the compute stream's pool anyway (`src/device/cuda/staging.rs`). Not run on a GPU yet.
 //!
 //! A chunk that runs out of memory anyway (the device refuses an allocation) is split in
 //! two in the plan and run again, as a micro-batch is; the JSON counts `oom_splits`.
@@ -72,10 +78,12 @@ use crate::train::stats::Phases;
 mod chunk;
 mod host;
 mod hybrid;
+mod prefetch;
 mod stats;
 use chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
 use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
-use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut, HybridRows};
+use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut};
+use prefetch::{run_pass, upload, Rows, Source, Staged};
 use stats::RowCounter;
 pub use stats::{ChunkStats, FullGraphStats, LayerRows};
 
@@ -151,15 +159,13 @@ fn reuse_bytes(
     }
 }
 
-/// One layer pass's chunk inputs: the previous chunk's rows kept on the device when
-/// transfers are deduplicated at this layer.
+/// One layer pass's chunk inputs: the previous chunk's rows kept on the device (with
+/// its block) when transfers are deduplicated at this layer.
 struct LayerPass {
     l: usize,
     pass: ChunkPass,
     reuse: bool,
-    kept: Option<KeptRows>,
-    /// Scratch of [`Reuse::plan`] (one `u32::MAX` per graph node) when `reuse`.
-    pos: Vec<u32>,
+    kept: Option<(Arc<Block>, KeptRows)>,
 }
 
 /// A chunk ready to run: its block, its input rows on the device and its estimate (the
@@ -299,47 +305,36 @@ fn shared_rows(tr: &State<'_>, plan: &ChunkPlan) -> Vec<Vec<usize>> {
 
 /// A pass of layer `l` over its chunks.
 fn layer_pass(tr: &State<'_>, l: usize, pass: ChunkPass) -> LayerPass {
-    let reuse = reuses_rows(tr, l);
     LayerPass {
         l,
         pass,
-        reuse,
+        reuse: reuses_rows(tr, l),
         kept: None,
-        pos: match reuse {
-            true => vec![u32::MAX; tr.graph.num_nodes],
-            false => Vec::new(),
-        },
     }
 }
 
-/// Chunk `c` of `lp`'s layer: builds its block, predicts its peak, resets the
+/// Staged chunk `s` of `lp`'s layer ([`prefetch::stage`]): predicts its peak, resets the
 /// tracker's peak and puts its input rows on the device, from the previous chunk's
 /// where they are shared. Counts the time and the bytes moved.
-#[allow(clippy::too_many_arguments)]
 fn chunk_in(
-    tr: &mut State<'_>,
+    tr: &State<'_>,
     lp: &mut LayerPass,
     plan: &ChunkPlan,
-    c: usize,
-    prev: Option<&HostMatrix>,
+    s: Staged,
     ph: &mut Phases,
     st: &mut FullGraphStats,
 ) -> Result<ChunkIn> {
-    let l = lp.l;
-    let t = Instant::now();
-    let block = Arc::new(plan.block(&tr.graph, l, c)?);
+    let (l, c) = (lp.l, s.c);
+    let block = s.block;
     let ids = &block.src_nodes;
-    let reuse = match lp.kept.as_ref() {
-        Some(kept) => Some(Reuse::plan(kept, ids, &mut lp.pos)?),
-        None => None,
-    };
+    // Nothing to take: the rows were staged as they are uploaded without reuse.
+    let reuse = s.reuse.filter(|r| r.shared() > 0);
     let shared = reuse.as_ref().map_or(0, Reuse::shared);
-    ph.slice += t.elapsed().as_secs_f64();
     if shared == 0 {
         // Nothing to take: the kept rows go before the peak is measured.
         lp.kept = None;
     }
-    let prev_rows = lp.kept.as_ref().map_or(0, KeptRows::rows);
+    let prev_rows = lp.kept.as_ref().map_or(0, |(_, k)| k.rows());
     let assembly = assembly_peak_bytes(
         &tr.estimator,
         prev_rows,
@@ -351,19 +346,25 @@ fn chunk_in(
     tr.fold_peak();
     tr.config.device.memory()?.reset_peak();
     let t = Instant::now();
+    let (rows, width) = (s.rows, s.width);
     let x = match (reuse, lp.kept.take()) {
-        (Some(r), Some(kept)) => {
+        (Some(r), Some((_, kept))) => {
             let new = r.new_ids.len();
             st.rows_to_device_bytes += input_bytes(tr, l, new) + f32_bytes(shared + ids.len());
-            r.assemble(kept, |new_ids| chunk_input(tr, l, prev, new_ids))?
+            r.assemble(kept, |new_ids| upload(tr, l, rows, width, new_ids))?
         }
-        _ => {
+        (Some(_), None) => {
+            return Err(Error::invalid(format!(
+                "full-graph: chunk {c} of layer {l} was planned against rows not kept"
+            )))
+        }
+        (None, _) => {
             st.rows_to_device_bytes += input_bytes(tr, l, ids.len());
-            chunk_input(tr, l, prev, ids)?
+            upload(tr, l, rows, width, ids)?
         }
     };
     if lp.reuse {
-        lp.kept = Some(KeptRows::new(ids, &x));
+        lp.kept = Some((block.clone(), KeptRows::new(ids, &x)));
     }
     ph.gather += t.elapsed().as_secs_f64();
     Ok(ChunkIn {
@@ -374,12 +375,27 @@ fn chunk_in(
     })
 }
 
+/// What preparing layer `l`'s chunks reads in a pass over its source rows: the features
+/// for the input layer, else `prev` (`H^{l-1}`).
+fn source<'a>(tr: &'a State<'_>, l: usize, prev: Option<&'a HostMatrix>) -> Source<'a> {
+    Source {
+        graph: &tr.graph,
+        l,
+        features: tr.host_features(),
+        dim: tr.data.feat_dim,
+        prev,
+        g_out: None,
+        agg: None,
+        rows: Rows::Src,
+    }
+}
+
 /// One full-graph epoch (see the module docs) with one optimizer step; `plan` holds
 /// the training nodes' chunks. A chunk that runs out of memory is split in two in the
 /// plan (so later passes and epochs run the halves) and run again: its failed attempt
 /// left nothing behind (no rows written, no gradient held).
 fn full_graph_epoch(
-    tr: &mut State<'_>,
+    tr: &State<'_>,
     epoch: usize,
     plan: &mut ChunkPlan,
 ) -> Result<FullGraphOutcome> {
@@ -410,48 +426,38 @@ fn full_graph_epoch(
         };
         let mut count = RowCounter::new(l, n);
         let mut lp = layer_pass(tr, l, forward);
-        let mut c = 0;
-        while c < plan.chunks[l].len() {
+        let src = source(tr, l, h.last());
+        run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+            let (plan, s, lp, ph, st) = cx;
+            let c = s.c;
             let range = plan.chunks[l][c].clone();
-            let prev = h.last();
-            let run = (|| -> Result<()> {
-                let ci = chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
-                let t = Instant::now();
-                let rows = no_grad(|| -> Result<Vec<f32>> {
-                    let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
-                        return tr
-                            .model
-                            .forward_layer(l, &ci.block, ci.x, &fwd)?
-                            .to_vec_f32();
-                    };
-                    let a = split.aggregate(&ci.block, &ci.x)?;
-                    let y = split.update(&ci.block, Some(&ci.x), &a)?;
-                    drop(ci.x);
-                    let a_rows = a.to_vec_f32()?;
-                    drop(a);
-                    st.rows_to_host_bytes += f32_bytes(a_rows.len());
-                    agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
-                    drop(a_rows);
-                    tr.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
-                })?;
-                ph.forward += t.elapsed().as_secs_f64();
-                st.rows_to_host_bytes += f32_bytes(rows.len());
-                out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
-                count.add(&ci.block.src_nodes, ci.shared);
-                chunk_done(
-                    tr,
-                    &mut st,
-                    l,
-                    "forward",
-                    c,
-                    &ci.block.src_nodes,
-                    range.len(),
-                    ci.est,
-                );
-                Ok(())
-            })();
-            c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
-        }
+            let ci = chunk_in(tr, lp, plan, s, ph, st)?;
+            let t = Instant::now();
+            let rows = no_grad(|| -> Result<Vec<f32>> {
+                let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
+                    return tr
+                        .model
+                        .forward_layer(l, &ci.block, ci.x, &fwd)?
+                        .to_vec_f32();
+                };
+                let a = split.aggregate(&ci.block, &ci.x)?;
+                let y = split.update(&ci.block, Some(&ci.x), &a)?;
+                drop(ci.x);
+                let a_rows = a.to_vec_f32()?;
+                drop(a);
+                st.rows_to_host_bytes += f32_bytes(a_rows.len());
+                agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
+                drop(a_rows);
+                tr.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
+            })?;
+            ph.forward += t.elapsed().as_secs_f64();
+            st.rows_to_host_bytes += f32_bytes(rows.len());
+            out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
+            count.add(&ci.block.src_nodes, ci.shared);
+            let src = &ci.block.src_nodes;
+            chunk_done(tr, st, l, "forward", c, src, range.len(), ci.est);
+            Ok(())
+        })?;
         h.push(out);
         aggs.push(agg);
         st.layers.push(count.rows);
@@ -470,68 +476,58 @@ fn full_graph_epoch(
     };
     let mut count = RowCounter::new(last, n);
     let mut lp = layer_pass(tr, last, ChunkPass::Loss { total });
-    let mut c = 0;
-    while c < plan.chunks[last].len() {
+    let src = source(tr, last, h.last());
+    run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+        let (plan, s, lp, ph, st) = cx;
+        let c = s.c;
         let range = plan.chunks[last][c].clone();
-        let prev = h.last();
-        let run = (|| -> Result<()> {
-            let ChunkIn {
-                block,
-                x,
-                est,
-                shared,
-            } = chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
+        let ChunkIn {
+            block,
+            x,
+            est,
+            shared,
+        } = chunk_in(tr, lp, plan, s, ph, st)?;
+        let t = Instant::now();
+        let x = if last > 0 { x.requires_grad_leaf() } else { x };
+        let seeds = block.dst_nodes();
+        let y = tr.gather_labels(seeds)?;
+        st.rows_to_device_bytes += f32_bytes(seeds.len());
+        ph.gather += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
+            let logits = tr.model.forward_layer(last, &block, x.clone(), &fwd)?;
+            let ce = ops::cross_entropy(&logits, &y, None)?;
+            let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
+            let k = seeds.len();
+            let loss = if k != total {
+                ops::mul_scalar(&ce, k as f64 / total as f64)?
+            } else {
+                ce.clone()
+            };
+            drop(logits);
+            loss.backward()?;
+            drop(loss);
+            Ok((ce.item()?, pred))
+        })?;
+        drop(y);
+        ph.backward += t.elapsed().as_secs_f64();
+        loss_sum += ce * seeds.len() as f64;
+        correct += pred
+            .iter()
+            .zip(seeds)
+            .filter(|(&p, &s)| p == tr.data.labels[s as usize])
+            .count();
+        if let Some(g) = grad_in.as_mut() {
             let t = Instant::now();
-            let x = if last > 0 { x.requires_grad_leaf() } else { x };
-            let seeds = block.dst_nodes();
-            let y = tr.gather_labels(seeds)?;
-            st.rows_to_device_bytes += f32_bytes(seeds.len());
+            st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
             ph.gather += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
-                let logits = tr.model.forward_layer(last, &block, x.clone(), &fwd)?;
-                let ce = ops::cross_entropy(&logits, &y, None)?;
-                let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
-                let k = seeds.len();
-                let loss = if k != total {
-                    ops::mul_scalar(&ce, k as f64 / total as f64)?
-                } else {
-                    ce.clone()
-                };
-                drop(logits);
-                loss.backward()?;
-                drop(loss);
-                Ok((ce.item()?, pred))
-            })?;
-            drop(y);
-            ph.backward += t.elapsed().as_secs_f64();
-            loss_sum += ce * seeds.len() as f64;
-            correct += pred
-                .iter()
-                .zip(seeds)
-                .filter(|(&p, &s)| p == tr.data.labels[s as usize])
-                .count();
-            if let Some(g) = grad_in.as_mut() {
-                let t = Instant::now();
-                st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
-                ph.gather += t.elapsed().as_secs_f64();
-            }
-            drop(x);
-            count.add(&block.src_nodes, shared);
-            chunk_done(
-                tr,
-                &mut st,
-                last,
-                "loss",
-                c,
-                &block.src_nodes,
-                range.len(),
-                est,
-            );
-            Ok(())
-        })();
-        c += split_on_oom(tr, run, plan, last, c, &mut lp, &mut st)?;
-    }
+        }
+        drop(x);
+        count.add(&block.src_nodes, shared);
+        let src = &block.src_nodes;
+        chunk_done(tr, st, last, "loss", c, src, range.len(), est);
+        Ok(())
+    })?;
     // The kept rows of the output layer go before the layers below run.
     drop(lp);
     st.layers.push(count.rows);
@@ -553,57 +549,58 @@ fn full_graph_epoch(
         };
         let agg = aggs.pop().unwrap_or_default();
         let mut lp = layer_pass(tr, l, backward);
-        let mut c = 0;
-        while c < plan.chunks[l].len() {
-            let range = plan.chunks[l][c].clone();
-            let prev = h.last();
-            if hybrid {
-                let rows = HybridRows {
-                    prev,
-                    agg: &agg,
-                    g_out: &g_out,
-                };
+        let mut src = source(tr, l, h.last());
+        src.g_out = Some(&g_out);
+        if hybrid {
+            src.agg = Some(&agg);
+            src.rows = match tr.model.hybrid_layer(l) {
+                Some(split) if split.reads_dst_rows() => Rows::Dst,
+                _ => Rows::Nothing,
+            };
+            run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+                let (plan, s, _, ph, st) = cx;
                 let mut out = HybridOut {
                     grad_in: grad_in.as_mut(),
-                    ph: &mut ph,
-                    st: &mut st,
+                    ph,
+                    st,
                 };
-                let run = hybrid_backward_chunk(tr, plan, l, c, rows, &fwd, &mut out);
-                c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
-                continue;
-            }
-            let run = (|| -> Result<()> {
-                let ChunkIn { block, x, est, .. } =
-                    chunk_in(tr, &mut lp, plan, c, prev, &mut ph, &mut st)?;
-                let x = if l > 0 { x.requires_grad_leaf() } else { x };
-                let t = Instant::now();
-                let w = g_out.width;
-                with_held_grads(&params, || -> Result<()> {
-                    let out = tr.model.forward_layer(l, &block, x.clone(), &fwd)?;
-                    let g = Tensor::from_f32(
-                        g_out.data[range.start * w..range.end * w].to_vec(),
-                        &[range.len(), w],
-                        tr.config.device,
-                    )?;
-                    out.backward_with(&g)?;
-                    drop(g);
-                    drop(out);
-                    Ok(())
-                })?;
-                st.rows_to_device_bytes += f32_bytes(range.len() * w);
-                ph.backward += t.elapsed().as_secs_f64();
-                if let Some(g) = grad_in.as_mut() {
-                    let t = Instant::now();
-                    st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
-                    ph.gather += t.elapsed().as_secs_f64();
-                }
-                drop(x);
-                let src = &block.src_nodes;
-                chunk_done(tr, &mut st, l, "backward", c, src, range.len(), est);
-                Ok(())
-            })();
-            c += split_on_oom(tr, run, plan, l, c, &mut lp, &mut st)?;
+                hybrid_backward_chunk(tr, plan, l, s, &fwd, &mut out)
+            })?;
+            continue;
         }
+        run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+            let (plan, mut s, lp, ph, st) = cx;
+            let c = s.c;
+            let range = plan.chunks[l][c].clone();
+            let w = g_out.width;
+            let g_rows = s.g_rows.take().ok_or_else(|| {
+                Error::invalid(format!(
+                    "full-graph: layer {l}'s chunk {c} has no gradient rows"
+                ))
+            })?;
+            let ChunkIn { block, x, est, .. } = chunk_in(tr, lp, plan, s, ph, st)?;
+            let x = if l > 0 { x.requires_grad_leaf() } else { x };
+            let t = Instant::now();
+            with_held_grads(&params, || -> Result<()> {
+                let out = tr.model.forward_layer(l, &block, x.clone(), &fwd)?;
+                let g = Tensor::from_f32(g_rows, &[range.len(), w], tr.config.device)?;
+                out.backward_with(&g)?;
+                drop(g);
+                drop(out);
+                Ok(())
+            })?;
+            st.rows_to_device_bytes += f32_bytes(range.len() * w);
+            ph.backward += t.elapsed().as_secs_f64();
+            if let Some(g) = grad_in.as_mut() {
+                let t = Instant::now();
+                st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
+                ph.gather += t.elapsed().as_secs_f64();
+            }
+            drop(x);
+            let src = &block.src_nodes;
+            chunk_done(tr, st, l, "backward", c, src, range.len(), est);
+            Ok(())
+        })?;
     }
     st.chunks = plan.num_chunks();
     Ok(FullGraphOutcome {

@@ -86,10 +86,11 @@ pub(crate) struct Reuse {
 }
 
 impl Reuse {
-    /// The split of `ids` against `kept`; `pos` is a scratch of one `u32::MAX` per graph
-    /// node, left as it was found.
-    pub(crate) fn plan(kept: &KeptRows, ids: &[u32], pos: &mut [u32]) -> Result<Reuse> {
-        for (j, &v) in kept.ids.iter().enumerate() {
+    /// The split of `ids` against `kept`, the source nodes of the rows kept (only
+    /// the ids: needs no device, so the next chunk can be planned on another
+    /// thread); `pos` is a scratch of one `u32::MAX` per graph node, left as it was found.
+    pub(crate) fn plan(kept: &[u32], ids: &[u32], pos: &mut [u32]) -> Result<Reuse> {
+        for (j, &v) in kept.iter().enumerate() {
             *pos.get_mut(v as usize)
                 .ok_or_else(|| Error::invalid(format!("full-graph: node {v} out of range")))? =
                 j as u32;
@@ -113,7 +114,7 @@ impl Reuse {
                 }
             }
         }
-        for &v in &kept.ids {
+        for &v in kept {
             pos[v as usize] = u32::MAX;
         }
         Ok(r)

@@ -6,11 +6,11 @@
 //! instead of `num_src`, and skips the aggregation's forward. The aggregation's backward (its transpose over the block) still gives every
 //! src row its gradient, which goes back to the host as in recompute mode.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use super::chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
+use super::chunk::{chunk_done, chunk_estimate, input_bytes};
 use super::host::{add_input_grad, f32_bytes, HostMatrix};
+use super::prefetch::{upload, Staged};
 use super::stats::FullGraphStats;
 use crate::error::{Error, Result};
 use crate::graph::ChunkPlan;
@@ -20,16 +20,6 @@ use crate::tensor::Tensor;
 use crate::train::micro::with_held_grads;
 use crate::train::state::State;
 use crate::train::stats::Phases;
-
-/// What a hybrid backward chunk reads on the host.
-pub(super) struct HybridRows<'a> {
-    /// `H^{l-1}`, the layer's input rows (`None` for the input layer: the features).
-    pub prev: Option<&'a HostMatrix>,
-    /// `A^l` in the plan's order of layer `l`'s nodes.
-    pub agg: &'a [f32],
-    /// `G^l`, the gradient of the layer's output rows.
-    pub g_out: &'a HostMatrix,
-}
 
 /// What a hybrid backward chunk writes.
 pub(super) struct HybridOut<'a> {
@@ -58,23 +48,21 @@ pub(super) fn check_hybrid(tr: &State<'_>) -> Result<()> {
     }
 }
 
-/// Chunk `c` of layer `l` in hybrid mode's backward pass: uploads its dst rows of
-/// `H^{l-1}` (where the update reads them) and of `A^l`, recomputes the update (and the ReLU and dropout after it)
+/// Staged chunk `s` of layer `l` in hybrid mode's backward pass ([`super::prefetch::Rows::Dst`] where the
+/// update reads its dst rows): uploads its dst rows of `H^{l-1}` (where the update reads
+/// them), of `A^l` and of `G^l`, recomputes the update (and the ReLU and dropout after it)
 /// with autograd, runs its backward from the chunk's rows of `G^l`, and adds the
 /// gradients of the aggregation's src rows and of the dst rows into `G^{l-1}`.
 pub(super) fn hybrid_backward_chunk(
-    tr: &mut State<'_>,
+    tr: &State<'_>,
     plan: &ChunkPlan,
     l: usize,
-    c: usize,
-    rows: HybridRows<'_>,
+    s: Staged,
     fwd: &Forward,
     out: &mut HybridOut<'_>,
 ) -> Result<()> {
-    let t = Instant::now();
-    let block = Arc::new(plan.block(&tr.graph, l, c)?);
-    out.ph.slice += t.elapsed().as_secs_f64();
-    let range = plan.chunks[l][c].clone();
+    let c = s.c;
+    let block = s.block;
     let nd = block.num_dst;
     let width = tr.config.model.widths(l).0;
     let est = chunk_estimate(tr, l, &plan.sizes()[l][c], ChunkPass::HybridBackward, 0)?;
@@ -88,24 +76,22 @@ pub(super) fn hybrid_backward_chunk(
     let dst = block.dst_nodes();
     let x = match split.reads_dst_rows() {
         true => {
-            let x = chunk_input(tr, l, rows.prev, dst)?;
+            let x = upload(tr, l, s.rows, s.width, dst)?;
             out.st.rows_to_device_bytes += input_bytes(tr, l, nd);
             Some(if l > 0 { x.requires_grad_leaf() } else { x })
         }
         false => None,
     };
-    let a = rows
-        .agg
-        .get(range.start * width..range.end * width)
-        .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no cached rows")))?;
-    let a = Tensor::from_f32(a.to_vec(), &[nd, width], tr.config.device)?;
+    let missing = |what: &str| Error::invalid(format!("--hybrid: layer {l} has no {what} rows"));
+    let a = s.agg_rows.ok_or_else(|| missing("cached"))?;
+    let g_rows = s.g_rows.ok_or_else(|| missing("gradient"))?;
+    let a = Tensor::from_f32(a, &[nd, width], tr.config.device)?;
     let a = if l > 0 { a.requires_grad_leaf() } else { a };
     out.st.rows_to_device_bytes += f32_bytes(nd * width);
     out.ph.gather += t.elapsed().as_secs_f64();
     let t = Instant::now();
     let params = tr.model.parameters();
-    let g_out = rows.g_out;
-    let w = g_out.width;
+    let w = tr.config.model.widths(l).1;
     let (ph, st) = (&mut *out.ph, &mut *out.st);
     let grad_in = out.grad_in.as_deref_mut();
     // The aggregation's backward runs before the held parameter gradients are merged
@@ -113,11 +99,7 @@ pub(super) fn hybrid_backward_chunk(
     with_held_grads(&params, || -> Result<()> {
         let y = split.update(&block, x.as_ref(), &a)?;
         let y = tr.model.finish_layer(l, &block, y, fwd)?;
-        let g = Tensor::from_f32(
-            g_out.data[range.start * w..range.end * w].to_vec(),
-            &[nd, w],
-            tr.config.device,
-        )?;
+        let g = Tensor::from_f32(g_rows, &[nd, w], tr.config.device)?;
         y.backward_with(&g)?;
         drop(g);
         drop(y);

@@ -42,6 +42,10 @@ pub struct FullGraphStats {
     /// Chunks that ran out of memory and were split in two (for the rest of the run).
     #[serde(default)]
     pub oom_splits: usize,
+    /// Seconds the chunks' compute waited, once it ended, for the next chunk's
+    /// preparation on the worker thread (`--overlap`; 0 without).
+    #[serde(default)]
+    pub prep_wait_s: f64,
 }
 
 /// How often one layer's input rows are read and uploaded in one pass over its chunks:
