@@ -64,6 +64,8 @@ use std::collections::{HashMap, HashSet};
 use crate::graph::BlockSizes;
 
 mod lstm_gpu;
+#[cfg(test)]
+mod tests;
 
 /// Bytes of one value (f32 and u32 alike).
 pub const WORD: u64 = 4;
@@ -589,20 +591,7 @@ impl Replay {
         // nodes still running.
         let packs = crate::ops::lstm_packs(&buckets);
         for steps in &packs {
-            let mut hb: Option<usize> = None;
-            for &m in steps {
-                let hw = hb.map(|_| self.alloc(m, f.saturating_mul(4)));
-                let next = self.alloc(m, f);
-                if let Some(prev) = hb.replace(next) {
-                    self.release(prev);
-                }
-                if let Some(hw) = hw {
-                    self.release(hw);
-                }
-            }
-            if let Some(hb) = hb {
-                self.release(hb);
-            }
+            self.lstm_forward_steps(steps.iter().copied(), f);
         }
         let w_grad = w_hh.grad;
         self.record(
@@ -640,6 +629,26 @@ impl Replay {
                 vec![Some(dxg), dw]
             }),
         )
+    }
+
+    /// The forward steps of one LSTM sequence of `F = f` units over `m` nodes a step: from
+    /// the second step `h·W_hh` `[m, 4F]`, and the next `h` `[m, F]` beside the previous
+    /// one; the last `h` goes after the sequence.
+    fn lstm_forward_steps(&mut self, steps: impl IntoIterator<Item = usize>, f: usize) {
+        let mut hb: Option<usize> = None;
+        for m in steps {
+            let hw = hb.map(|_| self.alloc(m, f.saturating_mul(4)));
+            let next = self.alloc(m, f);
+            if let Some(prev) = hb.replace(next) {
+                self.release(prev);
+            }
+            if let Some(hw) = hw {
+                self.release(hw);
+            }
+        }
+        if let Some(hb) = hb {
+            self.release(hb);
+        }
     }
 
     /// `out` (of `shape`) computed from `x` alone, its closure keeping `saved`; its rule

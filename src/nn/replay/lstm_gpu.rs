@@ -27,20 +27,7 @@ impl Replay {
         let cs = self.alloc(rows, f);
         let dst: Vec<usize> = buckets.iter().map(|&(m, _)| self.alloc(m, 1)).collect();
         for &(m, k) in &buckets {
-            let mut hb: Option<usize> = None;
-            for _ in 0..k {
-                let hw = hb.map(|_| self.alloc(m, f4));
-                let next = self.alloc(m, f);
-                if let Some(prev) = hb.replace(next) {
-                    self.release(prev);
-                }
-                if let Some(hw) = hw {
-                    self.release(hw);
-                }
-            }
-            if let Some(hb) = hb {
-                self.release(hb);
-            }
+            self.lstm_forward_steps(std::iter::repeat_n(m, k), f);
         }
         let steps = self.alloc(rows, 1);
         let w_grad = w_hh.grad;
