@@ -191,6 +191,8 @@ fn the_estimator_saturates_on_absurd_widths() {
         ..sizes.clone()
     };
     assert_eq!(e.resident_bytes(Resident::STEADY), u64::MAX);
-    let peak = e.peak_bytes(&[sizes, next], 1, Resident::STEADY).unwrap();
+    let peak = e
+        .peak_bytes(&[sizes, next], 1, 0, Resident::STEADY)
+        .unwrap();
     assert_eq!(peak, u64::MAX);
 }

@@ -31,7 +31,7 @@ use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags, WidthFlag};
 use crate::nn::layer::{BuildCtx, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
-use crate::nn::replay::{Replay, Val};
+use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::ops;
 use crate::ops::dropout_key;
 use crate::rng::{hash3, Rng};
@@ -418,8 +418,8 @@ impl LayerSpec for GatSpec {
         }))
     }
 
-    fn replay(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes, _split: Option<usize>) -> Val {
-        replay_gat(r, h, self, sizes)
+    fn replay(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>, _: Option<usize>) -> Val {
+        replay_gat(r, h, self, block)
     }
 }
 
@@ -430,8 +430,12 @@ impl LayerSpec for GatSpec {
 /// `z`, viewed `[n·H, D]`, `sum_dim`, viewed `[n, H]`; the dst side on the copy `z[..nd]`,
 /// kept by its product); two u32 `[E]` edge index tensors; both sides gathered to `[E, H]`,
 /// `add`, `leaky_relu`, `segment_softmax`, attention dropout (u32 `[E]` edge ids),
-/// `segment_weighted_sum`, `+ bias`.
-fn replay_gat(r: &mut Replay, h: &Val, g: &GatSpec, sizes: &BlockSizes) -> Val {
+/// `segment_weighted_sum`, `+ bias`. On a GPU the two segment ops read the self-looped
+/// block's arrays, uploaded by the first of them, and the block (with them) lives until
+/// the forward returns and both ops' backward rules have run; the layer's own block is
+/// never uploaded (with `--self-loops false` the ops read it instead).
+fn replay_gat(r: &mut Replay, h: &Val, g: &GatSpec, block: &SymBlock) -> Val {
+    let sizes = block.sizes;
     let (i, heads) = (g.in_dim, g.heads.max(1));
     let o = heads.saturating_mul(g.out_per_head);
     let w = r.param(i, o);
@@ -444,6 +448,14 @@ fn replay_gat(r: &mut Replay, h: &Val, g: &GatSpec, sizes: &BlockSizes) -> Val {
     } else {
         sizes.num_edges
     };
+    let looped_sizes = BlockSizes {
+        num_edges: e,
+        degree_hist: Vec::new(),
+        self_loops: sizes.num_dst,
+        ..*sizes
+    };
+    let looped = g.self_loops.then(|| r.block(&looped_sizes));
+    let edges = looped.unwrap_or(*block);
     let z = r.matmul(h, &w);
     let el = replay_headwise_dot(r, &z, &attn_src, heads);
     let z_dst = r.slice_rows(&z, sizes.num_dst);
@@ -458,7 +470,7 @@ fn replay_gat(r: &mut Replay, h: &Val, g: &GatSpec, sizes: &BlockSizes) -> Val {
     for v in [sum, sr, sl] {
         r.release(v.buf);
     }
-    let mut alpha = r.segment_softmax(&score);
+    let mut alpha = r.segment_softmax(&score, &edges);
     if g.attn_dropout > 0.0 {
         let ids = r.input(e, 1);
         let d = r.dropout(&alpha, &ids);
@@ -466,10 +478,13 @@ fn replay_gat(r: &mut Replay, h: &Val, g: &GatSpec, sizes: &BlockSizes) -> Val {
         r.release(ids.buf);
         alpha = d;
     }
-    let out = r.segment_weighted_sum(&z, &alpha, sizes.num_dst);
+    let out = r.segment_weighted_sum(&z, &alpha, &edges);
     let res = r.add(&out, &bias);
     for v in [out, alpha, score, dst, src, er, el, z] {
         r.release(v.buf);
+    }
+    if let Some(b) = looped {
+        r.drop_block(&b);
     }
     res
 }

@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::{Block, BlockSizes};
+use crate::graph::Block;
 use crate::nn::config::{Forward, ModelKind};
 use crate::nn::init;
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry};
 use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
-use crate::nn::replay::{Replay, Val};
+use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
@@ -222,8 +222,8 @@ impl LayerSpec for GcnSpec {
         Ok(Box::new(GcnNormed { layer, norm }))
     }
 
-    fn replay(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes, _split: Option<usize>) -> Val {
-        replay_gcn(r, h, (self.in_dim, self.out_dim), sizes)
+    fn replay(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>, _: Option<usize>) -> Val {
+        replay_gcn(r, h, (self.in_dim, self.out_dim), block)
     }
 
     fn hybrid(&self) -> Option<&dyn HybridSpec> {
@@ -236,11 +236,12 @@ impl LayerSpec for GcnSpec {
 /// update's parameters, `a·W`, `+ b`; the aggregation's backward (norms, `t = ā ⊙ n_dst`,
 /// `segment_sumᵀ(t)` and `t` padded, their sum, `⊙ n_src`).
 impl HybridSpec for GcnSpec {
-    fn replay_aggregate(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes) -> Val {
+    fn replay_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Val {
+        let sizes = block.sizes;
         let n_src = r.input(sizes.num_src, 1);
         let n_dst = r.input(sizes.num_dst, 1);
         let xs = r.mul(h, &n_src);
-        let seg = r.segment(&xs, sizes.num_dst, false);
+        let seg = r.segment(&xs, block, false);
         let own = r.slice_rows(&xs, sizes.num_dst);
         let agg = r.add(&seg, &own);
         r.release(seg.buf);
@@ -256,7 +257,7 @@ impl HybridSpec for GcnSpec {
         false
     }
 
-    fn replay_update(&self, r: &mut Replay, _h: Option<&Val>, a: &Val, _: &BlockSizes) -> Val {
+    fn replay_update(&self, r: &mut Replay, _h: Option<&Val>, a: &Val, _: &SymBlock<'_>) -> Val {
         let w = r.param(self.in_dim, self.out_dim);
         let bias = r.param(1, self.out_dim);
         let m = r.matmul(a, &w);
@@ -265,11 +266,14 @@ impl HybridSpec for GcnSpec {
         out
     }
 
-    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, sizes: &BlockSizes) -> Val {
-        let (ns, nd) = (sizes.num_src, sizes.num_dst);
+    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, block: &SymBlock<'_>) -> Val {
+        let (ns, nd) = (block.sizes.num_src, block.sizes.num_dst);
         let n_src = r.input(ns, 1);
         let n_dst = r.input(nd, 1);
         let t = r.mul(a_grad, &n_dst);
+        // `segment_sum_transposed`: the block's arrays (uploaded by the first op that
+        // reads them), then `[ns, c]`.
+        r.block_upload(block);
         let seg = r.input(ns, a_grad.cols);
         let own = r.input(ns, a_grad.cols);
         let sum = r.add(&seg, &own);
@@ -288,7 +292,8 @@ impl HybridSpec for GcnSpec {
 /// **GCN**: norms `[ns, 1]`, `[nd, 1]`; `x = matmul(h, W)` when `i > o` (projection
 /// first), `xs = x ⊙ norm_src`, `agg = segment_sum(xs) + xs[..nd]`, `agg ⊙ norm_dst`,
 /// then `matmul(·, W)` when not projected, `+ bias`.
-fn replay_gcn(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+fn replay_gcn(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
+    let sizes = block.sizes;
     let w = r.param(i, o);
     let bias = r.param(1, o);
     let n_src = r.input(sizes.num_src, 1);
@@ -300,7 +305,7 @@ fn replay_gcn(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSize
         h.clone_in(r)
     };
     let xs = r.mul(&x, &n_src);
-    let seg = r.segment(&xs, sizes.num_dst, false);
+    let seg = r.segment(&xs, block, false);
     let sl = r.slice_rows(&xs, sizes.num_dst);
     let agg = r.add(&seg, &sl);
     r.release(seg.buf);

@@ -17,10 +17,10 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::{Block, BlockSizes};
+use crate::graph::Block;
 use crate::nn::config::Forward;
 use crate::nn::module::Module;
-use crate::nn::replay::{Replay, Val};
+use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::rng::Rng;
 use crate::tensor::Tensor;
 
@@ -82,13 +82,14 @@ pub trait LayerSpec: Debug + Send + Sync {
     /// The layer's forward in training mode on symbolic buffers: its parameters declared
     /// ([`Replay::param`]), then every allocation its [`Layer::forward`] makes, in order,
     /// with what each backward rule keeps. `h` is the input (kept by the caller, which
-    /// releases it after); `sizes` the block's; `bucket_split` as
+    /// releases it after); `block` the block (held by the caller; its sizes, and its index
+    /// arrays as the ops upload them on a GPU); `bucket_split` as
     /// [`Layer::set_bucket_split`]. Returns the output.
     fn replay(
         &self,
         r: &mut Replay,
         h: &Val,
-        sizes: &BlockSizes,
+        block: &SymBlock<'_>,
         bucket_split: Option<usize>,
     ) -> Val;
 
@@ -103,7 +104,7 @@ pub trait LayerSpec: Debug + Send + Sync {
 pub trait HybridSpec {
     /// [`HybridLayer::aggregate`]: its parameters declared first (as in
     /// [`LayerSpec::replay`]), then its allocations; returns the aggregation.
-    fn replay_aggregate(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes) -> Val;
+    fn replay_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Val;
 
     /// [`HybridLayer::reads_dst_rows`].
     fn reads_dst_rows(&self) -> bool {
@@ -111,10 +112,10 @@ pub trait HybridSpec {
     }
 
     /// [`HybridLayer::update`] from `h` (its dst rows first) and the aggregation `a`.
-    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, sizes: &BlockSizes) -> Val;
+    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, block: &SymBlock<'_>) -> Val;
 
     /// [`HybridLayer::aggregate_backward`] of `a_grad`.
-    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, sizes: &BlockSizes) -> Val;
+    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, block: &SymBlock<'_>) -> Val;
 }
 
 /// What building a model's layers shares: the weights' random stream, the device, and the

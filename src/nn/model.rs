@@ -22,7 +22,7 @@ pub use crate::nn::config::{Forward, ModelKind, ModelShape};
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
 use crate::nn::layer::{BuildCtx, HybridLayer, Layer, LayerAt, LayerSpec};
 use crate::nn::module::{join, Module};
-use crate::nn::replay::{Replay, Val};
+use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::nn::{gat, gcn, sage};
 use crate::ops;
 use crate::tensor::Tensor;
@@ -492,7 +492,7 @@ impl Gnn {
 
 impl ModelConfig {
     /// Replay of [`Gnn::forward_layer`] in training mode on symbolic buffers: layer `l`
-    /// (`spec`, one of [`ModelConfig::layer_specs`]) on a block of `sizes`, its input `h`
+    /// (`spec`, one of [`ModelConfig::layer_specs`]) on `block`, its input `h`
     /// released, then the ReLU and the dropout between layers except after the output
     /// layer. The memory estimator chains it as [`Gnn::forward`] chains the layers.
     pub fn replay_layer(
@@ -500,13 +500,13 @@ impl ModelConfig {
         spec: &dyn LayerSpec,
         r: &mut Replay,
         l: usize,
-        sizes: &BlockSizes,
+        block: &SymBlock<'_>,
         h: Val,
         bucket_split: Option<usize>,
     ) -> Val {
-        let out = spec.replay(r, &h, sizes, bucket_split);
+        let out = spec.replay(r, &h, block, bucket_split);
         r.release(h.buf);
-        self.replay_finish(r, l, sizes, out)
+        self.replay_finish(r, l, block.sizes, out)
     }
 
     /// Replay of [`Gnn::finish_layer`] in training mode: the ReLU and the dropout between

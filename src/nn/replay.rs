@@ -17,15 +17,16 @@
 //! | `matmul_rows(a, n, W)` | `[n, c]` | `a` and `W` | `[n, k]`, then `ā` `[rows of a, k]` (the first goes), then `W̄` |
 //! | `add(a, b)` | `[r, c]` | nothing | `ā = ḡ` shared; `b̄ = ḡ`, or `[c]` for a bias row |
 //! | `mul(a, col)` | `[r, c]` | `col` (and `a` if `col` needs a gradient) | `ā` `[r, c]` |
-//! | `segment_mean/sum` | `[num_dst, c]` | the block (host) | `[num_src, c]` |
-//! | `segment_max` | `[num_dst, c]` + argmax u32 `[num_dst, c]` | argmax | `[num_src, c]` |
+//! | `segment_mean/sum` | `[num_dst, c]` | the block | `[num_src, c]` |
+//! | `segment_max` | `[num_dst, c]` + argmax u32 `[num_dst, c]` | argmax, the block | `[num_src, c]` |
 //! | `relu`, `mul_scalar` | `[r, c]` | their output | `[r, c]` |
 //! | `dropout` | `[r, c]` | the u32 row ids `[r]` | `[r, c]` (mask recomputed) |
 //! | `reshape` | nothing (a view) | nothing | nothing (a view of ḡ) |
 //! | `sum_dim(x, 1)` | `[r]` | nothing | `[r, c]` |
 //! | `index_select(x, idx)` | `[m, c]` | `idx` | `[rows of x, c]` (scatter) |
-//! | `leaky_relu`, `segment_softmax` | `[r, c]` | their output | `[r, c]` |
-//! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z` and `α` | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
+//! | `leaky_relu` | `[r, c]` | its output | `[r, c]` |
+//! | `segment_softmax` | `[E, H]` | its output, the block | `[E, H]` |
+//! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z`, `α`, the block | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
 //! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) `h·W_hh` `[n_t, 4F]` and the next `h` `[n_t, F]` | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
 //! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
 //!
@@ -35,10 +36,36 @@
 //! gradient; a gradient flowing into a tensor that already has one is merged with `add`
 //! (a new buffer, then both parts freed); a parameter's first gradient is kept.
 //!
+//! # On a GPU
+//!
+//! A replay for a GPU ([`Replay::gpu`]) rounds every buffer to the pool's size class and
+//! adds what the GPU arms of the ops allocate beyond the CPU's:
+//!
+//! - a block's five index arrays, uploaded by the first segment op that reads the block
+//!   ([`Replay::block_upload`]) and freed with the block: the trainer holds a micro-batch's
+//!   blocks to the end of its backward, GAT's self-looped block lives while its forward
+//!   runs and the rules that keep it wait ([`SymBlock`]);
+//! - the transposed index of a gather's backward (`t_indptr`, `t_pos`, transient);
+//! - the partial rows of a column sum over more than `COL_BLOCK` rows (a bias's or an
+//!   attention vector's gradient);
+//! - the LSTM's bucket-by-bucket buffers and index uploads (`replay/lstm_gpu.rs`).
+//!
+//! On lavapipe this makes the estimate equal to the measured peak (`tests/estimator_wgpu.rs`).
+//! Not counted: the list of long rows `segment_softmax` uploads (transient, on adapters
+//! other than CPU ones, for dst rows of at least `Context::long_row` edges). CUDA runs the
+//! same ops with other orders and groupings (the LSTM's dst ids in one buffer, its own sum
+//! passes): unverified there.
+//!
 //! Adding an op that a layer calls means adding its replay here: its forward allocations,
-//! what its closure keeps, what its rule allocates.
+//! what its closure keeps, what its rule allocates, and on a GPU what it uploads.
 
 use std::collections::{HashMap, HashSet};
+
+use crate::graph::BlockSizes;
+
+mod lstm_gpu;
+#[cfg(test)]
+mod tests;
 
 /// Bytes of one value (f32 and u32 alike).
 pub const WORD: u64 = 4;
@@ -106,10 +133,26 @@ pub struct Replay {
     pub(crate) leaf_grads: Vec<Option<usize>>,
     /// Recording is off (`autograd::no_grad`): ops record no node.
     pub no_grad: bool,
+    /// The replay is for a GPU: ops upload index arrays ([`Replay::block_upload`]).
+    gpu: bool,
+    /// The blocks whose index arrays are on the device.
+    uploaded: HashSet<usize>,
+}
+
+/// A block as the replay sees it: its sizes, and a buffer for its index arrays on a GPU,
+/// which has no bytes until an op uploads them ([`Replay::block_upload`]). Its holders are
+/// the block's owner and the backward rules that keep the block, as the `Arc<Block>`s of
+/// the engine: the arrays go with the last of them.
+#[derive(Clone, Copy, Debug)]
+pub struct SymBlock<'a> {
+    /// The block's sizes.
+    pub sizes: &'a BlockSizes,
+    buf: usize,
 }
 
 impl Replay {
-    /// A replay whose every allocation is rounded by `round` (the device's pool size classes, or exact bytes).
+    /// A replay whose every allocation is rounded by `round` (the device's pool size classes, or
+    /// exact bytes), for a device without uploads of index arrays (the CPU reads the host's).
     pub fn new(round: fn(u64) -> u64) -> Self {
         Replay {
             round,
@@ -121,15 +164,77 @@ impl Replay {
             params: Vec::new(),
             leaf_grads: Vec::new(),
             no_grad: false,
+            gpu: false,
+            uploaded: HashSet::new(),
         }
+    }
+
+    /// A replay for a GPU: allocations rounded to the pool's size classes
+    /// ([`crate::device::size_class`]), and the ops upload the index arrays they read.
+    pub fn gpu() -> Self {
+        Replay {
+            gpu: true,
+            ..Replay::new(crate::device::size_class)
+        }
+    }
+
+    /// A block of `sizes` held by its caller, nothing on the device yet.
+    pub fn block<'a>(&mut self, sizes: &'a BlockSizes) -> SymBlock<'a> {
+        self.bytes.push(0);
+        self.refs.push(1);
+        SymBlock {
+            sizes,
+            buf: self.bytes.len() - 1,
+        }
+    }
+
+    /// The caller lets go of `block`; its index arrays go with its last holder.
+    pub fn drop_block(&mut self, block: &SymBlock) {
+        self.release(block.buf);
+    }
+
+    /// [`crate::device::block::DeviceBlock::of`]: on a GPU the first op that reads `block`'s
+    /// CSR on the device uploads its five u32 arrays (`indptr [nd + 1]`, `indices [E]`,
+    /// `t_indptr [ns + 1]`, `t_dst [E]`, `t_edges [E]`), each rounded to its size class, and
+    /// they live as long as the block; later ops upload nothing, nor does the CPU.
+    pub fn block_upload(&mut self, block: &SymBlock) {
+        if !self.gpu || !self.uploaded.insert(block.buf) {
+            return;
+        }
+        let s = block.sizes;
+        let words = [
+            s.num_dst + 1,
+            s.num_edges,
+            s.num_src + 1,
+            s.num_edges,
+            s.num_edges,
+        ];
+        let b = words
+            .iter()
+            .fold(0u64, |a, &n| a.saturating_add((self.round)(bytes_of(n, 1))));
+        self.bytes[block.buf] = b;
+        if self.refs[block.buf] > 0 {
+            self.live = self.live.saturating_add(b);
+            self.peak = self.peak.max(self.live);
+        }
+    }
+
+    /// A transient upload of `words` u32 values on a GPU (freed by the caller), `None` on the
+    /// CPU.
+    fn gpu_upload(&mut self, words: usize) -> Option<usize> {
+        self.gpu.then(|| self.alloc(words, 1))
     }
 
     /// A new buffer of `[rows, cols]` 4-byte values with one holder.
     pub fn alloc(&mut self, rows: usize, cols: usize) -> usize {
-        let b = (self.round)(bytes_of(rows, cols));
-        self.bytes.push(b);
+        self.alloc_bytes((self.round)(bytes_of(rows, cols)))
+    }
+
+    /// A new buffer of `bytes` already rounded (or a sum of rounded buffers) with one holder.
+    pub fn alloc_bytes(&mut self, bytes: u64) -> usize {
+        self.bytes.push(bytes);
         self.refs.push(1);
-        self.live = self.live.saturating_add(b);
+        self.live = self.live.saturating_add(bytes);
         self.peak = self.peak.max(self.live);
         self.bytes.len() - 1
     }
@@ -251,7 +356,20 @@ impl Replay {
     /// (first input first), with an output of `shape`.
     fn binary_saving_inputs(&mut self, a: &Val, b: &Val, shape: (usize, usize)) -> Val {
         let out = self.alloc(shape.0, shape.1);
-        let saved = vec![self.share(a.buf), self.share(b.buf)];
+        self.binary_saving_inputs_into(out, a, b, shape, vec![])
+    }
+
+    /// [`Replay::binary_saving_inputs`] into the buffer `out`, the closure keeping `also` too.
+    fn binary_saving_inputs_into(
+        &mut self,
+        out: usize,
+        a: &Val,
+        b: &Val,
+        shape: (usize, usize),
+        also: Vec<usize>,
+    ) -> Val {
+        let mut saved = vec![self.share(a.buf), self.share(b.buf)];
+        saved.extend(also);
         let (a2, b2) = (*a, *b);
         self.record(
             out,
@@ -306,7 +424,7 @@ impl Replay {
                     if same {
                         r.share(g)
                     } else {
-                        r.alloc(b2.rows, b2.cols)
+                        r.reduce_to(a2.rows, (b2.rows, b2.cols))
                     }
                 });
                 vec![ga, gb]
@@ -337,7 +455,7 @@ impl Replay {
                     if (a2.rows, a2.cols) == (b2.rows, b2.cols) {
                         full
                     } else {
-                        let red = r.alloc(b2.rows, b2.cols);
+                        let red = r.reduce_to(a2.rows, (b2.rows, b2.cols));
                         r.release(full);
                         red
                     }
@@ -347,14 +465,43 @@ impl Replay {
         )
     }
 
-    /// `segment_mean`/`segment_sum`, or `segment_max` (with its saved argmax).
-    pub fn segment(&mut self, x: &Val, num_dst: usize, max: bool) -> Val {
+    /// A gradient of `rows` rows summed down to the broadcast operand's `shape` (a row
+    /// `[1, c]` or a column). A GPU sums the columns of more than
+    /// [`crate::ops::reduce::COL_BLOCK`] rows in passes, each leaving one partial row per
+    /// block of rows, `[⌈r / COL_BLOCK⌉, c]`, beside the previous pass's until it is done.
+    fn reduce_to(&mut self, rows: usize, shape: (usize, usize)) -> usize {
+        let block = crate::ops::reduce::COL_BLOCK;
+        if !self.gpu || shape.0 != 1 || rows <= block {
+            return self.alloc(shape.0, shape.1);
+        }
+        let mut left = rows;
+        let mut cur: Option<usize> = None;
+        loop {
+            left = left.div_ceil(block);
+            let next = self.alloc(left, shape.1);
+            if let Some(prev) = cur.replace(next) {
+                self.release(prev);
+            }
+            if left == 1 {
+                return next;
+            }
+        }
+    }
+
+    /// `segment_mean`/`segment_sum` (the block's arrays uploaded first), or `segment_max`
+    /// (its output and saved argmax first); the closure keeps the block.
+    pub fn segment(&mut self, x: &Val, block: &SymBlock, max: bool) -> Val {
+        let num_dst = block.sizes.num_dst;
+        if !max {
+            self.block_upload(block);
+        }
         let out = self.alloc(num_dst, x.cols);
-        let saved = if max {
-            vec![self.alloc(num_dst, x.cols)]
-        } else {
-            vec![]
-        };
+        let mut saved = Vec::new();
+        if max {
+            saved.push(self.alloc(num_dst, x.cols));
+            self.block_upload(block);
+        }
+        saved.push(self.share(block.buf));
         self.unary(x, out, (num_dst, x.cols), saved)
     }
 
@@ -376,21 +523,46 @@ impl Replay {
         self.unary(x, out, (x.rows, 1), vec![])
     }
 
-    /// `index_select(x, idx)` (keeps `idx`); its rule scatters into `[rows of x, c]`.
+    /// `index_select(x, idx)` (keeps `idx`); its rule scatters into `[rows of x, c]`, on a
+    /// GPU after uploading the transposed index (`t_indptr [rows of x + 1]`, `t_pos [m]`),
+    /// which goes after the scatter.
     pub fn gather(&mut self, x: &Val, idx: &Val) -> Val {
         let out = self.alloc(idx.rows, x.cols);
         let saved = vec![self.share(idx.buf)];
-        self.unary(x, out, (idx.rows, x.cols), saved)
+        let (rows, cols, m) = (x.rows, x.cols, idx.rows);
+        self.record(
+            out,
+            (m, cols),
+            &[x],
+            saved,
+            Box::new(move |r, _| {
+                let index = [r.gpu_upload(rows + 1), r.gpu_upload(m)];
+                let g = r.alloc(rows, cols);
+                for b in index.into_iter().flatten() {
+                    r.release(b);
+                }
+                vec![Some(g)]
+            }),
+        )
     }
 
-    /// `segment_softmax` over `[E, H]` scores (keeps its output).
-    pub fn segment_softmax(&mut self, x: &Val) -> Val {
-        self.unary_saving_output(x)
+    /// `segment_softmax` over `[E, H]` scores: its output, then the block's arrays; keeps
+    /// its output and the block.
+    pub fn segment_softmax(&mut self, x: &Val, block: &SymBlock) -> Val {
+        let out = self.alloc(x.rows, x.cols);
+        self.block_upload(block);
+        let saved = vec![self.share(out), self.share(block.buf)];
+        self.unary(x, out, (x.rows, x.cols), saved)
     }
 
-    /// `segment_weighted_sum(x, a)`: keeps both; its rule allocates `x̄` then `ā`.
-    pub fn segment_weighted_sum(&mut self, x: &Val, a: &Val, num_dst: usize) -> Val {
-        self.binary_saving_inputs(x, a, (num_dst, x.cols))
+    /// `segment_weighted_sum(x, a)`: its output, then the block's arrays; keeps `x`, `a`
+    /// and the block; its rule allocates `x̄` then `ā`.
+    pub fn segment_weighted_sum(&mut self, x: &Val, a: &Val, block: &SymBlock) -> Val {
+        let shape = (block.sizes.num_dst, x.cols);
+        let out = self.alloc(shape.0, shape.1);
+        self.block_upload(block);
+        let keep = self.share(block.buf);
+        self.binary_saving_inputs_into(out, x, a, shape, vec![keep])
     }
 
     /// [`crate::ops::lstm_aggregate`] over dense `(nodes, degree)` buckets, run as the packs
@@ -398,7 +570,8 @@ impl Replay {
     /// cell state) and, per step of a pack, `h·W_hh` `[n_t, 4F]` and the next `h` `[n_t, F]`
     /// beside the previous one. Backward: `x̄g` `[rows, 4F]`, per step `z̄` `[n_t, 4F]` and
     /// `h̄` `[n_t, F]` beside the previous one, then `Hprev` `[rows, F]`; the saved values
-    /// go before `W̄_hh = Hprevᵀ·x̄g`.
+    /// go before `W̄_hh = Hprevᵀ·x̄g`. On a GPU, bucket by bucket instead
+    /// ([`Replay::lstm_gpu`]).
     pub fn lstm(
         &mut self,
         xg: &Val,
@@ -406,6 +579,9 @@ impl Replay {
         num_dst: usize,
         buckets: Vec<(usize, usize)>,
     ) -> Val {
+        if self.gpu {
+            return self.lstm_gpu(xg, w_hh, num_dst, buckets);
+        }
         let f = w_hh.rows;
         let rows = xg.rows;
         let out = self.alloc(num_dst, f);
@@ -415,20 +591,7 @@ impl Replay {
         // nodes still running.
         let packs = crate::ops::lstm_packs(&buckets);
         for steps in &packs {
-            let mut hb: Option<usize> = None;
-            for &m in steps {
-                let hw = hb.map(|_| self.alloc(m, f.saturating_mul(4)));
-                let next = self.alloc(m, f);
-                if let Some(prev) = hb.replace(next) {
-                    self.release(prev);
-                }
-                if let Some(hw) = hw {
-                    self.release(hw);
-                }
-            }
-            if let Some(hb) = hb {
-                self.release(hb);
-            }
+            self.lstm_forward_steps(steps.iter().copied(), f);
         }
         let w_grad = w_hh.grad;
         self.record(
@@ -466,6 +629,26 @@ impl Replay {
                 vec![Some(dxg), dw]
             }),
         )
+    }
+
+    /// The forward steps of one LSTM sequence of `F = f` units over `m` nodes a step: from
+    /// the second step `h·W_hh` `[m, 4F]`, and the next `h` `[m, F]` beside the previous
+    /// one; the last `h` goes after the sequence.
+    fn lstm_forward_steps(&mut self, steps: impl IntoIterator<Item = usize>, f: usize) {
+        let mut hb: Option<usize> = None;
+        for m in steps {
+            let hw = hb.map(|_| self.alloc(m, f.saturating_mul(4)));
+            let next = self.alloc(m, f);
+            if let Some(prev) = hb.replace(next) {
+                self.release(prev);
+            }
+            if let Some(hw) = hw {
+                self.release(hw);
+            }
+        }
+        if let Some(hb) = hb {
+            self.release(hb);
+        }
     }
 
     /// `out` (of `shape`) computed from `x` alone, its closure keeping `saved`; its rule
@@ -570,12 +753,7 @@ impl Replay {
 
     /// A new buffer of `buf`'s size.
     fn alloc_like(&mut self, buf: usize) -> usize {
-        let b = self.bytes[buf];
-        self.bytes.push(b);
-        self.refs.push(1);
-        self.live = self.live.saturating_add(b);
-        self.peak = self.peak.max(self.live);
-        self.bytes.len() - 1
+        self.alloc_bytes(self.bytes[buf])
     }
 
     /// The order of [`crate::autograd`]: iterative depth-first search over inputs in

@@ -31,7 +31,7 @@ use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
 use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
-use crate::nn::replay::{Replay, Val};
+use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
@@ -465,15 +465,15 @@ impl LayerSpec for SageSpec {
         &self,
         r: &mut Replay,
         h: &Val,
-        sizes: &BlockSizes,
+        block: &SymBlock<'_>,
         bucket_split: Option<usize>,
     ) -> Val {
         let io = (self.in_dim, self.out_dim);
         match self.aggr {
-            Aggregator::Mean | Aggregator::Sum => replay_mean_sum(r, h, io, sizes),
-            Aggregator::Pool => replay_pool(r, h, io, sizes),
-            Aggregator::Max => replay_max(r, h, io, sizes),
-            Aggregator::Lstm => replay_lstm(r, h, io, sizes, bucket_split),
+            Aggregator::Mean | Aggregator::Sum => replay_mean_sum(r, h, io, block),
+            Aggregator::Pool => replay_pool(r, h, io, block),
+            Aggregator::Max => replay_max(r, h, io, block),
+            Aggregator::Lstm => replay_lstm(r, h, io, block.sizes, bucket_split),
         }
     }
 
@@ -488,11 +488,12 @@ impl LayerSpec for SageSpec {
 /// `a·W_neigh`, `matmul_rows(h, nd, W_self)` (keeps `h`), two adds; the transposed
 /// aggregation `[ns, i]`.
 impl HybridSpec for SageSpec {
-    fn replay_aggregate(&self, r: &mut Replay, h: &Val, sizes: &BlockSizes) -> Val {
-        r.segment(h, sizes.num_dst, false)
+    fn replay_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Val {
+        r.segment(h, block, false)
     }
 
-    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, sizes: &BlockSizes) -> Val {
+    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, block: &SymBlock<'_>) -> Val {
+        let sizes = block.sizes;
         let (i, o) = (self.in_dim, self.out_dim);
         // The trainer gives the dst rows to a layer that reads them ([`HybridSpec`]).
         let h = h.copied().unwrap_or(*a);
@@ -509,8 +510,16 @@ impl HybridSpec for SageSpec {
         out
     }
 
-    fn replay_aggregate_backward(&self, r: &mut Replay, _a_grad: &Val, sizes: &BlockSizes) -> Val {
-        r.input(sizes.num_src, self.in_dim)
+    /// `segment_sum_transposed`: the block's arrays (uploaded by the first op that reads
+    /// them), then `[ns, i]`.
+    fn replay_aggregate_backward(
+        &self,
+        r: &mut Replay,
+        _a_grad: &Val,
+        block: &SymBlock<'_>,
+    ) -> Val {
+        r.block_upload(block);
+        r.input(block.sizes.num_src, self.in_dim)
     }
 }
 
@@ -525,7 +534,8 @@ impl HybridSpec for SageSpec {
 /// transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
 /// `[nd, i]`). Then `(self + neigh) + bias`: three `[nd, o]` outputs, the first two
 /// transient.
-fn replay_mean_sum(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+fn replay_mean_sum(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
+    let sizes = block.sizes;
     let w_self = r.param(i, o);
     let w_neigh = r.param(i, o);
     let bias = r.param(1, o);
@@ -537,11 +547,11 @@ fn replay_mean_sum(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &Bloc
     };
     let neigh = if project {
         let t = r.matmul(h, &w_neigh);
-        let n = r.segment(&t, sizes.num_dst, false);
+        let n = r.segment(&t, block, false);
         r.release(t.buf);
         n
     } else {
-        let t = r.segment(h, sizes.num_dst, false);
+        let t = r.segment(h, block, false);
         let n = r.matmul(&t, &w_neigh);
         r.release(t.buf);
         n
@@ -564,12 +574,12 @@ fn replay_mean_sum(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &Bloc
 /// Replay of the `max` arm of [`SageLayer::forward`]: the copy `h_dst = h[..nd]` `[nd, i]`
 /// first, `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then
 /// [`replay_finish`].
-fn replay_max(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+fn replay_max(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
     let w_self = r.param(i, o);
     let w_neigh = r.param(i, o);
     let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, sizes.num_dst);
-    let mx = r.segment(h, sizes.num_dst, true);
+    let h_dst = r.slice_rows(h, block.sizes.num_dst);
+    let mx = r.segment(h, block, true);
     let neigh = r.matmul(&mx, &w_neigh);
     r.release(mx.buf);
     replay_finish(r, h_dst, neigh, &w_self, &bias)
@@ -579,19 +589,19 @@ fn replay_max(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSize
 ///
 /// **SAGE pool**: `relu(matmul(h, W_pool) + b_pool)` `[ns, i]` (kept by relu),
 /// `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then [`replay_finish`].
-fn replay_pool(r: &mut Replay, h: &Val, (i, o): (usize, usize), sizes: &BlockSizes) -> Val {
+fn replay_pool(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
     let w_self = r.param(i, o);
     let w_neigh = r.param(i, o);
     let w_pool = r.param(i, i);
     let b_pool = r.param(1, i);
     let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, sizes.num_dst);
+    let h_dst = r.slice_rows(h, block.sizes.num_dst);
     let m = r.matmul(h, &w_pool);
     let z1 = r.add(&m, &b_pool);
     r.release(m.buf);
     let z = r.relu(&z1);
     r.release(z1.buf);
-    let mx = r.segment(&z, sizes.num_dst, true);
+    let mx = r.segment(&z, block, true);
     let neigh = r.matmul(&mx, &w_neigh);
     r.release(mx.buf);
     r.release(z.buf);

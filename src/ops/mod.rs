@@ -49,7 +49,7 @@ mod lstm_aggregate;
 mod lstm_cell;
 mod lstm_pack;
 mod matmul;
-mod reduce;
+pub(crate) mod reduce;
 mod reshape;
 pub(crate) mod rows;
 mod segment_max;

@@ -48,7 +48,7 @@ const ROW_BLOCK: usize = 1024;
 /// Rows at or below this length are summed by one invocation each.
 const SMALL_ROW: usize = 32;
 /// Rows one invocation of `sum_cols_f32` adds.
-const COL_BLOCK: usize = 64;
+pub(crate) const COL_BLOCK: usize = 64;
 
 const SUM_ROWS_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_rows_f32");
 const SUM_ROWS_SMALL_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_rows_small_f32");

@@ -34,7 +34,8 @@
 //! - **Trainer** ([`crate::train::micro`]): features `[ns₀, in]` and labels `[n]` are
 //!   uploaded, the model runs, `cross_entropy`, `argmax` (a transient u32 `[n]`), the loss
 //!   is scaled by `|seeds_k|/|seeds|` when that is not 1, the logits are dropped and the
-//!   backward runs; the features live until the end.
+//!   backward runs; the features and the blocks live until the end. On a GPU the loss and
+//!   predictions stay until the batch's end, beside those of its earlier micro-batches.
 //!
 //! [`MemoryEstimator`] replays exactly this sequence on symbolic buffers (sizes and
 //! reference counts, no data) and returns the highest live total. With `L` layers the
@@ -45,9 +46,12 @@
 //! activations plus the logits' gradient) or, for pool, the `[ns, i]` transients of the
 //! first layer; the replay finds it either way.
 //!
-//! On wgpu every buffer is rounded up to its pool size class
-//! ([`size_class`](crate::device::size_class)); the replay rounds each buffer the
-//! same way. CUDA is counted in exact bytes until its allocator exists.
+//! On a GPU every buffer is rounded up to its pool size class
+//! ([`size_class`](crate::device::size_class)), and the replay counts what the GPU arms of
+//! the ops upload or add (the blocks' index arrays, see [`crate::nn::replay`]) and the
+//! readouts of the batch's earlier micro-batches that the device still holds
+//! ([`MemoryEstimator::held_bytes`]): equal to the measured peak on lavapipe
+//! (`tests/estimator_wgpu.rs`), unverified on CUDA.
 //!
 //! # Adding a layer
 //!
@@ -63,7 +67,7 @@
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
-use crate::nn::replay::{Replay, Val, WORD};
+use crate::nn::replay::{Replay, SymBlock, Val, WORD};
 use crate::nn::{HybridSpec, LayerSpec, ModelConfig};
 
 /// What stays on the device between micro-batches besides the parameters.
@@ -165,6 +169,15 @@ impl MemoryEstimator {
         }
     }
 
+    /// A replay with the device's rules: on a GPU, pool size classes and the uploads of
+    /// index arrays; on the CPU, exact bytes and no uploads.
+    fn replay(&self) -> Replay {
+        match self.device {
+            Device::Wgpu(_) | Device::Cuda(_) => Replay::gpu(),
+            _ => Replay::new(self.round()),
+        }
+    }
+
     /// Bytes of the parameters on the device (each tensor rounded to the allocation unit).
     pub fn param_bytes(&self) -> u64 {
         // The layer replays declare the parameters; one-node blocks are enough to see them.
@@ -176,7 +189,7 @@ impl MemoryEstimator {
             self_loops: 0,
         };
         let sizes = vec![one; self.model.shape.layers];
-        let mut r = Replay::new(self.round());
+        let mut r = self.replay();
         let x = r.input(1, self.model.shape.in_dim);
         let _ = self.forward(&mut r, &sizes, x);
         r.params.iter().fold(0u64, |a, &b| a.saturating_add(b))
@@ -213,10 +226,30 @@ impl MemoryEstimator {
             .saturating_add(self.resident_features)
     }
 
+    /// Bytes a GPU holds, during a micro-batch, for the readouts of the batch's micro-batches
+    /// that ran before it with `seeds` seeds each (read at the batch's end): per micro-batch
+    /// its loss `[1]` and its predictions u32 `[n]`, each rounded to its size class. 0 on
+    /// the CPU, which reads them at once.
+    pub fn held_bytes(&self, seeds: &[usize]) -> u64 {
+        if !matches!(self.device, Device::Wgpu(_) | Device::Cuda(_)) {
+            return 0;
+        }
+        seeds.iter().fold(0u64, |a, &n| {
+            a.saturating_add(self.rounded(WORD))
+                .saturating_add(self.rounded(crate::nn::replay::bytes_of(n, 1)))
+        })
+    }
+
     /// `A`: the highest bytes a training micro-batch adds on top of the resident ones.
     /// `sizes` are its blocks' (input layer first); `total_seeds` the batch's seeds (the
-    /// loss is scaled unless the micro-batch holds them all).
-    pub fn activation_bytes(&self, sizes: &[BlockSizes], total_seeds: usize) -> Result<u64> {
+    /// loss is scaled unless the micro-batch holds them all); `held` the readouts of the
+    /// batch's earlier micro-batches still on the device ([`MemoryEstimator::held_bytes`]).
+    pub fn activation_bytes(
+        &self,
+        sizes: &[BlockSizes],
+        total_seeds: usize,
+        held: u64,
+    ) -> Result<u64> {
         if sizes.len() != self.model.shape.layers {
             return Err(Error::invalid(format!(
                 "memory estimate: {} blocks for a {}-layer model",
@@ -232,13 +265,13 @@ impl MemoryEstimator {
             }
         }
         let n = sizes[sizes.len() - 1].num_dst;
-        let mut r = Replay::new(self.round());
+        let mut r = self.replay();
         // Trainer: features (gathered on the device by id, or uploaded), labels, forward,
         // loss, prediction, scaling, backward.
-        // On a GPU the predictions (and losses) of the batch's earlier micro-batches are
-        // still held (read at the batch's end): at most the other seeds' predictions.
+        // On a GPU the losses and predictions of the batch's earlier micro-batches are
+        // still held (read at the batch's end).
         let gpu = matches!(self.device, Device::Wgpu(_) | Device::Cuda(_));
-        let held = (gpu && total_seeds > n).then(|| r.input(total_seeds - n, 1));
+        let held = (held > 0).then(|| r.alloc_bytes(held));
         let ids = self.device_gather.then(|| r.input(sizes[0].num_src, 1));
         let x = r.input(sizes[0].num_src, self.model.shape.in_dim);
         if let Some(ids) = ids {
@@ -264,30 +297,35 @@ impl MemoryEstimator {
             r.release(v.buf);
         }
         if let Some(held) = held {
-            r.release(held.buf);
+            r.release(held);
         }
         Ok(r.peak)
     }
 
-    /// `R + A`: the predicted peak of a training micro-batch.
+    /// `R + A`: the predicted peak of a training micro-batch (arguments as
+    /// [`MemoryEstimator::activation_bytes`]).
     pub fn peak_bytes(
         &self,
         sizes: &[BlockSizes],
         total_seeds: usize,
+        held: u64,
         state: Resident,
     ) -> Result<u64> {
         Ok(self
             .resident_bytes(state)
-            .saturating_add(self.activation_bytes(sizes, total_seeds)?))
+            .saturating_add(self.activation_bytes(sizes, total_seeds, held)?))
     }
 
     /// Replay of [`crate::nn::Gnn::forward`] in training mode: every layer's own replay
     /// ([`crate::nn::LayerSpec::replay`]) chained by [`ModelConfig::replay_layer`].
+    /// The trainer holds the micro-batch's blocks until its backward has run, so the index
+    /// arrays the ops upload stay to the end of the replay.
     fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Val {
         let specs = self.model.layer_specs();
         let mut h = x;
         for (l, (s, spec)) in sizes.iter().zip(&specs).enumerate() {
-            h = self.forward_layer(r, spec.as_ref(), l, s, h);
+            let block = r.block(s);
+            h = self.forward_layer(r, spec.as_ref(), l, &block, h);
         }
         h
     }
@@ -299,10 +337,11 @@ impl MemoryEstimator {
         r: &mut Replay,
         spec: &dyn LayerSpec,
         l: usize,
-        s: &BlockSizes,
+        block: &SymBlock<'_>,
         h: Val,
     ) -> Val {
-        self.model.replay_layer(spec, r, l, s, h, self.lstm_split)
+        self.model
+            .replay_layer(spec, r, l, block, h, self.lstm_split)
     }
 
     /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
@@ -344,9 +383,11 @@ impl MemoryEstimator {
                 )))
             }
         };
-        let mut r = Replay::new(self.round());
+        let mut r = self.replay();
+        // The chunk's block lives through the pass.
+        let block = r.block(sizes);
         if let Some(split) = split {
-            self.replay_hybrid(&mut r, split, layer, sizes, pass);
+            self.replay_hybrid(&mut r, split, layer, &block, pass);
             return Ok(r.peak);
         }
         let leaf = pass != ChunkPass::Forward;
@@ -355,7 +396,7 @@ impl MemoryEstimator {
             ChunkPass::HybridForward | ChunkPass::HybridBackward => unreachable!("replayed above"),
             ChunkPass::Forward => {
                 r.no_grad = true;
-                let out = self.forward_layer(&mut r, spec, layer, sizes, x);
+                let out = self.forward_layer(&mut r, spec, layer, &block, x);
                 // Read back to the host.
                 r.release(out.buf);
                 return Ok(r.peak);
@@ -364,7 +405,7 @@ impl MemoryEstimator {
                 let n = sizes.num_dst;
                 let y = r.input(n, 1);
                 let h = x.clone_in(&mut r);
-                let logits = self.forward_layer(&mut r, spec, layer, sizes, h);
+                let logits = self.forward_layer(&mut r, spec, layer, &block, h);
                 let ce = r.cross_entropy(&logits, &y);
                 // The predictions are read at once.
                 let pred = r.alloc(n, 1);
@@ -382,7 +423,7 @@ impl MemoryEstimator {
             }
             ChunkPass::Backward => {
                 let h = x.clone_in(&mut r);
-                let out = self.forward_layer(&mut r, spec, layer, sizes, h);
+                let out = self.forward_layer(&mut r, spec, layer, &block, h);
                 let g = r.input(out.rows, out.cols);
                 r.backward(&out, Some(g.buf));
                 r.release(g.buf);
@@ -423,15 +464,16 @@ impl MemoryEstimator {
         r: &mut Replay,
         split: &dyn HybridSpec,
         layer: usize,
-        sizes: &BlockSizes,
+        block: &SymBlock<'_>,
         pass: ChunkPass,
     ) {
+        let sizes = block.sizes;
         let (nd, i) = (sizes.num_dst, self.model.widths(layer).0);
         if pass == ChunkPass::HybridForward {
             let x = self.replay_input(r, layer, sizes.num_src, i, false);
             r.no_grad = true;
-            let a = split.replay_aggregate(r, &x, sizes);
-            let out = split.replay_update(r, Some(&x), &a, sizes);
+            let a = split.replay_aggregate(r, &x, block);
+            let out = split.replay_update(r, Some(&x), &a, block);
             r.release(x.buf);
             // The aggregation is read back to the host, then the output rows.
             r.release(a.buf);
@@ -447,7 +489,7 @@ impl MemoryEstimator {
             0 => r.input(nd, i),
             _ => r.leaf_input(nd, i),
         };
-        let out = split.replay_update(r, x.as_ref(), &a, sizes);
+        let out = split.replay_update(r, x.as_ref(), &a, block);
         let out = self.model.replay_finish(r, layer, sizes, out);
         let g = r.input(out.rows, out.cols);
         r.backward(&out, Some(g.buf));
@@ -463,7 +505,7 @@ impl MemoryEstimator {
                 leaf: None,
             };
             // The src rows' gradient is read back to the host, then goes.
-            let src = split.replay_aggregate_backward(r, &grad, sizes);
+            let src = split.replay_aggregate_backward(r, &grad, block);
             r.release(src.buf);
             r.release(a_grad);
         }

@@ -70,11 +70,12 @@ impl Batch<'_> {
     }
 
     /// [`Batch::estimate`] of a micro-batch of block sizes `sizes` (`u64::MAX` if the
-    /// estimator rejects them).
+    /// estimator rejects them), without the readouts that earlier micro-batches leave on a
+    /// GPU: they depend on the order the micro-batches run in, not on the split.
     pub fn bytes(&self, sizes: &[crate::graph::BlockSizes]) -> u64 {
         match self.estimator {
             Some(e) => e
-                .activation_bytes(sizes, self.seeds.len())
+                .activation_bytes(sizes, self.seeds.len(), 0)
                 .unwrap_or(u64::MAX),
             None => sizes.iter().map(|s| (s.num_src + s.num_edges) as u64).sum(),
         }

@@ -296,11 +296,13 @@ pub(crate) fn run_batch(
         let t = Instant::now();
         let all = slicer.sizes_all(&parts)?;
         stats.slice_s += t.elapsed().as_secs_f64();
-        for (part, sizes) in parts.iter().zip(all) {
+        let lens: Vec<usize> = parts.iter().map(Vec::len).collect();
+        for (i, (part, sizes)) in parts.iter().zip(all).enumerate() {
+            let held = tr.estimator.held_bytes(&lens[..i]);
             stats.batches.push(MicroBatchStats {
                 seeds: part.len(),
                 input_nodes: sizes[0].num_src,
-                est_peak_bytes: tr.estimator.peak_bytes(&sizes, seeds.len(), state)?,
+                est_peak_bytes: tr.estimator.peak_bytes(&sizes, seeds.len(), held, state)?,
                 peak_bytes: None,
                 compute_s: 0.0,
             });
@@ -431,7 +433,9 @@ fn run_micro(
         let sizes: Vec<BlockSizes> = p.blocks.iter().map(|b| BlockSizes::of(b)).collect();
         let inputs = run.union.is_some().then(|| p.blocks[0].clone());
         let state = tr.resident_now();
-        let est = tr.estimator.peak_bytes(&sizes, run.total, state)?;
+        let held: Vec<usize> = run.pending.iter().map(|(_, _, s)| s.len()).collect();
+        let held = tr.estimator.held_bytes(&held);
+        let est = tr.estimator.peak_bytes(&sizes, run.total, held, state)?;
         let mem = tr.config.device.memory()?;
         tr.fold_peak();
         mem.reset_peak();
@@ -633,10 +637,17 @@ pub(crate) fn plan(
         return partition::partition(part, &batch, k_min);
     };
     let estimator = &tr.estimator;
+    // Each micro-batch with the readouts of those before it.
     let largest = |parts: &[Vec<u32>]| -> Result<u64> {
-        slicer.sizes_all(parts)?.iter().try_fold(0, |a, s| {
-            Ok(a.max(estimator.peak_bytes(s, n, Resident::STEADY)?))
-        })
+        let lens: Vec<usize> = parts.iter().map(Vec::len).collect();
+        slicer
+            .sizes_all(parts)?
+            .iter()
+            .enumerate()
+            .try_fold(0, |a, (i, s)| {
+                let held = estimator.held_bytes(&lens[..i]);
+                Ok(a.max(estimator.peak_bytes(s, n, held, Resident::STEADY)?))
+            })
     };
     let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
 
@@ -745,11 +756,15 @@ fn too_small(
     budget: u64,
 ) -> Error {
     let n = seeds.len();
+    // The last of n single-seed micro-batches, with the readouts of the others.
+    let held = estimator
+        .held_bytes(&[1])
+        .saturating_mul(n.saturating_sub(1) as u64);
     let worst = seeds
         .par_iter()
         .map(|&s| {
             let sizes = slicer.sizes(&[s])?;
-            Ok((estimator.peak_bytes(&sizes, n, Resident::STEADY)?, s))
+            Ok((estimator.peak_bytes(&sizes, n, held, Resident::STEADY)?, s))
         })
         .try_reduce(|| (0, 0), |a, b| Ok(a.max(b)));
     let resident = estimator.resident_bytes(Resident::STEADY);

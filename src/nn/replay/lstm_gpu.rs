@@ -1,0 +1,72 @@
+//! Replay of [`crate::ops::lstm_aggregate`] on a GPU, whose arm runs the buckets one by one
+//! (the CPU's runs them as packed sequences, [`Replay::lstm`]).
+
+use super::{Replay, Val};
+
+impl Replay {
+    /// The GPU arm over dense `(nodes, degree)` buckets: the output, gates `[rows, 4F]` and
+    /// cells `[rows, F]`, the buckets' dst ids (u32 `[m]` each, uploaded and kept for the
+    /// backward); per bucket and step, `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` beside
+    /// the previous one; then the rows' step numbers (u32 `[rows]`, kept). Backward: `x̄g`
+    /// `[rows, 4F]`; per bucket `c̄` `[m, F]` and per step, last first, `z̄` `[m, 4F]` (at
+    /// the last step with the gradient's rows of the bucket gathered, `[m, F]`,
+    /// transient) and `h̄` `[m, F]` beside the previous one; `Hprev` `[rows, F]`; the saved
+    /// values and ids go before `W̄_hh = Hprevᵀ·x̄g`.
+    pub(super) fn lstm_gpu(
+        &mut self,
+        xg: &Val,
+        w_hh: &Val,
+        num_dst: usize,
+        buckets: Vec<(usize, usize)>,
+    ) -> Val {
+        let f = w_hh.rows;
+        let f4 = f.saturating_mul(4);
+        let rows = xg.rows;
+        let out = self.alloc(num_dst, f);
+        let acts = self.alloc(rows, f4);
+        let cs = self.alloc(rows, f);
+        let dst: Vec<usize> = buckets.iter().map(|&(m, _)| self.alloc(m, 1)).collect();
+        for &(m, k) in &buckets {
+            self.lstm_forward_steps(std::iter::repeat_n(m, k), f);
+        }
+        let steps = self.alloc(rows, 1);
+        let w_grad = w_hh.grad;
+        self.record(
+            out,
+            (num_dst, f),
+            &[xg, w_hh],
+            vec![],
+            Box::new(move |r, _| {
+                let dxg = r.alloc(rows, f4);
+                for &(m, k) in &buckets {
+                    let dc = r.alloc(m, f);
+                    let mut dh: Option<usize> = None;
+                    for t in (0..k).rev() {
+                        let dz = r.alloc(m, f4);
+                        if t + 1 == k {
+                            let last = r.alloc(m, f);
+                            r.release(last);
+                        }
+                        let next = (t > 0).then(|| r.alloc(m, f));
+                        r.release(dz);
+                        if let Some(prev) = dh {
+                            r.release(prev);
+                        }
+                        dh = next;
+                    }
+                    r.release(dc);
+                }
+                let hprev = w_grad.then(|| r.alloc(rows, f));
+                for b in [acts, cs, steps].into_iter().chain(dst) {
+                    r.release(b);
+                }
+                let dw = hprev.map(|hp| {
+                    let dw = r.alloc(f, f4);
+                    r.release(hp);
+                    dw
+                });
+                vec![Some(dxg), dw]
+            }),
+        )
+    }
+}
