@@ -897,6 +897,25 @@ fn verify(f: &mut File, head: &Head) -> std::result::Result<(), String> {
     }
 }
 
+/// Tells the kernel that `r` (elements of `size` bytes) is read at random: a page fault
+/// there reads its page, not the pages after it as well. Feature rows are gathered by
+/// node id, a few hundred bytes each; with the default read-ahead, a training run whose
+/// memory is smaller than the features read 128 KiB for every row it faulted in and made
+/// no progress (docs/BENCHMARKS.md, "Out of core"). Only a hint: an error is ignored.
+fn random_access(map: &Mmap, r: &Region, size: u64) {
+    #[cfg(unix)]
+    if let (Ok(offset), Ok(len)) = (
+        usize::try_from(r.offset),
+        usize::try_from(r.count.saturating_mul(size)),
+    ) {
+        if len > 0 {
+            let _ = map.advise_range(memmap2::Advice::Random, offset, len);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (map, r, size);
+}
+
 /// A window of the map as an [`Array`].
 fn mapped<T: bytemuck::Pod>(map: &Arc<Mmap>, r: &Region) -> std::result::Result<Array<T>, String> {
     let (offset, count) = match (usize::try_from(r.offset), usize::try_from(r.count)) {
@@ -946,7 +965,9 @@ fn read(path: &Path, key: Option<&[String]>) -> std::result::Result<Parts, Strin
         None
     };
     let features = if has(FLAG_FEATURES) {
-        Some((mapped::<f32>(&map, &next()?)?, head.sizes[2] as usize))
+        let r = next()?;
+        random_access(&map, &r, 4);
+        Some((mapped::<f32>(&map, &r)?, head.sizes[2] as usize))
     } else {
         None
     };
