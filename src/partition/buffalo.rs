@@ -424,8 +424,10 @@ fn split_buckets(
 const LOCALITY_PASSES: usize = 8;
 
 /// The locality cut stops once a refinement pass moves fewer than this fraction of the
-/// nodes: at products-like scale 1 passes 2-8 move 27%, 3.0%, 1.5%, 1.1%, 1.0%, 0.96%,
-/// 0.85% of them, so 2% stops after pass 4.
+/// nodes. On the whole block graph at products-like scale 1 it stopped after pass 4; on
+/// the shared graph (now) every pass moves more, so all [`LOCALITY_PASSES`] run there,
+/// each lowering the input nodes (docs/PARTITIONING.md, "Buffalo's cut on shared
+/// sources").
 const LOCALITY_SETTLE: f64 = 0.02;
 
 /// A GREM cut into `k` parts of the output block's [`shared_graph`]: seeds in one part
