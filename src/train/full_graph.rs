@@ -78,11 +78,13 @@ use crate::train::stats::Phases;
 mod chunk;
 mod host;
 mod hybrid;
+mod pass;
 mod prefetch;
 mod stats;
 use chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
 use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
 use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut};
+use pass::LayerPass;
 use prefetch::{run_pass, upload, Rows, Source, Staged};
 use stats::RowCounter;
 pub use stats::{ChunkStats, FullGraphStats, LayerRows};
@@ -157,15 +159,6 @@ fn reuse_bytes(
             est.model.widths(l).0,
         ),
     }
-}
-
-/// One layer pass's chunk inputs: the previous chunk's rows kept on the device (with
-/// its block) when transfers are deduplicated at this layer.
-struct LayerPass {
-    l: usize,
-    pass: ChunkPass,
-    reuse: bool,
-    kept: Option<(Arc<Block>, KeptRows)>,
 }
 
 /// A chunk ready to run: its block, its input rows on the device and its estimate (the
@@ -610,45 +603,6 @@ fn full_graph_epoch(
         phases: ph,
         stats: st,
     })
-}
-
-/// After chunk `c` of layer `l` ran: 1 (go on to the next chunk) when it succeeded; 0
-/// (run chunk `c` again) when it ran out of memory and was split in two in `plan`;
-/// otherwise the error (a single-node chunk that runs out of memory: the budget is too
-/// small).
-fn split_on_oom(
-    tr: &State<'_>,
-    run: Result<()>,
-    plan: &mut ChunkPlan,
-    l: usize,
-    c: usize,
-    lp: &mut LayerPass,
-    st: &mut FullGraphStats,
-) -> Result<usize> {
-    match run {
-        Ok(()) => Ok(1),
-        Err(Error::OutOfMemory {
-            requested,
-            live,
-            budget,
-            ..
-        }) if plan.chunks[l][c].len() < 2 => Err(Error::invalid(format!(
-            "memory budget {} is too small for full-graph training: a chunk of the single \
-             node {} (layer {l}) ran out of memory ({} live, {} requested)",
-            format_bytes(budget),
-            plan.dst(l, c)[0],
-            format_bytes(live),
-            format_bytes(requested)
-        ))),
-        Err(Error::OutOfMemory { .. }) => {
-            plan.split_chunk(&tr.graph, l, c)?;
-            st.oom_splits += 1;
-            // Whatever the failed attempt kept is not the previous chunk's any more.
-            lp.kept = None;
-            Ok(0)
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// The full-graph stage: chunked epochs over the [`State`], and the training nodes' chunk

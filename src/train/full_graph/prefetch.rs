@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::host::HostMatrix;
-use super::{split_on_oom, LayerPass};
+use super::pass::{split_on_oom, LayerPass};
 use crate::error::{Error, Result};
 use crate::graph::{Block, ChunkPlan, Csr};
 use crate::tensor::Tensor;
