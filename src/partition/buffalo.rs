@@ -418,10 +418,14 @@ fn split_buckets(
     Ok((items, cluster, known))
 }
 
-/// GREM passes of the locality cut. More than a graph cut's default: on products-like
-/// 0.01 under a 14 MiB budget, 3 passes left Buffalo at K = 19 (redundancy 6.2) and 8 at
-/// K = 16 (5.2), against Betty's 15 (4.5).
-const LOCALITY_PASSES: usize = 8;
+/// GREM passes of the locality cut. More than a graph cut's default: on the whole block
+/// graph, products-like 0.01 under a 14 MiB budget, 3 passes left Buffalo at K = 19
+/// (redundancy 6.2) and 8 at K = 16 (5.2), against Betty's 15 (4.5). On the shared
+/// graph each pass still lowers the input nodes at products-like scale 1 (9.10 M at 5
+/// passes, 8.73 M at 6, 8.25 M at 8) for 0.04-0.07 s more; 6 keeps Buffalo's partition
+/// under a second there and its K within Betty's + 1 on every graph measured (8 would
+/// be 1.0 s; docs/PARTITIONING.md).
+const LOCALITY_PASSES: usize = 6;
 
 /// The locality cut stops once a refinement pass moves fewer than this fraction of the
 /// nodes. On the whole block graph at products-like scale 1 it stopped after pass 4; on
