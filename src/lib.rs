@@ -21,6 +21,7 @@ pub mod graph;
 pub mod nn;
 pub mod ops;
 pub mod partition;
+pub mod prefetch;
 pub mod rng;
 pub mod tensor;
 pub mod train;

@@ -115,6 +115,130 @@ impl<T: Pod> Array<T> {
     }
 }
 
+/// Rows probed for residency before a read-ahead: if all their pages are in memory, the
+/// rows are taken to be (a matrix in the page cache costs no advice at all).
+const PROBE_ROWS: usize = 32;
+
+impl<T: Pod> Array<T> {
+    /// Whether the pages of rows `ids` (each `row_len` values) look resident: the first
+    /// page of [`PROBE_ROWS`] rows spread over `ids` is in memory. Always true for an owned
+    /// array, and where the system cannot say (only Linux with glibc asks it).
+    pub fn rows_resident(&self, ids: &[u32], row_len: usize) -> bool {
+        let Inner::Mapped {
+            map, offset, len, ..
+        } = &self.inner
+        else {
+            return true;
+        };
+        let row_bytes = row_len * std::mem::size_of::<T>();
+        let rows = *len / row_len.max(1);
+        let step = ids.len().div_ceil(PROBE_ROWS).max(1);
+        ids.iter()
+            .step_by(step)
+            .filter(|&&i| (i as usize) < rows)
+            .all(|&i| page_resident(map, offset + i as usize * row_bytes))
+    }
+
+    /// Asks the system to start reading the pages of rows `ids` (each `row_len` values)
+    /// of a mapped array, all at once, and returns without waiting (`MADV_WILLNEED` on
+    /// each run of consecutive pages, in file order). A gather that then faults the rows
+    /// in one by one waits for one read at a time; with the advice the disk serves them
+    /// in parallel (docs/BENCHMARKS.md, "Feature gather"). Returns the
+    /// number of page runs advised: 0 for an owned array, and where the system has no
+    /// such advice. Ids out of range are skipped. Only a hint: errors are ignored.
+    pub fn will_need_rows(&self, ids: &[u32], row_len: usize) -> usize {
+        let Inner::Mapped {
+            map, offset, len, ..
+        } = &self.inner
+        else {
+            return 0;
+        };
+        if !cfg!(unix) || row_len == 0 {
+            return 0;
+        }
+        let page = page_size();
+        let row_bytes = row_len * std::mem::size_of::<T>();
+        let rows = *len / row_len;
+        let mut pages: Vec<usize> = Vec::with_capacity(ids.len() + ids.len() / 4);
+        for &i in ids.iter().filter(|&&i| (i as usize) < rows) {
+            let start = offset + i as usize * row_bytes;
+            let end = start + row_bytes;
+            pages.extend(start / page..end.div_ceil(page));
+        }
+        pages.sort_unstable();
+        pages.dedup();
+        let mut runs = 0;
+        let mut k = 0;
+        while k < pages.len() {
+            let first = pages[k];
+            let mut last = first;
+            while k + 1 < pages.len() && pages[k + 1] == last + 1 {
+                k += 1;
+                last = pages[k];
+            }
+            k += 1;
+            let from = first * page;
+            let to = ((last + 1) * page).min(map.len());
+            if to > from {
+                advise_will_need(map, from, to - from);
+                runs += 1;
+            }
+        }
+        runs
+    }
+}
+
+/// The system's page size (4 KiB where it cannot be asked).
+fn page_size() -> usize {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: sysconf reads a constant of the system; it has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 {
+            return p as usize;
+        }
+    }
+    4096
+}
+
+#[cfg(unix)]
+fn advise_will_need(map: &Mmap, offset: usize, len: usize) {
+    let _ = map.advise_range(memmap2::Advice::WillNeed, offset, len);
+}
+
+#[cfg(not(unix))]
+fn advise_will_need(_map: &Mmap, _offset: usize, _len: usize) {}
+
+/// Whether the page holding byte `at` of `map` is in memory (`mincore`); true where the
+/// system cannot say.
+fn page_resident(map: &Mmap, at: usize) -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let page = page_size();
+        let start = at / page * page;
+        if start >= map.len() {
+            return true;
+        }
+        let mut vec = [0u8; 1];
+        // SAFETY: `start` is page-aligned inside the mapping (mmap returns page-aligned
+        // addresses), the length is one byte (one page) within it, and `vec` holds the one
+        // status byte mincore writes for it.
+        let rc = unsafe {
+            libc::mincore(
+                map.as_ptr().add(start) as *mut libc::c_void,
+                1,
+                vec.as_mut_ptr(),
+            )
+        };
+        rc != 0 || vec[0] & 1 == 1
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = (map, at);
+        true
+    }
+}
+
 impl<T: Pod> Deref for Array<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
@@ -229,6 +353,33 @@ mod tests {
         assert_eq!(a, vec![9, 2, 0xdead_beef, 7]);
         // The file is untouched.
         assert_eq!(Array::<u32>::mapped(map, 8, 4).unwrap()[0], 1);
+    }
+
+    #[test]
+    fn will_need_rows_advises_one_run_per_stretch_of_consecutive_pages() {
+        let page = page_size();
+        // 64-byte rows (16 u32), 8 pages of them after a one-page header.
+        let row_len = 16;
+        let rows_per_page = page / 64;
+        let map = map_of(&vec![0u8; 9 * page]);
+        let a = Array::<u32>::mapped(map, page, 8 * page / 4).unwrap();
+        let row = |p: usize, r: usize| (p * rows_per_page + r) as u32;
+        if cfg!(unix) {
+            // Pages 0-1 (three rows, two on page 0), page 3, pages 5-6: three runs.
+            let ids = [
+                row(1, 2),
+                row(0, 0),
+                row(0, 5),
+                row(3, 1),
+                row(6, 0),
+                row(5, 3),
+            ];
+            assert_eq!(a.will_need_rows(&ids, row_len), 3);
+            // Out-of-range ids are skipped.
+            assert_eq!(a.will_need_rows(&[row(8, 0)], row_len), 0);
+        }
+        assert_eq!(Array::owned(vec![0u32; 64]).will_need_rows(&[0, 1], 16), 0);
+        assert!(Array::owned(vec![0u32; 64]).rows_resident(&[0, 1], 16));
     }
 
     #[test]
