@@ -194,7 +194,16 @@ pub fn gather_host<T: Copy + Default + Send + Sync>(
     dim: usize,
     ids: &[u32],
 ) -> Result<Vec<T>> {
-    let n = features.len() / dim.max(1);
+    let mut out = gather_output(features.len() / dim.max(1), dim, ids)?;
+    gather_into(out.spare_capacity_mut(), features, dim, ids);
+    // SAFETY: gather_into wrote all `ids.len() * dim` values (one full row per id).
+    unsafe { out.set_len(ids.len() * dim) };
+    Ok(out)
+}
+
+/// An empty buffer for rows `ids` of an `[n, dim]` matrix (advised huge pages when
+/// large); `Err` names an id out of range.
+fn gather_output<T>(n: usize, dim: usize, ids: &[u32]) -> Result<Vec<T>> {
     if let Some(&bad) = ids.iter().find(|&&i| i as usize >= n) {
         return Err(Error::invalid(format!(
             "feature gather: node {bad} out of range for {n} rows"
@@ -202,9 +211,6 @@ pub fn gather_host<T: Copy + Default + Send + Sync>(
     }
     let mut out = Vec::with_capacity(ids.len() * dim);
     heap::advise_huge_pages(out.spare_capacity_mut());
-    gather_into(out.spare_capacity_mut(), features, dim, ids);
-    // SAFETY: gather_into wrote all `ids.len() * dim` values (one full row per id).
-    unsafe { out.set_len(ids.len() * dim) };
     Ok(out)
 }
 
@@ -261,14 +267,7 @@ pub fn gather_mapped(features: &Array<f32>, dim: usize, ids: &[u32]) -> Result<V
 
 /// [`gather_mapped`]'s read-ahead path, whatever the probe says.
 fn gather_ahead(features: &Array<f32>, dim: usize, ids: &[u32]) -> Result<Vec<f32>> {
-    let n = features.len() / dim.max(1);
-    if let Some(&bad) = ids.iter().find(|&&i| i as usize >= n) {
-        return Err(Error::invalid(format!(
-            "feature gather: node {bad} out of range for {n} rows"
-        )));
-    }
-    let mut out = Vec::with_capacity(ids.len() * dim);
-    heap::advise_huge_pages(out.spare_capacity_mut());
+    let mut out = gather_output(features.len() / dim.max(1), dim, ids)?;
     let steps: Vec<&[u32]> = ids.chunks(READ_AHEAD_ROWS).collect();
     if let Some(first) = steps.first() {
         features.will_need_rows(first, dim);
