@@ -94,7 +94,7 @@ cublasStatus_t queue(cublasHandle_t h, cublasOperation_t transa, cublasOperation
         for (int q = 0; q < batch; q++) {
             Gemm g{ta, tb, m, n, k, al, be, a + q * stride_a, lda, b + q * stride_b, ldb, c + q * stride_c, ldc};
             auto inside = [](const float* p, size_t elems) {
-                return elems == 0 || device_range(reinterpret_cast<uintptr_t>(p), elems * 4);
+                return elems == 0 || device_range(reinterpret_cast<uintptr_t>(p), elems * 4, false);
             };
             if (!inside(g.a, k ? a_span : 0) || !inside(g.b, k ? b_span : 0) || !inside(g.c, c_span)) {
                 char msg[200];

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -85,9 +86,36 @@ CUresult after_wait(Context* c) {
 
 // ---- initialisation and devices ---------------------------------------------------------
 
+// ESPALIER_CUDA_EMU_REPORT=1: the counters on stderr when the process exits.
+static void report() {
+    EspalierCudaEmuStats s;
+    {
+        Stats& st = stats();
+        std::lock_guard<std::mutex> g(st.m);
+        s = st.s;
+    }
+    fprintf(stderr,
+            "espalier CUDA emulator: %llu launches (%llu blocks), %llu GEMMs; host waits %llu (implicit %llu, "
+            "spinning %llu); uploads %llu pinned (%llu bytes), %llu pageable (%llu bytes); %llu readbacks; "
+            "%llu items on the legacy stream; events %llu created, %llu live; device bytes peak %llu, live %llu, "
+            "reserved %llu; %llu out-of-memory refusals\n",
+            (unsigned long long)s.launches, (unsigned long long)s.blocks, (unsigned long long)s.gemms,
+            (unsigned long long)s.host_waits, (unsigned long long)s.implicit_waits,
+            (unsigned long long)s.spin_waits, (unsigned long long)s.pinned_uploads,
+            (unsigned long long)s.pinned_upload_bytes, (unsigned long long)s.pageable_uploads,
+            (unsigned long long)s.pageable_upload_bytes, (unsigned long long)s.readbacks,
+            (unsigned long long)s.legacy_stream_ops, (unsigned long long)s.events_created,
+            (unsigned long long)s.events_live, (unsigned long long)s.device_bytes_peak,
+            (unsigned long long)s.device_bytes_live, (unsigned long long)s.device_bytes_reserved,
+            (unsigned long long)s.out_of_memory);
+}
+
 EMU_API CUresult cuInit(unsigned flags) {
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    initialised = true;
+    if (!initialised.exchange(true)) {
+        const char* v = getenv("ESPALIER_CUDA_EMU_REPORT");
+        if (v && strcmp(v, "0") != 0) atexit(report);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -699,6 +727,7 @@ EMU_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n) { return me
 // The image the emulated NVRTC makes (nvrtc.cpp): a tag, the kernel file's stem, and the
 // architecture it was compiled for.
 constexpr char IMAGE_TAG[] = "ESPALIER-CUDA-EMU-CUBIN";
+constexpr size_t MODULE_BYTES = 64 * 1024;
 
 EMU_API CUresult cuModuleLoadData(CUmodule* out, const void* image) {
     Context* c;
@@ -715,7 +744,10 @@ EMU_API CUresult cuModuleLoadData(CUmodule* out, const void* image) {
     if (strcmp(arch, "90") != 0) return CUDA_ERROR_NO_BINARY_FOR_GPU;  // CUBIN for another GPU
     const KernelFile* f = find_file(stem);
     if (!f) return CUDA_ERROR_INVALID_IMAGE;
-    Module* m = new Module{c, f};
+    // A module's code and constants take device memory (the emulator's model: 64 KiB).
+    uintptr_t code;
+    if (CUresult r = allocate(c, MODULE_BYTES, false, nullptr, &code)) return r;
+    Module* m = new Module{c, f, code};
     modules().add(m);
     *out = m;
     return CUDA_SUCCESS;
@@ -728,6 +760,8 @@ EMU_API CUresult cuModuleLoadDataEx(CUmodule* out, const void* image, unsigned, 
 EMU_API CUresult cuModuleUnload(CUmodule m) {
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     if (!m || !modules().remove(m)) return CUDA_ERROR_INVALID_HANDLE;
+    m->ctx->synchronize();  // queued launches may still run its code
+    release(m->code, nullptr);
     // Functions of the module stay valid for launches already queued; the handle is leaked
     // deliberately (a few bytes per module, modules are loaded once per process).
     return CUDA_SUCCESS;

@@ -437,14 +437,15 @@ void trim(Device* d, uint64_t keep) {
     note_reserved(d);
 }
 
-bool device_range(uintptr_t ptr, size_t bytes) {
+bool device_range(uintptr_t ptr, size_t bytes, bool queued) {
     std::lock_guard<std::mutex> g(memory_lock());
     auto& all = allocations();
     auto it = all.upper_bound(ptr);
     if (it == all.begin()) return false;
     --it;
     const Allocation& a = it->second;
-    return !a.freed && ptr >= a.ptr && ptr + bytes <= a.ptr + a.rounded;
+    const bool usable = queued ? !a.freed : !a.free_ran;
+    return usable && ptr >= a.ptr && ptr + bytes <= a.ptr + a.rounded;
 }
 
 CUresult host_alloc(size_t bytes, void** out) {

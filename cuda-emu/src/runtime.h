@@ -164,8 +164,10 @@ CUresult allocate(Context* ctx, size_t bytes, bool pooled, Stream* stream, uintp
 CUresult release(uintptr_t ptr, Stream* stream);
 // Unmaps freed pool blocks whose free has run, down to `keep` reserved bytes.
 void trim(Device* d, uint64_t keep);
-// True when [ptr, ptr + bytes) lies inside one live device allocation.
-bool device_range(uintptr_t ptr, size_t bytes);
+// True when [ptr, ptr + bytes) lies inside one device allocation: one not freed, for work
+// queued now (`queued`), or one whose free the stream has not reached yet, for work running
+// now (stream order lets a buffer be freed while queued work still reads it).
+bool device_range(uintptr_t ptr, size_t bytes, bool queued = true);
 // Page-locked host memory.
 CUresult host_alloc(size_t bytes, void** out);
 CUresult host_free(void* p);
@@ -195,6 +197,7 @@ Registry<Event>& events();
 struct Module {
     Context* ctx;
     const KernelFile* file;
+    uintptr_t code = 0;  // the device memory its code takes
 };
 Registry<Module>& modules();
 
