@@ -92,18 +92,27 @@ fn features_on_device(
             ));
         }
     }
-    if let Some(budget) = config.micro.memory_budget {
+    // Without a budget, the device's free memory is the room (where the driver says): the
+    // model's state and every batch's activations still have to fit beside the matrix.
+    let room = match config.micro.memory_budget {
+        Some(budget) => Some((budget, "the memory budget")),
+        None => config
+            .device
+            .free_memory()?
+            .map(|free| (free, "the device's free memory")),
+    };
+    if let Some((limit, what)) = room {
         let resident = estimator.resident_bytes(Resident::STEADY);
-        let room = budget.saturating_sub(resident);
+        let room = limit.saturating_sub(resident);
         if !explicit && bytes > room / 2 {
             return Ok(false);
         }
         if bytes > room {
             return refuse(format!(
-                "the feature matrix takes {}, and the memory budget {} leaves {} after the \
+                "the feature matrix takes {}, and {what} ({}) leaves {} after the \
                  parameters, gradients and optimizer state",
                 format_bytes(bytes),
-                format_bytes(budget),
+                format_bytes(limit),
                 format_bytes(room)
             ));
         }
