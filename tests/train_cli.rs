@@ -540,3 +540,51 @@ fn full_graph_defaults_to_all_neighbours_and_reports_its_chunks_in_the_json() {
         );
     }
 }
+
+/// `espalier train ARGS` under a file-size limit of about 1 KB (`ulimit -f 2`), with
+/// SIGXFSZ ignored: a write past it fails with EFBIG, as a full disk fails with ENOSPC.
+#[cfg(unix)]
+fn train_with_tiny_file_limit(args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 2 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_espalier"))
+        .args([
+            "train",
+            "--dataset",
+            DATA,
+            "--hidden",
+            "16",
+            "--epochs",
+            "2",
+        ])
+        .args(args)
+        .env_remove("ESPALIER_LOG")
+        .output()
+        .expect("run espalier under sh")
+}
+
+/// A JSON or checkpoint write that fails (the disk full) removes its temporary file, and
+/// the error names the file the user asked for, not the temporary name.
+#[cfg(unix)]
+#[test]
+fn a_failed_write_names_the_output_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let ck = dir.path().join("ck.safetensors");
+    for (flag, path) in [("--json", &json), ("--checkpoint", &ck)] {
+        let o = train_with_tiny_file_limit(&[flag, p(path)]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("error: {}: ", path.display())),
+            "{flag}: {err}"
+        );
+        assert!(!err.contains(".tmp."), "{flag}: {err}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.is_empty(), "{flag}: left {left:?}");
+    }
+}

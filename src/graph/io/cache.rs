@@ -19,7 +19,8 @@
 //! path is stored) with its size, modification time and, for files up to 1 MiB, a hash of
 //! its content. An entry whose key, sizes, checksum or invariants do not match is rebuilt
 //! and the reason printed. Entries are written atomically ([`crate::atomic`]); temporary
-//! files left by a crashed writer are removed after an hour.
+//! files left by a killed writer are removed by the next load or `espalier cache clear`
+//! ([`crate::atomic::remove_stale_temps`]).
 //!
 //! **Reading** maps the entry ([`memmap2`]) instead of reading it into memory: the graph's
 //! `indptr`/`indices`, the edge ids, the features and the labels are [`Array`] windows of
@@ -89,8 +90,6 @@ const FLAG_SPLIT: u32 = 8;
 const FLAG_EDGE_LIST: u32 = 16;
 /// Input files up to this size are hashed into the key (beyond, size and time only).
 const SMALL_FILE: u64 = 1 << 20;
-/// Temporary files older than this are left over from a crashed writer.
-const STALE_TMP: Duration = Duration::from_secs(3600);
 
 /// What the cache did during a load.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -340,7 +339,7 @@ fn load_in(path: &Path, opts: &LoadOptions, dirs: &[CacheDir]) -> Result<Loaded>
 
     let mut stale = None;
     for dir in dirs {
-        clean_stale_temps(&dir.path);
+        crate::atomic::remove_stale_temps(&dir.path, crate::atomic::DEAD_WRITER_GRACE);
         let p = dir.path.join(&file_name);
         if !p.is_file() {
             continue;
@@ -560,31 +559,6 @@ struct Meta {
     key: Vec<String>,
     name: String,
     notes: Vec<String>,
-}
-
-/// Removes temporary files of writers that died more than an hour ago.
-fn clean_stale_temps(dir: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let now = SystemTime::now();
-    let mut removed = 0;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with('.') && (name.contains(".tmp.") || name.ends_with(".tmp"))) {
-            continue;
-        }
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age > STALE_TMP);
-        if old && fs::remove_file(e.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
 }
 
 /// Every array starts at a multiple of this many bytes, so that a mapped entry (the map is
@@ -1062,11 +1036,11 @@ pub fn list(dir: &Path) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// Removes the entries of `dir` that `matches` accepts, and stale temporary files;
-/// returns the number of files and bytes removed.
+/// Removes the entries of `dir` that `matches` accepts, and the temporary files of
+/// writers that are gone (a killed run's partial entries; never one a live run is
+/// writing); returns the number of files and bytes removed.
 pub fn clear(dir: &Path, matches: &dyn Fn(&Entry) -> bool) -> Result<(usize, u64)> {
-    let mut files = clean_stale_temps(dir);
-    let mut bytes = 0;
+    let (mut files, mut bytes) = crate::atomic::remove_stale_temps(dir, Duration::ZERO);
     for e in list(dir)? {
         if !matches(&e) {
             continue;
