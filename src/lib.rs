@@ -12,6 +12,7 @@
 
 pub mod atomic;
 pub mod autograd;
+pub mod checksum;
 pub mod device;
 pub mod dist;
 pub mod error;

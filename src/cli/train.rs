@@ -362,6 +362,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
         trainer.resume(path)?;
+        if let Some(w) = trainer.resume_warning.as_ref() {
+            if log::enabled(Level::Warn) {
+                eprintln!("warning: {w}");
+            }
+        }
         if log::enabled(Level::Info) {
             eprintln!(
                 "resumed from {} after epoch {}",

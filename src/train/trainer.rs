@@ -56,6 +56,9 @@ pub struct Trainer<'a> {
     stored_final: Option<FinalFigures>,
     /// Set from elsewhere (a signal handler) to stop after the current batch.
     stop: Option<Arc<AtomicBool>>,
+    /// After [`Trainer::resume`] from a checkpoint whose values could not be verified (one
+    /// written before checksums): why, for the user.
+    pub resume_warning: Option<String>,
 }
 
 impl<'a> std::ops::Deref for Trainer<'a> {
@@ -198,6 +201,7 @@ impl<'a> Trainer<'a> {
             history: Vec::new(),
             stored_final: None,
             stop: None,
+            resume_warning: None,
         })
     }
 
@@ -304,6 +308,7 @@ impl<'a> Trainer<'a> {
             }
         }
         ck.restore(&self.state.model, self.state.optim.as_mut())?;
+        self.resume_warning = ck.unverified.clone();
         self.state.start_epoch = ck.epoch;
         self.history = match ck.meta.get("history") {
             Some(h) => serde_json::from_str(h).map_err(|e| parse("history", e))?,
