@@ -394,7 +394,12 @@ impl CommonArgs {
                 }
                 g
             }
-            (true, None) => data.graph.symmetrize(),
+            (true, None) => {
+                espalier::admission::admit(data.graph.symmetrize_bytes(), || {
+                    format!("dataset {}: the symmetrized graph", data.name)
+                })?;
+                data.graph.symmetrize()
+            }
             (false, _) => data.graph.clone(),
         };
         if crate::cli::log::enabled(crate::cli::log::Level::Info) {
@@ -465,13 +470,10 @@ impl CommonArgs {
     }
 }
 
-/// Bytes of memory the system can still give (Linux: `MemAvailable` of /proc/meminfo);
-/// `None` where that is unknown.
+/// Bytes of memory the system can still give this process (available memory, cgroup and
+/// `ulimit` limits: [`espalier::admission`]); `None` where that is unknown.
 fn host_available_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
+    espalier::admission::available().map(|a| a.bytes)
 }
 
 /// Settings only training reads.

@@ -417,6 +417,9 @@ pub fn symmetrized(graph: &Csr, entry: &Path) -> Result<(Csr, String)> {
     } else {
         None
     };
+    crate::admission::admit(graph.symmetrize_bytes(), || {
+        format!("{}: the symmetrized graph", entry.display())
+    })?;
     let sym = graph.symmetrize();
     let parts = Parts {
         name: format!("{name} (symmetrized)"),
