@@ -306,3 +306,40 @@ fn features_flag_takes_auto_host_or_device_and_names_them_when_wrong() {
     ]);
     assert!(!err.contains("features on it"), "{err}");
 }
+
+/// Every error reads `error: MESSAGE`, once: no `Error:` (Rust's own prefix, which the
+/// examples printed with the error's debug form), no prefix repeated inside a message
+/// that quotes another error (`invalid argument: ... invalid argument: ...`).
+#[test]
+fn errors_have_one_prefix_everywhere() {
+    for args in [
+        &["train", "--memory-budget", "xyz"][..],
+        &["train", "--lr", "0"],
+        &["bench", "--workload", "cora-sage-mean", "--bogus"],
+        &["train", "--dataset", "no-such-dataset-anywhere"],
+    ] {
+        let err = stderr(&espalier(args));
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert_eq!(err.matches("error:").count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("invalid argument"), "{args:?}: {err}");
+    }
+    // The examples, built beside the test binaries by `cargo test`.
+    let example = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("examples").join("train_cora"));
+    match example.filter(|p| p.is_file()) {
+        Some(exe) => {
+            let out = Command::new(exe).arg("no-such-folder").output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(err.starts_with("error: "), "{err}");
+            assert!(
+                err.contains("no-such-folder") && !err.contains("Error"),
+                "{err}"
+            );
+        }
+        None => println!("skipped the example: not built beside this test"),
+    }
+}
