@@ -41,10 +41,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub epochs: usize,
     /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub lr: f64,
     /// Weight decay (as `espalier train`).
-    #[arg(long, default_value_t = 5e-4)]
+    #[arg(long, default_value_t = 5e-4, allow_negative_numbers = true)]
     pub weight_decay: f64,
     /// Write the JSON report to this file, or `-` for standard output (the table then goes
     /// to standard error).
@@ -330,6 +330,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.epochs == 0 {
         return Err(Error::flag("--epochs", "--epochs must be at least 1"));
     }
+    crate::cli::train::check_optimizer_numbers(a.lr, a.weight_decay)?;
     if let Some(x) = a.scale {
         let spec = a.common.dataset.strip_prefix("synthetic:").ok_or_else(|| {
             Error::flag(

@@ -91,7 +91,7 @@ pub struct CommonArgs {
     #[arg(long, default_value = "full")]
     pub batch_size: String,
     /// Dropout between layers.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub dropout: f64,
     /// Optimizer: adam (L2 weight decay, as torch.optim.Adam), adamw or sgd (momentum 0.9).
     /// Its state counts in the memory a micro-batch must leave room for.
@@ -349,6 +349,12 @@ impl CommonArgs {
         partition::by_name(&self.partitioner)?;
         partition::check_k(self.micro_batches(), usize::MAX)?;
         self.budget()?;
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(Error::flag(
+                "--dropout",
+                format!("--dropout {} must be in [0, 1)", self.dropout),
+            ));
+        }
         // The model flags, before loading anything: the sizes that do not depend on the
         // dataset are checked again once its widths are known.
         self.checked_model(None, self.classes.unwrap_or(1))?;
@@ -357,12 +363,6 @@ impl CommonArgs {
         self.feature_dtype.parse::<FeatureDType>()?;
         self.features.parse::<FeaturePlacement>()?;
         self.loader.parse::<Loader>()?;
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err(Error::flag(
-                "--dropout",
-                format!("--dropout {} must be in [0, 1)", self.dropout),
-            ));
-        }
         let opts = LoadOptions {
             split: self.split.clone(),
             feat_dim: self.feat_dim,

@@ -32,10 +32,10 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Training epochs (with --resume: the run's total, so a larger number extends it).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
     pub epochs: usize,
     /// Learning rate (the initial one under --lr-schedule).
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub lr: f64,
     /// Learning-rate schedule, stepped per epoch: none, step (times --lr-gamma every
     /// --lr-step-size epochs, as torch's StepLR) or cosine (to 0 over the epochs, as
@@ -46,10 +46,10 @@ pub struct TrainArgs {
     #[arg(long)]
     pub lr_step_size: Option<usize>,
     /// `--lr-schedule step`: the factor of each decay.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub lr_gamma: f64,
     /// Weight decay (added to the gradient for adam and sgd; decoupled for adamw).
-    #[arg(long, default_value_t = 5e-4)]
+    #[arg(long, default_value_t = 5e-4, allow_negative_numbers = true)]
     pub weight_decay: f64,
     /// Early stopping: stop after N evaluations in a row without a better validation
     /// accuracy.
@@ -152,6 +152,31 @@ impl TrainArgs {
         TrainArgs::parse_from(["train"])
     }
 
+    /// The numbers of the run, checked before anything is loaded: a run that cannot train
+    /// must not cost a dataset load first.
+    fn check_numbers(&self) -> Result<()> {
+        if self.epochs == 0 {
+            return Err(Error::flag("--epochs", "--epochs must be at least 1"));
+        }
+        check_optimizer_numbers(self.lr, self.weight_decay)?;
+        if !(self.lr_gamma.is_finite() && self.lr_gamma > 0.0) {
+            return Err(Error::flag(
+                "--lr-gamma",
+                format!(
+                    "--lr-gamma {}: the decay factor must be positive",
+                    self.lr_gamma
+                ),
+            ));
+        }
+        if self.eval_batch_size == 0 {
+            return Err(Error::flag(
+                "--eval-batch-size",
+                "--eval-batch-size must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
     fn schedule(&self) -> Result<LrSchedule> {
         match (self.lr_schedule.as_str(), self.lr_step_size) {
             ("step", None) => Err(Error::flag(
@@ -165,6 +190,24 @@ impl TrainArgs {
             (s, n) => LrSchedule::parse(s, n.unwrap_or(1), self.lr_gamma),
         }
     }
+}
+
+/// `--lr` (positive) and `--weight-decay` (zero or positive), as `train` and `bench` take
+/// them.
+pub fn check_optimizer_numbers(lr: f64, weight_decay: f64) -> Result<()> {
+    if !(lr.is_finite() && lr > 0.0) {
+        return Err(Error::flag(
+            "--lr",
+            format!("--lr {lr}: the learning rate must be positive"),
+        ));
+    }
+    if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+        return Err(Error::flag(
+            "--weight-decay",
+            format!("--weight-decay {weight_decay}: must be zero or positive"),
+        ));
+    }
+    Ok(())
 }
 
 /// One epoch in at most 100 columns.
@@ -266,6 +309,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     let c = &a.common;
     // Everything checkable before loading and training: a bad output path or flag must not
     // cost the run.
+    a.check_numbers()?;
     let on_nan: OnNan = a.on_nan.parse()?;
     let schedule = a.schedule()?;
     let node_order: NodeOrder = a.node_order.parse()?;
