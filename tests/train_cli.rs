@@ -588,3 +588,41 @@ fn a_failed_write_names_the_output_and_leaves_no_temporary_file() {
         assert!(left.is_empty(), "{flag}: left {left:?}");
     }
 }
+
+/// A dataset whose split has no validation file: the run says so before training, and its
+/// final line shows no `NaN` (the accuracies it could not measure read `-`).
+#[test]
+fn an_empty_validation_split_is_said_and_printed_as_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    let gen = espalier()
+        .args(["gen", "cora-like,scale=0.1", "--out", p(&data)])
+        .output()
+        .unwrap();
+    ok(&gen);
+    std::fs::remove_file(data.join("split/bench/valid.csv.gz")).unwrap();
+    let out = espalier()
+        .args([
+            "train",
+            "--dataset",
+            p(&data),
+            "--hidden",
+            "8",
+            "--epochs",
+            "2",
+        ])
+        .args(["--no-cache"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let (said, line) = (stderr(&out), stdout(&out));
+    assert!(
+        said.contains("warning: ") && said.contains("validation split has no labelled node"),
+        "{said}"
+    );
+    assert!(line.contains("valid accuracy -"), "{line}");
+    assert!(
+        !line.contains("NaN") && !line.contains("best valid"),
+        "{line}"
+    );
+}

@@ -256,10 +256,18 @@ fn final_line(s: &Summary) -> String {
         (Some(v), Some(e), Some(t)) => format!("  best valid {v:.4} (epoch {e}): test {t:.4}"),
         _ => String::new(),
     };
+    // NaN: not measured (no labelled node in that split).
+    let acc = |a: f64| {
+        if a.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{a:.4}")
+        }
+    };
     format!(
-        "test accuracy {:.4}  valid accuracy {:.4}  final loss {:.4}{best}  peak {:.1} MiB  {:.2}s training{}",
-        s.test_acc,
-        s.valid_acc,
+        "test accuracy {}  valid accuracy {}  final loss {:.4}{best}  peak {:.1} MiB  {:.2}s training{}",
+        acc(s.test_acc),
+        acc(s.valid_acc),
         s.final_loss,
         s.peak_bytes as f64 / (1u64 << 20) as f64,
         s.train_seconds,
@@ -487,6 +495,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
                 dist.size() - micro.micro_batches,
                 dist.size()
             );
+        }
+    }
+    if let Some(w) = trainer.validation_warning() {
+        if log::enabled(Level::Warn) {
+            eprintln!("warning: {w}");
         }
     }
     trainer.set_stop_flag(stop_flag()?);

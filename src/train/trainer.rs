@@ -184,8 +184,9 @@ impl Best {
         b
     }
 
+    /// Whether `v` beats the best so far (NaN, an accuracy over no node, never does).
     fn improves(&self, v: f64) -> bool {
-        self.acc.is_none_or(|b| v > b)
+        !v.is_nan() && self.acc.is_none_or(|b| v > b)
     }
 }
 
@@ -428,6 +429,7 @@ impl<'a> Trainer<'a> {
         }
         let valid_acc = if self.state.config.eval_every > 0
             && (epoch + 1) % self.state.config.eval_every == 0
+            && self.has_validation_nodes()
         {
             Some(self.evaluate(&self.state.data.split.valid)?)
         } else {
@@ -514,7 +516,34 @@ impl<'a> Trainer<'a> {
         std::mem::take(&mut self.micro_log)
     }
 
-    /// Accuracy on `nodes` (labelled ones only), sampling with the training fanouts.
+    /// Whether the validation split has a labelled node (without one, no epoch has a
+    /// validation accuracy, none is the best, and `patience` has nothing to watch).
+    pub fn has_validation_nodes(&self) -> bool {
+        let labels = &self.state.data.labels;
+        self.state
+            .data
+            .split
+            .valid
+            .iter()
+            .any(|&v| labels[v as usize] != u32::MAX)
+    }
+
+    /// What the user should know before the run, if anything: that the validation split
+    /// has no labelled node, so no epoch is evaluated or picked as the best.
+    pub fn validation_warning(&self) -> Option<String> {
+        (self.state.config.eval_every > 0 && !self.has_validation_nodes()).then(|| {
+            format!(
+                "dataset {}: the validation split has no labelled node ({} nodes): no epoch \
+                 gets a validation accuracy, none is picked as the best, and the final \
+                 validation accuracy is not measured",
+                self.state.data.name,
+                self.state.data.split.valid.len()
+            )
+        })
+    }
+
+    /// Accuracy on `nodes` (labelled ones only), sampling with the training fanouts; NaN
+    /// when none is labelled.
     pub fn evaluate(&self, nodes: &[u32]) -> Result<f64> {
         let labelled: Vec<u32> = nodes
             .iter()
@@ -555,6 +584,16 @@ impl<'a> Trainer<'a> {
         let checkpoint = checkpoint.filter(|_| self.state.dist.is_root());
         if let Some(path) = checkpoint {
             crate::atomic::check_writable(path)?;
+        }
+        if self.state.config.patience.is_some() && !self.has_validation_nodes() {
+            return Err(Error::flag(
+                "--patience",
+                format!(
+                    "--patience watches the validation accuracy, but the validation split of \
+                     dataset {} has no labelled node",
+                    self.state.data.name
+                ),
+            ));
         }
         let mem = self.state.config.device.memory()?;
         mem.reset_peak();
