@@ -589,6 +589,68 @@ fn a_failed_write_names_the_output_and_leaves_no_temporary_file() {
     }
 }
 
+/// The JSON of a resumed run covers every process of the run: its micro-batch statistics
+/// hold every epoch's batches, its seconds add up, its peak is the largest; resuming a
+/// finished run reports what the finished run reported, not zeros.
+#[test]
+fn a_resumed_runs_json_covers_every_process_and_a_finished_one_keeps_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ck.safetensors");
+    let (first, second, again) = (
+        dir.path().join("first.json"),
+        dir.path().join("second.json"),
+        dir.path().join("again.json"),
+    );
+    ok(&train(&[
+        "--epochs",
+        "2",
+        "--checkpoint",
+        p(&ckpt),
+        "--json",
+        p(&first),
+    ]));
+    let args = [
+        "--epochs",
+        "4",
+        "--resume",
+        p(&ckpt),
+        "--checkpoint",
+        p(&ckpt),
+    ];
+    ok(&train(&[&args[..], &["--json", p(&second)]].concat()));
+    ok(&train(&[&args[..], &["--json", p(&again)]].concat()));
+    let (first, second, again) = (read_json(&first), read_json(&second), read_json(&again));
+    let batch_epochs = |v: &serde_json::Value| -> Vec<u64> {
+        v["micro_batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["epoch"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(batch_epochs(&first), vec![1, 2]);
+    assert_eq!(batch_epochs(&second), vec![1, 2, 3, 4]);
+    assert_eq!(second["micro_batches"][0], first["micro_batches"][0]);
+    let seconds = |v: &serde_json::Value| v["train_seconds"].as_f64().unwrap();
+    let peak = |v: &serde_json::Value| v["peak_bytes"].as_u64().unwrap();
+    assert!(seconds(&second) > seconds(&first), "{second}");
+    assert!(
+        peak(&second) >= peak(&first) && peak(&first) > 0,
+        "{second}"
+    );
+    // The run was finished: the third process trains nothing and reports the second's.
+    assert_eq!(again["already_finished"], true);
+    for key in [
+        "micro_batches",
+        "train_seconds",
+        "peak_bytes",
+        "test_acc",
+        "epochs",
+    ] {
+        assert_eq!(again[key], second[key], "{key}");
+    }
+}
+
 /// A dataset whose split has no validation file: the run says so before training, and its
 /// final line shows no `NaN` (the accuracies it could not measure read `-`).
 #[test]

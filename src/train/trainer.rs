@@ -59,6 +59,21 @@ pub struct Trainer<'a> {
     /// After [`Trainer::resume`] from a checkpoint whose values could not be verified (one
     /// written before checksums): why, for the user.
     pub resume_warning: Option<String>,
+    /// What the processes before this one measured (a resumed run's checkpoint says).
+    earlier: SoFar,
+    /// Seconds this process has trained so far (evaluation included), at the last epoch's
+    /// end.
+    seconds_here: f64,
+}
+
+/// What a run has measured beyond its epochs' figures: its seconds, peak bytes and
+/// micro-batch statistics. Kept in every checkpoint, so that a resumed run reports them
+/// over all its processes and a finished run resumed again reports them as they were.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct SoFar {
+    train_seconds: f64,
+    peak_bytes: u64,
+    micro_batches: Vec<PartitionStats>,
 }
 
 impl<'a> std::ops::Deref for Trainer<'a> {
@@ -203,6 +218,8 @@ impl<'a> Trainer<'a> {
             stored_final: None,
             stop: None,
             resume_warning: None,
+            earlier: SoFar::default(),
+            seconds_here: 0.0,
         })
     }
 
@@ -319,7 +336,24 @@ impl<'a> Trainer<'a> {
             Some(f) => Some(serde_json::from_str(f).map_err(|e| parse("final", e))?),
             None => None,
         };
+        // Absent from checkpoints written before it was kept: the run then counts from here.
+        self.earlier = match ck.meta.get("so_far") {
+            Some(f) => serde_json::from_str(f).map_err(|e| parse("so_far", e))?,
+            None => SoFar::default(),
+        };
         Ok(())
+    }
+
+    /// What the run has measured over all its processes, this one to its last epoch.
+    fn so_far(&self) -> SoFar {
+        self.state.fold_peak();
+        let mut micro_batches = self.earlier.micro_batches.clone();
+        micro_batches.extend(self.micro_log.iter().cloned());
+        SoFar {
+            train_seconds: self.earlier.train_seconds + self.seconds_here,
+            peak_bytes: self.earlier.peak_bytes.max(self.state.peak_seen.get()),
+            micro_batches,
+        }
     }
 
     /// Writes a checkpoint after `epochs_done` epochs, with the configuration, the
@@ -332,6 +366,7 @@ impl<'a> Trainer<'a> {
         let mut extra = vec![
             ("dataset", json(&DatasetId::of(self.state.data))?),
             ("history", json(&self.history)?),
+            ("so_far", json(&self.so_far())?),
         ];
         if let Some(f) = fin {
             extra.push(("final", json(f)?));
@@ -611,9 +646,10 @@ impl<'a> Trainer<'a> {
                     stopped_early: false,
                 },
             };
-            return Ok(self.summary(fin, &best, 0.0, false, true));
+            return Ok(self.summary(fin, &best, self.earlier.clone(), false, true));
         }
         let t0 = Instant::now();
+        self.seconds_here = 0.0;
         let (mut stopped_early, mut interrupted) = (false, false);
         for epoch in self.state.start_epoch..self.state.config.epochs {
             let lr = self.config.lr_schedule.lr_at(
@@ -658,6 +694,7 @@ impl<'a> Trainer<'a> {
             }
             on_epoch(&stats);
             self.history.push(stats);
+            self.seconds_here = t0.elapsed().as_secs_f64();
             if let Some(path) = checkpoint {
                 self.save(path, epoch + 1)?;
             }
@@ -672,7 +709,7 @@ impl<'a> Trainer<'a> {
         }
         // No more batches: sampler ranks (if any) may stop.
         self.release_samplers()?;
-        let train_seconds = t0.elapsed().as_secs_f64();
+        self.seconds_here = t0.elapsed().as_secs_f64();
         let final_loss = self.history.last().map_or(f64::NAN, |e| e.loss);
         let fin = if interrupted {
             // Stop promptly: no final evaluation.
@@ -698,17 +735,16 @@ impl<'a> Trainer<'a> {
             }
             fin
         };
-        self.state.fold_peak();
-        let mut s = self.summary(fin, &best, train_seconds, interrupted, false);
-        s.micro_batches = std::mem::take(&mut self.micro_log);
-        Ok(s)
+        let so_far = self.so_far();
+        self.micro_log.clear();
+        Ok(self.summary(fin, &best, so_far, interrupted, false))
     }
 
     fn summary(
         &self,
         fin: FinalFigures,
         best: &Best,
-        train_seconds: f64,
+        so_far: SoFar,
         interrupted: bool,
         already_finished: bool,
     ) -> Summary {
@@ -726,12 +762,12 @@ impl<'a> Trainer<'a> {
             interrupted,
             already_finished,
             epochs: self.history.clone(),
-            peak_bytes: self.state.peak_seen.get(),
+            peak_bytes: so_far.peak_bytes,
             features_on_device: self.state.resident_features.is_some(),
-            train_seconds,
+            train_seconds: so_far.train_seconds,
             ranks: self.state.dist.size(),
             sampler_ranks: self.state.dist.collective.samplers(),
-            micro_batches: Vec::new(),
+            micro_batches: so_far.micro_batches,
         }
     }
 
