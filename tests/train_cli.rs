@@ -180,21 +180,15 @@ fn profile_is_off_by_default_recorded_in_the_json_and_does_not_change_the_losses
     assert_eq!(losses(&plain), losses(&profiled));
 }
 
-/// Sends `signal` during epoch 2 and checks the partial JSON and the exit code.
-fn stops_on(signal: &str) {
+/// Runs `espalier train RUN --epochs 100000`, sends `signals` (30 ms apart) once epoch 2
+/// is done, and returns what it printed after, its exit code and its JSON.
+fn interrupted(run: &[&str], signals: &[&str]) -> (Vec<String>, Option<i32>, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("partial.json");
     let mut child = espalier()
-        .args([
-            "train",
-            "--dataset",
-            DATA,
-            "--hidden",
-            "16",
-            "--epochs",
-            "100000",
-        ])
-        .args(["--verbose", "--json", p(&json)])
+        .arg("train")
+        .args(run)
+        .args(["--epochs", "100000", "--verbose", "--json", p(&json)])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -206,15 +200,23 @@ fn stops_on(signal: &str) {
             break;
         }
     }
-    let killed = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    for signal in signals {
+        let killed = Command::new("kill")
+            .args([*signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
     let rest: Vec<String> = lines.map_while(|l| l.ok()).collect();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{rest:?}");
-    let v = read_json(&json);
+    (rest, status.code(), read_json(&json))
+}
+
+/// Sends `signal` during epoch 2 and checks the partial JSON and the exit code.
+fn stops_on(signal: &str) {
+    let (rest, code, v) = interrupted(&["--dataset", DATA, "--hidden", "16"], &[signal]);
+    assert_eq!(code, Some(130), "{rest:?}");
     assert_eq!(v["interrupted"], true);
     let n = v["epochs"].as_array().unwrap().len();
     assert!((2..100000).contains(&n), "{n} epochs");
@@ -649,6 +651,31 @@ fn a_resumed_runs_json_covers_every_process_and_a_finished_one_keeps_its_figures
     ] {
         assert_eq!(again[key], second[key], "{key}");
     }
+}
+
+/// A second Ctrl-C quits at once, mid-epoch, but first writes the JSON of the epochs
+/// finished so far (marked interrupted), rather than none.
+#[test]
+fn a_second_sigint_quits_at_once_and_still_writes_the_json() {
+    // Epochs long enough (hundreds of milliseconds) that both signals land in one.
+    let run = [
+        "--dataset",
+        "synthetic:cora-like",
+        "--hidden",
+        "1024",
+        "--fanouts",
+        "25,25",
+    ];
+    let (rest, code, v) = interrupted(&run, &["-INT", "-INT"]);
+    assert_eq!(code, Some(130), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("second interrupt")),
+        "{rest:?}"
+    );
+    assert_eq!(v["interrupted"], true);
+    let n = v["epochs"].as_array().unwrap().len();
+    assert!(n >= 2, "{n} epochs");
+    assert_eq!(v["micro_batches"].as_array().unwrap().len(), n);
 }
 
 /// A dataset whose split has no validation file: the run says so before training, and its

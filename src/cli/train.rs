@@ -3,11 +3,12 @@
 //! Standard output carries the result only: the final line, or with `--json -` the JSON
 //! alone; everything else goes to standard error, as much as the log level asks
 //! ([`crate::cli::log`]). Ctrl-C (or SIGTERM) stops after the current batch, writes the
-//! partial JSON (`"interrupted": true`) and exits with code 130; a second one quits at once.
+//! partial JSON (`"interrupted": true`) and exits with code 130; a second one quits at once,
+//! after writing the JSON of the epochs finished so far.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -275,6 +276,29 @@ fn final_line(s: &Summary) -> String {
     )
 }
 
+/// The summary of the epochs finished so far (the trainer keeps it after each epoch) and
+/// the `--json` path: what a second interrupt writes before it quits. The main thread
+/// holds the lock while it writes the run's own JSON, then empties it.
+static PARTIAL: OnceLock<(String, Arc<Mutex<Option<Summary>>>)> = OnceLock::new();
+
+/// Writes the partial summary, if there is one (from the signal handler's thread).
+fn write_partial() {
+    let Some((path, sink)) = PARTIAL.get() else {
+        return;
+    };
+    let held = sink.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = held.as_ref() {
+        match write_json(path, s) {
+            Ok(()) if path != "-" => eprintln!(
+                "wrote the {} finished epochs to {path} (\"interrupted\": true)",
+                s.epochs.len()
+            ),
+            Ok(()) => {}
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
+}
+
 /// The stop flag, set by SIGINT/SIGTERM (installed once per process).
 fn stop_flag() -> Result<Arc<AtomicBool>> {
     static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
@@ -286,6 +310,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     ctrlc::set_handler(move || {
         if f.swap(true, Ordering::SeqCst) {
             eprintln!("second interrupt: quitting now");
+            write_partial();
             std::process::exit(INTERRUPTED_EXIT);
         }
         eprintln!("interrupt: stopping after the current batch (again to quit now)");
@@ -502,6 +527,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             eprintln!("warning: {w}");
         }
     }
+    if let Some(path) = json {
+        let sink = Arc::new(Mutex::new(None));
+        trainer.keep_partial_summary(sink.clone());
+        let _ = PARTIAL.set((path.clone(), sink));
+    }
     trainer.set_stop_flag(stop_flag()?);
 
     let total = a.epochs;
@@ -562,7 +592,14 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         println!("{result}");
     }
     if let Some(path) = json {
+        // Not while a second interrupt writes the partial JSON; and none after this one.
+        let sink = PARTIAL
+            .get()
+            .map(|(_, s)| s.lock().unwrap_or_else(|e| e.into_inner()));
         write_json(path, &summary)?;
+        if let Some(mut held) = sink {
+            *held = None;
+        }
     }
     if summary.interrupted {
         // mpirun ends the whole job once one rank exits with an error code: no rank leaves

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,9 @@ pub struct Trainer<'a> {
     /// Seconds this process has trained so far (evaluation included), at the last epoch's
     /// end.
     seconds_here: f64,
+    /// Where [`Trainer::run`] keeps the summary of the epochs finished so far, marked
+    /// interrupted, for a caller that must write it from elsewhere (a second Ctrl-C).
+    partial: Option<Arc<Mutex<Option<Summary>>>>,
 }
 
 /// What a run has measured beyond its epochs' figures: its seconds, peak bytes and
@@ -220,6 +223,7 @@ impl<'a> Trainer<'a> {
             resume_warning: None,
             earlier: SoFar::default(),
             seconds_here: 0.0,
+            partial: None,
         })
     }
 
@@ -227,6 +231,13 @@ impl<'a> Trainer<'a> {
     /// handler): [`Trainer::run`] then returns the finished epochs with `interrupted`.
     pub fn set_stop_flag(&mut self, flag: Arc<AtomicBool>) {
         self.stop = Some(flag);
+    }
+
+    /// Has [`Trainer::run`] keep, after every epoch, the summary of the epochs finished so
+    /// far in `sink` (marked interrupted, without final figures): what a caller writes
+    /// when it must quit at once (a second Ctrl-C) rather than wait for the batch to end.
+    pub fn keep_partial_summary(&mut self, sink: Arc<Mutex<Option<Summary>>>) {
+        self.partial = Some(sink);
     }
 
     /// Trains with other ranks (data-parallel, see [`crate::dist`]): this rank runs its
@@ -697,6 +708,21 @@ impl<'a> Trainer<'a> {
             self.seconds_here = t0.elapsed().as_secs_f64();
             if let Some(path) = checkpoint {
                 self.save(path, epoch + 1)?;
+            }
+            if let Some(sink) = &self.partial {
+                let partial = self.summary(
+                    FinalFigures {
+                        valid_acc: f64::NAN,
+                        test_acc: f64::NAN,
+                        final_loss: self.history.last().map_or(f64::NAN, |e| e.loss),
+                        stopped_early: false,
+                    },
+                    &best,
+                    self.so_far(),
+                    true,
+                    false,
+                );
+                *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(partial);
             }
             if self.state.config.patience.is_some_and(|p| best.since >= p) {
                 stopped_early = epoch + 1 < self.state.config.epochs;
