@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use espalier::graph::{self, Dataset, LoadOptions};
 use espalier::nn::ModelConfig;
-use espalier::train::{BatchSize, TrainConfig, Trainer};
+use espalier::train::{checkpoint, BatchSize, TrainConfig, Trainer};
 use proptest::prelude::*;
 
 fn data() -> Dataset {
@@ -234,4 +234,30 @@ fn a_checkpoint_without_checksums_resumes_with_a_warning_but_never_with_nan() {
         assert!(err.contains("old.safetensors"), "{err}");
         assert!(err.contains(&format!("tensor `{moment}` holds")), "{err}");
     }
+}
+
+/// safetensors refuses a JSON header past 100 MB: a metadata string that long (a long
+/// run's micro-batch statistics) is stored as a tensor, covered by the checksums like the
+/// others, and comes back as the same string.
+#[test]
+fn a_metadata_string_past_the_header_limit_is_kept_as_a_tensor() {
+    let data = data();
+    let t = Trainer::new(&data, Arc::new(data.graph.symmetrize()), config()).unwrap();
+    let long = format!("[{}]", "0,".repeat(50_000_001));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.safetensors");
+    checkpoint::save(
+        &path,
+        &t.model,
+        t.optim.as_ref(),
+        0,
+        "{}",
+        &[("so_far", long.clone())],
+    )
+    .unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    assert!(header < 1 << 20, "{header}-byte header");
+    let ck = checkpoint::open(&path).unwrap();
+    assert!(ck.meta["so_far"] == long);
 }

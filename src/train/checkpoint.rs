@@ -4,7 +4,9 @@
 //! Tensors: `model.<parameter name>` (f32, our layout: Linear weights are `[in, out]`) and
 //! `optim.<state name>`; metadata: `format`, `epoch` (epochs completed), `optim_step`, the
 //! training `config` as JSON, and what the trainer adds (`dataset`, `history`: the finished
-//! epochs' figures, `final`: the run's final figures once it is done). Resuming checks every
+//! epochs' figures, `final`: the run's final figures once it is done, `so_far`: its seconds,
+//! peak and micro-batch statistics over every process; a string longer than 1 MiB is stored
+//! as a U8 tensor `meta.KEY` instead, as safetensors caps its header). Resuming checks every
 //! parameter's name and shape. Checkpoints are written atomically ([`crate::atomic`]): a
 //! crash or Ctrl-C while saving leaves the previous checkpoint whole.
 //!
@@ -44,6 +46,12 @@ const CHECKSUM_KEY: &str = "checksum";
 const TENSOR_CHECKSUMS_KEY: &str = "tensor_checksums";
 /// What the checksum field holds while the file's checksum is computed.
 const ZEROS: &[u8; 16] = b"0000000000000000";
+/// Metadata strings longer than this are stored as a U8 tensor named [`META_TENSOR`] and
+/// the key: safetensors refuses a JSON header past 100 MB, and a long run's micro-batch
+/// statistics (`so_far`) can grow past that.
+const LONG_META: usize = 1 << 20;
+/// The name prefix of a metadata string stored as a tensor.
+const META_TENSOR: &str = "meta.";
 
 /// The first NaN or infinite value of `v`, with its index.
 fn non_finite(v: &[f32]) -> Option<(usize, f32)> {
@@ -90,7 +98,7 @@ pub fn save(
     config_json: &str,
     extra: &[(&str, String)],
 ) -> Result<()> {
-    let mut named: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut named: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     for (name, t) in model.named_parameters("model") {
         let v = t.to_vec_f32()?;
         if v.iter().any(|x| !x.is_finite()) {
@@ -100,7 +108,8 @@ pub fn save(
                 path.display()
             )));
         }
-        named.push((name, t.shape().to_vec(), bytemuck::cast_slice(&v).to_vec()));
+        let bytes = bytemuck::cast_slice(&v).to_vec();
+        named.push((name, Dtype::F32, t.shape().to_vec(), bytes));
     }
     let (state, step) = optim.state_dict();
     for (name, t) in state {
@@ -113,22 +122,9 @@ pub fn save(
                 path.display()
             )));
         }
-        named.push((name, t.shape().to_vec(), bytemuck::cast_slice(&v).to_vec()));
+        let bytes = bytemuck::cast_slice(&v).to_vec();
+        named.push((name, Dtype::F32, t.shape().to_vec(), bytes));
     }
-    let sums: BTreeMap<&str, String> = named
-        .iter()
-        .map(|(n, _, b)| (n.as_str(), format!("{:016x}", hash_bytes(b))))
-        .collect();
-    let sums = serde_json::to_string(&sums).map_err(|e| Error::invalid(e.to_string()))?;
-    let views = named
-        .iter()
-        .map(|(n, s, b)| {
-            Ok((
-                n.clone(),
-                TensorView::new(Dtype::F32, s.clone(), b).map_err(st_err(path))?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
     let mut meta = HashMap::from([
         ("format".to_string(), FORMAT.to_string()),
         ("epoch".to_string(), epoch.to_string()),
@@ -136,8 +132,32 @@ pub fn save(
         ("config".to_string(), config_json.to_string()),
     ]);
     for (k, v) in extra {
-        meta.insert(k.to_string(), v.clone());
+        if v.len() > LONG_META {
+            let bytes = v.as_bytes().to_vec();
+            named.push((
+                format!("{META_TENSOR}{k}"),
+                Dtype::U8,
+                vec![bytes.len()],
+                bytes,
+            ));
+        } else {
+            meta.insert(k.to_string(), v.clone());
+        }
     }
+    let sums: BTreeMap<&str, String> = named
+        .iter()
+        .map(|(n, _, _, b)| (n.as_str(), format!("{:016x}", hash_bytes(b))))
+        .collect();
+    let sums = serde_json::to_string(&sums).map_err(|e| Error::invalid(e.to_string()))?;
+    let views = named
+        .iter()
+        .map(|(n, d, s, b)| {
+            Ok((
+                n.clone(),
+                TensorView::new(*d, s.clone(), b).map_err(st_err(path))?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
     meta.insert(TENSOR_CHECKSUMS_KEY.to_string(), sums);
     let zeros = String::from_utf8_lossy(ZEROS).into_owned();
     meta.insert(CHECKSUM_KEY.to_string(), zeros);
@@ -197,7 +217,13 @@ pub fn open(path: &Path) -> Result<Checkpoint> {
     if unverified.is_none() {
         verify(path, &bytes, &st, &meta)?;
     }
+    let mut meta = meta;
     for (name, v) in st.tensors() {
+        if let (Some(key), Dtype::U8) = (name.strip_prefix(META_TENSOR), v.dtype()) {
+            let text = String::from_utf8(v.data().to_vec())
+                .map_err(|_| Error::parse(path, 0, format!("tensor `{name}` is not UTF-8 text")))?;
+            meta.insert(key.to_string(), text);
+        }
         if v.dtype() != Dtype::F32 {
             continue;
         }
