@@ -10,8 +10,10 @@
 // (the wgpu context holds an open compute pass); the default limit of 128 overflows there.
 #![recursion_limit = "256"]
 
+pub mod admission;
 pub mod atomic;
 pub mod autograd;
+pub mod checksum;
 pub mod device;
 pub mod dist;
 pub mod error;

@@ -19,7 +19,7 @@ use crate::tensor::Tensor;
 use crate::train::config::{
     check_full_graph, BatchSize, OptimizerKind, TrainConfig, SAFETY_MARGIN,
 };
-use crate::train::features::{gather_on_device, FeaturePlacement, FeatureStore};
+use crate::train::features::{gather_on_device, FeatureDType, FeaturePlacement, FeatureStore};
 use crate::train::optim::{Adam, Optimizer, Sgd};
 
 /// A model, its optimizer and the data it trains on: what every stage reads.
@@ -218,6 +218,15 @@ impl<'a> State<'a> {
         };
         let mut estimator =
             MemoryEstimator::new(config.model.clone(), config.device, optim.state_factor());
+        if config.feature_dtype != FeatureDType::F32 {
+            // A half-precision copy of the matrix is kept in host memory.
+            crate::admission::admit(data.features.len() as u128 * 2, || {
+                format!(
+                    "dataset {}: the {:?} copy of its features (--feature-dtype)",
+                    data.name, config.feature_dtype
+                )
+            })?;
+        }
         let features = FeatureStore::new(&data.features, config.feature_dtype);
         let on_device = features_on_device(&config, &features, data.feat_dim, &estimator)?;
         if on_device {
