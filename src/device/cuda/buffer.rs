@@ -98,7 +98,7 @@ impl CudaBuffer {
         for (i, piece) in bytes.chunks(CHUNK_BYTES).enumerate() {
             // The last piece is padded with zeros to a whole word.
             let len = piece.len().next_multiple_of(4);
-            let claim = ring.claim(len, || PinnedChunk::new(ctx))?;
+            let claim = ring.claim(len, || PinnedChunk::new(&ctx.cuda))?;
             if claim.waited {
                 ctx.count_host_wait();
             }
