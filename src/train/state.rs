@@ -49,6 +49,10 @@ pub struct State<'a> {
     pub(crate) last_k: usize,
     /// Highest tracker peak seen before the last peak reset.
     pub(crate) peak_seen: Cell<u64>,
+    /// Record each micro-batch's seeds in its batch's [`crate::partition::PartitionStats`]
+    /// (`parts`): only while [`crate::train::Trainer::partition_seeds`] runs, since a
+    /// training run would keep every epoch's seeds.
+    pub(crate) keep_parts: bool,
     /// The ranks training together (one process unless the trainer is given a collective).
     pub dist: crate::dist::Dist,
     /// Restores the device's previous budget when the state goes.
@@ -245,6 +249,7 @@ impl<'a> State<'a> {
             estimator,
             last_k: config.micro.micro_batches,
             peak_seen: Cell::new(0),
+            keep_parts: false,
             dist: crate::dist::Dist::default(),
             _budget: budget,
             config,
