@@ -142,7 +142,8 @@ class Run:
         """The last epoch's loss."""
     @property
     def peak_bytes(self) -> int:
-        """Peak bytes on the training device."""
+        """Peak bytes on the training device (the process's tracker: other live runs
+        count too)."""
     def predict(self, nodes: Optional[_ArrayLike] = None) -> npt.NDArray[np.float32]:
         """Logits of ``nodes`` (all nodes when None), ``[len(nodes), num_classes]``, from
         full-neighbour inference."""
@@ -172,7 +173,8 @@ class Partition:
         """The memory estimator's peak bytes of each micro-batch."""
     @property
     def peak_bytes(self) -> Optional[List[int]]:
-        """Measured peak bytes of each micro-batch (None unless ``measure``)."""
+        """Measured peak bytes of each micro-batch (None unless ``measure``; the process's
+        tracker: other live runs count too)."""
     @property
     def input_nodes(self) -> List[int]:
         """Input nodes (feature rows gathered) of each micro-batch."""

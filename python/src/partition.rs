@@ -115,7 +115,8 @@ impl Partition {
             .collect()
     }
 
-    /// Measured peak bytes of each micro-batch (None unless `measure`).
+    /// Measured peak bytes of each micro-batch (None unless `measure`); the device's
+    /// tracker is the process's, so other runs alive in it count too.
     #[getter]
     fn peak_bytes(&self) -> Option<Vec<u64>> {
         self.stats.batches.iter().map(|b| b.peak_bytes).collect()

@@ -373,7 +373,8 @@ impl Run {
         self.get(py, "final_loss")
     }
 
-    /// Peak bytes on the training device.
+    /// Peak bytes on the training device. The device's memory tracker is the process's:
+    /// the models of other runs still alive in it count too.
     #[getter]
     fn peak_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.get(py, "peak_bytes")

@@ -93,3 +93,16 @@ def test_progress_goes_to_the_logger_not_to_stdout(cora, capfd, caplog):
     assert out == "" and err == ""
     lines = [r.getMessage() for r in caplog.records if r.name == "espalier"]
     assert any(l.startswith("epoch    2/2  loss") for l in lines), lines
+
+
+def test_wgpu_from_python_gives_the_cpus_losses(cora):
+    adapters = espalier.devices()["wgpu"]
+    if not adapters["adapters"]:
+        pytest.skip(f"no wgpu adapter: {adapters['unavailable']}")
+    flags = {"epochs": 3, "hidden": 16, "micro_batches": 2}
+    cpu = espalier.train(cora, **flags)
+    gpu = espalier.train(cora, device="wgpu", **flags)
+    for a, b in zip(cpu.history, gpu.history):
+        assert abs(a["loss"] - b["loss"]) < 1e-3
+    # Trained on the worker thread, read from this one.
+    np.testing.assert_allclose(gpu.predict([0, 1, 2]), cpu.predict([0, 1, 2]), atol=1e-4)
