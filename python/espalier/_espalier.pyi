@@ -39,7 +39,8 @@ class Dataset:
         OGB's raw layout, an edge-list file, a name under ``data_root`` (``ogbn-arxiv``,
         ``cora``...) or ``synthetic:PRESET[,scale=X][,seed=N]``, through the same binary
         cache. ``feat_dim``, ``classes`` and ``seed`` are ``--feat-dim``, ``--classes`` and
-        ``--seed`` for what is synthesized. Raises ``OSError`` for a missing file,
+        ``--seed`` for what is synthesized (the CLI's one ``--seed`` also seeds training:
+        ``train`` takes its own). Raises ``OSError`` for a missing file,
         ``ValueError`` for malformed content, with the command line's messages."""
     @staticmethod
     def from_arrays(

@@ -212,7 +212,9 @@ impl Dataset {
     /// raw layout, an edge-list file, a name under `data_root` (`ogbn-arxiv`, `cora`...) or
     /// `synthetic:PRESET[,scale=X][,seed=N]`, through the same binary cache. `feat_dim`,
     /// `classes` and `seed` are the CLI's `--feat-dim`, `--classes` and `--seed` for what is
-    /// synthesized; the cache's and the loader's notes go to the `espalier` logger.
+    /// synthesized (the CLI's one `--seed` seeds both the data and the training: here
+    /// `train` takes its own); the cache's and the loader's notes go to the `espalier`
+    /// logger.
     #[staticmethod]
     #[pyo3(signature = (spec, split=None, *, feat_dim=None, classes=None, seed=0, cache=true, cache_dir=None, data_root=None))]
     #[allow(clippy::too_many_arguments)]

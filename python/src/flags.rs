@@ -113,7 +113,11 @@ fn text(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
         // The shortest text that reads back as the same float.
         return Ok(v.repr()?.to_string());
     }
-    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+    // Lists, tuples, NumPy arrays...: one value per element (`fanouts=[10, 5]`).
+    let sequence = v.is_instance_of::<PyList>()
+        || v.is_instance_of::<PyTuple>()
+        || v.hasattr("__len__")? && v.hasattr("__iter__")?;
+    if sequence {
         let parts = v
             .try_iter()?
             .map(|item| text(key, &item?))

@@ -106,3 +106,14 @@ def test_wgpu_from_python_gives_the_cpus_losses(cora):
         assert abs(a["loss"] - b["loss"]) < 1e-3
     # Trained on the worker thread, read from this one.
     np.testing.assert_allclose(gpu.predict([0, 1, 2]), cpu.predict([0, 1, 2]), atol=1e-4)
+
+
+def test_python_values_are_spelled_as_flags(cora):
+    # NumPy arrays and scalars, ints for byte sizes, bools for switches: the same run as
+    # the flags' text.
+    a = espalier.train(cora, epochs=2, hidden=8, fanouts=np.array([5, 5]),
+                       memory_budget=2**30, lr=np.float32(0.02), symmetrize=True)
+    b = espalier.train(cora, epochs=2, hidden=8, fanouts="5,5", memory_budget="1GiB",
+                       lr=float(np.float32(0.02)))
+    assert [e["loss"] for e in a.history] == [e["loss"] for e in b.history]
+    assert a.summary["config"] == b.summary["config"]
