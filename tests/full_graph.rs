@@ -233,6 +233,36 @@ fn chunk_estimates_equal_measured_peaks_on_the_cpu() {
 }
 
 #[test]
+fn chunk_estimates_equal_measured_peaks_on_every_gpu() {
+    let _serial = serial();
+    let (data, g) = small();
+    for dev in common::gpu_devices() {
+        // A GPU's defaults: rows kept for the next chunk, the next chunk prepared ahead.
+        for &(kind, aggr) in MODELS {
+            let mut c = config(&data, kind, aggr, Some(4), 0.5);
+            c.device = dev;
+            c.full_graph = Some(FullGraphConfig {
+                chunks: Some(4),
+                order: NodeOrder::Id,
+                dedup: Dedup::On,
+                hybrid: false,
+                overlap: Some(true),
+            });
+            let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+            let f = t.train_epoch(0).unwrap().full_graph.unwrap();
+            assert_eq!(f.chunk_runs.len(), 12);
+            for r in &f.chunk_runs {
+                assert_eq!(
+                    r.est_peak_bytes, r.peak_bytes,
+                    "{dev} {kind:?}/{aggr:?}: layer {} {} chunk {}",
+                    r.layer, r.pass, r.chunk
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn a_budget_chooses_the_fewest_chunks_that_fit() {
     let _serial = serial();
     let (data, g) = small();
@@ -354,6 +384,46 @@ fn a_chunk_that_runs_out_of_memory_is_split_and_the_gradients_stay_exact() {
 }
 
 #[test]
+fn a_chunk_that_runs_out_of_memory_on_a_gpu_is_split_and_the_gradients_follow_the_cpu() {
+    let _serial = serial();
+    let (data, g) = small();
+    let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
+    for dev in common::gpu_devices() {
+        let on = |chunks: usize| {
+            let mut c = config(&data, kind, aggr, Some(chunks), 0.5);
+            c.device = dev;
+            c
+        };
+        let mut one = Trainer::new(&data, g.clone(), on(1)).unwrap();
+        let peak = one.train_epoch(0).unwrap().full_graph.unwrap().peak_bytes;
+        drop(one);
+        let plain = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5));
+        let (want_loss, want) = reference(&plain.unwrap(), &data, &g, 2);
+        // The GPU's defaults: rows kept for the next chunk, the next chunk prepared ahead.
+        let mut c = on(1);
+        c.full_graph = Some(FullGraphConfig {
+            chunks: Some(1),
+            order: NodeOrder::Id,
+            dedup: Dedup::On,
+            hybrid: false,
+            overlap: Some(true),
+        });
+        c.micro.memory_budget = Some(peak * 6 / 10);
+        let mut t = Trainer::new(&data, g.clone(), c).unwrap();
+        let (loss, stats) = t.full_graph_gradients(2).unwrap();
+        assert!(stats.oom_splits > 0 && stats.chunks > 1, "{dev}: no split");
+        assert!(stats.peak_bytes <= peak * 6 / 10, "{dev}");
+        assert!(
+            ((loss - want_loss) / want_loss).abs() < 1e-4,
+            "{dev}: {loss} vs {want_loss}"
+        );
+        for (i, (a, b)) in grads(&t.model).iter().zip(&want).enumerate() {
+            assert_close_scaled(&format!("{dev} parameter {i}"), a, b, 1e-3);
+        }
+    }
+}
+
+#[test]
 fn wrong_settings_are_clear_errors() {
     let _serial = serial();
     let (data, g) = small();
@@ -391,12 +461,14 @@ fn wrong_settings_are_clear_errors() {
 }
 
 #[test]
-fn wgpu_chunked_gradients_match_the_cpu() {
+fn gpu_chunked_gradients_match_the_cpu() {
     let _serial = serial();
-    let devices = common::wgpu_devices();
-    let Some(&dev) = devices.first() else {
-        return;
-    };
+    for dev in common::gpu_devices() {
+        chunked_gradients_match_the_cpu(dev);
+    }
+}
+
+fn chunked_gradients_match_the_cpu(dev: Device) {
     let (data, g) = small();
     for &(kind, aggr) in &MODELS[..3] {
         let mut cpu =
@@ -584,13 +656,13 @@ fn hybrid_mode_refuses_aggregations_with_weights() {
 /// changes no bit: the loss and every gradient of an epoch, and the losses of epochs
 /// trained after it, equal those of the serial order exactly, as do the bytes moved,
 /// with and without deduplicated transfers, in hybrid mode and with three layers; on the
-/// CPU and on the first wgpu adapter.
+/// CPU and on every GPU backend.
 #[test]
 fn overlapped_chunk_preparation_gives_bit_identical_losses_and_gradients() {
     let _serial = serial();
     let (data, g) = small();
     let mut devices = vec![Device::Cpu];
-    devices.extend(common::wgpu_devices().first());
+    devices.extend(common::gpu_devices());
     let runs = [
         (ModelKind::Sage, Aggregator::Mean, Dedup::Off, false, 2),
         (ModelKind::Sage, Aggregator::Mean, Dedup::On, false, 3),

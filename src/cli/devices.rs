@@ -102,6 +102,12 @@ pub fn run(a: &DevicesArgs) -> Result<()> {
                     d.total_bytes as f64 / (1u64 << 30) as f64,
                     d.peak_bandwidth / 1e9
                 );
+                if d.emulated {
+                    println!(
+                        "          emulated: espalier's CUDA emulator runs the kernels on the CPU \
+                         (for tests; its speed says nothing of a GPU's)"
+                    );
+                }
             }
         }
         Err(reason) => println!("cuda     unavailable: {reason}"),

@@ -135,6 +135,10 @@ pub struct Replay {
     pub no_grad: bool,
     /// The replay is for a GPU: ops upload index arrays ([`Replay::block_upload`]).
     gpu: bool,
+    /// The GPU's LSTM step kernels index the output rows themselves, through one buffer of
+    /// every bucket's dst ids (CUDA), rather than a buffer per bucket and row gathers
+    /// (wgpu): see [`Replay::lstm_rows_in_kernel`].
+    pub(crate) lstm_rows_in_kernel: bool,
     /// The blocks whose index arrays are on the device.
     uploaded: HashSet<usize>,
 }
@@ -165,6 +169,7 @@ impl Replay {
             leaf_grads: Vec::new(),
             no_grad: false,
             gpu: false,
+            lstm_rows_in_kernel: false,
             uploaded: HashSet::new(),
         }
     }
@@ -176,6 +181,14 @@ impl Replay {
             gpu: true,
             ..Replay::new(crate::device::size_class)
         }
+    }
+
+    /// The same replay for a GPU whose LSTM step kernels read and write the output rows
+    /// themselves: one upload of all buckets' dst ids, no gather of the last step's
+    /// gradient rows (`ops::lstm_aggregate`'s CUDA arm).
+    pub fn lstm_rows_in_kernel(mut self) -> Self {
+        self.lstm_rows_in_kernel = true;
+        self
     }
 
     /// A block of `sizes` held by its caller, nothing on the device yet.

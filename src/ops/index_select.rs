@@ -119,8 +119,9 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
             check_indices(OP, &host, n)?;
             u32_count(OP, "the output", m * f)?;
             u32_count(OP, "x", n * f)?;
-            let f = row_words(x, f)?;
-            let total = m * f;
+            // Half-precision rows gather as pairs: `words` 32-bit words per row.
+            let words = row_words(x, f)?;
+            let total = m * words;
             let ctx = b.ctx();
             let out = CudaBuffer::new(ctx, total as u64 * 4)?;
             // With no output values nothing runs; otherwise m and n are at most the
@@ -131,7 +132,7 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
                     Arg::Buf(b),
                     Arg::Buf(&out),
                     Arg::U32(m as u32),
-                    Arg::U32(f as u32),
+                    Arg::U32(words as u32),
                     Arg::U32(n as u32),
                 ];
                 ctx.launch_rows(&GATHER_CUDA, m as u64, &args)?;

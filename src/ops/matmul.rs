@@ -241,7 +241,13 @@ fn cuda_matmul(
     let blas = if ctx.gemm_kernel_forced() {
         None
     } else {
-        ctx.blas().ok()
+        match ctx.blas() {
+            Ok(b) => Some(b),
+            // No memory for cuBLAS's workspace: the caller splits the work.
+            Err(e @ Error::OutOfMemory { .. }) => return Err(e),
+            // cuBLAS cannot be used here: the tiled kernel computes the same product.
+            Err(_) => None,
+        }
     };
     match blas {
         Some(blas) => {
@@ -267,9 +273,15 @@ fn cuda_matmul(
                 .ok_or_else(|| Error::shape("matmul", "output smaller than its shape"))?;
             // SAFETY: the leading dimensions and sizes above address exactly the m·k, k·n
             // and m·n values of the three buffers.
-            unsafe { blas.gemm(cfg, &x, &y, &mut c) }.map_err(|e| Error::Backend {
-                backend: "cuda",
-                msg: format!("cuBLAS sgemm {m}x{k} by {k}x{n}: {e:?}"),
+            unsafe { blas.gemm(cfg, &x, &y, &mut c) }.map_err(|e| {
+                if cuda::is_blas_alloc_failure(&e) {
+                    ctx.out_of_memory(0)
+                } else {
+                    Error::Backend {
+                        backend: "cuda",
+                        msg: format!("cuBLAS sgemm {m}x{k} by {k}x{n}: {e:?}"),
+                    }
+                }
             })?;
         }
         None => {

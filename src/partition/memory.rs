@@ -173,7 +173,8 @@ impl MemoryEstimator {
     /// index arrays; on the CPU, exact bytes and no uploads.
     fn replay(&self) -> Replay {
         match self.device {
-            Device::Wgpu(_) | Device::Cuda(_) => Replay::gpu(),
+            Device::Wgpu(_) => Replay::gpu(),
+            Device::Cuda(_) => Replay::gpu().lstm_rows_in_kernel(),
             _ => Replay::new(self.round()),
         }
     }

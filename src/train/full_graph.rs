@@ -645,8 +645,27 @@ impl FullGraph {
 
     /// Predicted classes of `targets` by chunked full-neighbour inference (no dropout),
     /// with `chunks` chunks per layer in the training plan's node order: the targets, in
-    /// that order, and their classes.
+    /// that order, and their classes. A pass that runs out of device memory is run again
+    /// with twice the chunks (the training plan's count fits training, whose chunks also
+    /// hold gradients, but inference over other nodes may read more rows per chunk).
     pub(crate) fn predict(
+        &self,
+        tr: &State<'_>,
+        targets: &[u32],
+        chunks: usize,
+    ) -> Result<(Vec<u32>, Vec<u32>)> {
+        let mut chunks = chunks.max(1);
+        loop {
+            match self.predict_in(tr, targets, chunks) {
+                Err(Error::OutOfMemory { .. }) if chunks < targets.len() => {
+                    chunks = (chunks * 2).min(targets.len());
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn predict_in(
         &self,
         tr: &State<'_>,
         targets: &[u32],

@@ -492,10 +492,10 @@ fn run_micro(
                 ..
             }) => {
                 return Err(Error::invalid(format!(
-                    "memory budget {} is too small: a micro-batch of the single seed {} \
+                    "{} is too small: a micro-batch of the single seed {} \
                      ran out of memory ({} live, {} requested); the estimator puts its \
                      peak at {}",
-                    format_bytes(budget),
+                    tr.memory_limit(budget),
                     seeds[0],
                     format_bytes(live),
                     format_bytes(requested),

@@ -128,6 +128,21 @@ impl Drop for BudgetGuard {
     }
 }
 
+impl State<'_> {
+    /// What ran out in an out-of-memory error whose limit was `limit` bytes: the memory
+    /// budget when one is set, else the device's own memory (the driver refused).
+    pub(crate) fn memory_limit(&self, limit: u64) -> String {
+        match self.config.micro.memory_budget {
+            Some(_) => format!("memory budget {}", format_bytes(limit)),
+            None => format!(
+                "the memory of {} ({})",
+                self.config.device,
+                format_bytes(limit)
+            ),
+        }
+    }
+}
+
 impl<'a> State<'a> {
     /// Builds the model and optimizer. `graph` is the graph to sample from (the dataset's,
     /// symmetrized or not).

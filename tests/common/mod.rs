@@ -7,6 +7,8 @@ use espalier::graph::Block;
 use espalier::rng::Rng;
 use espalier::{ops, DType, Device, Result, Tensor};
 
+pub mod emu;
+
 /// Uniform values in [-1, 1) as an f32 CPU tensor.
 pub fn rand_f32(shape: &[usize], seed: u64) -> Tensor {
     let mut rng = Rng::new(seed);
@@ -91,19 +93,46 @@ pub fn skip_backend_with(policy: Option<&str>, backend: &str, why: impl std::fmt
     println!("skipping {backend}: {why}");
 }
 
+/// Whether the tests may use GPU `backend`: `TEST_GPUS` (a comma-separated list, e.g.
+/// `cuda`) limits them to those backends, so that a run on one backend (the emulated CUDA
+/// device in CI) does not run the others again. Unset: every backend.
+pub fn backend_selected(backend: &str) -> bool {
+    match std::env::var("TEST_GPUS") {
+        Ok(list) if !list.trim().is_empty() => list.split(',').any(|b| b.trim() == backend),
+        _ => true,
+    }
+}
+
+/// `dev` if its backend is selected ([`backend_selected`]) and present; else `None`, after
+/// printing why it is skipped (a failure under `REQUIRE_GPU` for a missing backend, see
+/// [`skip_backend`]).
+pub fn gpu_device(dev: Device) -> Option<Device> {
+    let backend = dev.backend();
+    if !backend_selected(backend) {
+        println!("skipping {backend}: TEST_GPUS does not name it");
+        return None;
+    }
+    match dev.memory() {
+        Ok(_) => Some(dev),
+        Err(e) => {
+            skip_backend(backend, e);
+            None
+        }
+    }
+}
+
 /// The non-CPU devices present; prints why each absent backend is skipped (a failure
 /// under `REQUIRE_GPU`, see [`skip_backend`]).
 pub fn gpu_devices() -> Vec<Device> {
-    let mut out = Vec::new();
-    match Device::Wgpu(0).memory() {
-        Ok(_) => out.push(Device::Wgpu(0)),
-        Err(e) => skip_backend("wgpu", format!("parity: {e}")),
-    }
-    match Device::Cuda(0).memory() {
-        Ok(_) => out.push(Device::Cuda(0)),
-        Err(e) => skip_backend("cuda", format!("parity: {e}")),
-    }
-    out
+    [Device::Wgpu(0), Device::Cuda(0)]
+        .into_iter()
+        .filter_map(gpu_device)
+        .collect()
+}
+
+/// The CUDA device among [`gpu_devices`], if any.
+pub fn cuda_device() -> Option<Device> {
+    gpu_device(Device::Cuda(0))
 }
 
 /// The wgpu devices among [`gpu_devices`]: the binding cap of the split tests is a wgpu

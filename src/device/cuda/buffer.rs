@@ -14,9 +14,6 @@ use crate::device::cuda::{driver_err, Context};
 use crate::device::{size_class, Allocation};
 use crate::error::Result;
 
-/// Uploads at least this large go through the pinned staging chunks.
-const PINNED_MIN: usize = CHUNK_BYTES;
-
 /// A pooled device buffer of at least `len` bytes.
 pub struct CudaBuffer {
     slice: Option<CudaSlice<u32>>,
@@ -46,7 +43,16 @@ impl CudaBuffer {
     /// [`crate::Error::OutOfMemory`].
     pub fn new(ctx: &Arc<Context>, len: u64) -> Result<CudaBuffer> {
         let class = size_class(len);
+        // The pool may free buffers (driver calls) before it allocates.
+        ctx.bind()?;
+        let mut attempt = 0;
         let (slice, alloc) = ctx.pool.acquire(class, |class| {
+            // The pool retries once after freeing its buffers; their memory is the driver
+            // pool's again only once the host has seen the frees run and the pool is trimmed.
+            if attempt > 0 {
+                ctx.release_freed_memory()?;
+            }
+            attempt += 1;
             // SAFETY: the contents are undefined until a kernel or copy writes them; every
             // caller writes before reading (zeros() clears, from_bytes() copies).
             unsafe { ctx.stream.alloc::<u32>((class / 4) as usize) }
@@ -71,72 +77,53 @@ impl CudaBuffer {
         Ok(b)
     }
 
-    /// A buffer holding `bytes` (padded with zeros to a whole word). Large uploads go
+    /// A buffer holding `bytes` (padded with zeros to a whole word). Every upload goes
     /// through the context's page-locked staging chunks (see the `staging` module for why a
-    /// chunk is never overwritten before its transfer ran), so the copy of one chunk into
-    /// pinned memory overlaps the transfer of the previous ones, and the transfer runs at
-    /// the bus's pinned rate rather than through the driver's bounce buffer.
+    /// chunk is never overwritten before its transfers ran): pieces of up to a chunk are
+    /// copied into one and transferred from there, so the copy of one piece overlaps the
+    /// transfer of the previous ones, every transfer runs at the bus's pinned rate, and the
+    /// call returns without waiting for the stream unless every chunk still holds queued
+    /// transfers (then it waits for the oldest, a counted host wait). Small uploads share a
+    /// chunk.
     pub fn from_bytes(ctx: &Arc<Context>, bytes: &[u8]) -> Result<CudaBuffer> {
         let mut b = Self::new(ctx, bytes.len() as u64)?;
         if bytes.is_empty() {
             return Ok(b);
         }
-        // Whole chunks go through pinned memory; the tail (and any small upload) is copied
-        // from pageable memory, which the driver copies into its own staging memory before
-        // `memcpy_htod` returns, so the vector may be dropped at once.
-        let pinned_len = if bytes.len() >= PINNED_MIN {
-            bytes.len() / CHUNK_BYTES * CHUNK_BYTES
-        } else {
-            0
-        };
-        if pinned_len > 0 {
-            let mut ring = ctx.staging.lock().unwrap_or_else(|e| e.into_inner());
-            for (i, chunk) in bytes[..pinned_len].chunks(CHUNK_BYTES).enumerate() {
-                let claim = ring.claim(|| {
-                    // SAFETY: the contents are written below before any transfer reads them.
-                    let host = unsafe { ctx.cuda.alloc_pinned::<u8>(CHUNK_BYTES) }
-                        .map_err(|e| driver_err("pinned host alloc", e))?;
-                    let copied = ctx
-                        .cuda
-                        .new_event(None)
-                        .map_err(|e| driver_err("staging event", e))?;
-                    Ok(PinnedChunk { host, copied })
-                })?;
-                if claim.waited {
-                    ctx.count_host_wait();
-                }
-                let staged = ring.chunk_mut(claim.index);
-                // cudarc's own event of the slice is never recorded on a single stream
-                // (see `staging`), so this does not wait; the claim above did.
-                staged
-                    .host
-                    .as_mut_slice()
-                    .map_err(|e| driver_err("pinned host buffer", e))?
-                    .copy_from_slice(chunk);
-                let start = i * CHUNK_BYTES;
-                // SAFETY: the word buffer viewed as bytes; `pinned_len` bytes lie inside it.
-                let mut dst = unsafe { b.slice_mut().transmute_mut::<u8>(pinned_len) }
-                    .ok_or_else(|| driver_err("upload", "staging range outside the buffer"))?;
-                let mut dst = dst.slice_mut(start..start + CHUNK_BYTES);
-                ctx.stream
-                    .memcpy_htod(&staged.host, &mut dst)
-                    .map_err(|e| driver_err("upload", e))?;
-                // Completes once the transfer just queued (and all work before it) ran.
-                staged
-                    .copied
-                    .record(&ctx.stream)
-                    .map_err(|e| driver_err("staging event", e))?;
+        let padded = bytes.len().next_multiple_of(4);
+        let mut ring = ctx.staging.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the word buffer viewed as bytes; its size class holds at least `padded`.
+        let mut dst = unsafe { b.slice_mut().transmute_mut::<u8>(padded) }
+            .ok_or_else(|| driver_err("upload", "staging range outside the buffer"))?;
+        for (i, piece) in bytes.chunks(CHUNK_BYTES).enumerate() {
+            // The last piece is padded with zeros to a whole word.
+            let len = piece.len().next_multiple_of(4);
+            let claim = ring.claim(len, || PinnedChunk::new(ctx))?;
+            if claim.waited {
+                ctx.count_host_wait();
             }
-        }
-        let tail = &bytes[pinned_len..];
-        if !tail.is_empty() {
-            let mut words = vec![0u32; tail.len().div_ceil(4)];
-            bytemuck::cast_slice_mut::<u32, u8>(&mut words)[..tail.len()].copy_from_slice(tail);
-            let first = pinned_len / 4;
-            let mut view = b.slice_mut().slice_mut(first..first + words.len());
+            let staged = ring.chunk_mut(claim.index);
+            // cudarc's own event of the slice is never recorded (event tracking is off), so
+            // this does not wait; the claim above did where needed.
+            let host = staged
+                .host
+                .as_mut_slice()
+                .map_err(|e| driver_err("pinned host buffer", e))?;
+            let range = claim.offset..claim.offset + len;
+            let (data, pad) = host[range.clone()].split_at_mut(piece.len());
+            data.copy_from_slice(piece);
+            pad.fill(0);
+            let start = i * CHUNK_BYTES;
+            let mut to = dst.slice_mut(start..start + len);
+            // From page-locked memory: queued, the host does not wait.
             ctx.stream
-                .memcpy_htod(&words, &mut view)
+                .memcpy_htod(&host[range], &mut to)
                 .map_err(|e| driver_err("upload", e))?;
+            // Completes once the transfer just queued (and all work before it) ran.
+            staged
+                .copied
+                .record(&ctx.stream)
+                .map_err(|e| driver_err("staging event", e))?;
         }
         Ok(b)
     }

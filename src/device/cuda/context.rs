@@ -29,6 +29,8 @@ pub struct CudaDeviceSummary {
     pub driver_cuda: (i32, i32),
     /// NVRTC's version, e.g. (13, 0).
     pub nvrtc: (i32, i32),
+    /// True for espalier's emulated CUDA device (`cuda-emu/`), which runs on the CPU.
+    pub emulated: bool,
 }
 
 fn unavailable(index: u32, reason: impl Into<String>) -> Error {
@@ -78,6 +80,7 @@ pub fn devices() -> std::result::Result<Vec<CudaDeviceSummary>, String> {
                 peak_bandwidth: c.peak_bandwidth,
                 driver_cuda: driver_version(),
                 nvrtc: super::nvrtc::version().unwrap_or((0, 0)),
+                emulated: c.is_emulated(),
             })
         })
         .collect()
@@ -107,7 +110,9 @@ pub struct Context {
     pub(crate) host_waits: std::sync::atomic::AtomicU64,
     pub(crate) modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     pub(crate) functions: Mutex<HashMap<(&'static str, &'static str), CudaFunction>>,
-    pub(crate) blas: OnceLock<std::result::Result<Arc<cudarc::cublas::CudaBlas>, String>>,
+    /// The cuBLAS handle once made, or why it cannot be (an out-of-memory is not kept: a
+    /// later call tries again).
+    pub(crate) blas: Mutex<Option<std::result::Result<Arc<cudarc::cublas::CudaBlas>, String>>>,
     /// Run GEMMs with `kernels/matmul.cu` instead of cuBLAS (`ESPALIER_CUDA_GEMM=kernel`,
     /// or [`Context::force_gemm_kernel`]).
     pub(crate) gemm_kernel: std::sync::atomic::AtomicBool,
@@ -139,7 +144,13 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
     }
     let drv = |e: cudarc::driver::DriverError| unavailable(index, format!("CUDA driver: {e}"));
     let cuda = CudaContext::new(index as usize).map_err(drv)?;
-    let stream = cuda.default_stream();
+    // SAFETY: the backend orders its work itself (one stream, and the staging chunks' own
+    // events), so cudarc's two events per allocation, never recorded on one stream, are
+    // only cost: they are turned off before any allocation exists.
+    unsafe { cuda.disable_event_tracking() };
+    // A non-blocking stream of its own, not the legacy default stream: no implicit
+    // synchronisation with other work in the process (a library's, NCCL's).
+    let stream = cuda.new_stream().map_err(drv)?;
     use cudarc::driver::sys::CUdevice_attribute as A;
     let attr = |a| cuda.attribute(a).map_err(drv);
     // kHz × bits: × 1000 Hz, × 2 (double data rate), / 8 bits per byte.
@@ -164,12 +175,22 @@ pub fn context(index: u32) -> Result<Arc<Context>> {
         host_waits: 0.into(),
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
-        blas: OnceLock::new(),
+        blas: Mutex::new(None),
         staging: Mutex::new(Ring::new(MAX_CHUNKS)),
         gemm_kernel: std::env::var("ESPALIER_CUDA_GEMM")
             .is_ok_and(|v| v == "kernel")
             .into(),
     });
+    if ctx.is_emulated() {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: cuda:{index} ({}) is espalier's emulated CUDA device: it runs the \
+                 kernels on the CPU, for tests, and is far slower than a GPU (and than --device cpu)",
+                ctx.name
+            )
+        });
+    }
     map.insert(index, ctx.clone());
     Ok(ctx)
 }
@@ -186,6 +207,11 @@ pub fn driver_version() -> (i32, i32) {
         return (0, 0);
     }
     (v / 1000, (v % 1000) / 10)
+}
+
+/// Whether a cuBLAS call failed for want of device memory.
+pub(crate) fn is_blas_alloc_failure(e: &cudarc::cublas::result::CublasError) -> bool {
+    e.0 == cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED
 }
 
 /// See [`Context::alloc_err`]; apart so that the mapping is tested without a device.
@@ -215,19 +241,47 @@ impl Context {
         self.memory
     }
 
-    /// The cuBLAS handle on this device's stream.
+    /// The cuBLAS handle on this device's stream, made on first use. cuBLAS takes device
+    /// memory for its workspace: when it has none, the error is [`Error::OutOfMemory`] (so
+    /// that a micro-batch splits), and a later call tries again.
     pub fn blas(&self) -> Result<Arc<cudarc::cublas::CudaBlas>> {
-        self.blas
-            .get_or_init(|| {
-                cudarc::cublas::CudaBlas::new(self.stream.clone())
-                    .map(Arc::new)
-                    .map_err(|e| format!("cuBLAS: {e}"))
-            })
-            .clone()
-            .map_err(|m| Error::Backend {
+        let mut slot = self.blas.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(made) = &*slot {
+            return made.clone().map_err(|m| Error::Backend {
                 backend: "cuda",
                 msg: m,
-            })
+            });
+        }
+        self.bind()?;
+        match cudarc::cublas::CudaBlas::new(self.stream.clone()) {
+            Ok(b) => {
+                let b = Arc::new(b);
+                *slot = Some(Ok(b.clone()));
+                Ok(b)
+            }
+            Err(e) if is_blas_alloc_failure(&e) => Err(self.out_of_memory(0)),
+            Err(e) => {
+                let m = format!("cuBLAS: {e:?}");
+                *slot = Some(Err(m.clone()));
+                Err(Error::Backend {
+                    backend: "cuda",
+                    msg: m,
+                })
+            }
+        }
+    }
+
+    /// [`Error::OutOfMemory`] for a request of `bytes` the driver or a CUDA library refused.
+    pub(crate) fn out_of_memory(&self, bytes: u64) -> Error {
+        let s = self.memory.stats();
+        Error::OutOfMemory {
+            device: self.memory.device(),
+            requested: bytes,
+            live: s.live,
+            budget: s
+                .budget
+                .map_or(self.total_bytes, |b| b.min(self.total_bytes)),
+        }
     }
 
     /// Makes matmul use `kernels/matmul.cu` (true) or cuBLAS (false) on this device; the
@@ -252,7 +306,51 @@ impl Context {
 
     /// Frees every pooled buffer no tensor holds; returns the bytes freed.
     pub fn trim_pool(&self) -> u64 {
+        // The frees are driver calls: the calling thread may never have used the device.
+        if self.bind().is_err() {
+            return 0;
+        }
         self.pool.trim()
+    }
+
+    /// Makes this device's context current on the calling thread, as every driver call that
+    /// allocates, frees, copies or launches needs: a tensor may be made or dropped on any
+    /// thread (a loader's, rayon's, a test harness's).
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.cuda
+            .bind_to_thread()
+            .map_err(|e| driver_err("binding the context to the thread", e))
+    }
+
+    /// Gives the driver's stream-ordered pool back what it holds for freed buffers: a freed
+    /// buffer stays reserved there until the host has seen its free complete (a
+    /// synchronisation) and the pool is trimmed. Before retrying an allocation that ran out
+    /// of memory. A host wait.
+    pub(crate) fn release_freed_memory(&self) -> Result<()> {
+        self.sync()?;
+        // SAFETY: the device handle is the context's own; the pool is the device's default
+        // pool, the one cuMemAllocAsync takes from.
+        unsafe {
+            let pool = cudarc::driver::result::device::get_default_mem_pool(self.cuda.cu_device())
+                .map_err(|e| driver_err("default memory pool", e))?;
+            cudarc::driver::result::mem_pool::trim_to(pool, 0)
+                .map_err(|e| driver_err("trimming the memory pool", e))
+        }
+    }
+
+    /// Free and total device memory in bytes, as the driver reports them.
+    pub fn mem_info(&self) -> Result<(u64, u64)> {
+        let (free, total) = self
+            .cuda
+            .mem_get_info()
+            .map_err(|e| driver_err("memory info", e))?;
+        Ok((free as u64, total as u64))
+    }
+
+    /// Whether the driver is espalier's emulated CUDA device (`cuda-emu/`), which runs the
+    /// kernels on the CPU.
+    pub fn is_emulated(&self) -> bool {
+        self.name.contains("espalier CUDA emulator")
     }
 
     /// Counts one blocking host wait (a synchronisation, a readback, a staging event).

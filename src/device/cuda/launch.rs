@@ -88,10 +88,20 @@ impl Context {
                             msg: format!("kernels/{}.cu failed to compile: {log}", k.stem),
                         },
                     )?;
+                    let image_bytes = cubin.len() as u64;
+                    self.bind()?;
                     let m = self
                         .cuda
                         .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
-                        .map_err(|e| driver_err(&format!("loading kernels/{}.cu", k.stem), e))?;
+                        .map_err(|e| {
+                            // Loading takes device memory for the code: without it, a
+                            // split can still run once memory is freed.
+                            if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                                self.out_of_memory(image_bytes)
+                            } else {
+                                driver_err(&format!("loading kernels/{}.cu", k.stem), e)
+                            }
+                        })?;
                     modules.insert(k.stem, m.clone());
                     m
                 }

@@ -22,6 +22,7 @@ mod staging;
 
 pub use block::BlockBuffers;
 pub use buffer::CudaBuffer;
+pub(crate) use context::is_blas_alloc_failure;
 pub use context::{context, devices, driver_version, probe, Context, CudaDeviceSummary};
 pub use launch::{Arg, Kernel, BLOCK};
 

@@ -42,9 +42,9 @@ pub(super) fn split_on_oom(
             budget,
             ..
         }) if plan.chunks[l][c].len() < 2 => Err(Error::invalid(format!(
-            "memory budget {} is too small for full-graph training: a chunk of the single \
+            "{} is too small for full-graph training: a chunk of the single \
              node {} (layer {l}) ran out of memory ({} live, {} requested)",
-            format_bytes(budget),
+            tr.memory_limit(budget),
             plan.dst(l, c)[0],
             format_bytes(live),
             format_bytes(requested)

@@ -1,6 +1,6 @@
-//! The memory estimator against the wgpu tracker (lavapipe in CI): for every model kind and
-//! aggregator, with K = 1 and 3, every micro-batch's estimate equals its measured peak to
-//! the byte.
+//! The memory estimator against the GPU trackers (wgpu on lavapipe and CUDA on the emulated
+//! device in CI): for every model kind and aggregator, with K = 1 and 3, every
+//! micro-batch's estimate equals its measured peak to the byte.
 //!
 //! The tracker counts each buffer at its pool size class, as the replay rounds it, and the
 //! replay counts what the GPU arms of the ops add to the CPU's allocations: the blocks'
@@ -21,7 +21,7 @@ use espalier::Device;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn config(data: &Dataset, kind: ModelKind, aggr: Aggregator, k: usize) -> TrainConfig {
+fn config(data: &Dataset, dev: Device, kind: ModelKind, aggr: Aggregator, k: usize) -> TrainConfig {
     TrainConfig {
         model: common::model(
             kind,
@@ -46,7 +46,7 @@ fn config(data: &Dataset, kind: ModelKind, aggr: Aggregator, k: usize) -> TrainC
         lr: 0.01,
         weight_decay: 5e-4,
         seed: 1,
-        device: Device::Wgpu(0),
+        device: dev,
         eval_every: 0,
         eval_batch_size: 4096,
         micro: MicroConfig {
@@ -59,14 +59,13 @@ fn config(data: &Dataset, kind: ModelKind, aggr: Aggregator, k: usize) -> TrainC
     }
 }
 
-/// Trains one epoch with K = 1 and 3 and checks every micro-batch's estimate against its
-/// measured peak (all printed first); skips (with the reason) without a wgpu adapter.
-fn check(kind: ModelKind, aggr: Aggregator) {
+/// Trains one epoch on `dev` with K = 1 and 3 and checks every micro-batch's estimate
+/// against its measured peak (all printed first); skips (with the reason) without `dev`.
+fn check(dev: Device, kind: ModelKind, aggr: Aggregator) {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(e) = Device::Wgpu(0).memory() {
-        common::skip_backend("wgpu", e);
+    let Some(dev) = common::gpu_device(dev) else {
         return;
-    }
+    };
     let data = graph::load(
         "synthetic:cora-like,scale=0.3,feat_dim=32",
         &LoadOptions::default(),
@@ -75,13 +74,13 @@ fn check(kind: ModelKind, aggr: Aggregator) {
     let g: Arc<Csr> = Arc::new(data.graph.symmetrize());
     let mut seen = Vec::new();
     for k in [1, 3] {
-        let mut t = Trainer::new(&data, g.clone(), config(&data, kind, aggr, k)).unwrap();
+        let mut t = Trainer::new(&data, g.clone(), config(&data, dev, kind, aggr, k)).unwrap();
         let s = t.run(None, &mut |_| {}).unwrap();
         for m in &s.micro_batches {
             assert_eq!(m.k, k);
             for (i, b) in m.batches.iter().enumerate() {
                 let (est, peak) = (b.est_peak_bytes, b.peak_bytes.unwrap());
-                let at = format!("{kind:?}/{aggr:?} K={k} mb {i} ({} seeds)", b.seeds);
+                let at = format!("{dev} {kind:?}/{aggr:?} K={k} mb {i} ({} seeds)", b.seeds);
                 println!(
                     "{at}: est {est} measured {peak} (measured - est {:+})",
                     peak as i64 - est as i64
@@ -97,35 +96,70 @@ fn check(kind: ModelKind, aggr: Aggregator) {
 
 #[test]
 fn wgpu_sage_mean_estimate_is_exact() {
-    check(ModelKind::Sage, Aggregator::Mean);
+    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Mean);
 }
 
 #[test]
 fn wgpu_sage_sum_estimate_is_exact() {
-    check(ModelKind::Sage, Aggregator::Sum);
+    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Sum);
 }
 
 #[test]
 fn wgpu_sage_max_estimate_is_exact() {
-    check(ModelKind::Sage, Aggregator::Max);
+    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Max);
 }
 
 #[test]
 fn wgpu_sage_pool_estimate_is_exact() {
-    check(ModelKind::Sage, Aggregator::Pool);
+    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Pool);
 }
 
 #[test]
 fn wgpu_sage_lstm_estimate_is_exact() {
-    check(ModelKind::Sage, Aggregator::Lstm);
+    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Lstm);
 }
 
 #[test]
 fn wgpu_gcn_estimate_is_exact() {
-    check(ModelKind::Gcn, Aggregator::Mean);
+    check(Device::Wgpu(0), ModelKind::Gcn, Aggregator::Mean);
 }
 
 #[test]
 fn wgpu_gat_estimate_is_exact() {
-    check(ModelKind::Gat, Aggregator::Mean);
+    check(Device::Wgpu(0), ModelKind::Gat, Aggregator::Mean);
+}
+
+#[test]
+fn cuda_sage_mean_estimate_is_exact() {
+    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Mean);
+}
+
+#[test]
+fn cuda_sage_sum_estimate_is_exact() {
+    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Sum);
+}
+
+#[test]
+fn cuda_sage_max_estimate_is_exact() {
+    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Max);
+}
+
+#[test]
+fn cuda_sage_pool_estimate_is_exact() {
+    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Pool);
+}
+
+#[test]
+fn cuda_sage_lstm_estimate_is_exact() {
+    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Lstm);
+}
+
+#[test]
+fn cuda_gcn_estimate_is_exact() {
+    check(Device::Cuda(0), ModelKind::Gcn, Aggregator::Mean);
+}
+
+#[test]
+fn cuda_gat_estimate_is_exact() {
+    check(Device::Cuda(0), ModelKind::Gat, Aggregator::Mean);
 }
