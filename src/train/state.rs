@@ -128,7 +128,34 @@ impl Drop for BudgetGuard {
     }
 }
 
+impl BudgetGuard {
+    /// Sets `budget` on `device`, keeping the budget it had.
+    fn set(device: crate::device::Device, budget: u64) -> Result<BudgetGuard> {
+        let previous = device.memory()?.stats().budget;
+        device.set_memory_budget(Some(budget))?;
+        Ok(BudgetGuard { device, previous })
+    }
+}
+
 impl State<'_> {
+    /// Puts the device's memory budget back as it was before this state set
+    /// `config.micro.memory_budget` on it. A device has one budget per process: a caller
+    /// that keeps states alive after their work (the Python package keeps every trained
+    /// run) releases it, or states dropped out of the order they were made in would restore
+    /// each other's budgets.
+    pub fn release_budget(&mut self) {
+        self._budget = None;
+    }
+
+    /// Sets `config.micro.memory_budget` on the device again after
+    /// [`State::release_budget`], until the next release (or the state's end).
+    pub fn hold_budget(&mut self) -> Result<()> {
+        if let (None, Some(b)) = (&self._budget, self.config.micro.memory_budget) {
+            self._budget = Some(BudgetGuard::set(self.config.device, b)?);
+        }
+        Ok(())
+    }
+
     /// What ran out in an out-of-memory error whose limit was `limit` bytes: the memory
     /// budget when one is set, else the device's own memory (the driver refused).
     pub(crate) fn memory_limit(&self, limit: u64) -> String {
@@ -239,12 +266,7 @@ impl<'a> State<'a> {
                         format_bytes((resident as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
                     )));
                 }
-                let previous = config.device.memory()?.stats().budget;
-                config.device.set_memory_budget(Some(b))?;
-                Some(BudgetGuard {
-                    device: config.device,
-                    previous,
-                })
+                Some(BudgetGuard::set(config.device, b)?)
             }
         };
         let resident_features = if on_device {
