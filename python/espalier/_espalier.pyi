@@ -232,7 +232,9 @@ def train(
     the command-line flag of that name, with the same default, checks and messages, and
     the same seed gives the same per-epoch losses. ``on_epoch`` is called after each epoch
     with its dict. The GIL is released while training; Ctrl-C raises ``KeyboardInterrupt``
-    after the current batch (its ``run`` attribute holds the finished epochs). Errors:
+    after the current batch (its ``run`` attribute holds the finished epochs).
+    ``memory_budget`` is set on the device for the call and for the run's predictions (one
+    budget per process: train budgeted runs one at a time, not from several threads). Errors:
     ``ValueError`` (bad input, invalid flag), ``MemoryError`` (out of memory), ``OSError``
     (files), ``RuntimeError`` (a backend missing or failing)."""
 

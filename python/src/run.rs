@@ -156,7 +156,7 @@ fn work(
     let summary = trained.with_dependent_mut(|_, t| {
         t.set_stop_flag(stop.clone());
         let total = t.state.config.epochs;
-        t.run(None, &mut |e: &EpochStats| {
+        let summary = t.run(None, &mut |e: &EpochStats| {
             let result = Python::attach(|py| -> PyResult<()> {
                 log::info(py, &epoch_line(e, total))?;
                 if let Some(f) = &on_epoch {
@@ -171,7 +171,10 @@ fn work(
                 }
                 stop.store(true, Ordering::SeqCst);
             }
-        })
+        });
+        // The run is kept: its budget must not outlive the call (see `infer`).
+        t.release_budget();
+        summary
     })?;
     Ok((trained, summary))
 }
@@ -213,7 +216,9 @@ fn prepare(
 /// losses. `on_epoch(epoch)` is called after each epoch with the epoch's dict (an entry of
 /// the JSON's `epochs`). The GIL is released while training; Ctrl-C raises
 /// `KeyboardInterrupt` after the current batch (its `run` attribute holds the finished
-/// epochs). Returns the `Run`.
+/// epochs). `memory_budget` is set on the device for the call (and for the run's
+/// predictions): a device has one budget per process, so budgeted runs train one at a
+/// time. Returns the `Run`.
 #[pyfunction]
 #[pyo3(signature = (dataset, *, on_epoch=None, **kwargs))]
 pub fn train(
@@ -266,7 +271,9 @@ impl Run {
         node_ids(py, "nodes", &nodes, n)
     }
 
-    /// Runs `f` on the trainer with the GIL released; its tensor comes back as an array.
+    /// Runs `f` on the trainer with the GIL released, under the run's memory budget (set on
+    /// the device for the call alone: the device has one budget per process, and runs kept
+    /// alive must not impose theirs on later ones); its tensor comes back as an array.
     fn infer<'py>(
         &self,
         py: Python<'py>,
@@ -276,9 +283,12 @@ impl Run {
         let ids = self.nodes(py, nodes)?;
         let (values, shape) = py
             .detach(|| {
-                let trained = self.trained.lock().map_err(|_| poisoned_error())?;
-                trained.with_dependent(|_, t| {
-                    let out = f(t, &ids)?;
+                let mut trained = self.trained.lock().map_err(|_| poisoned_error())?;
+                trained.with_dependent_mut(|_, t| {
+                    t.hold_budget()?;
+                    let out = f(t, &ids);
+                    t.release_budget();
+                    let out = out?;
                     Ok::<_, espalier::Error>((out.to_vec_f32()?, out.shape().to_vec()))
                 })
             })

@@ -2,6 +2,7 @@
 ValueError for a bad flag or malformed input, MemoryError when memory runs out, OSError for
 files, RuntimeError for a missing backend; TypeError for what Python itself would refuse."""
 
+import gc
 import gzip
 
 import numpy as np
@@ -26,10 +27,7 @@ FLAG_CASES = [
     ({"patience": 0}, ["--patience", "0"], ValueError),
     ({"micro_batches": 0}, ["--micro-batches", "0"], ValueError),
     ({"device": "cuda:99"}, ["--device", "cuda:99"], RuntimeError),
-    # A forced single chunk does not fit the budget: the allocation fails.
-    ({"full_graph": True, "chunks": 1, "memory_budget": "13MiB", "epochs": 1},
-     ["--full-graph", "--chunks", "1", "--memory-budget", "13MiB", "--epochs", "1"],
-     MemoryError),
+    ({"memory_budget": "2MiB"}, ["--memory-budget", "2MiB"], ValueError),
 ]
 
 
@@ -139,3 +137,22 @@ def test_bad_node_ids_name_the_argument(cora):
         espalier.partition(cora, [4, 5, 5])
     with pytest.raises(ValueError, match=r"seeds\[0\]: node id -1 out of range"):
         espalier.partition(cora, [-1])
+
+
+def test_running_out_of_memory_raises_memory_error_and_budgets_stay_with_their_run(cora):
+    # Trained under 2 MiB in micro-batches of one-neighbour samples; predicting the hub
+    # node with every neighbour needs more: a MemoryError from the same budget.
+    small = espalier.train(cora, epochs=1, hidden=16, fanouts=[1, 1], micro_batches=8,
+                           memory_budget="2MiB")
+    degree = np.bincount(cora.edge_index.ravel(), minlength=cora.num_nodes)
+    hub = int(degree.argmax())
+    with pytest.raises(MemoryError, match="out of memory on cpu: .* budget 2097152 bytes"):
+        small.predict([hub])
+    # The run alive does not impose its budget on the next one, nor on its own predictions
+    # of small nodes.
+    big = espalier.train(cora, epochs=1, hidden=64)
+    assert big.predict([hub]).shape == (1, cora.num_classes)
+    # The tracker is the process's: with the bigger run gone, a small node fits.
+    del big
+    gc.collect()
+    assert small.predict([int(degree.argmin())]).shape == (1, cora.num_classes)
