@@ -16,7 +16,11 @@ use espalier::graph::io::{cache, write_ogb};
 use espalier::graph::synth::SynthSpec;
 use espalier::graph::{Dataset, LoadOptions};
 
-fn main() -> espalier::Result<()> {
+fn main() {
+    espalier::error::exit_on_error(run());
+}
+
+fn run() -> espalier::Result<()> {
     let mut args = std::env::args().skip(1);
     let spec: SynthSpec = args.next().as_deref().unwrap_or("products-like").parse()?;
     let out = args.next();

@@ -13,7 +13,11 @@ use std::time::Instant;
 
 use espalier::graph::{Dataset, LoadOptions};
 
-fn main() -> espalier::Result<()> {
+fn main() {
+    espalier::error::exit_on_error(run());
+}
+
+fn run() -> espalier::Result<()> {
     let mut args = std::env::args().skip(1);
     let Some(dir) = args.next() else {
         eprintln!("usage: load_time DATA_DIR [CACHE_DIR]");

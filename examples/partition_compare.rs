@@ -46,7 +46,11 @@ struct Args {
     hidden: usize,
 }
 
-fn main() -> Result<()> {
+fn main() {
+    espalier::error::exit_on_error(run());
+}
+
+fn run() -> Result<()> {
     let args = Args::parse();
     for spec in &args.data {
         let t = Instant::now();

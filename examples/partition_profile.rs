@@ -14,7 +14,11 @@ use espalier::graph::{self, Block, LoadOptions, Slicer};
 use espalier::partition::{self, Batch};
 use espalier::Result;
 
-fn main() -> Result<()> {
+fn main() {
+    espalier::error::exit_on_error(run());
+}
+
+fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let spec = &args[1];
     let names: Vec<&str> = args[2].split(',').collect();

@@ -37,7 +37,11 @@ struct Args {
     seed: u64,
 }
 
-fn main() -> Result<()> {
+fn main() {
+    espalier::error::exit_on_error(run());
+}
+
+fn run() -> Result<()> {
     let args = Args::parse();
     let t = Instant::now();
     let ds = graph::load(&args.data, &LoadOptions::default())?;

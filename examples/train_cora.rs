@@ -7,7 +7,11 @@ use std::sync::Arc;
 use espalier::graph::{self, LoadOptions};
 use espalier::train::{TrainConfig, Trainer};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() {
+    espalier::error::exit_on_error(run());
+}
+
+fn run() -> espalier::Result<()> {
     let default = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/cora");
     let dir = std::env::args()
         .nth(1)

@@ -82,13 +82,15 @@ pub enum Error {
     Autograd(String),
 
     /// An argument is out of range or malformed (a flag's value: [`Error::InvalidFlag`]).
-    #[error("invalid argument: {0}")]
+    /// Printed as its message alone: the message says what is wrong (and a message that
+    /// quotes another error would otherwise repeat a prefix).
+    #[error("{0}")]
     InvalidArgument(String),
 
     /// A command-line flag's value is out of range or malformed, or the flag does not apply
     /// to the run: `flag` says which, for a caller to match on; `msg` is the whole message
     /// and names the flag.
-    #[error("invalid argument: {msg}")]
+    #[error("{msg}")]
     InvalidFlag {
         /// The flag as the user types it, e.g. `--classes`.
         flag: &'static str,
@@ -136,6 +138,20 @@ fn budget_text(budget: u64) -> String {
         "and the system refused it".to_string()
     } else {
         format!("budget {budget} bytes")
+    }
+}
+
+/// Returns the value of `r`, or ends the process as the `espalier` binary does on an
+/// error: `error: MESSAGE` on standard error and exit code 1. For a program's `main` (the
+/// binary's and the examples'), where returning the error would print Rust's `Error: `
+/// and the error's debug form instead of its message.
+pub fn exit_on_error<T, E: std::fmt::Display>(r: std::result::Result<T, E>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1)
+        }
     }
 }
 
@@ -197,6 +213,16 @@ mod tests {
         assert_eq!(
             e.to_string(),
             Error::invalid("--heads must be at least 1").to_string()
+        );
+    }
+
+    #[test]
+    fn a_message_quoting_another_error_has_no_repeated_prefix() {
+        let inner = Error::invalid("byte size `xyz`: expected a number and a unit");
+        let outer = Error::flag("--memory-budget", format!("--memory-budget: {inner}"));
+        assert_eq!(
+            outer.to_string(),
+            "--memory-budget: byte size `xyz`: expected a number and a unit"
         );
     }
 

@@ -13,8 +13,10 @@
 // The `espalier::` paths of the command line's files (src/cli/) name this crate.
 extern crate self as espalier;
 
+pub mod admission;
 pub mod atomic;
 pub mod autograd;
+pub mod checksum;
 /// The command line's flags and commands: the binary (src/main.rs) runs them, and other
 /// front ends (the Python package in python/) fill the same flag types, so that they share
 /// their defaults, checks and messages.

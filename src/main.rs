@@ -7,8 +7,5 @@ use espalier::cli;
 fn main() {
     espalier::device::heap::keep_freed_memory();
     let args = cli::Cli::parse();
-    if let Err(e) = cli::run(args) {
-        eprintln!("error: {e}");
-        std::process::exit(1);
-    }
+    espalier::error::exit_on_error(cli::run(args));
 }

@@ -170,6 +170,17 @@ fn numel_of(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// The values of a CPU buffer as bytes.
+fn cpu_bytes(data: &CpuData) -> &[u8] {
+    match data {
+        CpuData::F32(v) => bytemuck::cast_slice(v),
+        CpuData::F64(v) => bytemuck::cast_slice(v),
+        CpuData::U32(v) => bytemuck::cast_slice(v),
+        CpuData::F16(v) => bytemuck::cast_slice(v),
+        CpuData::BF16(v) => bytemuck::cast_slice(v),
+    }
+}
+
 /// Values of `shape`, or an error when the count overflows (a shape built from user input).
 fn checked_numel(shape: &[usize]) -> Result<usize> {
     shape
@@ -261,6 +272,36 @@ impl Tensor {
         Self::from_cpu_vec(data, shape, DType::U32)?.to_device(device)
     }
 
+    /// A tensor of `values` on `device`, uploaded straight from the slice on a GPU (no host
+    /// copy first, as a large matrix put on the device once wants); copied on the CPU.
+    pub fn upload<T: CpuElem>(values: &[T], shape: &[usize], device: Device) -> Result<Tensor> {
+        if values.len() != checked_numel(shape)? {
+            return Err(Error::shape(
+                "tensor",
+                format!("{} values do not fill shape {:?}", values.len(), shape),
+            ));
+        }
+        if T::DTYPE == DType::F64 && device != Device::Cpu {
+            return Err(Error::invalid("f64 tensors live on the CPU only"));
+        }
+        let bytes: &[u8] = bytemuck::cast_slice(values);
+        let storage = match device {
+            Device::Cpu => return Self::from_cpu_vec(values.to_vec(), shape, T::DTYPE),
+            Device::Wgpu(i) => {
+                Storage::Wgpu(WgpuBuffer::from_bytes(&wgpu_dev::context(i)?, bytes)?)
+            }
+            Device::Cuda(i) => {
+                Storage::Cuda(CudaBuffer::from_bytes(&cuda_dev::context(i)?, bytes)?)
+            }
+        };
+        Ok(Self::from_storage(
+            storage,
+            shape.to_vec(),
+            T::DTYPE,
+            device,
+        ))
+    }
+
     /// A tensor filled with `value` (cast to the dtype).
     pub fn full(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
         let n = checked_numel(shape)?;
@@ -348,6 +389,28 @@ impl Tensor {
                 ));
             }
         }
+        if !matches!(device, Device::Cpu) {
+            // From the CPU: the device copies straight from the buffer's values.
+            if let Storage::Cpu(b) = &*self.storage() {
+                self.expect_gpu_dtype()?;
+                let bytes = cpu_bytes(&b.data);
+                let storage = match device {
+                    Device::Wgpu(i) => {
+                        Storage::Wgpu(WgpuBuffer::from_bytes(&wgpu_dev::context(i)?, bytes)?)
+                    }
+                    Device::Cuda(i) => {
+                        Storage::Cuda(CudaBuffer::from_bytes(&cuda_dev::context(i)?, bytes)?)
+                    }
+                    Device::Cpu => unreachable!("checked above"),
+                };
+                return Ok(Self::from_storage(
+                    storage,
+                    self.shape().to_vec(),
+                    self.dtype(),
+                    device,
+                ));
+            }
+        }
         let host = self.host_bytes()?;
         let storage = match device {
             Device::Cpu => {
@@ -400,13 +463,7 @@ impl Tensor {
     /// The raw little-endian bytes of the values, on the host (reads a GPU buffer back).
     pub fn host_bytes(&self) -> Result<Vec<u8>> {
         match &*self.storage() {
-            Storage::Cpu(b) => Ok(match &b.data {
-                CpuData::F32(v) => bytemuck::cast_slice(v).to_vec(),
-                CpuData::F64(v) => bytemuck::cast_slice(v).to_vec(),
-                CpuData::U32(v) => bytemuck::cast_slice(v).to_vec(),
-                CpuData::F16(v) => bytemuck::cast_slice(v).to_vec(),
-                CpuData::BF16(v) => bytemuck::cast_slice(v).to_vec(),
-            }),
+            Storage::Cpu(b) => Ok(cpu_bytes(&b.data).to_vec()),
             Storage::Wgpu(b) => b.read(),
             Storage::Cuda(b) => b.read(),
         }

@@ -277,3 +277,41 @@ fn a_new_partitioner_searches_its_own_k_under_the_budget() {
     t.set_partitioner(espalier::partition::by_name("random").unwrap());
     assert_eq!(k_of(&mut t), k_random);
 }
+
+/// Evaluation does not depend on how its batches are cut: under a budget that halves the
+/// evaluation batches, and with a small `eval_batch_size`, the validation accuracy is the
+/// one without, to the bit, so the best epoch and `--patience` do not change with
+/// `--memory-budget`.
+#[test]
+fn validation_accuracy_is_the_same_with_and_without_a_budget() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let data = graph::load("synthetic:cora-like", &LoadOptions::default()).unwrap();
+    let g = Arc::new(data.graph.symmetrize());
+    let mut cfg = config(&data, ModelKind::Sage, Aggregator::Mean, None);
+    // Small fanouts: most nodes have more neighbours than are sampled.
+    cfg.fanouts = vec![3, 3];
+    let mut t = Trainer::new(&data, g, cfg).unwrap();
+    t.train_epoch(0).unwrap();
+    let valid = data.split.valid.clone();
+    let mem = Device::Cpu.memory().unwrap();
+    let live = mem.live();
+    mem.reset_peak();
+    let unbudgeted = t.evaluate(&valid).unwrap();
+    let activations = mem.peak() - live;
+    // Room for a quarter of one evaluation batch's activations: it is halved until it fits.
+    Device::Cpu
+        .set_memory_budget(Some(live + activations / 4))
+        .unwrap();
+    let budgeted = t.evaluate(&valid);
+    Device::Cpu.set_memory_budget(None).unwrap();
+    assert_eq!(budgeted.unwrap().to_bits(), unbudgeted.to_bits());
+    for size in [1000, 7] {
+        t.config.eval_batch_size = size;
+        let split = t.evaluate(&valid).unwrap();
+        assert_eq!(
+            split.to_bits(),
+            unbudgeted.to_bits(),
+            "eval batch size {size}"
+        );
+    }
+}

@@ -306,3 +306,72 @@ fn features_flag_takes_auto_host_or_device_and_names_them_when_wrong() {
     ]);
     assert!(!err.contains("features on it"), "{err}");
 }
+
+/// Numbers out of range are errors naming the flag, before the dataset is loaded (the
+/// dataset given here does not exist), and a negative number after a space is read as
+/// the flag's value, not as another flag.
+#[test]
+fn bad_training_numbers_are_refused_before_loading_naming_the_flag() {
+    for (flag, value, needle) in [
+        ("--lr", "-1", "--lr -1: the learning rate must be positive"),
+        ("--lr", "0", "--lr 0: the learning rate must be positive"),
+        ("--epochs", "0", "--epochs must be at least 1"),
+        ("--weight-decay", "-0.5", "--weight-decay -0.5"),
+        ("--lr-gamma", "-2", "--lr-gamma -2"),
+        (
+            "--eval-batch-size",
+            "0",
+            "--eval-batch-size must be at least 1",
+        ),
+        ("--dropout", "-0.1", "--dropout -0.1 must be in [0, 1)"),
+    ] {
+        let args = [
+            "train",
+            "--dataset",
+            "no-such-dataset-anywhere",
+            flag,
+            value,
+        ];
+        fails_with(&args, &[needle]);
+        let err = stderr(&espalier(&args));
+        assert!(!err.contains("no-such-dataset"), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
+
+/// Every error reads `error: MESSAGE`, once: no `Error:` (Rust's own prefix, which the
+/// examples printed with the error's debug form), no prefix repeated inside a message
+/// that quotes another error (`invalid argument: ... invalid argument: ...`).
+#[test]
+fn errors_have_one_prefix_everywhere() {
+    for args in [
+        &["train", "--memory-budget", "xyz"][..],
+        &["train", "--lr", "0"],
+        &["bench", "--workload", "cora-sage-mean", "--bogus"],
+        &["train", "--dataset", "no-such-dataset-anywhere"],
+    ] {
+        let err = stderr(&espalier(args));
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert_eq!(err.matches("error:").count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("invalid argument"), "{args:?}: {err}");
+    }
+    // The examples, built beside the test binaries by `cargo test`.
+    let example = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("examples").join("train_cora"));
+    match example.filter(|p| p.is_file()) {
+        Some(exe) => {
+            let out = Command::new(exe).arg("no-such-folder").output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(err.starts_with("error: "), "{err}");
+            assert!(
+                err.contains("no-such-folder") && !err.contains("Error"),
+                "{err}"
+            );
+        }
+        None => println!("skipped the example: not built beside this test"),
+    }
+}

@@ -207,3 +207,44 @@ fn a_driver_out_of_memory_splits_the_full_graph_chunk_and_the_loss_stays() {
     // Evaluation, which reads more rows per chunk, splits too rather than fail.
     assert_eq!(tight["best_valid_acc"], roomy["best_valid_acc"]);
 }
+
+/// Runs the CLI and returns its exit status, stdout and stderr.
+fn cli_output(args: &[&str], capacity: &str) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_espalier"))
+        .args(["train", "--device", "cuda"])
+        .args(args)
+        .env("ESPALIER_CUDA_EMU_MEM", capacity)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn without_a_budget_the_feature_matrix_goes_on_the_device_only_where_its_free_memory_holds_it() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if emulator().is_none() {
+        return;
+    }
+    // Cora-like: a 15.5 MB feature matrix, 11.7 MB of parameters, gradients and Adam state.
+    let args = ["--dataset", "synthetic:cora-like", "--epochs", "1"];
+    let on = |out: &str| out.contains("features on it");
+    let (ok, out, err) = cli_output(&args, "80GiB");
+    assert!(ok && on(&(out.clone() + &err)), "80 GiB: {out}{err}");
+    // 40 MiB leave 28 MB after the model's state: more than the matrix, less than twice.
+    let (ok, out, err) = cli_output(&args, "40MiB");
+    assert!(ok && !on(&(out.clone() + &err)), "40 MiB, auto: {out}{err}");
+    let mut device = args.to_vec();
+    device.extend(["--features", "device"]);
+    let (ok, out, err) = cli_output(&device, "40MiB");
+    assert!(
+        ok && on(&(out.clone() + &err)),
+        "40 MiB, --features device: {out}{err}"
+    );
+    // 25 MiB leave 13 MB: the matrix does not fit, and `device` says why.
+    let (ok, _, err) = cli_output(&device, "25MiB");
+    assert!(!ok && err.contains("the device's free memory"), "{err}");
+}

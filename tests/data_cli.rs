@@ -226,3 +226,32 @@ fn a_missing_named_dataset_says_where_to_put_it() {
         "{err}"
     );
 }
+
+/// A process id that runs nowhere on this machine.
+#[cfg(target_os = "linux")]
+fn dead_pid() -> u32 {
+    (1..4_000_000u32)
+        .rev()
+        .find(|p| !Path::new("/proc").join(p.to_string()).exists())
+        .unwrap()
+}
+
+/// A run killed while writing a cache entry leaves its temporary file: `cache clear`
+/// removes it (not only after an hour), but not the file of a writer still running.
+#[cfg(target_os = "linux")]
+#[test]
+fn cache_clear_removes_a_killed_writers_temp_file_but_not_a_live_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache_dir = tmp.path().join("cache");
+    std::fs::create_dir(&cache_dir).unwrap();
+    let killed = format!(".ds-0123456789abcdef.espc.tmp.{}.0", dead_pid());
+    let live = format!(".ds-0123456789abcdef.espc.tmp.{}.1", std::process::id());
+    for name in [&killed, &live] {
+        std::fs::write(cache_dir.join(name), vec![0u8; 4096]).unwrap();
+    }
+    let clear = espalier(&["cache", "clear", "--cache-dir", cache_dir.to_str().unwrap()]);
+    assert!(clear.status.success(), "{}", stderr(&clear));
+    assert_eq!(files_under(&cache_dir), vec![live.clone()]);
+    let out = String::from_utf8_lossy(&clear.stdout);
+    assert!(out.contains("removed 1 files, 4.1 kB"), "{out}");
+}

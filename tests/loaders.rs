@@ -743,17 +743,16 @@ fn write_then_load_round_trips() {
 
 #[test]
 fn impossible_sizes_are_errors_not_aborts() {
-    // Only meaningful where the kernel refuses allocations beyond the machine
-    // (overcommit mode 0 or 2); with mode 1 the reservation would succeed.
-    let mode = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
-    if mode.trim() != "0" && mode.trim() != "2" {
-        println!("skipped: overcommit mode {mode:?} cannot refuse a huge reservation");
-        return;
-    }
-    // About 2 TB of features.
+    // About 2 TB of features: more than any machine that runs the tests has available
+    // (memory admission compares with what the system can give, whatever its overcommit
+    // mode; where no limit can be read, a reservation of the address space fails).
     let spec = SynthSpec::parse("papers-like,scale=35").unwrap();
     match synth::generate(&spec) {
-        Err(Error::InvalidArgument(m)) => assert!(m.contains("cannot allocate"), "{m}"),
+        Err(Error::InvalidArgument(m)) => assert!(
+            m.contains("synthetic papers-like")
+                && (m.contains("more than the") || m.contains("cannot allocate")),
+            "{m}"
+        ),
         other => panic!(
             "expected an allocation error, got {:?}",
             other.map(|d| d.num_nodes())

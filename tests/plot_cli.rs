@@ -129,3 +129,60 @@ fn bad_inputs_are_errors_naming_the_file() {
     );
     assert!(!out.exists(), "no image is left behind by a failed plot");
 }
+
+/// `partition --compare` runs every partitioner: the plot draws each one's micro-batches
+/// (it drew only the last), and names the epoch as the JSON does (it said one more).
+#[test]
+fn a_partition_comparison_plots_every_partitioner() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cmp.json");
+    ok(&[
+        "partition",
+        "--compare",
+        "--dataset",
+        "synthetic:cora-like,scale=0.2",
+        "--hidden",
+        "8",
+        "--fanouts",
+        "5,5",
+        "--json",
+        s(&json),
+    ]);
+    let svg = dir.path().join("cmp.svg");
+    ok(&["plot", s(&json), "--out", s(&svg)]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for name in espalier::partition::names() {
+        assert!(
+            text.contains(&format!("epoch 1, batch 1, K 8, {name})")),
+            "{name} not drawn"
+        );
+    }
+}
+
+/// A full-graph run's JSON has no micro-batches but chunks: the plot draws their peaks.
+#[test]
+fn a_full_graph_run_plots_its_chunks_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fg.json");
+    let mut a = vec![
+        "train",
+        "--full-graph",
+        "--chunks",
+        "2",
+        "--layers",
+        "2",
+        "--json",
+        s(&json),
+    ];
+    a.extend(["--epochs", "2", "--hidden", "8"]);
+    ok(&a);
+    let svg = dir.path().join("fg.svg");
+    let out = espalier(&["plot", s(&json), "--out", s(&svg)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("3 panels"), "{err}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("epoch 2, full graph, 2 chunks per layer"),
+        "no chunk panel"
+    );
+}

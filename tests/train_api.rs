@@ -110,3 +110,52 @@ fn training_from_a_memory_mapped_cache_gives_the_same_losses_as_from_memory() {
         assert_eq!(a, b, "symmetrize {symmetrize}");
     }
 }
+
+/// A dataset whose validation split holds no labelled node: no epoch gets a validation
+/// accuracy (not NaN), none is picked as the best, the trainer says so before the run, and
+/// `patience`, which would have nothing to watch, is refused.
+#[test]
+fn an_empty_validation_split_is_said_and_never_picks_a_best_epoch() {
+    let mut data = data();
+    data.split.valid.clear();
+    let config = TrainConfig::default()
+        .model(ModelConfig::default().hidden(8))
+        .fanouts(vec![5, 5])
+        .batch_size(BatchSize::Full)
+        .epochs(2);
+    let graph = Arc::new(data.graph.symmetrize());
+    let mut t = Trainer::new(&data, graph.clone(), config.clone()).unwrap();
+    let warning = t.validation_warning().expect("a warning");
+    assert!(
+        warning.contains("validation split has no labelled node"),
+        "{warning}"
+    );
+    let s = t.run(None, &mut |_| {}).unwrap();
+    assert!(
+        s.epochs.iter().all(|e| e.valid_acc.is_none()),
+        "{:?}",
+        s.epochs
+    );
+    assert_eq!(
+        (
+            s.best_valid_acc,
+            s.best_valid_epoch,
+            s.test_acc_at_best_valid
+        ),
+        (None, None, None)
+    );
+    assert!(s.valid_acc.is_nan() && !s.test_acc.is_nan());
+
+    let mut t = Trainer::new(&data, graph, config.patience(Some(3))).unwrap();
+    let err = t.run(None, &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            espalier::Error::InvalidFlag {
+                flag: "--patience",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -180,21 +180,15 @@ fn profile_is_off_by_default_recorded_in_the_json_and_does_not_change_the_losses
     assert_eq!(losses(&plain), losses(&profiled));
 }
 
-/// Sends `signal` during epoch 2 and checks the partial JSON and the exit code.
-fn stops_on(signal: &str) {
+/// Runs `espalier train RUN --epochs 100000`, sends `signals` (30 ms apart) once epoch 2
+/// is done, and returns what it printed after, its exit code and its JSON.
+fn interrupted(run: &[&str], signals: &[&str]) -> (Vec<String>, Option<i32>, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("partial.json");
     let mut child = espalier()
-        .args([
-            "train",
-            "--dataset",
-            DATA,
-            "--hidden",
-            "16",
-            "--epochs",
-            "100000",
-        ])
-        .args(["--verbose", "--json", p(&json)])
+        .arg("train")
+        .args(run)
+        .args(["--epochs", "100000", "--verbose", "--json", p(&json)])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -206,15 +200,23 @@ fn stops_on(signal: &str) {
             break;
         }
     }
-    let killed = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    for signal in signals {
+        let killed = Command::new("kill")
+            .args([*signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
     let rest: Vec<String> = lines.map_while(|l| l.ok()).collect();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{rest:?}");
-    let v = read_json(&json);
+    (rest, status.code(), read_json(&json))
+}
+
+/// Sends `signal` during epoch 2 and checks the partial JSON and the exit code.
+fn stops_on(signal: &str) {
+    let (rest, code, v) = interrupted(&["--dataset", DATA, "--hidden", "16"], &[signal]);
+    assert_eq!(code, Some(130), "{rest:?}");
     assert_eq!(v["interrupted"], true);
     let n = v["epochs"].as_array().unwrap().len();
     assert!((2..100000).contains(&n), "{n} epochs");
@@ -539,4 +541,177 @@ fn full_graph_defaults_to_all_neighbours_and_reports_its_chunks_in_the_json() {
             stderr(&o)
         );
     }
+}
+
+/// `espalier train ARGS` under a file-size limit of about 1 KB (`ulimit -f 2`), with
+/// SIGXFSZ ignored: a write past it fails with EFBIG, as a full disk fails with ENOSPC.
+#[cfg(unix)]
+fn train_with_tiny_file_limit(args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 2 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_espalier"))
+        .args([
+            "train",
+            "--dataset",
+            DATA,
+            "--hidden",
+            "16",
+            "--epochs",
+            "2",
+        ])
+        .args(args)
+        .env_remove("ESPALIER_LOG")
+        .output()
+        .expect("run espalier under sh")
+}
+
+/// A JSON or checkpoint write that fails (the disk full) removes its temporary file, and
+/// the error names the file the user asked for, not the temporary name.
+#[cfg(unix)]
+#[test]
+fn a_failed_write_names_the_output_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let ck = dir.path().join("ck.safetensors");
+    for (flag, path) in [("--json", &json), ("--checkpoint", &ck)] {
+        let o = train_with_tiny_file_limit(&[flag, p(path)]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("error: {}: ", path.display())),
+            "{flag}: {err}"
+        );
+        assert!(!err.contains(".tmp."), "{flag}: {err}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.is_empty(), "{flag}: left {left:?}");
+    }
+}
+
+/// The JSON of a resumed run covers every process of the run: its micro-batch statistics
+/// hold every epoch's batches, its seconds add up, its peak is the largest; resuming a
+/// finished run reports what the finished run reported, not zeros.
+#[test]
+fn a_resumed_runs_json_covers_every_process_and_a_finished_one_keeps_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ck.safetensors");
+    let (first, second, again) = (
+        dir.path().join("first.json"),
+        dir.path().join("second.json"),
+        dir.path().join("again.json"),
+    );
+    ok(&train(&[
+        "--epochs",
+        "2",
+        "--checkpoint",
+        p(&ckpt),
+        "--json",
+        p(&first),
+    ]));
+    let args = [
+        "--epochs",
+        "4",
+        "--resume",
+        p(&ckpt),
+        "--checkpoint",
+        p(&ckpt),
+    ];
+    ok(&train(&[&args[..], &["--json", p(&second)]].concat()));
+    ok(&train(&[&args[..], &["--json", p(&again)]].concat()));
+    let (first, second, again) = (read_json(&first), read_json(&second), read_json(&again));
+    let batch_epochs = |v: &serde_json::Value| -> Vec<u64> {
+        v["micro_batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["epoch"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(batch_epochs(&first), vec![1, 2]);
+    assert_eq!(batch_epochs(&second), vec![1, 2, 3, 4]);
+    assert_eq!(second["micro_batches"][0], first["micro_batches"][0]);
+    let seconds = |v: &serde_json::Value| v["train_seconds"].as_f64().unwrap();
+    let peak = |v: &serde_json::Value| v["peak_bytes"].as_u64().unwrap();
+    assert!(seconds(&second) > seconds(&first), "{second}");
+    assert!(
+        peak(&second) >= peak(&first) && peak(&first) > 0,
+        "{second}"
+    );
+    // The run was finished: the third process trains nothing and reports the second's.
+    assert_eq!(again["already_finished"], true);
+    for key in [
+        "micro_batches",
+        "train_seconds",
+        "peak_bytes",
+        "test_acc",
+        "epochs",
+    ] {
+        assert_eq!(again[key], second[key], "{key}");
+    }
+}
+
+/// A second Ctrl-C quits at once, mid-epoch, but first writes the JSON of the epochs
+/// finished so far (marked interrupted), rather than none.
+#[test]
+fn a_second_sigint_quits_at_once_and_still_writes_the_json() {
+    // Epochs long enough (hundreds of milliseconds) that both signals land in one.
+    let run = [
+        "--dataset",
+        "synthetic:cora-like",
+        "--hidden",
+        "1024",
+        "--fanouts",
+        "25,25",
+    ];
+    let (rest, code, v) = interrupted(&run, &["-INT", "-INT"]);
+    assert_eq!(code, Some(130), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("second interrupt")),
+        "{rest:?}"
+    );
+    assert_eq!(v["interrupted"], true);
+    let n = v["epochs"].as_array().unwrap().len();
+    assert!(n >= 2, "{n} epochs");
+    assert_eq!(v["micro_batches"].as_array().unwrap().len(), n);
+}
+
+/// A dataset whose split has no validation file: the run says so before training, and its
+/// final line shows no `NaN` (the accuracies it could not measure read `-`).
+#[test]
+fn an_empty_validation_split_is_said_and_printed_as_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    let gen = espalier()
+        .args(["gen", "cora-like,scale=0.1", "--out", p(&data)])
+        .output()
+        .unwrap();
+    ok(&gen);
+    std::fs::remove_file(data.join("split/bench/valid.csv.gz")).unwrap();
+    let out = espalier()
+        .args([
+            "train",
+            "--dataset",
+            p(&data),
+            "--hidden",
+            "8",
+            "--epochs",
+            "2",
+        ])
+        .args(["--no-cache"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let (said, line) = (stderr(&out), stdout(&out));
+    assert!(
+        said.contains("warning: ") && said.contains("validation split has no labelled node"),
+        "{said}"
+    );
+    assert!(line.contains("valid accuracy -"), "{line}");
+    assert!(
+        !line.contains("NaN") && !line.contains("best valid"),
+        "{line}"
+    );
 }

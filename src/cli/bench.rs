@@ -41,10 +41,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub epochs: usize,
     /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub lr: f64,
     /// Weight decay (as `espalier train`).
-    #[arg(long, default_value_t = 5e-4)]
+    #[arg(long, default_value_t = 5e-4, allow_negative_numbers = true)]
     pub weight_decay: f64,
     /// Write the JSON report to this file, or `-` for standard output (the table then goes
     /// to standard error).
@@ -188,9 +188,15 @@ pub fn args_after_subcommand(args: impl Iterator<Item = String>) -> Vec<String> 
     out
 }
 
+/// clap's message without its own `error: ` (main adds one).
+fn clap_error(e: clap::Error) -> Error {
+    let text = e.to_string();
+    Error::invalid(text.strip_prefix("error: ").unwrap_or(&text).trim_end())
+}
+
 fn parse(argv: &[String]) -> Result<BenchArgs> {
     let it = std::iter::once("bench".to_string()).chain(argv.iter().cloned());
-    BenchArgs::try_parse_from(it).map_err(|e| Error::invalid(e.to_string()))
+    BenchArgs::try_parse_from(it).map_err(clap_error)
 }
 
 /// The workload's flags, then the explicit ones, each flag given once; returns the merged
@@ -199,7 +205,7 @@ fn merge(a: &BenchArgs, w: &Workload) -> Result<(BenchArgs, Vec<usize>)> {
     let it = std::iter::once("bench".to_string()).chain(a.argv.iter().cloned());
     let m = BenchArgs::command()
         .try_get_matches_from(it)
-        .map_err(|e| Error::invalid(e.to_string()))?;
+        .map_err(clap_error)?;
     let explicit: HashSet<String> = m
         .ids()
         .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
@@ -324,6 +330,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.epochs == 0 {
         return Err(Error::flag("--epochs", "--epochs must be at least 1"));
     }
+    crate::cli::train::check_optimizer_numbers(a.lr, a.weight_decay)?;
     if let Some(x) = a.scale {
         let spec = a.common.dataset.strip_prefix("synthetic:").ok_or_else(|| {
             Error::flag(

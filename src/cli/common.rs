@@ -92,7 +92,7 @@ pub struct CommonArgs {
     #[arg(long, default_value = "full")]
     pub batch_size: String,
     /// Dropout between layers.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub dropout: f64,
     /// Optimizer: adam (L2 weight decay, as torch.optim.Adam), adamw or sgd (momentum 0.9).
     /// Its state counts in the memory a micro-batch must leave room for.
@@ -351,6 +351,12 @@ impl CommonArgs {
         partition::by_name(&self.partitioner)?;
         partition::check_k(self.micro_batches(), usize::MAX)?;
         self.budget()?;
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(Error::flag(
+                "--dropout",
+                format!("--dropout {} must be in [0, 1)", self.dropout),
+            ));
+        }
         // The model flags, before loading anything: the sizes that do not depend on the
         // dataset are checked again once its widths are known.
         self.checked_model(None, self.classes.unwrap_or(1))?;
@@ -359,12 +365,6 @@ impl CommonArgs {
         self.feature_dtype.parse::<FeatureDType>()?;
         self.features.parse::<FeaturePlacement>()?;
         self.loader.parse::<Loader>()?;
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err(Error::flag(
-                "--dropout",
-                format!("--dropout {} must be in [0, 1)", self.dropout),
-            ));
-        }
         Ok(())
     }
 
@@ -396,7 +396,12 @@ impl CommonArgs {
                 let (g, line) = graph::io::cache::symmetrized(&data.graph, entry)?;
                 (g, Some(line))
             }
-            (true, None) => (data.graph.symmetrize(), None),
+            (true, None) => {
+                espalier::admission::admit(data.graph.symmetrize_bytes(), || {
+                    format!("dataset {}: the symmetrized graph", data.name)
+                })?;
+                (data.graph.symmetrize(), None)
+            }
             (false, _) => (data.graph.clone(), None),
         })
     }
@@ -505,13 +510,10 @@ impl CommonArgs {
     }
 }
 
-/// Bytes of memory the system can still give (Linux: `MemAvailable` of /proc/meminfo);
-/// `None` where that is unknown.
+/// Bytes of memory the system can still give this process (available memory, cgroup and
+/// `ulimit` limits: [`espalier::admission`]); `None` where that is unknown.
 fn host_available_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
+    espalier::admission::available().map(|a| a.bytes)
 }
 
 /// Settings only training reads.

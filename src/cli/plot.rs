@@ -178,34 +178,83 @@ fn parse_curve(v: &Value, label: &str, path: &Path) -> Result<Curve> {
     Ok(c)
 }
 
-/// The last batch of `micro_batches` (the steady state of a budget search), if any.
-fn parse_peaks(v: &Value, label: &str, path: &Path) -> Result<Option<Peaks>> {
-    let batches = array(v, "micro_batches", path)?;
-    let Some(last) = batches.last() else {
-        return Ok(None);
-    };
-    let bars = array(last, "batches", path)?
+/// The bars of list `key` of `v`: each entry's `est_peak_bytes` and `peak_bytes` (absent
+/// when it did not run).
+fn bars(v: &Value, key: &str, path: &Path) -> Result<Vec<Bar>> {
+    array(v, key, path)?
         .iter()
-        .map(|b| {
+        .map(|m| {
             Ok(Bar {
-                measured: b.get("peak_bytes").and_then(Value::as_f64),
-                estimated: num(b, "est_peak_bytes", path)?,
+                measured: m.get("peak_bytes").and_then(Value::as_f64),
+                estimated: num(m, "est_peak_bytes", path)?,
             })
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect()
+}
+
+/// Per partitioner in `micro_batches` (one for a training run, every one for `partition
+/// --compare`), its last batch (the steady state of a budget search), in the order the
+/// partitioners first appear.
+fn parse_peaks(v: &Value, label: &str, path: &Path) -> Result<Vec<Peaks>> {
+    let batches = array(v, "micro_batches", path)?;
+    let partitioner = |b: &Value| {
+        b.get("partitioner")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut last: Vec<(Option<String>, &Value)> = Vec::new();
+    for b in batches {
+        let name = partitioner(b);
+        match last.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = b,
+            None => last.push((name, b)),
+        }
+    }
+    let mut out = Vec::new();
+    for (name, b) in last {
+        let bars = bars(b, "batches", path)?;
+        if bars.is_empty() {
+            continue;
+        }
+        out.push(Peaks {
+            label: label.to_string(),
+            // `epoch` is 1-based in the JSON, as on the console; `batch` an index.
+            which: format!(
+                "epoch {}, batch {}, K {}{}",
+                num(b, "epoch", path)? as u64,
+                num(b, "batch", path)? as u64 + 1,
+                bars.len(),
+                name.map_or(String::new(), |p| format!(", {p}"))
+            ),
+            budget: budget(v),
+            bars,
+        });
+    }
+    Ok(out)
+}
+
+/// The chunks of a full-graph run's last epoch (`epochs[].full_graph.chunk_runs`), every
+/// chunk as it ran (layer, pass), if the run trained the full graph.
+fn parse_chunks(v: &Value, label: &str, path: &Path) -> Result<Option<Peaks>> {
+    let Some(last) = array(v, "epochs", path)?
+        .iter()
+        .rev()
+        .find(|e| e.get("full_graph").is_some_and(|f| !f.is_null()))
+    else {
+        return Ok(None);
+    };
+    let fg = &last["full_graph"];
+    let bars = bars(fg, "chunk_runs", path)?;
     if bars.is_empty() {
         return Ok(None);
     }
     Ok(Some(Peaks {
         label: label.to_string(),
         which: format!(
-            "epoch {}, batch {}, K {}{}",
-            num(last, "epoch", path)? as u64 + 1,
-            num(last, "batch", path)? as u64,
-            bars.len(),
-            last.get("partitioner")
-                .and_then(Value::as_str)
-                .map_or(String::new(), |p| format!(", {p}"))
+            "epoch {}, full graph, {} chunks per layer, {} chunk runs",
+            num(last, "epoch", path)? as u64,
+            num(fg, "chunks", path)? as u64,
+            bars.len()
         ),
         budget: budget(v),
         bars,
@@ -248,14 +297,16 @@ fn read_into(plots: &mut Plots, path: &Path, label: &str) -> Result<()> {
         if has("micro_batches") {
             plots.peaks.extend(parse_peaks(&v, label, path)?);
         }
+        plots.peaks.extend(parse_chunks(&v, label, path)?);
     } else if has("micro_batches") {
-        let peaks = parse_peaks(&v, label, path)?.ok_or_else(|| {
-            bad(
+        let peaks = parse_peaks(&v, label, path)?;
+        if peaks.is_empty() {
+            return Err(bad(
                 path,
                 "`micro_batches` holds no micro-batch: nothing to plot",
-            )
-        })?;
-        plots.peaks.push(peaks);
+            ));
+        }
+        plots.peaks.extend(peaks);
     } else {
         return Err(bad(
             path,
@@ -310,6 +361,21 @@ fn padded(lo: f64, hi: f64) -> std::ops::Range<f64> {
     };
     let pad = ((hi - lo) * 0.08).max(1e-3);
     (lo - pad).max(if lo >= 0.0 { 0.0 } else { f64::MIN })..hi + pad
+}
+
+/// Height in pixels of one legend row (a label's font and the space plotters puts
+/// between rows), and of the legend box's padding and its distance from the top.
+const LEGEND_ROW: f64 = LABEL as f64 + 9.0;
+const LEGEND_PAD: f64 = 30.0;
+
+/// The top of a bar chart's value axis on `area` (of height `area_h` pixels) such that its
+/// tallest value, `top`, stays below a legend of `rows` rows at the upper right: the bars
+/// get the plotting area less the legend's height, so the legend hides none of them.
+fn above_legend(top: f64, rows: usize, area_h: u32) -> f64 {
+    // The caption, the x labels and the two margins take this much of the area.
+    let plot_h = (area_h as f64 - (CAPTION as f64 + 10.0) - 45.0 - 32.0).max(1.0);
+    let legend = (rows as f64 * LEGEND_ROW + LEGEND_PAD) / plot_h;
+    top.max(1e-3) / (1.0 - legend.min(0.8)) * 1.05
 }
 
 /// An axis label only at whole numbers (epochs, micro-batch indices).
@@ -435,22 +501,25 @@ fn draw_memory<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, peaks: &[Peaks
         })
         .fold(0.0, f64::max)
         / MIB;
+    // One legend row per run, its budget if any, and the estimate's mark.
+    let rows = peaks.len() + peaks.iter().filter(|p| p.budget.is_some()).count() + 1;
+    let y_top = above_legend(top, rows, area.dim_in_pixel().1);
     let mut chart = ChartBuilder::on(area)
         .caption(
-            "Peak memory per micro-batch (last batch of each run)",
+            "Peak memory per micro-batch or chunk (last batch or epoch of each run)",
             ("sans-serif", CAPTION),
         )
         .margin(16)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .build_cartesian_2d(-0.5f64..k as f64 - 0.5, 0f64..(top * 1.15).max(1e-3))
+        .build_cartesian_2d(-0.5f64..k as f64 - 0.5, 0f64..y_top)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(k.min(16) + 1)
         .x_label_formatter(&whole)
-        .x_desc("micro-batch")
+        .x_desc("micro-batch (or chunk run, in order)")
         .y_desc("peak MiB")
         .label_style(text_style())
         .axis_desc_style(text_style())
@@ -511,12 +580,13 @@ fn draw_phases<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, runs: &[PhaseR
         .iter()
         .map(|r| r.seconds.iter().sum::<f64>() * 1e3)
         .fold(0.0, f64::max);
+    let y_top = above_legend(top, PHASES.len(), area.dim_in_pixel().1);
     let mut chart = ChartBuilder::on(area)
         .caption("Time per phase (median epoch)", ("sans-serif", CAPTION))
         .margin(16)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..(top * 1.2).max(1e-3))
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..y_top)
         .map_err(|e| e.to_string())?;
     // A run's label under its bar, at whole x; nothing between runs.
     let names = |v: &f64| match whole(v).parse::<usize>() {
@@ -690,6 +760,167 @@ mod tests {
         assert_eq!(format_of(Path::new("a.PNG")).unwrap(), Format::Png);
         assert!(format_of(Path::new("a.jpg")).is_err());
         assert!(format_of(Path::new("a")).is_err());
+    }
+
+    fn value(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    /// One batch's entry of `micro_batches`: its epoch, batch, partitioner and bars.
+    fn batch(epoch: u64, b: u64, partitioner: &str, peaks: &[u64]) -> String {
+        let bars: Vec<String> = peaks
+            .iter()
+            .map(|p| format!(r#"{{"est_peak_bytes": {p}, "peak_bytes": {p}}}"#))
+            .collect();
+        format!(
+            r#"{{"epoch": {epoch}, "batch": {b}, "partitioner": "{partitioner}", "batches": [{}]}}"#,
+            bars.join(",")
+        )
+    }
+
+    #[test]
+    fn a_partition_compare_json_gives_every_partitioner_its_last_batch() {
+        let path = Path::new("cmp.json");
+        let entries: Vec<String> = ["random", "metis", "betty"]
+            .iter()
+            .flat_map(|p| [batch(1, 0, p, &[5, 6]), batch(2, 0, p, &[7, 8, 9])])
+            .collect();
+        let v = value(&format!(r#"{{"micro_batches": [{}]}}"#, entries.join(",")));
+        let peaks = parse_peaks(&v, "cmp", path).unwrap();
+        let which: Vec<&str> = peaks.iter().map(|p| p.which.as_str()).collect();
+        assert_eq!(
+            which,
+            [
+                "epoch 2, batch 1, K 3, random",
+                "epoch 2, batch 1, K 3, metis",
+                "epoch 2, batch 1, K 3, betty"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_full_graph_run_gets_its_chunks_peaks() {
+        let chunk = |layer: u64, pass: &str, c: u64| {
+            format!(
+                r#"{{"layer": {layer}, "pass": "{pass}", "chunk": {c}, "est_peak_bytes": 100, "peak_bytes": 90}}"#
+            )
+        };
+        let runs = [
+            chunk(0, "forward", 0),
+            chunk(0, "forward", 1),
+            chunk(1, "loss", 0),
+        ];
+        let epoch = |e: u64| {
+            format!(
+                r#"{{"epoch": {e}, "loss": 1.0, "train_acc": 0.5, "full_graph": {{"chunks": 2, "chunk_runs": [{}]}}}}"#,
+                runs.join(",")
+            )
+        };
+        let v = value(&format!(
+            r#"{{"epochs": [{}, {}], "micro_batches": []}}"#,
+            epoch(1),
+            epoch(2)
+        ));
+        let p = parse_chunks(&v, "fg", Path::new("fg.json"))
+            .unwrap()
+            .expect("a chunk panel");
+        assert_eq!(p.bars.len(), 3);
+        assert_eq!(
+            p.which,
+            "epoch 2, full graph, 2 chunks per layer, 3 chunk runs"
+        );
+        assert!(parse_peaks(&v, "fg", Path::new("fg.json"))
+            .unwrap()
+            .is_empty());
+    }
+
+    /// The rectangles of an SVG drawn filled in a colour (not white): `(x, y, w, h)`.
+    fn filled_rects(svg: &str) -> Vec<[i64; 4]> {
+        svg.split("<rect ")
+            .skip(1)
+            .map(|r| r.split("/>").next().unwrap_or(r))
+            .filter(|r| r.contains(r##"opacity="1" fill="#"##) && !r.contains("#FFFFFF"))
+            .map(|r| {
+                let attr = |k: &str| -> i64 {
+                    let key = format!("{k}=\"");
+                    let at = r.find(&format!(" {key}")).unwrap_or(0);
+                    let rest = &r[at..];
+                    let start = rest.find('"').unwrap() + 1;
+                    let end = start + rest[start..].find('"').unwrap();
+                    rest[start..end].parse().unwrap()
+                };
+                [attr("x"), attr("y"), attr("width"), attr("height")]
+            })
+            .collect()
+    }
+
+    /// The legend boxes of an SVG (white at 85% opacity).
+    fn legend_boxes(svg: &str) -> Vec<[i64; 4]> {
+        let boxes: Vec<String> = svg
+            .split("<rect ")
+            .filter(|r| r.contains(r#"opacity="0.85""#))
+            .map(|r| {
+                r.replace(
+                    r##"opacity="0.85" fill="#FFFFFF""##,
+                    r##"opacity="1" fill="#000001""##,
+                )
+            })
+            .collect();
+        filled_rects(&format!("<rect {}", boxes.join("<rect ")))
+    }
+
+    #[test]
+    fn the_legend_hides_no_bar() {
+        // Bars as tall as the budget, all alike: the tallest possible under the legend.
+        let bars = |n: usize| {
+            (0..n)
+                .map(|_| Bar {
+                    measured: Some(90.0 * MIB),
+                    estimated: 90.0 * MIB,
+                })
+                .collect::<Vec<_>>()
+        };
+        let plots = Plots {
+            peaks: ["a", "b", "c"]
+                .iter()
+                .map(|l| Peaks {
+                    label: l.to_string(),
+                    which: "epoch 1, batch 1, K 8".into(),
+                    budget: Some(100.0 * MIB),
+                    bars: bars(8),
+                })
+                .collect(),
+            phases: (0..3)
+                .map(|i| PhaseRun {
+                    label: format!("run {i}"),
+                    seconds: [0.1; 7],
+                })
+                .collect(),
+            ..Plots::default()
+        };
+        register_font().unwrap();
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (1400, 450)).into_drawing_area();
+            render(&root, &plots).unwrap();
+        }
+        let legends = legend_boxes(&svg);
+        assert_eq!(legends.len(), 2, "{legends:?}");
+        let overlaps = |a: &[i64; 4], b: &[i64; 4]| {
+            a[0] < b[0] + b[2] && b[0] < a[0] + a[2] && a[1] < b[1] + b[3] && b[1] < a[1] + a[3]
+        };
+        let within = |a: &[i64; 4], b: &[i64; 4]| {
+            a[0] >= b[0] && a[1] >= b[1] && a[0] + a[2] <= b[0] + b[2] && a[1] + a[3] <= b[1] + b[3]
+        };
+        for bar in filled_rects(&svg) {
+            for l in &legends {
+                // The legend's own colour samples lie inside it.
+                assert!(
+                    within(&bar, l) || !overlaps(&bar, l),
+                    "bar {bar:?} under the legend {l:?}"
+                );
+            }
+        }
     }
 
     #[test]

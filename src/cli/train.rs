@@ -3,11 +3,12 @@
 //! Standard output carries the result only: the final line, or with `--json -` the JSON
 //! alone; everything else goes to standard error, as much as the log level asks
 //! ([`crate::cli::log`]). Ctrl-C (or SIGTERM) stops after the current batch, writes the
-//! partial JSON (`"interrupted": true`) and exits with code 130; a second one quits at once.
+//! partial JSON (`"interrupted": true`) and exits with code 130; a second one quits at once,
+//! after writing the JSON of the epochs finished so far.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -33,10 +34,10 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     /// Training epochs (with --resume: the run's total, so a larger number extends it).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
     pub epochs: usize,
     /// Learning rate (the initial one under --lr-schedule).
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub lr: f64,
     /// Learning-rate schedule, stepped per epoch: none, step (times --lr-gamma every
     /// --lr-step-size epochs, as torch's StepLR) or cosine (to 0 over the epochs, as
@@ -47,10 +48,10 @@ pub struct TrainArgs {
     #[arg(long)]
     pub lr_step_size: Option<usize>,
     /// `--lr-schedule step`: the factor of each decay.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub lr_gamma: f64,
     /// Weight decay (added to the gradient for adam and sgd; decoupled for adamw).
-    #[arg(long, default_value_t = 5e-4)]
+    #[arg(long, default_value_t = 5e-4, allow_negative_numbers = true)]
     pub weight_decay: f64,
     /// Early stopping: stop after N evaluations in a row without a better validation
     /// accuracy.
@@ -157,6 +158,7 @@ impl TrainArgs {
     /// [`CommonArgs::check`], everything that can be checked before loading).
     pub fn check(&self) -> Result<()> {
         let c = &self.common;
+        self.check_numbers()?;
         self.on_nan.parse::<OnNan>()?;
         self.schedule()?;
         self.node_order.parse::<NodeOrder>()?;
@@ -215,6 +217,31 @@ impl TrainArgs {
         Ok(config)
     }
 
+    /// The numbers of the run, checked before anything is loaded: a run that cannot train
+    /// must not cost a dataset load first.
+    fn check_numbers(&self) -> Result<()> {
+        if self.epochs == 0 {
+            return Err(Error::flag("--epochs", "--epochs must be at least 1"));
+        }
+        check_optimizer_numbers(self.lr, self.weight_decay)?;
+        if !(self.lr_gamma.is_finite() && self.lr_gamma > 0.0) {
+            return Err(Error::flag(
+                "--lr-gamma",
+                format!(
+                    "--lr-gamma {}: the decay factor must be positive",
+                    self.lr_gamma
+                ),
+            ));
+        }
+        if self.eval_batch_size == 0 {
+            return Err(Error::flag(
+                "--eval-batch-size",
+                "--eval-batch-size must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
     fn schedule(&self) -> Result<LrSchedule> {
         match (self.lr_schedule.as_str(), self.lr_step_size) {
             ("step", None) => Err(Error::flag(
@@ -228,6 +255,24 @@ impl TrainArgs {
             (s, n) => LrSchedule::parse(s, n.unwrap_or(1), self.lr_gamma),
         }
     }
+}
+
+/// `--lr` (positive) and `--weight-decay` (zero or positive), as `train` and `bench` take
+/// them.
+pub fn check_optimizer_numbers(lr: f64, weight_decay: f64) -> Result<()> {
+    if !(lr.is_finite() && lr > 0.0) {
+        return Err(Error::flag(
+            "--lr",
+            format!("--lr {lr}: the learning rate must be positive"),
+        ));
+    }
+    if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+        return Err(Error::flag(
+            "--weight-decay",
+            format!("--weight-decay {weight_decay}: must be zero or positive"),
+        ));
+    }
+    Ok(())
 }
 
 /// One epoch in at most 100 columns.
@@ -276,15 +321,46 @@ fn final_line(s: &Summary) -> String {
         (Some(v), Some(e), Some(t)) => format!("  best valid {v:.4} (epoch {e}): test {t:.4}"),
         _ => String::new(),
     };
+    // NaN: not measured (no labelled node in that split).
+    let acc = |a: f64| {
+        if a.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{a:.4}")
+        }
+    };
     format!(
-        "test accuracy {:.4}  valid accuracy {:.4}  final loss {:.4}{best}  peak {:.1} MiB  {:.2}s training{}",
-        s.test_acc,
-        s.valid_acc,
+        "test accuracy {}  valid accuracy {}  final loss {:.4}{best}  peak {:.1} MiB  {:.2}s training{}",
+        acc(s.test_acc),
+        acc(s.valid_acc),
         s.final_loss,
         s.peak_bytes as f64 / (1u64 << 20) as f64,
         s.train_seconds,
         if s.stopped_early { "  (stopped early)" } else { "" }
     )
+}
+
+/// The summary of the epochs finished so far (the trainer keeps it after each epoch) and
+/// the `--json` path: what a second interrupt writes before it quits. The main thread
+/// holds the lock while it writes the run's own JSON, then empties it.
+static PARTIAL: OnceLock<(String, Arc<Mutex<Option<Summary>>>)> = OnceLock::new();
+
+/// Writes the partial summary, if there is one (from the signal handler's thread).
+fn write_partial() {
+    let Some((path, sink)) = PARTIAL.get() else {
+        return;
+    };
+    let held = sink.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = held.as_ref() {
+        match write_json(path, s) {
+            Ok(()) if path != "-" => eprintln!(
+                "wrote the {} finished epochs to {path} (\"interrupted\": true)",
+                s.epochs.len()
+            ),
+            Ok(()) => {}
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
 }
 
 /// The stop flag, set by SIGINT/SIGTERM (installed once per process).
@@ -298,6 +374,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     ctrlc::set_handler(move || {
         if f.swap(true, Ordering::SeqCst) {
             eprintln!("second interrupt: quitting now");
+            write_partial();
             std::process::exit(INTERRUPTED_EXIT);
         }
         eprintln!("interrupt: stopping after the current batch (again to quit now)");
@@ -376,6 +453,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     trainer.join_samplers()?;
     if let Some(path) = &a.resume {
         trainer.resume(path)?;
+        if let Some(w) = trainer.resume_warning.as_ref() {
+            if log::enabled(Level::Warn) {
+                eprintln!("warning: {w}");
+            }
+        }
         if log::enabled(Level::Info) {
             eprintln!(
                 "resumed from {} after epoch {}",
@@ -454,6 +536,16 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             );
         }
     }
+    if let Some(w) = trainer.validation_warning() {
+        if log::enabled(Level::Warn) {
+            eprintln!("warning: {w}");
+        }
+    }
+    if let Some(path) = json {
+        let sink = Arc::new(Mutex::new(None));
+        trainer.keep_partial_summary(sink.clone());
+        let _ = PARTIAL.set((path.clone(), sink));
+    }
     trainer.set_stop_flag(stop_flag()?);
 
     let total = a.epochs;
@@ -514,7 +606,14 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         println!("{result}");
     }
     if let Some(path) = json {
+        // Not while a second interrupt writes the partial JSON; and none after this one.
+        let sink = PARTIAL
+            .get()
+            .map(|(_, s)| s.lock().unwrap_or_else(|e| e.into_inner()));
         write_json(path, &summary)?;
+        if let Some(mut held) = sink {
+            *held = None;
+        }
     }
     if summary.interrupted {
         // mpirun ends the whole job once one rank exits with an error code: no rank leaves

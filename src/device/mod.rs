@@ -101,6 +101,15 @@ impl Device {
         }
     }
 
+    /// Device memory free now, as the driver reports it, where it does (CUDA); `None` on
+    /// the CPU and on wgpu, which do not say.
+    pub fn free_memory(self) -> Result<Option<u64>> {
+        match self {
+            Device::Cuda(i) => Ok(Some(self::cuda::context(i)?.mem_info()?.0)),
+            Device::Cpu | Device::Wgpu(_) => Ok(None),
+        }
+    }
+
     /// Frees the free buffers a GPU backend's pool keeps (nothing on the CPU); returns
     /// the bytes given back to the device.
     pub fn trim_pool(self) -> Result<u64> {

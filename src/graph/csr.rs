@@ -152,6 +152,14 @@ impl Csr {
         }
     }
 
+    /// The heap bytes [`Csr::symmetrize`] holds at its peak, at most: the transpose (offsets,
+    /// next slots, sources and edge ids), a row list per node (two edges per edge at most)
+    /// and the result. For memory admission ([`crate::admission`]) before it runs.
+    pub fn symmetrize_bytes(&self) -> u128 {
+        let (n, e) = (self.num_nodes as u128 + 1, self.num_edges() as u128);
+        (16 * n + 12 * e) + (24 * n + 8 * e) + (8 * n + 8 * e)
+    }
+
     /// Adds the reverse of every edge, then sorts each row and drops duplicate edges
     /// (self-loops are kept once). Edge ids are dropped: edges no longer map one to one.
     pub fn symmetrize(&self) -> Csr {

@@ -384,7 +384,13 @@ fn complete_with(
                     format!("--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"),
                 ));
             }
-            ensure_allocatable(n as u128 * dim as u128 * 4, "synthesized features")?;
+            ensure_allocatable(
+                n as u128 * dim as u128 * 4,
+                &format!(
+                    "dataset {}: {dim} synthesized features for {n} nodes",
+                    p.name
+                ),
+            )?;
             notes.push(format!(
                 "{}: {dim} random N(0,1) features (seed {})",
                 missing[0], opts.seed
@@ -422,7 +428,10 @@ fn complete_with(
         }
         None => {
             let c = opts.classes.unwrap_or(DEFAULT_CLASSES);
-            ensure_allocatable(n as u128 * 4, "synthesized labels")?;
+            ensure_allocatable(
+                n as u128 * 4,
+                &format!("dataset {}: synthesized labels for {n} nodes", p.name),
+            )?;
             notes.push(format!(
                 "{}: uniform random labels over {c} classes (seed {})",
                 missing[1], opts.seed
@@ -433,7 +442,10 @@ fn complete_with(
     let split = match p.split {
         Some(s) => s,
         None => {
-            ensure_allocatable(n as u128 * 4, "synthesized split")?;
+            ensure_allocatable(
+                n as u128 * 4,
+                &format!("dataset {}: a synthesized split of {n} nodes", p.name),
+            )?;
             notes.push(format!(
                 "{}: random split {} (seed {})",
                 missing[2],

@@ -117,10 +117,13 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
         (Storage::Cuda(b), Storage::Cuda(ib)) => {
             let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
             check_indices(OP, &host, n)?;
-            u32_count(OP, "the output", m * f)?;
-            u32_count(OP, "x", n * f)?;
+            // The kernel offsets rows in 64 bits: x and the output may hold 2^32 values or
+            // more (a resident feature matrix does), only the counts it takes must fit.
+            u32_count(OP, "the output's rows", m)?;
+            u32_count(OP, "x's rows", n)?;
             // Half-precision rows gather as pairs: `words` 32-bit words per row.
             let words = row_words(x, f)?;
+            u32_count(OP, "a row", words)?;
             let total = m * words;
             let ctx = b.ctx();
             let out = CudaBuffer::new(ctx, total as u64 * 4)?;

@@ -1,10 +1,10 @@
 //! What a partition costs: per micro-batch sizes, estimated and measured peaks, times,
 //! and the redundancy of the whole partition.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One micro-batch as run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct MicroBatchStats {
     /// Seeds (output nodes).
     pub seeds: usize,
@@ -21,7 +21,7 @@ pub struct MicroBatchStats {
 }
 
 /// One batch's partition (one entry per epoch for full-batch training).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PartitionStats {
     /// Epoch of the batch, 1-based like the console and `EpochStats::epoch`.
     pub epoch: usize,

@@ -127,14 +127,16 @@ impl<'a> FeatureStore<'a> {
         }
     }
 
-    /// The whole `[n, dim]` matrix on `device`, in the stored precision (no widening).
+    /// The whole `[n, dim]` matrix on `device`, in the stored precision (no widening),
+    /// streamed from the stored values to the device (no host copy first: the matrix may
+    /// be most of the host's memory, or a mapped file).
     pub fn upload_all(&self, dim: usize, device: Device) -> Result<Tensor> {
         let n = self.len() / dim.max(1);
         let shape = [n, dim];
         match self {
-            FeatureStore::F32(v) => Tensor::from_f32(v.to_vec(), &shape, device),
-            FeatureStore::F16(v) => Tensor::from_f16(v.clone(), &shape, device),
-            FeatureStore::BF16(v) => Tensor::from_bf16(v.clone(), &shape, device),
+            FeatureStore::F32(v) => Tensor::upload(v.as_slice(), &shape, device),
+            FeatureStore::F16(v) => Tensor::upload(v, &shape, device),
+            FeatureStore::BF16(v) => Tensor::upload(v, &shape, device),
         }
     }
 

@@ -15,12 +15,20 @@ use crate::rng::mix64;
 use crate::tensor::Tensor;
 use crate::train::state::State;
 
+/// The sampling key of every evaluation batch. The sampler draws each (layer, node)'s
+/// neighbours from a stream of its own ([`crate::graph::sample`]), so with one key for all
+/// batches a node's sampled neighbourhood, and so its prediction, does not depend on which
+/// batch it falls in: the accuracy is the same whatever `eval_batch_size` is and however a
+/// memory budget halves the batches (were the key the batch's index, the best epoch and
+/// `--patience` would change with `--memory-budget`).
+const EVAL_KEY: u64 = u64::MAX;
+
 /// Correct predictions among `labelled` (labelled nodes) from sampled forward passes with
 /// the training fanouts, in batches of `eval_batch_size` seeds (halved while one runs
-/// out of memory under a budget).
+/// out of memory under a budget); the same count for any batch size.
 pub(crate) fn correct_sampled(tr: &State<'_>, labelled: &[u32]) -> Result<usize> {
-    let counts = in_batches(labelled, tr.config.eval_batch_size, |seeds, i| {
-        eval_batch(tr, seeds, u64::MAX - i)
+    let counts = in_batches(labelled, tr.config.eval_batch_size, |seeds, _| {
+        eval_batch(tr, seeds, EVAL_KEY)
     })?;
     Ok(counts.into_iter().sum())
 }

@@ -19,7 +19,7 @@ use crate::tensor::Tensor;
 use crate::train::config::{
     check_full_graph, BatchSize, OptimizerKind, TrainConfig, SAFETY_MARGIN,
 };
-use crate::train::features::{gather_on_device, FeaturePlacement, FeatureStore};
+use crate::train::features::{gather_on_device, FeatureDType, FeaturePlacement, FeatureStore};
 use crate::train::optim::{Adam, Optimizer, Sgd};
 
 /// A model, its optimizer and the data it trains on: what every stage reads.
@@ -96,18 +96,27 @@ fn features_on_device(
             ));
         }
     }
-    if let Some(budget) = config.micro.memory_budget {
+    // Without a budget, the device's free memory is the room (where the driver says): the
+    // model's state and every batch's activations still have to fit beside the matrix.
+    let room = match config.micro.memory_budget {
+        Some(budget) => Some((budget, "the memory budget")),
+        None => config
+            .device
+            .free_memory()?
+            .map(|free| (free, "the device's free memory")),
+    };
+    if let Some((limit, what)) = room {
         let resident = estimator.resident_bytes(Resident::STEADY);
-        let room = budget.saturating_sub(resident);
+        let room = limit.saturating_sub(resident);
         if !explicit && bytes > room / 2 {
             return Ok(false);
         }
         if bytes > room {
             return refuse(format!(
-                "the feature matrix takes {}, and the memory budget {} leaves {} after the \
+                "the feature matrix takes {}, and {what} ({}) leaves {} after the \
                  parameters, gradients and optimizer state",
                 format_bytes(bytes),
-                format_bytes(budget),
+                format_bytes(limit),
                 format_bytes(room)
             ));
         }
@@ -240,6 +249,15 @@ impl<'a> State<'a> {
         };
         let mut estimator =
             MemoryEstimator::new(config.model.clone(), config.device, optim.state_factor());
+        if config.feature_dtype != FeatureDType::F32 {
+            // A half-precision copy of the matrix is kept in host memory.
+            crate::admission::admit(data.features.len() as u128 * 2, || {
+                format!(
+                    "dataset {}: the {:?} copy of its features (--feature-dtype)",
+                    data.name, config.feature_dtype
+                )
+            })?;
+        }
         let features = FeatureStore::new(&data.features, config.feature_dtype);
         let on_device = features_on_device(&config, &features, data.feat_dim, &estimator)?;
         if on_device {

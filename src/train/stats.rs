@@ -128,12 +128,14 @@ pub struct Summary {
     pub already_finished: bool,
     /// Every epoch of the run, resumed ones included.
     pub epochs: Vec<EpochStats>,
-    /// Highest bytes live on the training device during the run.
+    /// Highest bytes live on the training device during the run (over every process of a
+    /// resumed run).
     pub peak_bytes: u64,
     /// Whether the feature matrix lived on the device (`--features`).
     #[serde(default)]
     pub features_on_device: bool,
-    /// Seconds of training (evaluation included).
+    /// Seconds of training (evaluation included), summed over every process of a resumed
+    /// run.
     pub train_seconds: f64,
     /// Processes that trained together (`mpirun -np N`; 1 without MPI; the trainer ranks
     /// with `--sampler-ranks`).
@@ -142,6 +144,7 @@ pub struct Summary {
     #[serde(default)]
     pub sampler_ranks: usize,
     /// One entry per batch (per epoch in full-batch training): K, partitioner, redundancy,
-    /// times, and per micro-batch seeds, input nodes, estimated and measured peaks.
+    /// times, and per micro-batch seeds, input nodes, estimated and measured peaks; every
+    /// batch of the run, those of the processes before a resume included.
     pub micro_batches: Vec<PartitionStats>,
 }

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,27 @@ pub struct Trainer<'a> {
     stored_final: Option<FinalFigures>,
     /// Set from elsewhere (a signal handler) to stop after the current batch.
     stop: Option<Arc<AtomicBool>>,
+    /// After [`Trainer::resume`] from a checkpoint whose values could not be verified (one
+    /// written before checksums): why, for the user.
+    pub resume_warning: Option<String>,
+    /// What the processes before this one measured (a resumed run's checkpoint says).
+    earlier: SoFar,
+    /// Seconds this process has trained so far (evaluation included), at the last epoch's
+    /// end.
+    seconds_here: f64,
+    /// Where [`Trainer::run`] keeps the summary of the epochs finished so far, marked
+    /// interrupted, for a caller that must write it from elsewhere (a second Ctrl-C).
+    partial: Option<Arc<Mutex<Option<Summary>>>>,
+}
+
+/// What a run has measured beyond its epochs' figures: its seconds, peak bytes and
+/// micro-batch statistics. Kept in every checkpoint, so that a resumed run reports them
+/// over all its processes and a finished run resumed again reports them as they were.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct SoFar {
+    train_seconds: f64,
+    peak_bytes: u64,
+    micro_batches: Vec<PartitionStats>,
 }
 
 impl<'a> std::ops::Deref for Trainer<'a> {
@@ -181,8 +202,9 @@ impl Best {
         b
     }
 
+    /// Whether `v` beats the best so far (NaN, an accuracy over no node, never does).
     fn improves(&self, v: f64) -> bool {
-        self.acc.is_none_or(|b| v > b)
+        !v.is_nan() && self.acc.is_none_or(|b| v > b)
     }
 }
 
@@ -198,6 +220,10 @@ impl<'a> Trainer<'a> {
             history: Vec::new(),
             stored_final: None,
             stop: None,
+            resume_warning: None,
+            earlier: SoFar::default(),
+            seconds_here: 0.0,
+            partial: None,
         })
     }
 
@@ -205,6 +231,13 @@ impl<'a> Trainer<'a> {
     /// handler): [`Trainer::run`] then returns the finished epochs with `interrupted`.
     pub fn set_stop_flag(&mut self, flag: Arc<AtomicBool>) {
         self.stop = Some(flag);
+    }
+
+    /// Has [`Trainer::run`] keep, after every epoch, the summary of the epochs finished so
+    /// far in `sink` (marked interrupted, without final figures): what a caller writes
+    /// when it must quit at once (a second Ctrl-C) rather than wait for the batch to end.
+    pub fn keep_partial_summary(&mut self, sink: Arc<Mutex<Option<Summary>>>) {
+        self.partial = Some(sink);
     }
 
     /// Trains with other ranks (data-parallel, see [`crate::dist`]): this rank runs its
@@ -304,6 +337,7 @@ impl<'a> Trainer<'a> {
             }
         }
         ck.restore(&self.state.model, self.state.optim.as_mut())?;
+        self.resume_warning = ck.unverified.clone();
         self.state.start_epoch = ck.epoch;
         self.history = match ck.meta.get("history") {
             Some(h) => serde_json::from_str(h).map_err(|e| parse("history", e))?,
@@ -313,7 +347,24 @@ impl<'a> Trainer<'a> {
             Some(f) => Some(serde_json::from_str(f).map_err(|e| parse("final", e))?),
             None => None,
         };
+        // Absent from checkpoints written before it was kept: the run then counts from here.
+        self.earlier = match ck.meta.get("so_far") {
+            Some(f) => serde_json::from_str(f).map_err(|e| parse("so_far", e))?,
+            None => SoFar::default(),
+        };
         Ok(())
+    }
+
+    /// What the run has measured over all its processes, this one to its last epoch.
+    fn so_far(&self) -> SoFar {
+        self.state.fold_peak();
+        let mut micro_batches = self.earlier.micro_batches.clone();
+        micro_batches.extend(self.micro_log.iter().cloned());
+        SoFar {
+            train_seconds: self.earlier.train_seconds + self.seconds_here,
+            peak_bytes: self.earlier.peak_bytes.max(self.state.peak_seen.get()),
+            micro_batches,
+        }
     }
 
     /// Writes a checkpoint after `epochs_done` epochs, with the configuration, the
@@ -326,6 +377,7 @@ impl<'a> Trainer<'a> {
         let mut extra = vec![
             ("dataset", json(&DatasetId::of(self.state.data))?),
             ("history", json(&self.history)?),
+            ("so_far", json(&self.so_far())?),
         ];
         if let Some(f) = fin {
             extra.push(("final", json(f)?));
@@ -423,6 +475,7 @@ impl<'a> Trainer<'a> {
         }
         let valid_acc = if self.state.config.eval_every > 0
             && (epoch + 1) % self.state.config.eval_every == 0
+            && self.has_validation_nodes()
         {
             Some(self.evaluate(&self.state.data.split.valid)?)
         } else {
@@ -547,7 +600,34 @@ impl<'a> Trainer<'a> {
         std::mem::take(&mut self.micro_log)
     }
 
-    /// Accuracy on `nodes` (labelled ones only), sampling with the training fanouts.
+    /// Whether the validation split has a labelled node (without one, no epoch has a
+    /// validation accuracy, none is the best, and `patience` has nothing to watch).
+    pub fn has_validation_nodes(&self) -> bool {
+        let labels = &self.state.data.labels;
+        self.state
+            .data
+            .split
+            .valid
+            .iter()
+            .any(|&v| labels[v as usize] != u32::MAX)
+    }
+
+    /// What the user should know before the run, if anything: that the validation split
+    /// has no labelled node, so no epoch is evaluated or picked as the best.
+    pub fn validation_warning(&self) -> Option<String> {
+        (self.state.config.eval_every > 0 && !self.has_validation_nodes()).then(|| {
+            format!(
+                "dataset {}: the validation split has no labelled node ({} nodes): no epoch \
+                 gets a validation accuracy, none is picked as the best, and the final \
+                 validation accuracy is not measured",
+                self.state.data.name,
+                self.state.data.split.valid.len()
+            )
+        })
+    }
+
+    /// Accuracy on `nodes` (labelled ones only), sampling with the training fanouts; NaN
+    /// when none is labelled.
     pub fn evaluate(&self, nodes: &[u32]) -> Result<f64> {
         let labelled: Vec<u32> = nodes
             .iter()
@@ -589,6 +669,16 @@ impl<'a> Trainer<'a> {
         if let Some(path) = checkpoint {
             crate::atomic::check_writable(path)?;
         }
+        if self.state.config.patience.is_some() && !self.has_validation_nodes() {
+            return Err(Error::flag(
+                "--patience",
+                format!(
+                    "--patience watches the validation accuracy, but the validation split of \
+                     dataset {} has no labelled node",
+                    self.state.data.name
+                ),
+            ));
+        }
         let mem = self.state.config.device.memory()?;
         mem.reset_peak();
         self.state.peak_seen.set(0);
@@ -605,9 +695,10 @@ impl<'a> Trainer<'a> {
                     stopped_early: false,
                 },
             };
-            return Ok(self.summary(fin, &best, 0.0, false, true));
+            return Ok(self.summary(fin, &best, self.earlier.clone(), false, true));
         }
         let t0 = Instant::now();
+        self.seconds_here = 0.0;
         let (mut stopped_early, mut interrupted) = (false, false);
         for epoch in self.state.start_epoch..self.state.config.epochs {
             let lr = self.config.lr_schedule.lr_at(
@@ -652,8 +743,24 @@ impl<'a> Trainer<'a> {
             }
             on_epoch(&stats);
             self.history.push(stats);
+            self.seconds_here = t0.elapsed().as_secs_f64();
             if let Some(path) = checkpoint {
                 self.save(path, epoch + 1)?;
+            }
+            if let Some(sink) = &self.partial {
+                let partial = self.summary(
+                    FinalFigures {
+                        valid_acc: f64::NAN,
+                        test_acc: f64::NAN,
+                        final_loss: self.history.last().map_or(f64::NAN, |e| e.loss),
+                        stopped_early: false,
+                    },
+                    &best,
+                    self.so_far(),
+                    true,
+                    false,
+                );
+                *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(partial);
             }
             if self.state.config.patience.is_some_and(|p| best.since >= p) {
                 stopped_early = epoch + 1 < self.state.config.epochs;
@@ -666,7 +773,7 @@ impl<'a> Trainer<'a> {
         }
         // No more batches: sampler ranks (if any) may stop.
         self.release_samplers()?;
-        let train_seconds = t0.elapsed().as_secs_f64();
+        self.seconds_here = t0.elapsed().as_secs_f64();
         let final_loss = self.history.last().map_or(f64::NAN, |e| e.loss);
         let fin = if interrupted {
             // Stop promptly: no final evaluation.
@@ -692,17 +799,16 @@ impl<'a> Trainer<'a> {
             }
             fin
         };
-        self.state.fold_peak();
-        let mut s = self.summary(fin, &best, train_seconds, interrupted, false);
-        s.micro_batches = std::mem::take(&mut self.micro_log);
-        Ok(s)
+        let so_far = self.so_far();
+        self.micro_log.clear();
+        Ok(self.summary(fin, &best, so_far, interrupted, false))
     }
 
     fn summary(
         &self,
         fin: FinalFigures,
         best: &Best,
-        train_seconds: f64,
+        so_far: SoFar,
         interrupted: bool,
         already_finished: bool,
     ) -> Summary {
@@ -720,12 +826,12 @@ impl<'a> Trainer<'a> {
             interrupted,
             already_finished,
             epochs: self.history.clone(),
-            peak_bytes: self.state.peak_seen.get(),
+            peak_bytes: so_far.peak_bytes,
             features_on_device: self.state.resident_features.is_some(),
-            train_seconds,
+            train_seconds: so_far.train_seconds,
             ranks: self.state.dist.size(),
             sampler_ranks: self.state.dist.collective.samplers(),
-            micro_batches: Vec::new(),
+            micro_batches: so_far.micro_batches,
         }
     }
 

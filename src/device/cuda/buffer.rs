@@ -163,6 +163,14 @@ impl CudaBuffer {
             .map_err(|e| driver_err("device copy", e))
     }
 
+    /// The buffer's device address (for a library that takes raw pointers, NCCL).
+    pub fn device_ptr(&self) -> u64 {
+        use cudarc::driver::DevicePtr;
+        // cudarc's event tracking is off (see `context`): the guard records nothing.
+        let (ptr, _guard) = self.slice().device_ptr(&self.ctx.stream);
+        ptr
+    }
+
     /// The device words.
     pub fn slice(&self) -> &CudaSlice<u32> {
         self.slice.as_ref().expect("slice present until drop")

@@ -19,7 +19,8 @@
 //! path is stored) with its size, modification time and, for files up to 1 MiB, a hash of
 //! its content. An entry whose key, sizes, checksum or invariants do not match is rebuilt
 //! and the reason printed. Entries are written atomically ([`crate::atomic`]); temporary
-//! files left by a crashed writer are removed after an hour.
+//! files left by a killed writer are removed by the next load or `espalier cache clear`
+//! ([`crate::atomic::remove_stale_temps`]).
 //!
 //! **Reading** maps the entry ([`memmap2`]) instead of reading it into memory: the graph's
 //! `indptr`/`indices`, the edge ids, the features and the labels are [`Array`] windows of
@@ -62,6 +63,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::AtomicFile;
+use crate::checksum::{hash_bytes, StreamHash};
 use crate::error::{Error, Result};
 use crate::graph::array::Array;
 use crate::graph::csr::Csr;
@@ -89,8 +91,6 @@ const FLAG_SPLIT: u32 = 8;
 const FLAG_EDGE_LIST: u32 = 16;
 /// Input files up to this size are hashed into the key (beyond, size and time only).
 const SMALL_FILE: u64 = 1 << 20;
-/// Temporary files older than this are left over from a crashed writer.
-const STALE_TMP: Duration = Duration::from_secs(3600);
 
 /// What the cache did during a load.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -340,7 +340,7 @@ fn load_in(path: &Path, opts: &LoadOptions, dirs: &[CacheDir]) -> Result<Loaded>
 
     let mut stale = None;
     for dir in dirs {
-        clean_stale_temps(&dir.path);
+        crate::atomic::remove_stale_temps(&dir.path, crate::atomic::DEAD_WRITER_GRACE);
         let p = dir.path.join(&file_name);
         if !p.is_file() {
             continue;
@@ -417,6 +417,9 @@ pub fn symmetrized(graph: &Csr, entry: &Path) -> Result<(Csr, String)> {
     } else {
         None
     };
+    crate::admission::admit(graph.symmetrize_bytes(), || {
+        format!("{}: the symmetrized graph", entry.display())
+    })?;
     let sym = graph.symmetrize();
     let parts = Parts {
         name: format!("{name} (symmetrized)"),
@@ -486,105 +489,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Bytes per independently hashed chunk of [`StreamHash`].
-const HASH_CHUNK: usize = 1 << 20;
-
-/// A fast parallel hash of a byte string (independent of the thread count).
-fn hash_bytes(bytes: &[u8]) -> u64 {
-    let mut h = StreamHash::default();
-    h.update(bytes);
-    h.finish()
-}
-
-/// [`hash_bytes`] of a byte string given in pieces of any sizes: the string is cut into
-/// 1 MiB chunks hashed in parallel, whatever the pieces, so a file streamed through a small
-/// buffer hashes as the same bytes held in memory.
-#[derive(Default)]
-struct StreamHash {
-    len: u64,
-    pending: Vec<u8>,
-    parts: Vec<u64>,
-}
-
-impl StreamHash {
-    fn update(&mut self, mut b: &[u8]) {
-        self.len += b.len() as u64;
-        if !self.pending.is_empty() {
-            let take = (HASH_CHUNK - self.pending.len()).min(b.len());
-            self.pending.extend_from_slice(&b[..take]);
-            b = &b[take..];
-            if self.pending.len() < HASH_CHUNK {
-                return;
-            }
-            self.parts.push(chunk_hash(&self.pending));
-            self.pending.clear();
-        }
-        let full = b.len() / HASH_CHUNK * HASH_CHUNK;
-        // An indexed parallel iterator extends the Vec in order.
-        self.parts
-            .par_extend(b[..full].par_chunks(HASH_CHUNK).map(chunk_hash));
-        self.pending.extend_from_slice(&b[full..]);
-    }
-
-    fn finish(mut self) -> u64 {
-        if !self.pending.is_empty() {
-            self.parts.push(chunk_hash(&self.pending));
-        }
-        self.parts
-            .iter()
-            .fold(self.len, |h, &x| mix64(h.wrapping_add(x)))
-    }
-}
-
-fn chunk_hash(c: &[u8]) -> u64 {
-    const P: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut lanes = [1u64, 2, 3, 4];
-    let mut blocks = c.chunks_exact(32);
-    for b in &mut blocks {
-        for (i, lane) in lanes.iter_mut().enumerate() {
-            let w = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-            *lane = (*lane ^ w).wrapping_mul(P).rotate_left(29);
-        }
-    }
-    let tail = blocks
-        .remainder()
-        .iter()
-        .fold(0u64, |h, &b| (h ^ b as u64).wrapping_mul(P));
-    lanes
-        .iter()
-        .fold(tail, |h, &l| mix64(h ^ l).wrapping_add(P))
-}
-
 #[derive(Serialize, Deserialize)]
 struct Meta {
     key: Vec<String>,
     name: String,
     notes: Vec<String>,
-}
-
-/// Removes temporary files of writers that died more than an hour ago.
-fn clean_stale_temps(dir: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let now = SystemTime::now();
-    let mut removed = 0;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with('.') && (name.contains(".tmp.") || name.ends_with(".tmp"))) {
-            continue;
-        }
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age > STALE_TMP);
-        if old && fs::remove_file(e.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
 }
 
 /// Every array starts at a multiple of this many bytes, so that a mapped entry (the map is
@@ -1062,11 +971,11 @@ pub fn list(dir: &Path) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// Removes the entries of `dir` that `matches` accepts, and stale temporary files;
-/// returns the number of files and bytes removed.
+/// Removes the entries of `dir` that `matches` accepts, and the temporary files of
+/// writers that are gone (a killed run's partial entries; never one a live run is
+/// writing); returns the number of files and bytes removed.
 pub fn clear(dir: &Path, matches: &dyn Fn(&Entry) -> bool) -> Result<(usize, u64)> {
-    let mut files = clean_stale_temps(dir);
-    let mut bytes = 0;
+    let (mut files, mut bytes) = crate::atomic::remove_stale_temps(dir, Duration::ZERO);
     for e in list(dir)? {
         if !matches(&e) {
             continue;
@@ -1099,30 +1008,6 @@ pub fn entry_stem(canonical: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stream_hash_of_pieces_equals_the_hash_of_the_whole() {
-        let bytes: Vec<u8> = (0..3 * HASH_CHUNK + 12_345)
-            .map(|i| (i as u64).wrapping_mul(0x9E37_79B9) as u8)
-            .collect();
-        let whole = hash_bytes(&bytes);
-        for cuts in [
-            vec![0],
-            vec![1],
-            vec![HASH_CHUNK],
-            vec![HASH_CHUNK - 1, HASH_CHUNK + 1],
-            vec![7, 2 * HASH_CHUNK + 5, 2 * HASH_CHUNK + 6],
-        ] {
-            let mut h = StreamHash::default();
-            let mut at = 0;
-            for c in cuts.into_iter().chain([bytes.len()]) {
-                h.update(&bytes[at..c]);
-                at = c;
-            }
-            assert_eq!(h.finish(), whole);
-        }
-        assert_ne!(hash_bytes(&bytes[1..]), whole);
-    }
 
     #[test]
     fn layout_aligns_every_array_and_rejects_overflowing_sizes() {

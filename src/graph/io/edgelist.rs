@@ -80,7 +80,11 @@ pub(crate) fn load_parts(path: &Path) -> Result<Parts> {
         .map_or(0, |&m| m as usize + 1);
     ensure_allocatable(
         csr_bytes(n, src.len()),
-        "graph (node count = largest id + 1)",
+        &format!(
+            "{}: the graph of {n} nodes (the largest id + 1) and {} edges",
+            path.display(),
+            src.len()
+        ),
     )?;
     let graph = Csr::from_edges(n, &src, &dst)?;
     drop((src, dst));

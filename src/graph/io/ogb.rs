@@ -18,6 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result};
 use crate::graph::csr::Csr;
 use crate::graph::io::parts::{
@@ -240,11 +242,27 @@ pub(crate) fn load_parts(dir: &Path, files: &OgbFiles) -> Result<Parts> {
         }
         None => None,
     };
-    let split = match &files.split {
-        Some(s) => Some(read_split(s, n)?),
+    let split_ids = match &files.split {
+        Some(s) => Some(read_split_ids(s, n)?),
         None => None,
     };
-    ensure_allocatable(csr_bytes(n as usize, src.len()), "graph")?;
+    // Everything read so far takes memory in proportion to the files; what follows takes
+    // it in proportion to the node count, which must first be borne out by them.
+    if features.is_none() && labels.is_none() {
+        check_declared_nodes(files, n, &src, &dst, split_ids.as_ref())?;
+    }
+    let split = match (&files.split, split_ids) {
+        (Some(s), Some(ids)) => Some(check_split_overlap(s, ids, n)?),
+        _ => None,
+    };
+    ensure_allocatable(
+        csr_bytes(n as usize, src.len()),
+        &format!(
+            "{}: the graph of {n} nodes and {} edges",
+            files.edges.display(),
+            src.len()
+        ),
+    )?;
     let graph = Csr::from_edges(n as usize, &src, &dst)?;
     drop((src, dst));
     let name = dir
@@ -265,16 +283,74 @@ pub(crate) fn load_parts(dir: &Path, files: &OgbFiles) -> Result<Parts> {
     })
 }
 
-/// Reads a split folder's files; an id twice in one file, or in two parts, is an error
-/// naming the file and line (and the other file).
-fn read_split(s: &SplitFiles, n: u64) -> Result<Split> {
+/// Nodes a declared count may exceed the largest id the files use by (besides twice it):
+/// a dataset may end with nodes that have no edges.
+const UNSEEN_NODES: u64 = 1024;
+
+/// Without a per-node file (features, labels) whose rows bear the node count out, the count
+/// of `num-node-list` must not stand far above the largest node id of the edges and the
+/// split: the graph, the synthesized features and labels and every per-node array are
+/// sized by it, so a mistyped or hostile count (2^31 for a graph of 100 nodes) would
+/// otherwise allocate for nodes no file mentions. Far: more than twice the largest id + 1,
+/// and more than [`UNSEEN_NODES`] above it.
+fn check_declared_nodes(
+    files: &OgbFiles,
+    n: u64,
+    src: &[u32],
+    dst: &[u32],
+    split: Option<&Split>,
+) -> Result<()> {
+    let ids = src.par_iter().chain(dst.par_iter());
+    let split_ids = split
+        .into_iter()
+        .flat_map(|s| [&s.train, &s.valid, &s.test])
+        .flat_map(|part| part.iter());
+    let seen = ids
+        .max()
+        .into_iter()
+        .chain(split_ids.max())
+        .max()
+        .map_or(0, |&m| m as u64 + 1);
+    if n <= seen.saturating_mul(2).max(seen + UNSEEN_NODES) {
+        return Ok(());
+    }
+    Err(Error::parse(
+        &files.num_nodes,
+        1,
+        format!(
+            "says {n} nodes, but the largest node id in {}{} is {}, and no node-feat.csv.gz \
+             or node-label.csv.gz has a row per node: {} of the nodes would appear in no \
+             file, yet every per-node array would be sized for them; give the number of \
+             nodes the files use (largest id + 1: {seen})",
+            files.edges.display(),
+            if split.is_some() {
+                " and the split"
+            } else {
+                ""
+            },
+            seen - 1,
+            n - seen
+        ),
+    ))
+}
+
+/// Reads a split folder's files (ids below `n`).
+fn read_split_ids(s: &SplitFiles, n: u64) -> Result<Split> {
     let opt = |p: &Option<PathBuf>| p.as_ref().map_or(Ok(Vec::new()), |p| read_ids(p, n));
-    let split = Split {
+    Ok(Split {
         train: read_ids(&s.train, n)?,
         valid: opt(&s.valid)?,
         test: opt(&s.test)?,
-    };
-    ensure_allocatable(n as u128 * 8, "split check")?;
+    })
+}
+
+/// Checks a split read by [`read_split_ids`]: an id twice in one file, or in two parts,
+/// is an error naming the file and line (and the other file).
+fn check_split_overlap(s: &SplitFiles, split: Split, n: u64) -> Result<Split> {
+    ensure_allocatable(
+        n as u128 * 8,
+        &format!("{}: the split check of {n} nodes", s.train.display()),
+    )?;
     // Where each node was first seen: 0 none, else part index + 1 and its line.
     let mut seen: Vec<(u8, u32)> = vec![(0, 0); n as usize];
     let files: [Option<&Path>; 3] = [Some(&s.train), s.valid.as_deref(), s.test.as_deref()];
@@ -364,12 +440,31 @@ impl LineParser for EdgeParser {
     }
 }
 
-/// The edge list; `expect` (the count from `num-edge-list`, or 0) sizes the vectors.
+/// Rows a text file can hold at most if each takes at least `min_line` bytes: a plain
+/// file's size says so; a gzip file is taken to hold four times its size (what CSV of
+/// numbers compresses by, roughly). Sizes up-front reservations by the data on disk,
+/// never by a count a file merely declares.
+fn plausible_rows(path: &Path, min_line: u64) -> u64 {
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    let text = if text::is_gz(path) {
+        len.saturating_mul(4)
+    } else {
+        len
+    };
+    text / min_line.max(1)
+}
+
+/// The edge list; `expect` (the count from `num-edge-list`, or 0), when the file can hold
+/// that many, sizes the vectors.
 fn read_edges(path: &Path, n: u64, expect: u64) -> Result<(Vec<u32>, Vec<u32>)> {
     let (mut src, mut dst) = (Vec::<u32>::new(), Vec::<u32>::new());
-    // Best effort: a failed reservation only means the vectors grow as they go.
-    let _ = src.try_reserve_exact(expect as usize);
-    let _ = dst.try_reserve_exact(expect as usize);
+    // Best effort: a failed reservation only means the vectors grow as they go. "0,1\n"
+    // is the shortest line.
+    let reserve = expect.min(plausible_rows(path, 4));
+    if ensure_allocatable(reserve as u128 * 8, "edges").is_ok() {
+        let _ = src.try_reserve_exact(reserve as usize);
+        let _ = dst.try_reserve_exact(reserve as usize);
+    }
     text::parse_lines(
         path,
         |_| Ok(EdgeParser { num_nodes: n }),
@@ -428,7 +523,12 @@ fn read_features(path: &Path, n: u64) -> Result<(Vec<f32>, usize)> {
         |chunk| {
             if x.capacity() == 0 {
                 // Best effort: a failed reservation only means the vector grows as it goes.
-                let _ = x.try_reserve_exact((n as usize).saturating_mul(cols.get()));
+                // "0\n" per column is the shortest row.
+                let rows = n.min(plausible_rows(path, 2 * cols.get() as u64));
+                let values = (rows as usize).saturating_mul(cols.get());
+                if ensure_allocatable(values as u128 * 4, "features").is_ok() {
+                    let _ = x.try_reserve_exact(values);
+                }
             }
             x.extend_from_slice(&chunk)
         },

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::graph::array::Array;
 use crate::graph::csr::Csr;
 
@@ -64,19 +64,11 @@ impl Default for LoadOptions {
     }
 }
 
-/// Fails with an error instead of aborting the process when `bytes` cannot be allocated at
-/// all (a malformed file claiming billions of nodes, a generator scale beyond the machine).
-/// Memory is reserved and released at once; the check cannot promise the later allocation.
+/// Fails with an error naming `what` (the input and what the bytes would hold) instead of
+/// exhausting the machine when `bytes` are more than the system can still give this
+/// process ([`crate::admission`]: available memory, cgroup and `ulimit` limits).
 pub(crate) fn ensure_allocatable(bytes: u128, what: &str) -> Result<()> {
-    let fail = || {
-        Error::invalid(format!(
-            "{what}: cannot allocate {:.1} GiB",
-            bytes as f64 / (1u64 << 30) as f64
-        ))
-    };
-    let b = usize::try_from(bytes).map_err(|_| fail())?;
-    let mut v: Vec<u8> = Vec::new();
-    v.try_reserve_exact(b).map_err(|_| fail())
+    crate::admission::admit(bytes, || what.to_string())
 }
 
 /// Bytes of an in-edge CSR with edge ids.

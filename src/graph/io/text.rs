@@ -9,7 +9,9 @@
 //!
 //! Lines end with `\n`; a trailing `\r` is dropped. The text after the last `\n` is a line
 //! only if it is not empty, so `"1\n\n"` holds two lines (`"1"` and `""`), like pandas'
-//! `skip_blank_lines=False`.
+//! `skip_blank_lines=False`. A UTF-8 byte-order mark opening the file (as spreadsheet
+//! programs and Windows editors write) is skipped, as pandas does; a file in UTF-16 (its
+//! byte-order mark) is an error that says so.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -25,6 +27,8 @@ use crate::error::{Error, Result};
 const BLOCK: usize = 16 << 20;
 /// Bytes per parallel parsing task.
 const CHUNK: usize = 1 << 20;
+/// The UTF-8 encoding of U+FEFF, the byte-order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Parses one line at a time into a per-chunk output.
 pub(crate) trait LineParser: Sync {
@@ -185,8 +189,19 @@ pub(crate) fn parse_lines<P: LineParser>(
         let mut parser: Option<P> = None;
         let mut lines = 0u64;
         for block in rx {
-            let block = block?;
+            let mut block = block?;
             if let Some(make) = make.take() {
+                if block.starts_with(UTF8_BOM) {
+                    block.drain(..UTF8_BOM.len());
+                }
+                if block.starts_with(b"\xFF\xFE") || block.starts_with(b"\xFE\xFF") {
+                    return Err(Error::parse(
+                        path,
+                        1,
+                        "the file is UTF-16 (it starts with a UTF-16 byte-order mark): save it \
+                         as UTF-8 or ASCII text",
+                    ));
+                }
                 let p = first_line(&block)
                     .and_then(make)
                     .map_err(|msg| Error::parse(path, 1, msg))?;
@@ -344,6 +359,25 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let (v, n) = parse_all(&path).unwrap();
         assert_eq!((v, n), (vec![1, 2, 3, 4], 4));
+    }
+
+    #[test]
+    fn a_utf8_byte_order_mark_is_skipped_and_utf16_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bom.csv");
+        std::fs::write(&path, b"\xEF\xBB\xBF7\r\n8\n").unwrap();
+        assert_eq!(parse_all(&path).unwrap(), (vec![7, 8], 2));
+        let gz = dir.path().join("bom.csv.gz");
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(b"\xEF\xBB\xBF3\n").unwrap();
+        std::fs::write(&gz, e.finish().unwrap()).unwrap();
+        assert_eq!(parse_all(&gz).unwrap(), (vec![3], 1));
+        std::fs::write(&path, b"\xFF\xFE7\x00\n\x00").unwrap();
+        let err = parse_all(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("bom.csv:1:") && err.contains("UTF-16"),
+            "{err}"
+        );
     }
 
     #[test]
