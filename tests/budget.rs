@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 mod common;
 
+use espalier::bytes::format_bytes;
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, GatConfig, ModelKind, ModelShape, Module};
-use espalier::partition::{format_bytes, Resident};
+use espalier::train::Resident;
 use espalier::train::{BatchSize, MicroConfig, OptimizerKind, Summary, TrainConfig, Trainer};
 use espalier::{Device, Error};
 

@@ -133,7 +133,7 @@ fn half_precision_rows_gather_on_every_gpu_bit_for_bit() {
 #[test]
 fn under_a_budget_auto_keeps_half_the_room_and_device_refuses_what_does_not_fit() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    use espalier::partition::Resident;
+    use espalier::train::Resident;
     let data = graph::load(
         "synthetic:cora-like,scale=0.1,feat_dim=16",
         &LoadOptions::default(),

@@ -10,7 +10,7 @@ mod common;
 
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, GatConfig, ModelKind, ModelShape, MODELS};
-use espalier::partition::Resident;
+use espalier::train::Resident;
 use espalier::train::{BatchSize, MicroConfig, OptimizerKind, TrainConfig, Trainer};
 use espalier::Device;
 

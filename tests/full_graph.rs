@@ -13,8 +13,8 @@ use common::{assert_close_scaled, grads};
 use espalier::graph::{self, full_blocks, ChunkPlan, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, Forward, GatConfig, ModelKind, ModelShape, Module};
 use espalier::partition::grem::{grem_partition, GremOptions};
-use espalier::partition::Resident;
 use espalier::train::full_graph::{largest_chunk_estimate, ORDER_PARTS};
+use espalier::train::Resident;
 use espalier::train::{
     gather_rows, BatchSize, Dedup, FullGraphConfig, MicroConfig, NodeOrder, OptimizerKind,
     TrainConfig, Trainer, SAFETY_MARGIN,

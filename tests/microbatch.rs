@@ -378,7 +378,7 @@ fn bad_values_are_clear_errors() {
         }),
         "too small",
     );
-    assert!(partition::parse_bytes("24 parsecs").is_err());
+    assert!(espalier::bytes::parse_bytes("24 parsecs").is_err());
 }
 
 #[test]

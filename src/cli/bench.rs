@@ -12,9 +12,9 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, Parser};
 use serde::Serialize;
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
 use espalier::graph::synth::SynthSpec;
-use espalier::partition::format_bytes;
 use espalier::train::{EpochStats, Phases, TrainConfig, Trainer};
 
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};

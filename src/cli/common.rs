@@ -12,12 +12,13 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use espalier::bytes::{format_bytes, parse_bytes};
 use espalier::error::{Error, Result};
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{
     model_flags, KindConfig, ModelConfig, ModelFlags, ModelKind, ModelShape, MODELS,
 };
-use espalier::partition::{self, format_bytes, parse_bytes};
+use espalier::partition;
 use espalier::train::{
     BatchSize, FeatureDType, FeaturePlacement, Loader, MicroConfig, OptimizerKind, TrainConfig,
     Trainer,

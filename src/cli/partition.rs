@@ -7,9 +7,10 @@
 use clap::Args;
 use serde::Serialize;
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
 use espalier::graph::Dataset;
-use espalier::partition::{self, format_bytes, PartitionStats};
+use espalier::partition::{self, PartitionStats};
 use espalier::train::TrainConfig;
 
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};

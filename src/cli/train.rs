@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
 use espalier::graph::Dataset;
-use espalier::partition::format_bytes;
 use espalier::train::{
     Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, TrainConfig,
 };

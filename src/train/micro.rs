@@ -33,14 +33,16 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, Csr, Dataset, Slicer};
 use crate::nn::{Forward, Module};
 use crate::ops;
-use crate::partition::{self, format_bytes, Batch, MicroBatchStats, PartitionStats, Resident};
+use crate::partition::{self, Batch, Found, MicroBatchStats, PartitionStats};
 use crate::rng::mix64;
 use crate::tensor::Tensor;
 use crate::train::config::{Loader, SAFETY_MARGIN};
+use crate::train::estimate::{MemoryEstimator, Resident};
 use crate::train::features::{FeatureStore, HostRows};
 use crate::train::state::State;
 use crate::train::stats::Phases;
@@ -619,9 +621,8 @@ fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run<'_>) -> Result<Comput
 /// for a trailing batch with fewer seeds). With one: the smallest K at or above both
 /// `micro_batches` and the K of the previous batch such that every micro-batch's
 /// estimated peak, with the resident state of a steady run (parameters, held
-/// gradients, optimizer state), plus the [`SAFETY_MARGIN`], fits the budget. K grows
-/// by doubling until a partition fits, then a bisection finds the smallest fitting K
-/// in between (assuming the largest micro-batch shrinks as K grows).
+/// gradients, optimizer state), plus the [`SAFETY_MARGIN`], fits the budget
+/// ([`partition::smallest_fitting`]: doubling, then bisection).
 pub(crate) fn plan(
     tr: &mut State<'_>,
     slicer: &Slicer,
@@ -657,32 +658,16 @@ pub(crate) fn plan(
     };
     let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
 
-    let mut k = k_min.max(tr.last_k.min(n));
-    let mut parts = partition::partition(part, &batch, k)?;
-    if !fits(largest(&parts)?) {
-        let mut lo = k;
-        loop {
-            if k == n {
-                return Err(too_small(estimator, slicer, seeds, budget));
-            }
-            k = (2 * k).min(n);
-            parts = partition::partition(part, &batch, k)?;
-            if fits(largest(&parts)?) {
-                break;
-            }
-            lo = k;
-        }
-        while k - lo > 1 {
-            let mid = lo + (k - lo) / 2;
-            let p = partition::partition(part, &batch, mid)?;
-            if fits(largest(&p)?) {
-                k = mid;
-                parts = p;
-            } else {
-                lo = mid;
-            }
-        }
-    }
+    let start = k_min.max(tr.last_k.min(n));
+    let found = partition::smallest_fitting(start, n, |k| {
+        let parts = partition::partition(part, &batch, k)?;
+        let fit = fits(largest(&parts)?);
+        Ok((parts, fit))
+    })?;
+    let (k, parts) = match found {
+        Found::Fits { count, value } => (count, value),
+        Found::NoneFits { .. } => return Err(too_small(estimator, slicer, seeds, budget)),
+    };
     tr.last_k = k;
     Ok(parts)
 }
@@ -755,12 +740,7 @@ pub(crate) fn with_held_grads<T>(params: &[Tensor], f: impl FnOnce() -> Result<T
 }
 
 /// The error for a budget that not even single-seed micro-batches fit.
-fn too_small(
-    estimator: &crate::partition::MemoryEstimator,
-    slicer: &Slicer,
-    seeds: &[u32],
-    budget: u64,
-) -> Error {
+fn too_small(estimator: &MemoryEstimator, slicer: &Slicer, seeds: &[u32], budget: u64) -> Error {
     let n = seeds.len();
     // The last of n single-seed micro-batches, with the readouts of the others.
     let held = estimator

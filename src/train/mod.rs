@@ -2,6 +2,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod estimate;
 pub mod features;
 pub mod full_graph;
 pub mod inference;
@@ -17,6 +18,7 @@ pub use config::{
     BatchSize, FullGraphConfig, Loader, MicroConfig, NodeOrder, OnNan, OptimizerKind, TrainConfig,
     SAFETY_MARGIN,
 };
+pub use estimate::{ChunkPass, MemoryEstimator, Resident};
 pub use features::{gather_host, FeatureDType, FeaturePlacement, FeatureStore};
 pub use full_graph::{FullGraphStats, LayerRows};
 pub use optim::{Adam, Optimizer, Sgd};

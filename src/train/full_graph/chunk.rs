@@ -5,8 +5,8 @@
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::nn::Module;
-use crate::partition::{ChunkPass, Resident};
 use crate::tensor::Tensor;
+use crate::train::estimate::{ChunkPass, Resident};
 use crate::train::state::State;
 
 use super::host::{f32_bytes, HostMatrix};

@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use super::stats::FullGraphStats;
+use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
 use crate::graph::{Block, ChunkPlan};
-use crate::partition::{format_bytes, ChunkPass};
+use crate::train::estimate::ChunkPass;
 use crate::train::row_reuse::KeptRows;
 use crate::train::state::State;
 
