@@ -179,7 +179,8 @@ fn train_config(data: &Dataset, kind: ModelKind, aggr: Aggregator, epochs: usize
 }
 
 fn params(t: &Trainer<'_>) -> Vec<Vec<f32>> {
-    t.model
+    t.state
+        .model
         .parameters()
         .iter()
         .map(|p| p.to_vec_f32().unwrap())

@@ -505,8 +505,8 @@ impl CommonArgs {
         config: TrainConfig,
     ) -> Result<Trainer<'a>> {
         let mut trainer = Trainer::new(data, graph.into(), config)?;
-        trainer.model.set_lstm_split(self.lstm_split)?;
-        trainer.estimator.lstm_split = self.lstm_split;
+        trainer.state.model.set_lstm_split(self.lstm_split)?;
+        trainer.state.estimator.lstm_split = self.lstm_split;
         Ok(trainer)
     }
 }

@@ -72,7 +72,7 @@ use crate::partition::{smallest_fitting, Found};
 use crate::tensor::Tensor;
 use crate::train::config::{FullGraphConfig, NodeOrder, SAFETY_MARGIN};
 use crate::train::estimate::{ChunkPass, MemoryEstimator, Resident};
-use crate::train::micro::with_held_grads;
+use crate::train::held::with_held_grads;
 use crate::train::row_reuse::{assembly_peak_bytes, Dedup, KeptRows, Reuse};
 use crate::train::state::State;
 use crate::train::stats::Phases;
@@ -82,14 +82,14 @@ mod host;
 mod hybrid;
 mod pass;
 mod prefetch;
-mod stats;
+mod row_counter;
+pub use crate::train::stats::{ChunkStats, FullGraphStats, LayerRows};
 use chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
 use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
 use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut};
 use pass::LayerPass;
 use prefetch::{run_pass, upload, Rows, Source, Staged};
-use stats::RowCounter;
-pub use stats::{ChunkStats, FullGraphStats, LayerRows};
+use row_counter::RowCounter;
 
 /// Parts of the partition behind [`NodeOrder::Metis`] and [`NodeOrder::Grem`] when the
 /// chunk count is not forced higher: independent of the chunk count, so that the budget's

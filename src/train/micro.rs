@@ -35,6 +35,7 @@ use rayon::prelude::*;
 
 use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
+use crate::graph::Prepared;
 use crate::graph::{Block, BlockSizes, Csr, Dataset, Slicer};
 use crate::nn::{Forward, Module};
 use crate::ops;
@@ -43,7 +44,8 @@ use crate::rng::mix64;
 use crate::tensor::Tensor;
 use crate::train::config::{Loader, SAFETY_MARGIN};
 use crate::train::estimate::{MemoryEstimator, Resident};
-use crate::train::features::{FeatureStore, HostRows};
+use crate::train::features::FeatureStore;
+use crate::train::held::with_held_grads;
 use crate::train::state::State;
 use crate::train::stats::Phases;
 
@@ -56,17 +58,6 @@ pub enum Pass {
     Measure,
     /// Partition and estimate only.
     Plan,
-}
-
-/// One micro-batch ready to upload (made here, or received from a sampler rank).
-pub(crate) struct Prepared {
-    pub seeds: Vec<u32>,
-    pub blocks: Vec<Arc<Block>>,
-    /// Gathered rows; `None` when the matrix lives on the device (gathered there by id).
-    pub features: Option<HostRows>,
-    pub labels: Vec<u32>,
-    pub slice_s: f64,
-    pub gather_s: f64,
 }
 
 /// The result of one batch.
@@ -704,39 +695,6 @@ fn reduce_batch(tr: &State<'_>, out: &mut BatchOutcome, stats: &mut PartitionSta
     stats.k = figures[3].round() as usize;
     out.phases.allreduce += t.elapsed().as_secs_f64();
     Ok(())
-}
-
-/// Runs `f` (a forward and backward) with the parameters' gradients so far taken out, and
-/// adds its fresh gradients to them once it has succeeded; on an error the gradients so far
-/// are put back untouched, so a failed run leaves no partial gradient behind.
-pub(crate) fn with_held_grads<T>(params: &[Tensor], f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let held: Vec<Option<Tensor>> = params
-        .iter()
-        .map(|p| {
-            let g = p.grad();
-            p.set_grad(None);
-            g
-        })
-        .collect();
-    match f() {
-        Ok(v) => {
-            for (p, held) in params.iter().zip(held) {
-                if let Some(acc) = held {
-                    if let Some(fresh) = p.grad() {
-                        crate::autograd::add_assign(&acc, &fresh)?;
-                    }
-                    p.set_grad(Some(acc));
-                }
-            }
-            Ok(v)
-        }
-        Err(e) => {
-            for (p, held) in params.iter().zip(held) {
-                p.set_grad(held);
-            }
-            Err(e)
-        }
-    }
 }
 
 /// The error for a budget that not even single-seed micro-batches fit.

@@ -10,7 +10,7 @@ use crate::train::estimate::{ChunkPass, Resident};
 use crate::train::state::State;
 
 use super::host::{f32_bytes, HostMatrix};
-use super::stats::{ChunkStats, FullGraphStats};
+use crate::train::stats::{ChunkStats, FullGraphStats};
 
 /// The rows layer `l` reads for `ids` (its block's src nodes) on the training device:
 /// the features for the input layer, else the previous layer's host rows.
