@@ -12,7 +12,8 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
+use crate::device::cuda::args::{AddAssignArgs, BinaryArgs};
+use crate::device::cuda::CudaBuffer;
 use crate::device::wgpu::{BinaryParams, Follow, Kernel, WgpuBuffer};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
@@ -28,8 +29,6 @@ const ADD_ASSIGN: Kernel = Kernel {
     source: SHADER,
     entry: "add_assign_f32",
 };
-const ADD_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "binary_f32");
-const ADD_ASSIGN_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "add_assign_f32");
 
 /// The error for operands that are not both f32 (or both f64) or differ in length.
 fn operands(op: &str, a: &CpuData, b: &CpuData) -> Error {
@@ -104,8 +103,12 @@ fn cuda_count(op: &str, n: usize) -> Result<u32> {
 /// `d += s` over the first `n` f32 values of two CUDA buffers.
 pub fn cuda_add_assign(d: &CudaBuffer, s: &CudaBuffer, n: usize) -> Result<()> {
     let count = cuda_count("add_assign", n)?;
-    let args = [Arg::Buf(s), Arg::Buf(d), Arg::U32(count)];
-    d.ctx().launch_1d(&ADD_ASSIGN_CUDA, n as u64, &args)
+    let args = AddAssignArgs {
+        src: s.into(),
+        dst: d.into(),
+        n: count,
+    };
+    d.ctx().launch_args_1d(&args, n as u64)
 }
 
 /// `a + b` over the first `n` f32 values of two CUDA buffers, as a new buffer.
@@ -113,15 +116,15 @@ pub fn cuda_add(a: &CudaBuffer, b: &CudaBuffer, n: usize) -> Result<CudaBuffer> 
     let count = cuda_count("add", n)?;
     let out = CudaBuffer::new(a.ctx(), a.len)?;
     // cols 1, op 0 (add), broadcast 0 (none).
-    let args = [
-        Arg::Buf(a),
-        Arg::Buf(b),
-        Arg::Buf(&out),
-        Arg::U32(1),
-        Arg::U32(0),
-        Arg::U32(0),
-        Arg::U32(count),
-    ];
-    a.ctx().launch_1d(&ADD_CUDA, n as u64, &args)?;
+    let args = BinaryArgs {
+        a: a.into(),
+        b: b.into(),
+        out: (&out).into(),
+        cols: 1,
+        op: 0,
+        bcast: 0,
+        n: count,
+    };
+    a.ctx().launch_args_1d(&args, n as u64)?;
     Ok(out)
 }

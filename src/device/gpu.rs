@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// What the composite ops need of a GPU backend's context (see the module docs). Buffers
 /// are 4-byte words; sizes are in bytes.
@@ -31,6 +31,9 @@ pub trait GpuDevice: Send + Sync + Sized + 'static {
 
     /// The context `buf` belongs to.
     fn context_of(buf: &Self::Buffer) -> &Arc<Self>;
+
+    /// The buffer's size in bytes (of its tensor's whole storage).
+    fn bytes(buf: &Self::Buffer) -> u64;
 
     /// A buffer of `bytes` bytes with undefined contents (a kernel writes it before any read).
     fn alloc(self: &Arc<Self>, bytes: u64) -> Result<Self::Buffer>;
@@ -67,4 +70,15 @@ pub fn word_at(bytes: &[u8], i: usize) -> u32 {
     bytes
         .get(i * 4..i * 4 + 4)
         .map_or(0, bytemuck::pod_read_unaligned::<u32>)
+}
+
+/// `n` as the u32 a GPU kernel indexes values with; an error naming `op` and `what` if a
+/// tensor holds more values than that.
+pub(crate) fn u32_count(op: &'static str, what: &str, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| {
+        Error::shape(
+            op,
+            format!("{what} holds {n} values; GPU kernels index at most 2^32 - 1"),
+        )
+    })
 }
