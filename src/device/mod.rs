@@ -17,6 +17,7 @@ pub mod heap;
 mod id;
 pub mod kernels;
 mod memory;
+pub mod pooled;
 pub mod wgpu;
 pub mod wgpu_shader;
 
