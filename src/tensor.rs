@@ -108,8 +108,12 @@ impl Storage {
     pub(crate) fn add_assign(&mut self, src: &Storage, n: usize) -> Result<bool> {
         match (self, src) {
             (Storage::Cpu(d), Storage::Cpu(s)) => add::cpu_add_assign(&mut d.data, &s.data)?,
-            (Storage::Wgpu(d), Storage::Wgpu(s)) => add::wgpu_add_assign(d, s, n)?,
-            (Storage::Cuda(d), Storage::Cuda(s)) => add::cuda_add_assign(d, s, n)?,
+            (Storage::Wgpu(d), Storage::Wgpu(s)) => {
+                add::gpu_add_assign::<wgpu_dev::Context>(d, s, n)?
+            }
+            (Storage::Cuda(d), Storage::Cuda(s)) => {
+                add::gpu_add_assign::<cuda_dev::Context>(d, s, n)?
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -120,8 +124,12 @@ impl Storage {
     pub(crate) fn add(&self, other: &Storage, n: usize) -> Result<Option<Storage>> {
         Ok(Some(match (self, other) {
             (Storage::Cpu(x), Storage::Cpu(y)) => Storage::Cpu(add::cpu_add(&x.data, &y.data)?),
-            (Storage::Wgpu(x), Storage::Wgpu(y)) => Storage::Wgpu(add::wgpu_add(x, y, n)?),
-            (Storage::Cuda(x), Storage::Cuda(y)) => Storage::Cuda(add::cuda_add(x, y, n)?),
+            (Storage::Wgpu(x), Storage::Wgpu(y)) => {
+                Storage::Wgpu(add::gpu_add::<wgpu_dev::Context>(x, y, n)?)
+            }
+            (Storage::Cuda(x), Storage::Cuda(y)) => {
+                Storage::Cuda(add::gpu_add::<cuda_dev::Context>(x, y, n)?)
+            }
             _ => return Ok(None),
         }))
     }

@@ -30,4 +30,10 @@ pub trait BinaryKernels: GpuDevice {
         b: &Self::Buffer,
         out: &Self::Buffer,
     ) -> Result<()>;
+
+    /// `dst += src` over the first `n` f32 values, in place (gradient accumulation,
+    /// `src/device/add.rs`): the same `x + y` per element as `binary`'s add, so a gradient
+    /// summed here is bit-identical to one summed by `ops::add`.
+    fn add_assign(self: &Arc<Self>, dst: &Self::Buffer, src: &Self::Buffer, n: usize)
+        -> Result<()>;
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::device::cuda::args::BinaryArgs;
+use crate::device::cuda::args::{AddAssignArgs, BinaryArgs};
 use crate::device::cuda::{Context, CudaBuffer};
 use crate::device::gpu::u32_count;
 use crate::device::kernels::binary::{BinaryKernels, BinaryShape};
@@ -25,6 +25,16 @@ impl BinaryKernels for Context {
             cols: s.cols as u32,
             op: s.op,
             bcast: s.bcast,
+            n,
+        };
+        self.launch_args_1d(&args, n as u64)
+    }
+
+    fn add_assign(self: &Arc<Self>, dst: &CudaBuffer, src: &CudaBuffer, n: usize) -> Result<()> {
+        let n = u32_count("add_assign", "dst", n)?;
+        let args = AddAssignArgs {
+            src: src.into(),
+            dst: dst.into(),
             n,
         };
         self.launch_args_1d(&args, n as u64)

@@ -13,6 +13,11 @@ const KERNEL: Kernel = Kernel {
     source: SHADER,
     entry: "binary_f32",
 };
+const ADD_ASSIGN: Kernel = Kernel {
+    stem: "binary",
+    source: SHADER,
+    entry: "add_assign_f32",
+};
 
 impl BinaryKernels for Context {
     fn binary(
@@ -38,5 +43,10 @@ impl BinaryKernels for Context {
         };
         let same = [(1, a), (3, out)];
         self.launch_followed(&KERNEL, params, &same, Some((2, b, follow)), s.n)
+    }
+
+    fn add_assign(self: &Arc<Self>, dst: &WgpuBuffer, src: &WgpuBuffer, n: usize) -> Result<()> {
+        let params = BinaryParams::default();
+        self.launch_chunked(&ADD_ASSIGN, params, &[(4, src), (5, dst)], &[], n as u64)
     }
 }
