@@ -1,20 +1,21 @@
-//! The seam between the composite ops and the GPU backends.
+//! The seam between the ops and the GPU backends.
 //!
-//! An op whose work is several kernels with host logic in between (cross-entropy with its
-//! label check, the LSTM aggregation's bucket and step loop) writes that orchestration
-//! **once**, generic over a [`GpuDevice`]: it allocates, uploads, splits and reads back
-//! through this trait, and launches its kernels through a small trait of its own (for
-//! example `CrossEntropyKernels` in `src/ops/cross_entropy.rs`) that each backend
-//! implements next to the op, one method per kernel with the kernel's typed parameters.
-//! Those launch methods are where the backends marshal parameters (wgpu: the `#[repr(C)]`
-//! structs of [`super::wgpu::params`] over binding windows; CUDA: the argument structs of
-//! [`super::cuda::args`], each checked against its kernel's signature in `kernels/*.cu`)
-//! and where they truly differ in algorithm (wgpu splits rows across binding windows, CUDA
-//! gives long rows a block each). The tensor side of the seam (a storage's buffer, a
-//! buffer as a tensor) is `GpuTensors` in `src/ops/gpu.rs`.
+//! An op's GPU half (allocation, uploads, host logic between kernels: cross-entropy's
+//! label check, the LSTM aggregation's bucket and step loop) is written **once**, generic
+//! over a [`GpuDevice`]: it allocates, uploads, splits and reads back through this trait,
+//! and launches its kernels through its kernel trait in `src/device/kernels/<op>.rs` (for
+//! example `CrossEntropyKernels`), one method per launch with neutral parameters. Each
+//! backend implements the kernel traits in its own folder, `src/device/<backend>/kernels/`,
+//! where it marshals parameters (wgpu: the `#[repr(C)]` structs of [`super::wgpu::params`]
+//! over binding windows; CUDA: the argument structs of [`super::cuda::args`], each checked
+//! against its kernel's signature in `kernels/*.cu`) and where the backends truly differ in
+//! algorithm (wgpu splits rows across binding windows, CUDA gives long rows a block each).
+//! The tensor side of the seam (a storage's buffer, a buffer as a tensor, the one match on
+//! a backend) is `src/ops/gpu.rs`.
 //!
-//! A new GPU backend (Metal, HIP) implements [`GpuDevice`] for its context, `GpuTensors`,
-//! and each composite op's kernel trait with its kernels; the orchestration does not change.
+//! A new GPU backend (Metal, HIP) implements [`GpuDevice`] for its context, the shared
+//! pooled buffer's [`super::pooled::PoolBackend`], and every kernel trait; the ops'
+//! orchestration does not change.
 
 use std::sync::Arc;
 
