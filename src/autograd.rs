@@ -281,8 +281,8 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
     } else {
         Err(Error::DeviceMismatch {
             op: "add_assign",
-            lhs: dst.device(),
-            rhs: src.device(),
+            lhs: dst.device().to_string(),
+            rhs: src.device().to_string(),
         })
     }
 }
@@ -295,8 +295,8 @@ fn sum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let Some(out) = a.storage().add(&b.storage(), n)? else {
         return Err(Error::DeviceMismatch {
             op: "add",
-            lhs: a.device(),
-            rhs: b.device(),
+            lhs: a.device().to_string(),
+            rhs: b.device().to_string(),
         });
     };
     Ok(Tensor::from_storage(

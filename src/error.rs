@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use crate::device::Device;
-
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -25,10 +23,10 @@ pub enum Error {
     DeviceMismatch {
         /// The op.
         op: &'static str,
-        /// The first operand's device.
-        lhs: Device,
-        /// The other operand's device.
-        rhs: Device,
+        /// The first operand's device, by name (`cuda:0`).
+        lhs: String,
+        /// The other operand's device, by name.
+        rhs: String,
     },
 
     /// An operand has the wrong element type.
@@ -49,8 +47,8 @@ pub enum Error {
         budget_text(*.budget)
     )]
     OutOfMemory {
-        /// The device that ran out.
-        device: Device,
+        /// The device that ran out, by name (`cuda:0`).
+        device: String,
         /// Bytes asked for.
         requested: u64,
         /// Bytes allocated at the time.

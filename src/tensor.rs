@@ -766,8 +766,8 @@ impl Tensor {
         if self.device() != other.device() {
             return Err(Error::DeviceMismatch {
                 op,
-                lhs: self.device(),
-                rhs: other.device(),
+                lhs: self.device().to_string(),
+                rhs: other.device().to_string(),
             });
         }
         Ok(())

@@ -135,7 +135,7 @@ fn a_cpu_allocation_the_system_refuses_is_out_of_memory() {
             budget,
             ..
         } => {
-            assert_eq!(device, Device::Cpu);
+            assert_eq!(device, Device::Cpu.to_string());
             assert_eq!(requested, 1 << 52);
             assert_eq!(budget, NO_BUDGET);
         }

@@ -71,7 +71,7 @@ fn allocation_past_budget_is_a_typed_error_and_the_device_stays_usable() {
             live,
             budget,
         } => {
-            assert_eq!(device, Device::Cpu);
+            assert_eq!(device, Device::Cpu.to_string());
             assert_eq!(requested, 16384);
             assert_eq!(live, live_before);
             assert_eq!(budget, live_before + 8192);

@@ -83,7 +83,7 @@ fn bytes_of<T>(len: usize) -> Result<u64> {
 /// The error for an allocation of `bytes` the system allocator refused.
 fn refused(bytes: u64) -> Error {
     Error::OutOfMemory {
-        device: Device::Cpu,
+        device: Device::Cpu.to_string(),
         requested: bytes,
         live: memory().live(),
         budget: crate::error::NO_BUDGET,

@@ -60,7 +60,7 @@ impl MemoryTracker {
 
     fn oom(&self, s: &MemoryStats, requested: u64, budget: u64) -> Error {
         Error::OutOfMemory {
-            device: self.device,
+            device: self.device.to_string(),
             requested,
             live: s.live,
             budget,
@@ -363,7 +363,7 @@ mod tests {
                 if fail > 0 {
                     self.fail.store(fail - 1, Ordering::SeqCst);
                     return Err(Error::OutOfMemory {
-                        device: Device::Cuda(7),
+                        device: Device::Cuda(7).to_string(),
                         requested: class,
                         live: self.mem.live(),
                         budget: 0,
@@ -432,7 +432,7 @@ mod tests {
                 live,
                 budget,
             }) => {
-                assert_eq!(device, Device::Cuda(7));
+                assert_eq!(device, Device::Cuda(7).to_string());
                 assert_eq!((requested, live, budget), (3072, 2048, 4096));
             }
             other => panic!("expected OutOfMemory, got {:?}", other.map(|_| ())),

@@ -51,8 +51,8 @@ pub fn adam_update(
                 // practice; report it as the mismatch it would be.
                 return Err(Error::DeviceMismatch {
                     op: "adam_update",
-                    lhs: param.device(),
-                    rhs: grad.device(),
+                    lhs: param.device().to_string(),
+                    rhs: grad.device().to_string(),
                 });
             }
         ),

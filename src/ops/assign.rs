@@ -27,8 +27,8 @@ pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
             |D, (d, s)| D::assign(d, s, dst.bytes() as u64)?,
             else return Err(Error::DeviceMismatch {
                 op: "assign",
-                lhs: dst.device(),
-                rhs: src.device(),
+                lhs: dst.device().to_string(),
+                rhs: src.device().to_string(),
             })
         ),
     }

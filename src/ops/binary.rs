@@ -114,8 +114,8 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             },
             else return Err(Error::DeviceMismatch {
                 op: name,
-                lhs: a.device(),
-                rhs: b.device(),
+                lhs: a.device().to_string(),
+                rhs: b.device().to_string(),
             })
         ),
     };

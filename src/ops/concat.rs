@@ -66,8 +66,8 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
         let guards: Vec<_> = xs.iter().map(|t| t.storage()).collect();
         let mismatch = |t: &Tensor| Error::DeviceMismatch {
             op: OP,
-            lhs: first.device(),
-            rhs: t.device(),
+            lhs: first.device().to_string(),
+            rhs: t.device().to_string(),
         };
         if !matches!(&*guards[0], Storage::Cpu(_)) {
             on_gpu!(&*guards[0], |D, _b| {

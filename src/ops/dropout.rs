@@ -90,8 +90,8 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
                 (Some(t), Some(s)) => {
                     Some(D::buffer(s, OP).map_err(|_| Error::DeviceMismatch {
                         op: OP,
-                        lhs: x.device(),
-                        rhs: t.device(),
+                        lhs: x.device().to_string(),
+                        rhs: t.device().to_string(),
                     })?)
                 }
                 _ => None,

@@ -181,8 +181,8 @@ fn host_indices(
 fn mismatch(op: &'static str, a: &Tensor, b: &Tensor) -> Error {
     Error::DeviceMismatch {
         op,
-        lhs: a.device(),
-        rhs: b.device(),
+        lhs: a.device().to_string(),
+        rhs: b.device().to_string(),
     }
 }
 

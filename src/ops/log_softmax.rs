@@ -97,8 +97,8 @@ fn log_softmax_backward(g: &Tensor, y: &Tensor) -> Result<Tensor> {
             },
             else Err(Error::DeviceMismatch {
                 op: OP,
-                lhs: g.device(),
-                rhs: y.device(),
+                lhs: g.device().to_string(),
+                rhs: y.device().to_string(),
             })
         ),
     }

@@ -275,8 +275,8 @@ fn gpu_backward<D: GpuTensors + LstmKernels>(
     );
     let idx = idx.ok_or(Error::DeviceMismatch {
         op: OP,
-        lhs: acts.device(),
-        rhs: g.device(),
+        lhs: acts.device().to_string(),
+        rhs: g.device().to_string(),
     })?;
     let ctx = D::context_of(a).clone();
     let (rows, h) = (plan.rows(), w.shape()[0]);

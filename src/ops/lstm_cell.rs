@@ -138,8 +138,8 @@ pub fn lstm_cell_backward(
             },
             else Err(Error::DeviceMismatch {
                 op: BOP,
-                lhs: acts.device(),
-                rhs: grad.device(),
+                lhs: acts.device().to_string(),
+                rhs: grad.device().to_string(),
             })
         ),
     }
@@ -169,8 +169,8 @@ fn check(gates: &Tensor, c_prev: &Tensor) -> Result<(usize, usize)> {
 fn mismatch(a: &Tensor, b: &Tensor) -> Error {
     Error::DeviceMismatch {
         op: OP,
-        lhs: a.device(),
-        rhs: b.device(),
+        lhs: a.device().to_string(),
+        rhs: b.device().to_string(),
     }
 }
 

@@ -97,8 +97,8 @@ fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) ->
             |D, (x, y)| gpu_matmul::<D>(x, y, (m, k, n), (ta, tb), a)?,
             else return Err(Error::DeviceMismatch {
                 op: OP,
-                lhs: a.device(),
-                rhs: b.device(),
+                lhs: a.device().to_string(),
+                rhs: b.device().to_string(),
             })
         ),
     };

@@ -72,8 +72,8 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
                 |D, (b, ab)| gpu_backward::<D>(b, ab, g, &block, f)?,
                 else return Err(Error::DeviceMismatch {
                     op: OP,
-                    lhs: g.device(),
-                    rhs: arg.device(),
+                    lhs: g.device().to_string(),
+                    rhs: arg.device().to_string(),
                 })
             ),
         };

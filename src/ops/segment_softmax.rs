@@ -89,8 +89,8 @@ pub fn segment_softmax_backward(y: &Tensor, g: &Tensor, block: &Arc<Block>) -> R
             |D, (yb, gb)| gpu_backward::<D>(yb, gb, g, block, heads),
             else Err(Error::DeviceMismatch {
                 op: BOP,
-                lhs: y.device(),
-                rhs: g.device(),
+                lhs: y.device().to_string(),
+                rhs: g.device().to_string(),
             })
         ),
     }

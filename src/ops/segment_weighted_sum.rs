@@ -91,8 +91,8 @@ pub fn segment_weighted_sum(x: &Tensor, a: &Tensor, block: &Arc<Block>) -> Resul
                 |D, (xb, ab)| gpu_forward::<D>(xb, ab, x, block, dims)?,
                 else return Err(Error::DeviceMismatch {
                     op: OP,
-                    lhs: x.device(),
-                    rhs: a.device(),
+                    lhs: x.device().to_string(),
+                    rhs: a.device().to_string(),
                 })
             ),
         }
@@ -166,8 +166,8 @@ pub fn segment_weighted_sum_backward(
             |D, (xb, ab, gb)| gpu_backward::<D>([xb, ab, gb], g, block, dims, need_x, need_a),
             else Err(Error::DeviceMismatch {
             op: BOP,
-            lhs: x.device(),
-            rhs: g.device(),
+            lhs: x.device().to_string(),
+            rhs: g.device().to_string(),
             })
         ),
     }

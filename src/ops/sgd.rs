@@ -62,8 +62,8 @@ pub fn sgd_update(
 fn mismatch(param: &Tensor, other: Option<&Tensor>) -> Error {
     Error::DeviceMismatch {
         op: "sgd_update",
-        lhs: param.device(),
-        rhs: other.map_or(param.device(), Tensor::device),
+        lhs: param.device().to_string(),
+        rhs: other.map_or(param.device(), Tensor::device).to_string(),
     }
 }
 

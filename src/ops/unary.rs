@@ -282,8 +282,8 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
             },
             else Err(Error::DeviceMismatch {
                 op: op.name(),
-                lhs: g.device(),
-                rhs: saved.device(),
+                lhs: g.device().to_string(),
+                rhs: saved.device().to_string(),
             })
         ),
     }

@@ -225,7 +225,7 @@ pub(crate) fn alloc_error(
     if code == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
         let s = memory.stats();
         Error::OutOfMemory {
-            device: memory.device(),
+            device: memory.device().to_string(),
             requested: bytes,
             live: s.live,
             budget: s.budget.map_or(total_bytes, |b| b.min(total_bytes)),
@@ -275,7 +275,7 @@ impl Context {
     pub(crate) fn out_of_memory(&self, bytes: u64) -> Error {
         let s = self.memory.stats();
         Error::OutOfMemory {
-            device: self.memory.device(),
+            device: self.memory.device().to_string(),
             requested: bytes,
             live: s.live,
             budget: s
@@ -400,7 +400,7 @@ mod tests {
                 live,
                 budget,
             } => {
-                assert_eq!(device, Device::Cuda(5));
+                assert_eq!(device, Device::Cuda(5).to_string());
                 assert_eq!((requested, live, budget), (4096, 0, 1 << 30));
             }
             other => panic!("expected OutOfMemory, got {other}"),

@@ -346,7 +346,7 @@ impl Context {
         if let (None, Some(_), Some(requested)) = (&v, &o, bytes) {
             let s = self.memory.stats();
             return Err(Error::OutOfMemory {
-                device: Device::Wgpu(self.index),
+                device: Device::Wgpu(self.index).to_string(),
                 requested,
                 live: s.live,
                 budget: s.budget.unwrap_or(self.limits.max_buffer_size),
