@@ -61,6 +61,59 @@ impl Trainer<'_> {
     ) -> Result<Summary> {
         // With several ranks, rank 0 alone writes (they hold the same weights).
         let checkpoint = checkpoint.filter(|_| self.state.dist.is_root());
+        self.check_run(checkpoint)?;
+        let mem = self.state.config.device.memory()?;
+        mem.reset_peak();
+        self.state.peak_seen.set(0);
+        let mut best = Best::from_history(&self.history);
+        if self.finished() {
+            return self.stored_summary(&best);
+        }
+        let t0 = Instant::now();
+        self.seconds_here = 0.0;
+        let (mut stopped_early, mut interrupted) = (false, false);
+        for epoch in self.state.start_epoch..self.state.config.epochs {
+            let lr = self.state.config.lr_schedule.lr_at(
+                self.state.config.lr,
+                epoch,
+                self.state.config.epochs,
+            );
+            self.state.optim.set_lr(lr);
+            let stats = match self.train_epoch_inner(epoch, true)? {
+                EpochEnd::Done(s) => *s,
+                EpochEnd::Interrupted => {
+                    interrupted = true;
+                    break;
+                }
+                EpochEnd::Diverged(msg) => return Err(self.diverged(&msg, checkpoint)),
+            };
+            self.record_epoch(stats, &mut best, on_epoch)?;
+            self.seconds_here = t0.elapsed().as_secs_f64();
+            if let Some(path) = checkpoint {
+                self.save(path, epoch + 1)?;
+            }
+            self.keep_partial(&best);
+            if self.state.config.patience.is_some_and(|p| best.since >= p) {
+                stopped_early = epoch + 1 < self.state.config.epochs;
+                break;
+            }
+            if self.stop_requested()? {
+                interrupted = epoch + 1 < self.state.config.epochs;
+                break;
+            }
+        }
+        // No more batches: sampler ranks (if any) may stop.
+        self.release_samplers()?;
+        self.seconds_here = t0.elapsed().as_secs_f64();
+        let fin = self.final_figures(interrupted, stopped_early, checkpoint)?;
+        let so_far = self.so_far();
+        self.micro_log.clear();
+        Ok(self.summary(fin, &best, so_far, interrupted, false))
+    }
+
+    /// Refuses a run that cannot start: a checkpoint that cannot be written, or
+    /// `patience` without a labelled validation node to watch.
+    fn check_run(&self, checkpoint: Option<&Path>) -> Result<()> {
         if let Some(path) = checkpoint {
             crate::atomic::check_writable(path)?;
         }
@@ -74,129 +127,118 @@ impl Trainer<'_> {
                 ),
             ));
         }
-        let mem = self.state.config.device.memory()?;
-        mem.reset_peak();
-        self.state.peak_seen.set(0);
-        let mut best = Best::from_history(&self.history);
-        if self.finished() {
-            self.release_samplers()?;
-            let fin = match self.stored_final.clone() {
-                Some(f) => f,
-                // Finished but saved before the final evaluation: evaluate now.
-                None => FinalFigures {
-                    valid_acc: self.evaluate(&self.state.data.split.valid)?,
-                    test_acc: self.evaluate(&self.state.data.split.test)?,
+        Ok(())
+    }
+
+    /// The summary of a resumed run that had already finished: nothing is trained.
+    fn stored_summary(&mut self, best: &Best) -> Result<Summary> {
+        self.release_samplers()?;
+        let fin = match self.stored_final.clone() {
+            Some(f) => f,
+            // Finished but saved before the final evaluation: evaluate now.
+            None => FinalFigures {
+                valid_acc: self.evaluate(&self.state.data.split.valid)?,
+                test_acc: self.evaluate(&self.state.data.split.test)?,
+                final_loss: self.history.last().map_or(f64::NAN, |e| e.loss),
+                stopped_early: false,
+            },
+        };
+        Ok(self.summary(fin, best, self.earlier.clone(), false, true))
+    }
+
+    /// The error that ends a run whose epoch diverged (`msg`), naming the checkpoint that
+    /// keeps the last good weights.
+    fn diverged(&self, msg: &str, checkpoint: Option<&Path>) -> Error {
+        let kept = match (checkpoint, self.history.last()) {
+            (Some(p), Some(e)) => format!(
+                "; {} keeps the weights after epoch {}",
+                p.display(),
+                e.epoch
+            ),
+            _ => String::new(),
+        };
+        Error::invalid(format!("{msg}: stopped (try a lower learning rate){kept}"))
+    }
+
+    /// Adds a finished epoch to the history, after `on_epoch`: when its validation
+    /// accuracy is the best so far, it also gets the test accuracy.
+    fn record_epoch(
+        &mut self,
+        mut stats: EpochStats,
+        best: &mut Best,
+        on_epoch: &mut dyn FnMut(&EpochStats),
+    ) -> Result<()> {
+        if let Some(v) = stats.valid_acc {
+            if best.improves(v) {
+                let test = no_grad(|| self.evaluate(&self.state.data.split.test))?;
+                stats.test_acc = Some(test);
+                *best = Best {
+                    acc: Some(v),
+                    epoch: Some(stats.epoch),
+                    test: Some(test),
+                    since: 0,
+                };
+            } else {
+                best.since += 1;
+            }
+        }
+        on_epoch(&stats);
+        self.history.push(stats);
+        Ok(())
+    }
+
+    /// With [`Trainer::keep_partial_summary`]: leaves the summary of the epochs so far,
+    /// marked interrupted and without final figures, where the caller can take it.
+    fn keep_partial(&self, best: &Best) {
+        if let Some(sink) = &self.partial {
+            let partial = self.summary(
+                FinalFigures {
+                    valid_acc: f64::NAN,
+                    test_acc: f64::NAN,
                     final_loss: self.history.last().map_or(f64::NAN, |e| e.loss),
                     stopped_early: false,
                 },
-            };
-            return Ok(self.summary(fin, &best, self.earlier.clone(), false, true));
-        }
-        let t0 = Instant::now();
-        self.seconds_here = 0.0;
-        let (mut stopped_early, mut interrupted) = (false, false);
-        for epoch in self.state.start_epoch..self.state.config.epochs {
-            let lr = self.state.config.lr_schedule.lr_at(
-                self.state.config.lr,
-                epoch,
-                self.state.config.epochs,
+                best,
+                self.so_far(),
+                true,
+                false,
             );
-            self.state.optim.set_lr(lr);
-            let mut stats = match self.train_epoch_inner(epoch, true)? {
-                EpochEnd::Done(s) => *s,
-                EpochEnd::Interrupted => {
-                    interrupted = true;
-                    break;
-                }
-                EpochEnd::Diverged(msg) => {
-                    let kept = match (checkpoint, self.history.last()) {
-                        (Some(p), Some(e)) => format!(
-                            "; {} keeps the weights after epoch {}",
-                            p.display(),
-                            e.epoch
-                        ),
-                        _ => String::new(),
-                    };
-                    return Err(Error::invalid(format!(
-                        "{msg}: stopped (try a lower learning rate){kept}"
-                    )));
-                }
-            };
-            if let Some(v) = stats.valid_acc {
-                if best.improves(v) {
-                    let test = no_grad(|| self.evaluate(&self.state.data.split.test))?;
-                    stats.test_acc = Some(test);
-                    best = Best {
-                        acc: Some(v),
-                        epoch: Some(stats.epoch),
-                        test: Some(test),
-                        since: 0,
-                    };
-                } else {
-                    best.since += 1;
-                }
-            }
-            on_epoch(&stats);
-            self.history.push(stats);
-            self.seconds_here = t0.elapsed().as_secs_f64();
-            if let Some(path) = checkpoint {
-                self.save(path, epoch + 1)?;
-            }
-            if let Some(sink) = &self.partial {
-                let partial = self.summary(
-                    FinalFigures {
-                        valid_acc: f64::NAN,
-                        test_acc: f64::NAN,
-                        final_loss: self.history.last().map_or(f64::NAN, |e| e.loss),
-                        stopped_early: false,
-                    },
-                    &best,
-                    self.so_far(),
-                    true,
-                    false,
-                );
-                *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(partial);
-            }
-            if self.state.config.patience.is_some_and(|p| best.since >= p) {
-                stopped_early = epoch + 1 < self.state.config.epochs;
-                break;
-            }
-            if self.stop_requested()? {
-                interrupted = epoch + 1 < self.state.config.epochs;
-                break;
-            }
+            *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(partial);
         }
-        // No more batches: sampler ranks (if any) may stop.
-        self.release_samplers()?;
-        self.seconds_here = t0.elapsed().as_secs_f64();
+    }
+
+    /// The run's final figures: after an interruption none is measured (the run stops
+    /// promptly); otherwise the validation and test accuracies, kept in a last
+    /// checkpoint.
+    fn final_figures(
+        &self,
+        interrupted: bool,
+        stopped_early: bool,
+        checkpoint: Option<&Path>,
+    ) -> Result<FinalFigures> {
         let final_loss = self.history.last().map_or(f64::NAN, |e| e.loss);
-        let fin = if interrupted {
-            // Stop promptly: no final evaluation.
-            FinalFigures {
+        if interrupted {
+            return Ok(FinalFigures {
                 valid_acc: f64::NAN,
                 test_acc: f64::NAN,
                 final_loss,
                 stopped_early,
-            }
-        } else {
-            let fin = FinalFigures {
-                valid_acc: self.evaluate(&self.state.data.split.valid)?,
-                test_acc: self.evaluate(&self.state.data.split.test)?,
-                final_loss,
-                stopped_early,
-            };
-            if let Some(path) = checkpoint {
-                let done = self
-                    .history
-                    .last()
-                    .map_or(self.state.start_epoch, |e| e.epoch);
-                self.save_with(path, done, Some(&fin))?;
-            }
-            fin
+            });
+        }
+        let fin = FinalFigures {
+            valid_acc: self.evaluate(&self.state.data.split.valid)?,
+            test_acc: self.evaluate(&self.state.data.split.test)?,
+            final_loss,
+            stopped_early,
         };
-        let so_far = self.so_far();
-        self.micro_log.clear();
-        Ok(self.summary(fin, &best, so_far, interrupted, false))
+        if let Some(path) = checkpoint {
+            let done = self
+                .history
+                .last()
+                .map_or(self.state.start_epoch, |e| e.epoch);
+            self.save_with(path, done, Some(&fin))?;
+        }
+        Ok(fin)
     }
 
     fn summary(
