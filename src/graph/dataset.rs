@@ -366,95 +366,12 @@ fn complete_with(
         }
     }
     let mut notes = p.notes;
-    let (features, feat_dim) = match p.features {
-        Some(f) => {
-            if let Some(d) = opts.feat_dim.filter(|&d| d != f.1) {
-                notes.push(format!(
-                    "--feat-dim {d} not used: the dataset has its own {} features",
-                    f.1
-                ));
-            }
-            f
-        }
-        None => {
-            let dim = opts.feat_dim.unwrap_or(DEFAULT_FEAT_DIM);
-            if dim == 0 || dim > MAX_FEAT_DIM {
-                return Err(Error::flag(
-                    "--feat-dim",
-                    format!("--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"),
-                ));
-            }
-            ensure_allocatable(
-                n as u128 * dim as u128 * 4,
-                &format!(
-                    "dataset {}: {dim} synthesized features for {n} nodes",
-                    p.name
-                ),
-            )?;
-            notes.push(format!(
-                "{}: {dim} random N(0,1) features (seed {})",
-                missing[0], opts.seed
-            ));
-            (random_features(n, dim, opts.seed).into(), dim)
-        }
-    };
-    let (labels, num_classes) = match p.labels {
-        Some(y) => {
-            let implied = y
-                .par_iter()
-                .filter(|&&l| l != UNLABELED)
-                .max()
-                .map_or(0, |&m| m as usize + 1);
-            let c = match opts.classes {
-                Some(c) if c < implied => {
-                    // The first offending row, as a line of the label file.
-                    let row = y
-                        .iter()
-                        .position(|&l| l != UNLABELED && l as usize >= c)
-                        .unwrap_or(0);
-                    let msg = format!(
-                        "label {} not below the {c} classes asked for (--classes)",
-                        y[row]
-                    );
-                    return Err(match labels_file {
-                        Some(f) => Error::parse(f, row as u64 + 1, msg),
-                        None => Error::invalid(format!("dataset {}: {msg}", p.name)),
-                    });
-                }
-                Some(c) => c,
-                None => implied,
-            };
-            (y, c)
-        }
-        None => {
-            let c = opts.classes.unwrap_or(DEFAULT_CLASSES);
-            ensure_allocatable(
-                n as u128 * 4,
-                &format!("dataset {}: synthesized labels for {n} nodes", p.name),
-            )?;
-            notes.push(format!(
-                "{}: uniform random labels over {c} classes (seed {})",
-                missing[1], opts.seed
-            ));
-            (random_labels(n, c, opts.seed).into(), c)
-        }
-    };
-    let split = match p.split {
-        Some(s) => s,
-        None => {
-            ensure_allocatable(
-                n as u128 * 4,
-                &format!("dataset {}: a synthesized split of {n} nodes", p.name),
-            )?;
-            notes.push(format!(
-                "{}: random split {} (seed {})",
-                missing[2],
-                split_note(RANDOM_SPLIT),
-                opts.seed
-            ));
-            random_split(n, RANDOM_SPLIT, opts.seed)
-        }
-    };
+    let name = p.name.as_str();
+    let (features, feat_dim) =
+        features_or_stand_in(p.features, name, n, opts, missing[0], &mut notes)?;
+    let (labels, num_classes) =
+        labels_or_stand_in(p.labels, name, n, opts, labels_file, missing[1], &mut notes)?;
+    let split = split_or_stand_in(p.split, name, n, opts, missing[2], &mut notes)?;
     let d = Dataset {
         name: p.name,
         graph: p.graph,
@@ -472,6 +389,119 @@ fn complete_with(
         d.validate()?;
     }
     Ok(d)
+}
+
+/// The dataset's features (`given`, with a note when `--feat-dim` asked for other ones),
+/// else `--feat-dim` random N(0,1) features noted as standing in for what `missing` lacked.
+fn features_or_stand_in(
+    given: Option<(Array<f32>, usize)>,
+    name: &str,
+    n: usize,
+    opts: &LoadOptions,
+    missing: &str,
+    notes: &mut Vec<String>,
+) -> Result<(Array<f32>, usize)> {
+    if let Some(f) = given {
+        if let Some(d) = opts.feat_dim.filter(|&d| d != f.1) {
+            notes.push(format!(
+                "--feat-dim {d} not used: the dataset has its own {} features",
+                f.1
+            ));
+        }
+        return Ok(f);
+    }
+    let dim = opts.feat_dim.unwrap_or(DEFAULT_FEAT_DIM);
+    if dim == 0 || dim > MAX_FEAT_DIM {
+        return Err(Error::flag(
+            "--feat-dim",
+            format!("--feat-dim {dim}: must be between 1 and {MAX_FEAT_DIM}"),
+        ));
+    }
+    ensure_allocatable(
+        n as u128 * dim as u128 * 4,
+        &format!("dataset {name}: {dim} synthesized features for {n} nodes"),
+    )?;
+    notes.push(format!(
+        "{missing}: {dim} random N(0,1) features (seed {})",
+        opts.seed
+    ));
+    Ok((random_features(n, dim, opts.seed).into(), dim))
+}
+
+/// The dataset's labels (`given`) and class count (`--classes`, which must exceed every
+/// label, else the labels imply it), else uniform random labels over `--classes` classes
+/// noted as standing in for what `missing` lacked. `labels_file` is named in an error.
+fn labels_or_stand_in(
+    given: Option<Array<u32>>,
+    name: &str,
+    n: usize,
+    opts: &LoadOptions,
+    labels_file: Option<&Path>,
+    missing: &str,
+    notes: &mut Vec<String>,
+) -> Result<(Array<u32>, usize)> {
+    let Some(y) = given else {
+        let c = opts.classes.unwrap_or(DEFAULT_CLASSES);
+        ensure_allocatable(
+            n as u128 * 4,
+            &format!("dataset {name}: synthesized labels for {n} nodes"),
+        )?;
+        notes.push(format!(
+            "{missing}: uniform random labels over {c} classes (seed {})",
+            opts.seed
+        ));
+        return Ok((random_labels(n, c, opts.seed).into(), c));
+    };
+    let implied = y
+        .par_iter()
+        .filter(|&&l| l != UNLABELED)
+        .max()
+        .map_or(0, |&m| m as usize + 1);
+    let c = match opts.classes {
+        Some(c) if c < implied => {
+            // The first offending row, as a line of the label file.
+            let row = y
+                .iter()
+                .position(|&l| l != UNLABELED && l as usize >= c)
+                .unwrap_or(0);
+            let msg = format!(
+                "label {} not below the {c} classes asked for (--classes)",
+                y[row]
+            );
+            return Err(match labels_file {
+                Some(f) => Error::parse(f, row as u64 + 1, msg),
+                None => Error::invalid(format!("dataset {name}: {msg}")),
+            });
+        }
+        Some(c) => c,
+        None => implied,
+    };
+    Ok((y, c))
+}
+
+/// The dataset's split (`given`), else a random one noted as standing in for what
+/// `missing` lacked.
+fn split_or_stand_in(
+    given: Option<Split>,
+    name: &str,
+    n: usize,
+    opts: &LoadOptions,
+    missing: &str,
+    notes: &mut Vec<String>,
+) -> Result<Split> {
+    if let Some(s) = given {
+        return Ok(s);
+    }
+    ensure_allocatable(
+        n as u128 * 4,
+        &format!("dataset {name}: a synthesized split of {n} nodes"),
+    )?;
+    notes.push(format!(
+        "{missing}: random split {} (seed {})",
+        split_note(RANDOM_SPLIT),
+        opts.seed
+    ));
+    Ok(random_split(n, RANDOM_SPLIT, opts.seed))
 }
 
 #[cfg(test)]

@@ -164,40 +164,7 @@ pub fn buffalo_plan(
         .zip(&predicted)
         .map(|(&e, &p)| (p as f64 - e as f64).abs() / (e as f64).max(1.0))
         .fold(0.0, f64::max);
-    let mut moves = 0;
-    for _ in 0..2 * k {
-        let heavy = (0..k)
-            .max_by_key(|&g| (est[g], std::cmp::Reverse(g)))
-            .unwrap_or(0);
-        let light = (0..k).min_by_key(|&g| (est[g], g)).unwrap_or(0);
-        let mean = est.iter().sum::<u64>() as f64 / k as f64;
-        if heavy == light
-            || members[heavy].len() < 2
-            || est[heavy] as f64 <= mean * (1.0 + opts.tolerance)
-        {
-            break;
-        }
-        let half = (est[heavy] - est[light]) / 2;
-        let Some(pos) =
-            (0..members[heavy].len()).min_by_key(|&j| (solo[members[heavy][j]].abs_diff(half), j))
-        else {
-            break;
-        };
-        let item = members[heavy].swap_remove(pos);
-        members[light].push(item);
-        let (h, l) = match exact(&[&members[heavy], &members[light]])?[..] {
-            [h, l] => (h, l),
-            _ => break,
-        };
-        if h.max(l) >= est[heavy] {
-            let back = members[light].pop().unwrap_or(item);
-            members[heavy].push(back);
-            break;
-        }
-        est[heavy] = h;
-        est[light] = l;
-        moves += 1;
-    }
+    let moves = rebalance(&mut members, &mut est, &solo, k, opts.tolerance, &exact)?;
 
     let mut labels = vec![0u32; seeds.len()];
     for (g, m) in members.iter().enumerate() {
@@ -229,6 +196,59 @@ pub fn buffalo_plan(
         model_error,
         moves,
     })
+}
+
+/// The exact bytes of each of the given groups of items.
+type GroupBytes<'a> = dyn Fn(&[&[usize]]) -> Result<Vec<u64>> + 'a;
+
+/// Moves single items from the heaviest of the `k` groups to the lightest, by exact
+/// bytes (`est`, one per group, kept current; `exact` measures groups), while the heaviest
+/// is more than `tolerance` above the mean and a move lowers the larger of the two: the
+/// item whose own bytes (`solo`) are nearest half the gap goes. At most `2 * k` tries;
+/// returns how many moves were made.
+fn rebalance(
+    members: &mut [Vec<usize>],
+    est: &mut [u64],
+    solo: &[u64],
+    k: usize,
+    tolerance: f64,
+    exact: &GroupBytes<'_>,
+) -> Result<usize> {
+    let mut moves = 0;
+    for _ in 0..2 * k {
+        let heavy = (0..k)
+            .max_by_key(|&g| (est[g], std::cmp::Reverse(g)))
+            .unwrap_or(0);
+        let light = (0..k).min_by_key(|&g| (est[g], g)).unwrap_or(0);
+        let mean = est.iter().sum::<u64>() as f64 / k as f64;
+        if heavy == light
+            || members[heavy].len() < 2
+            || est[heavy] as f64 <= mean * (1.0 + tolerance)
+        {
+            break;
+        }
+        let half = (est[heavy] - est[light]) / 2;
+        let Some(pos) =
+            (0..members[heavy].len()).min_by_key(|&j| (solo[members[heavy][j]].abs_diff(half), j))
+        else {
+            break;
+        };
+        let item = members[heavy].swap_remove(pos);
+        members[light].push(item);
+        let (h, l) = match exact(&[&members[heavy], &members[light]])?[..] {
+            [h, l] => (h, l),
+            _ => break,
+        };
+        if h.max(l) >= est[heavy] {
+            let back = members[light].pop().unwrap_or(item);
+            members[heavy].push(back);
+            break;
+        }
+        est[heavy] = h;
+        est[light] = l;
+        moves += 1;
+    }
+    Ok(moves)
 }
 
 /// Longest processing time first: items by decreasing bytes, each into the group of

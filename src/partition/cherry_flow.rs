@@ -177,6 +177,28 @@ fn describe(spec: FlowSpec) -> String {
     }
 }
 
+/// The seeds numbered first: `local[v]` is seed `v`'s local id (`u32::MAX` for every
+/// other node) and `nodes` the seeds in local order; `Err` on a seed out of range or
+/// listed twice.
+fn seed_ids(graph: &Csr, seeds: &[u32]) -> Result<(Vec<u32>, Vec<u32>)> {
+    let mut local = vec![u32::MAX; graph.num_nodes];
+    let mut nodes: Vec<u32> = Vec::with_capacity(seeds.len());
+    for &v in seeds {
+        let slot = local.get_mut(v as usize).ok_or_else(|| {
+            Error::invalid(format!(
+                "cherry: seed {v} out of range for {} nodes",
+                graph.num_nodes
+            ))
+        })?;
+        if *slot != u32::MAX {
+            return Err(Error::invalid(format!("cherry: seed {v} appears twice")));
+        }
+        *slot = nodes.len() as u32;
+        nodes.push(v);
+    }
+    Ok((local, nodes))
+}
+
 /// `Ok(Ok(graph))`; `Ok(Err(why))` when its discovery passes `max_edges` directed edges
 /// or `limit` nodes, or the graph `limit` adjacency entries (all found before its METIS
 /// arrays are allocated); `Err` on bad input.
@@ -205,21 +227,7 @@ fn build(
     if s > limit {
         return Ok(Err(too_large(s, 0)));
     }
-    let mut local = vec![u32::MAX; graph.num_nodes];
-    let mut nodes: Vec<u32> = Vec::with_capacity(s);
-    for &v in seeds {
-        let slot = local.get_mut(v as usize).ok_or_else(|| {
-            Error::invalid(format!(
-                "cherry: seed {v} out of range for {} nodes",
-                graph.num_nodes
-            ))
-        })?;
-        if *slot != u32::MAX {
-            return Err(Error::invalid(format!("cherry: seed {v} appears twice")));
-        }
-        *slot = nodes.len() as u32;
-        nodes.push(v);
-    }
+    let (mut local, mut nodes) = seed_ids(graph, seeds)?;
     // Readers of each node (its MFG out-degree), and the directed edges the graph keeps
     // (src, dst) in local ids: all with non-seeds kept, seed to seed otherwise. Each dst's
     // sources are distinct and no edge is a loop.

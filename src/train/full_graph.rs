@@ -377,6 +377,28 @@ fn source<'a>(tr: &'a State<'_>, l: usize, prev: Option<&'a HostMatrix>) -> Sour
     }
 }
 
+/// What every step of one full-graph epoch reads.
+struct Epoch<'a, 'b> {
+    tr: &'a State<'b>,
+    /// Dropout on, with this epoch's masks.
+    fwd: Forward,
+    params: Vec<Tensor>,
+    /// Hybrid mode: the aggregations are kept on the host (see [`hybrid`]).
+    hybrid: bool,
+    /// Nodes of the graph.
+    n: usize,
+    /// Training nodes: every chunk's loss is scaled by its share of them.
+    total: usize,
+}
+
+/// What the output layer's step leaves: the summed loss, the correct predictions, and
+/// the gradient of its input rows (`None` for a one-layer model).
+struct OutputLayer {
+    loss_sum: f64,
+    correct: usize,
+    grad_in: Option<HostMatrix>,
+}
+
 /// One full-graph epoch (see the module docs) with one optimizer step; `plan` holds
 /// the training nodes' chunks. A chunk that runs out of memory is split in two in the
 /// plan (so later passes and epochs run the halves) and run again: its failed attempt
@@ -386,22 +408,44 @@ fn full_graph_epoch(
     epoch: usize,
     plan: &mut ChunkPlan,
 ) -> Result<FullGraphOutcome> {
-    let layers = plan.layers();
-    let n = tr.graph.num_nodes;
-    let total = tr.data.split.train.len();
-    let fwd = Forward {
-        training: true,
-        seed: tr.config.seed,
-        epoch: epoch as u64,
+    let e = Epoch {
+        tr,
+        fwd: Forward {
+            training: true,
+            seed: tr.config.seed,
+            epoch: epoch as u64,
+        },
+        params: tr.model.parameters(),
+        hybrid: hybrid(tr),
+        n: tr.graph.num_nodes,
+        total: tr.data.split.train.len(),
     };
     let mut ph = Phases::default();
     let mut st = FullGraphStats::default();
-    let params = tr.model.parameters();
+    let (h, aggs) = forward_below_output(&e, plan, &mut ph, &mut st)?;
+    let out = output_layer(&e, plan, &h, &mut ph, &mut st)?;
+    backward_below_output(&e, plan, h, aggs, out.grad_in, &mut ph, &mut st)?;
+    st.chunks = plan.num_chunks();
+    Ok(FullGraphOutcome {
+        loss_sum: out.loss_sum,
+        correct: out.correct,
+        seeds: e.total,
+        phases: ph,
+        stats: st,
+    })
+}
 
-    // 1. Forward below the output layer: H^0 .. H^{L-2} on the host (and in hybrid
-    // mode every layer's aggregation A^l).
-    let hybrid = hybrid(tr);
-    let [forward, backward] = ChunkPass::below_output(hybrid);
+/// Step 1, forward below the output layer: `H^0 .. H^{L-2}` on the host, and in hybrid
+/// mode every layer's aggregation `A^l` (empty otherwise), by layer.
+fn forward_below_output(
+    e: &Epoch<'_, '_>,
+    plan: &mut ChunkPlan,
+    ph: &mut Phases,
+    st: &mut FullGraphStats,
+) -> Result<(Vec<HostMatrix>, Vec<Vec<f32>>)> {
+    let (tr, fwd, n, hybrid) = (e.tr, &e.fwd, e.n, e.hybrid);
+    let layers = plan.layers();
+    let [forward, _] = ChunkPass::below_output(hybrid);
     let mut h: Vec<HostMatrix> = Vec::new();
     let mut aggs: Vec<Vec<f32>> = Vec::new();
     for l in 0..layers - 1 {
@@ -414,7 +458,7 @@ fn full_graph_epoch(
         let mut count = RowCounter::new(l, n);
         let mut lp = layer_pass(tr, l, forward);
         let src = source(tr, l, h.last());
-        run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+        run_pass(tr, plan, &mut lp, &src, ph, st, |cx| {
             let (plan, s, lp, ph, st) = cx;
             let c = s.c;
             let range = plan.chunks[l][c].clone();
@@ -424,7 +468,7 @@ fn full_graph_epoch(
                 let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
                     return tr
                         .model
-                        .forward_layer(l, &ci.block, ci.x, &fwd)?
+                        .forward_layer(l, &ci.block, ci.x, fwd)?
                         .to_vec_f32();
                 };
                 let a = split.aggregate(&ci.block, &ci.x)?;
@@ -435,7 +479,7 @@ fn full_graph_epoch(
                 st.rows_to_host_bytes += f32_bytes(a_rows.len());
                 agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
                 drop(a_rows);
-                tr.model.finish_layer(l, &ci.block, y, &fwd)?.to_vec_f32()
+                tr.model.finish_layer(l, &ci.block, y, fwd)?.to_vec_f32()
             })?;
             ph.forward += t.elapsed().as_secs_f64();
             st.rows_to_host_bytes += f32_bytes(rows.len());
@@ -449,8 +493,20 @@ fn full_graph_epoch(
         aggs.push(agg);
         st.layers.push(count.rows);
     }
+    Ok((h, aggs))
+}
 
-    // 2. The output layer: loss and its backward, chunk by chunk.
+/// Step 2, the output layer: the loss and its backward, chunk by chunk, on the rows `h`
+/// the layers below computed.
+fn output_layer(
+    e: &Epoch<'_, '_>,
+    plan: &mut ChunkPlan,
+    h: &[HostMatrix],
+    ph: &mut Phases,
+    st: &mut FullGraphStats,
+) -> Result<OutputLayer> {
+    let (tr, fwd, params, n, total) = (e.tr, &e.fwd, &e.params[..], e.n, e.total);
+    let layers = plan.layers();
     let last = layers - 1;
     let (mut loss_sum, mut correct) = (0.0f64, 0usize);
     let mut grad_in = match last {
@@ -464,7 +520,7 @@ fn full_graph_epoch(
     let mut count = RowCounter::new(last, n);
     let mut lp = layer_pass(tr, last, ChunkPass::Loss { total });
     let src = source(tr, last, h.last());
-    run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+    run_pass(tr, plan, &mut lp, &src, ph, st, |cx| {
         let (plan, s, lp, ph, st) = cx;
         let c = s.c;
         let range = plan.chunks[last][c].clone();
@@ -481,8 +537,8 @@ fn full_graph_epoch(
         st.rows_to_device_bytes += f32_bytes(seeds.len());
         ph.gather += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let (ce, pred) = with_held_grads(&params, || -> Result<(f64, Vec<u32>)> {
-            let logits = tr.model.forward_layer(last, &block, x.clone(), &fwd)?;
+        let (ce, pred) = with_held_grads(params, || -> Result<(f64, Vec<u32>)> {
+            let logits = tr.model.forward_layer(last, &block, x.clone(), fwd)?;
             let ce = ops::cross_entropy(&logits, &y, None)?;
             let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
             let k = seeds.len();
@@ -518,8 +574,27 @@ fn full_graph_epoch(
     // The kept rows of the output layer go before the layers below run.
     drop(lp);
     st.layers.push(count.rows);
+    Ok(OutputLayer {
+        loss_sum,
+        correct,
+        grad_in,
+    })
+}
 
-    // 3. Backward below the output layer, recomputing each chunk's forward.
+/// Step 3, backward below the output layer, recomputing each chunk's forward: `h` and
+/// `aggs` are what step 1 kept, `grad_in` the output layer's input gradient.
+fn backward_below_output(
+    e: &Epoch<'_, '_>,
+    plan: &mut ChunkPlan,
+    mut h: Vec<HostMatrix>,
+    mut aggs: Vec<Vec<f32>>,
+    mut grad_in: Option<HostMatrix>,
+    ph: &mut Phases,
+    st: &mut FullGraphStats,
+) -> Result<()> {
+    let (tr, fwd, params, n, hybrid) = (e.tr, &e.fwd, &e.params[..], e.n, e.hybrid);
+    let [_, backward] = ChunkPass::below_output(hybrid);
+    let last = plan.layers() - 1;
     for l in (0..last).rev() {
         let g_out = grad_in.take().ok_or_else(|| {
             Error::invalid(format!("full-graph: layer {l} has no output gradient"))
@@ -544,18 +619,18 @@ fn full_graph_epoch(
                 Some(split) if split.reads_dst_rows() => Rows::Dst,
                 _ => Rows::Nothing,
             };
-            run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+            run_pass(tr, plan, &mut lp, &src, ph, st, |cx| {
                 let (plan, s, _, ph, st) = cx;
                 let mut out = HybridOut {
                     grad_in: grad_in.as_mut(),
                     ph,
                     st,
                 };
-                hybrid_backward_chunk(tr, plan, l, s, &fwd, &mut out)
+                hybrid_backward_chunk(tr, plan, l, s, fwd, &mut out)
             })?;
             continue;
         }
-        run_pass(tr, plan, &mut lp, &src, &mut ph, &mut st, |cx| {
+        run_pass(tr, plan, &mut lp, &src, ph, st, |cx| {
             let (plan, mut s, lp, ph, st) = cx;
             let c = s.c;
             let range = plan.chunks[l][c].clone();
@@ -568,8 +643,8 @@ fn full_graph_epoch(
             let ChunkIn { block, x, est, .. } = chunk_in(tr, lp, plan, s, ph, st)?;
             let x = if l > 0 { x.requires_grad_leaf() } else { x };
             let t = Instant::now();
-            with_held_grads(&params, || -> Result<()> {
-                let out = tr.model.forward_layer(l, &block, x.clone(), &fwd)?;
+            with_held_grads(params, || -> Result<()> {
+                let out = tr.model.forward_layer(l, &block, x.clone(), fwd)?;
                 let g = Tensor::from_f32(g_rows, &[range.len(), w], tr.config.device)?;
                 out.backward_with(&g)?;
                 drop(g);
@@ -589,14 +664,7 @@ fn full_graph_epoch(
             Ok(())
         })?;
     }
-    st.chunks = plan.num_chunks();
-    Ok(FullGraphOutcome {
-        loss_sum,
-        correct,
-        seeds: total,
-        phases: ph,
-        stats: st,
-    })
+    Ok(())
 }
 
 /// The full-graph stage: chunked epochs over the [`State`], and the training nodes' chunk

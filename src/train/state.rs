@@ -181,54 +181,60 @@ impl State<'_> {
     }
 }
 
+/// Fills the model's widths that are 0 (`ModelConfig::default()`) with the dataset's, and
+/// refuses a configuration that cannot train on `data`, saying why.
+fn check_config(data: &Dataset, config: &mut TrainConfig) -> Result<()> {
+    if config.model.shape.in_dim == 0 {
+        config.model.shape.in_dim = data.feat_dim;
+    }
+    if config.model.shape.out_dim == 0 {
+        config.model.shape.out_dim = data.num_classes;
+    }
+    config.model.validate()?;
+    config.lr_schedule.validate()?;
+    if config.patience == Some(0) {
+        return Err(Error::invalid("patience must be at least 1 evaluation"));
+    }
+    if config.patience.is_some() && config.eval_every == 0 {
+        return Err(Error::invalid(
+            "early stopping (patience) needs validation during training: eval_every > 0",
+        ));
+    }
+    if config.fanouts.len() != config.model.shape.layers {
+        return Err(Error::invalid(format!(
+            "{} fanouts for {} layers: give one fanout per layer",
+            config.fanouts.len(),
+            config.model.shape.layers
+        )));
+    }
+    if config.epochs == 0 {
+        return Err(Error::invalid("epochs must be at least 1"));
+    }
+    if data.split.train.is_empty() {
+        return Err(Error::invalid("the split has no training nodes"));
+    }
+    if config.eval_batch_size == 0 {
+        return Err(Error::invalid("the evaluation batch size must be positive"));
+    }
+    if let Some(&v) = data
+        .split
+        .train
+        .iter()
+        .find(|&&v| data.labels.get(v as usize).is_none_or(|&l| l == u32::MAX))
+    {
+        return Err(Error::invalid(format!("training node {v} has no label")));
+    }
+    if config.full_graph.is_some() {
+        check_full_graph(config)?;
+    }
+    Ok(())
+}
+
 impl<'a> State<'a> {
     /// Builds the model and optimizer. `graph` is the graph to sample from (the dataset's,
     /// symmetrized or not).
     pub fn new(data: &'a Dataset, graph: Arc<Csr>, mut config: TrainConfig) -> Result<Self> {
-        // 0 widths (ModelConfig::default()) mean: the dataset's.
-        if config.model.shape.in_dim == 0 {
-            config.model.shape.in_dim = data.feat_dim;
-        }
-        if config.model.shape.out_dim == 0 {
-            config.model.shape.out_dim = data.num_classes;
-        }
-        config.model.validate()?;
-        config.lr_schedule.validate()?;
-        if config.patience == Some(0) {
-            return Err(Error::invalid("patience must be at least 1 evaluation"));
-        }
-        if config.patience.is_some() && config.eval_every == 0 {
-            return Err(Error::invalid(
-                "early stopping (patience) needs validation during training: eval_every > 0",
-            ));
-        }
-        if config.fanouts.len() != config.model.shape.layers {
-            return Err(Error::invalid(format!(
-                "{} fanouts for {} layers: give one fanout per layer",
-                config.fanouts.len(),
-                config.model.shape.layers
-            )));
-        }
-        if config.epochs == 0 {
-            return Err(Error::invalid("epochs must be at least 1"));
-        }
-        if data.split.train.is_empty() {
-            return Err(Error::invalid("the split has no training nodes"));
-        }
-        if config.eval_batch_size == 0 {
-            return Err(Error::invalid("the evaluation batch size must be positive"));
-        }
-        if let Some(&v) = data
-            .split
-            .train
-            .iter()
-            .find(|&&v| data.labels.get(v as usize).is_none_or(|&l| l == u32::MAX))
-        {
-            return Err(Error::invalid(format!("training node {v} has no label")));
-        }
-        if config.full_graph.is_some() {
-            check_full_graph(&config)?;
-        }
+        check_config(data, &mut config)?;
         let micro = &config.micro;
         let partitioner = partition::by_name(&micro.partitioner)?;
         let batch_seeds = match config.batch_size {
