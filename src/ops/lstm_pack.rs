@@ -26,7 +26,7 @@ use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::{Block, Buckets};
-use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
+use crate::ops::lstm_cell::{cell_rows, cell_rows_backward};
 use crate::ops::rows::parallel;
 use crate::ops::{cpu_output, matmul, matmul_rows};
 use crate::tensor::Tensor;
@@ -303,6 +303,8 @@ pub(crate) fn cpu_forward<T: Float + CpuElem>(
     let mut out = cpu::try_filled(plan.num_dst * h, T::ZERO)?;
     let mut acts = cpu::try_filled(rows * 4 * h, T::ZERO)?;
     let mut cs = cpu::try_filled(rows * h, T::ZERO)?;
+    // The cell state before a sequence's first step.
+    let zeros = vec![T::ZERO; h];
     if h > 0 {
         for mut p in packs(plan, &mut acts, 4 * h, &mut cs, h) {
             let mut hb: Option<Tensor> = None;
@@ -318,22 +320,23 @@ pub(crate) fn cpu_forward<T: Float + CpuElem>(
                 with_values::<T>(hw.as_ref(), |hw| {
                     let node = |(i, ((a, c), hrow)): StepItem<'_, '_, T>| {
                         let x = &xg[(base[i] + t) * 4 * h..(base[i] + t + 1) * 4 * h];
-                        for j in 0..h {
-                            let mut z = [x[j], x[h + j], x[2 * h + j], x[3 * h + j]];
-                            if let Some(hw) = hw {
+                        let z = &mut a[t * 4 * h..(t + 1) * 4 * h];
+                        match hw {
+                            Some(hw) => {
                                 let r = &hw[i * 4 * h..(i + 1) * 4 * h];
-                                for (q, zq) in z.iter_mut().enumerate() {
-                                    *zq += r[q * h + j];
+                                for ((zq, &xq), &rq) in z.iter_mut().zip(x).zip(r) {
+                                    *zq = xq + rq;
                                 }
                             }
-                            let cp = if t > 0 { c[(t - 1) * h + j] } else { T::ZERO };
-                            let (act, cv, hv) = cell_unit(z, cp);
-                            for (q, &v) in act.iter().enumerate() {
-                                a[t * 4 * h + q * h + j] = v;
-                            }
-                            c[t * h + j] = cv;
-                            hrow[j] = hv;
+                            None => z.copy_from_slice(x),
                         }
+                        let (before, now) = c.split_at_mut(t * h);
+                        let cp = if t > 0 {
+                            &before[(t - 1) * h..]
+                        } else {
+                            &zeros
+                        };
+                        cell_rows(z, cp, &mut now[..h], hrow);
                     };
                     let items = p.rows[..n]
                         .par_iter_mut()
@@ -374,6 +377,7 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
     let rows = plan.rows();
     let dxg_alloc = cpu::reserve::<T>(rows * 4 * h)?;
     let mut dxg = cpu::try_filled(rows * 4 * h, T::ZERO)?;
+    let zeros = vec![T::ZERO; h];
     if h > 0 {
         for mut p in packs(plan, &mut dxg, 4 * h, &mut [], 0) {
             let mut dc = cpu::try_filled(p.base.len() * h, T::ZERO)?;
@@ -389,21 +393,19 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
                     let node = |(i, ((dx, dcr), dzr)): GradItem<'_, '_, T>| {
                         let r = base[i] + t;
                         let a = &acts[r * 4 * h..(r + 1) * 4 * h];
-                        for j in 0..h {
-                            let act = [a[j], a[h + j], a[2 * h + j], a[3 * h + j]];
-                            let c = cs[r * h + j];
-                            let cp = if t > 0 { cs[(r - 1) * h + j] } else { T::ZERO };
-                            let hbar = match dh {
-                                Some(dh) if i < still => dh[i * h + j],
-                                _ => g[dst[i] * h + j],
-                            };
-                            let (dzv, dcp) = cell_unit_backward(act, c, cp, hbar, dcr[j]);
-                            for (q, &v) in dzv.iter().enumerate() {
-                                dx[t * 4 * h + q * h + j] = v;
-                                dzr[q * h + j] = v;
-                            }
-                            dcr[j] = dcp;
-                        }
+                        let c = &cs[r * h..(r + 1) * h];
+                        let cp = if t > 0 {
+                            &cs[(r - 1) * h..r * h]
+                        } else {
+                            &zeros
+                        };
+                        let hbar = match dh {
+                            Some(dh) if i < still => &dh[i * h..(i + 1) * h],
+                            _ => &g[dst[i] * h..(dst[i] + 1) * h],
+                        };
+                        let dzt = &mut dx[t * 4 * h..(t + 1) * 4 * h];
+                        cell_rows_backward(a, (c, cp), hbar, dcr, dzt);
+                        dzr.copy_from_slice(dzt);
                     };
                     let items = p.rows[..n]
                         .par_iter_mut()
