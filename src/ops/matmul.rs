@@ -103,6 +103,7 @@ fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) ->
             ),
         ));
     }
+    crate::ops::work::product(m, k, n);
     let out = match (&*a.storage(), &*b.storage()) {
         (Storage::Cpu(x), Storage::Cpu(y)) => {
             let buf = cpu_matmul(&x.data, &y.data, m, k, n, ta, tb)?;
