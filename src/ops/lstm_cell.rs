@@ -296,19 +296,27 @@ pub(crate) fn cell_unit_backward<T: Float>(
     (dz, dct * f)
 }
 
-/// [`cell_unit`] over the `h` units of one (node, step): `z [4h]` holds the pre-activation
-/// gates (blocks i, f, g, o) and receives the activated ones; `c_prev [h]` (zeros at a
-/// sequence's first step), `c [h]` and `h_out [h]`. A loop over each block's contiguous
-/// units, branch-free, so that it vectorises (with AVX2 where the CPU has it); each unit's
-/// value is [`cell_unit`]'s, bit for bit.
-pub(crate) fn cell_rows<T: Float>(z: &mut [T], c_prev: &[T], c: &mut [T], h_out: &mut [T]) {
+/// [`cell_unit`] over the `h` units of one (node, step): the pre-activation gates are
+/// `x [4h]` (blocks i, f, g, o) plus, when `recurrent`, the `h_{t-1}·W_hh` already in `z
+/// [4h]`, which receives the activated gates; `c_prev [h]` (zeros at a sequence's first
+/// step), `c [h]` and `h_out [h]`. A loop over each block's contiguous units,
+/// branch-free, so that it vectorises (with AVX2 where the CPU has it); each unit's value
+/// is [`cell_unit`]'s of `x + z`, bit for bit.
+pub(crate) fn cell_rows<T: Float>(
+    z: &mut [T],
+    x: &[T],
+    recurrent: bool,
+    c_prev: &[T],
+    c: &mut [T],
+    h_out: &mut [T],
+) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        unsafe { cell_rows_avx2(z, c_prev, c, h_out) };
+        unsafe { cell_rows_avx2(z, x, recurrent, c_prev, c, h_out) };
         return;
     }
-    cell_rows_any(z, c_prev, c, h_out)
+    cell_rows_any(z, x, recurrent, c_prev, c, h_out)
 }
 
 /// [`cell_rows`] compiled for AVX2.
@@ -317,14 +325,37 @@ pub(crate) fn cell_rows<T: Float>(z: &mut [T], c_prev: &[T], c: &mut [T], h_out:
 /// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn cell_rows_avx2<T: Float>(z: &mut [T], c_prev: &[T], c: &mut [T], h_out: &mut [T]) {
-    cell_rows_any(z, c_prev, c, h_out)
+unsafe fn cell_rows_avx2<T: Float>(
+    z: &mut [T],
+    x: &[T],
+    recurrent: bool,
+    c_prev: &[T],
+    c: &mut [T],
+    h_out: &mut [T],
+) {
+    cell_rows_any(z, x, recurrent, c_prev, c, h_out)
 }
 
 #[inline(always)]
-fn cell_rows_any<T: Float>(z: &mut [T], c_prev: &[T], c: &mut [T], h_out: &mut [T]) {
+fn cell_rows_any<T: Float>(
+    z: &mut [T],
+    x: &[T],
+    recurrent: bool,
+    c_prev: &[T],
+    c: &mut [T],
+    h_out: &mut [T],
+) {
     let h = c.len();
-    let (zi, rest) = z[..4 * h].split_at_mut(h);
+    let x = &x[..4 * h];
+    let z = &mut z[..4 * h];
+    if recurrent {
+        for (z, &x) in z.iter_mut().zip(x) {
+            *z = x + *z;
+        }
+    } else {
+        z.copy_from_slice(x);
+    }
+    let (zi, rest) = z.split_at_mut(h);
     let (zf, rest) = rest.split_at_mut(h);
     let (zg, zo) = rest.split_at_mut(h);
     let (c_prev, h_out) = (&c_prev[..h], &mut h_out[..h]);

@@ -445,7 +445,7 @@ fn copy2d(
 }
 
 /// A float type of the CPU GEMM: f32, and f64 for the gradient checks.
-trait Gemm: Copy + Default + 'static + crate::device::cpu::CpuElem {
+pub(crate) trait Gemm: Copy + Default + 'static + crate::device::cpu::CpuElem {
     const ONE: Self;
 }
 
@@ -514,6 +514,45 @@ fn cpu_matmul(
             "matmul: operands must both be f32 (or both f64 on the CPU)",
         )),
     }
+}
+
+/// `c = a·b` on the CPU into a slice the caller owns: `a [m, k]` and `b [k, n]` row-major,
+/// `c [m, n]` overwritten. The bits of [`matmul`]'s CPU arm for the same operands (the
+/// same kernel call), without a buffer of its own: the LSTM's recurrent step writes its
+/// product straight into its gate rows. Counts its multiply-adds ([`crate::ops::work`]).
+///
+/// # Panics
+/// If a slice is shorter than its shape.
+pub(crate) fn cpu_product_into<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+) {
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
+    crate::ops::work::product(m, k, n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c[..m * n].fill(T::default());
+        return;
+    }
+    let a = Operand {
+        ptr: a.as_ptr(),
+        rs: k as isize,
+        cs: 1,
+    };
+    let b = Operand {
+        ptr: b.as_ptr(),
+        rs: n as isize,
+        cs: 1,
+    };
+    // SAFETY: the lengths are checked above; a and b address m x k and k x n values
+    // under these strides, and c has room for m x n.
+    unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr()) };
 }
 
 /// A strided read-only matrix operand.
