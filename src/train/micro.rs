@@ -17,8 +17,7 @@
 //! the CPU ops finish before they return and the values are read at once.
 //!
 //! A helper thread prepares the next micro-batch (slicing and the host feature gather)
-//! while the current one computes; a rendezvous channel keeps it exactly one ahead. On the
-//! CPU it prepares on a rayon pool of its own (`prep_pool`), not on the compute's. It
+//! while the current one computes; a rendezvous channel keeps it exactly one ahead. It
 //! produces host vectors only, so the device's memory tracker sees nothing of it.
 //!
 //! Gradients of earlier micro-batches are taken out of the parameters before a micro-batch
@@ -319,22 +318,15 @@ pub(crate) fn run_batch(
         let features = tr.host_features();
         let this = &*tr;
         let source_ref = &source;
-        let pool = prep_pool(tr.config.device, parts.len());
         std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) = sync_channel::<Result<Prepared>>(0);
             scope.spawn(move || {
-                let work = || {
-                    for part in parts {
-                        let p = prepare(source_ref, data, features, part, whole);
-                        let failed = p.is_err();
-                        if tx.send(p).is_err() || failed {
-                            break;
-                        }
+                for part in parts {
+                    let p = prepare(source_ref, data, features, part, whole);
+                    let failed = p.is_err();
+                    if tx.send(p).is_err() || failed {
+                        break;
                     }
-                };
-                match &pool {
-                    Some(pool) => pool.install(work),
-                    None => work(),
                 }
             });
             for p in rx {
@@ -344,26 +336,6 @@ pub(crate) fn run_batch(
         })?;
     }
     finish_batch(tr, run, stats, pass, full_inputs)
-}
-
-/// The thread pool the helper thread prepares micro-batches on: its own, of one thread,
-/// when the micro-batches compute on the CPU and there are several of them. There the
-/// compute keeps rayon's pool busy, and the parallel loops of slicing and gathering,
-/// sent to that pool from outside it, waited behind the compute's own tasks: a SAGE-LSTM
-/// batch at K = 4 charged 170-240 ms of wall time to slicing that took about 10 ms of
-/// CPU. On one thread of its own the preparation runs beside the compute instead, and
-/// the slice and gather phases time the work itself. On a GPU, and for one micro-batch
-/// (whose preparation nothing overlaps), the shared pool is free and faster: `None`.
-fn prep_pool(device: crate::Device, parts: usize) -> Option<rayon::ThreadPool> {
-    if device != crate::Device::Cpu || parts < 2 {
-        return None;
-    }
-    // Without a pool of its own (the thread could not start), the shared one still works.
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .thread_name(|_| "espalier-prepare".into())
-        .build()
-        .ok()
 }
 
 /// The micro-batches of `seeds` when the full-batch sample is not needed: micro-batches
