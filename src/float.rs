@@ -116,7 +116,8 @@ fn exp_nonpositive_f32(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     // 1.5·2²³: adding it rounds to an integer, which then sits in the low mantissa bits.
     const MAGIC: f32 = 12_582_912.0;
-    const LN2_HI: f32 = 0.693_359_375;
+    // ln 2's high part, 0.693359375: exact in a few bits, so n·LN2_HI is exact.
+    const LN2_HI: f32 = 355.0 / 512.0;
     const LN2_LO: f32 = -2.121_944_4e-4;
     let xc = if x < -87.0 { -87.0 } else { x };
     let t = xc * LOG2E + MAGIC;
@@ -127,7 +128,8 @@ fn exp_nonpositive_f32(x: f32) -> f32 {
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
     p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    // Cephes' 5.0000001201e-1, which is 0.5 as an f32.
+    p = p * r + 0.5;
     let er = p * r * r + r + 1.0;
     let two_n = f32::from_bits(t.to_bits().wrapping_sub(MAGIC.to_bits()).wrapping_add(127) << 23);
     let y = er * two_n;

@@ -190,6 +190,10 @@ struct Pack<'a, T> {
     rows: Vec<&'a mut [T]>,
 }
 
+/// A node of a parallel forward step: (index in the pack, ((its gate row, its cell
+/// row), its row of the next `h`)).
+type CellItem<'b, T> = (usize, ((&'b mut [T], &'b mut [T]), &'b mut [T]));
+
 /// A node of a parallel backward step: (index in the pack, ((its `x̄g` rows, its `c̄`),
 /// its row of `z̄`)).
 type GradItem<'b, 'a, T> = (usize, ((&'b mut &'a mut [T], &'b mut [T]), &'b mut [T]));
@@ -338,7 +342,7 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
                 let mut next = cpu::try_filled(n * h, T::ZERO)?;
                 let base = &p.base;
                 let recurrent = t > 0;
-                let node = |(i, ((z, c), hrow)): (usize, ((&mut [T], &mut [T]), &mut [T]))| {
+                let node = |(i, ((z, c), hrow)): CellItem<'_, T>| {
                     let x = &xg[(base[i] + t) * 4 * h..(base[i] + t + 1) * 4 * h];
                     let c_prev = if recurrent {
                         &cp[i * h..(i + 1) * h]
