@@ -803,6 +803,28 @@ mod tests {
     }
 
     #[test]
+    fn cpu_product_into_writes_the_bits_of_matmul() {
+        // Large enough that the product is split over rayon's pool; k = 0 and m = 0 too.
+        for (m, k, n) in [(300, 130, 70), (5, 3, 8), (4, 0, 6), (0, 5, 6)] {
+            let (a, b) = (values(m * k, 1), values(k * n, 2));
+            let want = matmul(
+                &Tensor::from_f32(a.clone(), &[m, k], Device::Cpu).unwrap(),
+                &Tensor::from_f32(b.clone(), &[k, n], Device::Cpu).unwrap(),
+                false,
+                false,
+            )
+            .unwrap()
+            .to_vec_f32()
+            .unwrap();
+            // Garbage first: every value must be overwritten.
+            let mut got = vec![f32::NAN; m * n];
+            cpu_product_into(m, k, n, &a, &b, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n}");
+        }
+    }
+
+    #[test]
     fn matmul_rows_past_the_rows_of_a_is_a_shape_error() {
         let a = Tensor::from_f32(vec![0.0; 6], &[3, 2], Device::Cpu).unwrap();
         let b = Tensor::from_f32(vec![0.0; 4], &[2, 2], Device::Cpu).unwrap();
