@@ -105,6 +105,7 @@ pub fn record(
     inputs: &[&Tensor],
     backward: impl FnOnce(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
 ) -> Tensor {
+    crate::ops::work::op(inputs, &output);
     if !needs_grad(inputs) {
         return output;
     }
@@ -197,7 +198,8 @@ fn run(root: &Tensor, seed: Tensor) -> Result<()> {
                     node.op
                 ))
             })?;
-        let input_grads = rule(&grad)?;
+        let shapes = node.parents.iter().map(|(_, s)| s.iter().product());
+        let input_grads = crate::ops::work::rule(&grad, shapes, || rule(&grad))?;
         drop(grad);
         if input_grads.len() != node.parents.len() {
             return Err(Error::Autograd(format!(

@@ -41,6 +41,42 @@ fn check_run(run: &serde_json::Value) {
     }
     assert!(run["peak_bytes"].as_u64().is_some_and(|b| b > 0));
     assert!(run["k"].as_u64().is_some_and(|k| k >= 1));
+    // A SAGE layer multiplies matrices and moves bytes in both directions; on the CPU each
+    // rate has its share of the limits measured in the same run.
+    for phase in ["forward", "backward", "forward_backward"] {
+        let w = &run["work"][phase];
+        for key in ["madds", "bytes", "gflops", "gbps"] {
+            assert!(
+                w[key].as_f64().is_some_and(|v| v.is_finite() && v > 0.0),
+                "work.{phase}.{key}: {run}"
+            );
+        }
+        for key in ["gemm_peak_share", "stream_peak_share"] {
+            assert!(
+                w[key].as_f64().is_some_and(|v| v.is_finite() && v > 0.0),
+                "work.{phase}.{key}: {run}"
+            );
+        }
+    }
+    let (f, b, fb) = (
+        &run["work"]["forward"],
+        &run["work"]["backward"],
+        &run["work"]["forward_backward"],
+    );
+    let madds = |w: &serde_json::Value| w["madds"].as_f64().unwrap();
+    // One epoch: the medians are that epoch's figures, and the two phases add up.
+    assert_eq!(madds(f) + madds(b), madds(fb));
+}
+
+fn check_peak(report: &serde_json::Value) {
+    for key in ["gemm_gflops", "stream_gbps"] {
+        assert!(
+            report["peak"][key]
+                .as_f64()
+                .is_some_and(|v| v.is_finite() && v > 0.0),
+            "peak.{key}: {report}"
+        );
+    }
 }
 
 #[test]
@@ -49,6 +85,7 @@ fn explicit_flags() {
     let runs = report["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), 1);
     check_run(&runs[0]);
+    check_peak(&report);
 }
 
 #[test]

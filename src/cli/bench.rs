@@ -4,6 +4,11 @@
 //! papers' experiments and the rows of the PyTorch Geometric reference script
 //! (`pyg_peer.py`, which `scripts/compare_pyg.sh` runs beside espalier); explicit flags
 //! override a workload's.
+//!
+//! On the CPU it also measures the machine's limits first, in the same process
+//! ([`bench_peak`]: a GEMM and a stream microbenchmark), and reports for forward and
+//! backward the arithmetic done (multiply-adds of the matrix products), the bytes the ops
+//! moved, the achieved GFLOP/s and GB/s and their share of those limits.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,6 +22,7 @@ use espalier::error::{Error, Result};
 use espalier::graph::synth::SynthSpec;
 use espalier::train::{EpochStats, Phases, TrainConfig, Trainer};
 
+use crate::cli::bench_peak::{self, Peak, WorkReport};
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};
 
 /// Flags of `espalier bench`.
@@ -261,6 +267,9 @@ struct RunReport {
     phase_median_s: Phases,
     /// Highest bytes live on the device during the measured epochs.
     peak_bytes: u64,
+    /// Work of forward and backward per epoch (medians over the measured epochs), the
+    /// achieved rates, and on the CPU their share of the limits measured in `peak`.
+    work: WorkReport,
     epoch_s: Vec<f64>,
     loss: Vec<f64>,
 }
@@ -270,10 +279,12 @@ struct RunReport {
 struct Report {
     workload: Option<String>,
     scale: Option<f64>,
+    /// The CPU's limits measured before the runs (`null` on a GPU).
+    peak: Option<Peak>,
     runs: Vec<RunReport>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
@@ -294,6 +305,9 @@ fn medians(e: &[EpochStats]) -> Phases {
         optimizer: m(|p| p.optimizer),
         allreduce: m(|p| p.allreduce),
         feed: m(|p| p.feed),
+        // The work is reported on its own (`RunReport::work`); zeros are not written.
+        forward_work: Default::default(),
+        backward_work: Default::default(),
     }
 }
 
@@ -358,16 +372,22 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     } else {
         ks.into_iter().map(Some).collect()
     };
+    let peak = if a.common.device.parse::<espalier::Device>()? == espalier::Device::Cpu {
+        eprintln!("bench: measuring the CPU's GEMM and stream peaks");
+        Some(bench_peak::measure()?)
+    } else {
+        None
+    };
     let mut runs = Vec::new();
     for k in ks {
         let mut c: CommonArgs = a.common.clone();
         if let Some(k) = k {
             c.micro_batches = Some(k);
         }
-        runs.push(measure(&a, &c, &data, &graph)?);
+        runs.push(measure(&a, &c, &data, &graph, peak.as_ref())?);
     }
     let to_stdout = a.json.as_deref() == Some("-");
-    let table = table(&runs);
+    let table = table(&runs, peak.as_ref());
     if to_stdout {
         eprint!("{table}");
     } else {
@@ -377,6 +397,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         let report = Report {
             workload: a.workload.clone(),
             scale: a.scale,
+            peak,
             runs,
         };
         write_json(path, &report)?;
@@ -389,6 +410,7 @@ fn measure(
     c: &CommonArgs,
     data: &espalier::graph::Dataset,
     graph: &Arc<espalier::graph::Csr>,
+    peak: Option<&Peak>,
 ) -> Result<RunReport> {
     let config = c.config(
         data,
@@ -454,6 +476,16 @@ fn measure(
         seeds_per_s: seeds as f64 / epoch_median_s,
         phase_median_s: medians(&stats),
         peak_bytes,
+        work: bench_peak::report(
+            &stats
+                .iter()
+                .map(|s| {
+                    let p = &s.phases;
+                    (p.forward_work, p.forward, p.backward_work, p.backward)
+                })
+                .collect::<Vec<_>>(),
+            peak,
+        ),
         epoch_s: stats.iter().map(|s| s.seconds).collect(),
         loss: stats.iter().map(|s| s.loss).collect(),
     })
@@ -463,8 +495,9 @@ fn measure(
 type Row = (&'static str, Box<dyn Fn(&RunReport) -> String>);
 
 /// One column per run, one row per figure (times in milliseconds).
-fn table(runs: &[RunReport]) -> String {
+fn table(runs: &[RunReport], peak: Option<&Peak>) -> String {
     let ms = |v: f64| format!("{:.1}", v * 1e3);
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.0}%", v * 100.0));
     let rows: Vec<Row> = vec![
         ("K", Box::new(|r| r.k.to_string())),
         ("redundancy", Box::new(|r| format!("{:.3}", r.redundancy))),
@@ -490,6 +523,26 @@ fn table(runs: &[RunReport]) -> String {
         ("epoch ms", Box::new(move |r| ms(r.epoch_median_s))),
         ("seeds/s", Box::new(|r| format!("{:.0}", r.seeds_per_s))),
         ("peak", Box::new(|r| format_bytes(r.peak_bytes))),
+        (
+            "fwd GFLOP/s²",
+            Box::new(|r| format!("{:.1}", r.work.forward.gflops)),
+        ),
+        (
+            "bwd GFLOP/s²",
+            Box::new(|r| format!("{:.1}", r.work.backward.gflops)),
+        ),
+        (
+            "f+b of GEMM",
+            Box::new(move |r| pct(r.work.forward_backward.gemm_peak_share)),
+        ),
+        (
+            "f+b GB/s²",
+            Box::new(|r| format!("{:.1}", r.work.forward_backward.gbps)),
+        ),
+        (
+            "f+b of stream",
+            Box::new(move |r| pct(r.work.forward_backward.stream_peak_share)),
+        ),
     ];
     let mut out = String::new();
     if let Some(r) = runs.first() {
@@ -509,5 +562,19 @@ fn table(runs: &[RunReport]) -> String {
         "¹ gather is the host feature gather; the upload to the device is timed in forward \
          (on the CPU it moves the gathered buffer: no copy)\n",
     );
+    out.push_str(
+        "² two operations per multiply-add of the matrix products; bytes are each op's inputs \
+         read and output written once (a lower bound)\n",
+    );
+    if let Some(p) = peak {
+        out.push_str(&format!(
+            "limits measured in this run on {} threads: GEMM {:.1} GFLOP/s ({n}x{n}x{n}), \
+             stream triad {:.1} GB/s\n",
+            p.threads,
+            p.gemm_gflops,
+            p.stream_gbps,
+            n = p.gemm_side
+        ));
+    }
     out
 }

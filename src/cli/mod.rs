@@ -1,6 +1,7 @@
 //! Command-line interface: argument definitions and dispatch.
 
 mod bench;
+mod bench_peak;
 mod cache;
 pub mod common;
 pub mod devices;

@@ -27,7 +27,7 @@
 //! | `leaky_relu` | `[r, c]` | its output | `[r, c]` |
 //! | `segment_softmax` | `[E, H]` | its output, the block | `[E, H]` |
 //! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z`, `α`, the block | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
-//! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) `h·W_hh` `[n_t, 4F]` and the next `h` `[n_t, F]` | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
+//! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) the next `h` `[n_t, F]` (the product `h·W_hh` goes into the gates) | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
 //! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
 //!
 //! Autograd's backward allocates the scalar seed, then visits nodes in the topological
@@ -581,8 +581,8 @@ impl Replay {
 
     /// [`crate::ops::lstm_aggregate`] over dense `(nodes, degree)` buckets, run as the packs
     /// of [`crate::ops::lstm_packs`]: the output, 5 saved values per (row, unit) (gates and
-    /// cell state) and, per step of a pack, `h·W_hh` `[n_t, 4F]` and the next `h` `[n_t, F]`
-    /// beside the previous one. Backward: `x̄g` `[rows, 4F]`, per step `z̄` `[n_t, 4F]` and
+    /// cell state) and, per step of a pack, the next `h` `[n_t, F]` beside the previous one
+    /// (the product `h·W_hh` is written into the step's gate rows). Backward: `x̄g` `[rows, 4F]`, per step `z̄` `[n_t, 4F]` and
     /// `h̄` `[n_t, F]` beside the previous one, then `Hprev` `[rows, F]`; the saved values
     /// go before `W̄_hh = Hprevᵀ·x̄g`. On a GPU, bucket by bucket instead
     /// ([`Replay::lstm_gpu`]).
@@ -605,7 +605,7 @@ impl Replay {
         // nodes still running.
         let packs = crate::ops::lstm_packs(&buckets);
         for steps in &packs {
-            self.lstm_forward_steps(steps.iter().copied(), f);
+            self.lstm_forward_steps(steps.iter().copied(), f, false);
         }
         let w_grad = w_hh.grad;
         self.record(
@@ -646,12 +646,20 @@ impl Replay {
     }
 
     /// The forward steps of one LSTM sequence of `F = f` units over `m` nodes a step: from
-    /// the second step `h·W_hh` `[m, 4F]`, and the next `h` `[m, F]` beside the previous
-    /// one; the last `h` goes after the sequence.
-    fn lstm_forward_steps(&mut self, steps: impl IntoIterator<Item = usize>, f: usize) {
+    /// the second step `h·W_hh` `[m, 4F]` when `product_buffer` (a GPU's matmul; the CPU
+    /// writes the product into the saved gates), and the next `h` `[m, F]` beside the
+    /// previous one; the last `h` goes after the sequence.
+    fn lstm_forward_steps(
+        &mut self,
+        steps: impl IntoIterator<Item = usize>,
+        f: usize,
+        product_buffer: bool,
+    ) {
         let mut hb: Option<usize> = None;
         for m in steps {
-            let hw = hb.map(|_| self.alloc(m, f.saturating_mul(4)));
+            let hw = hb
+                .filter(|_| product_buffer)
+                .map(|_| self.alloc(m, f.saturating_mul(4)));
             let next = self.alloc(m, f);
             if let Some(prev) = hb.replace(next) {
                 self.release(prev);

@@ -94,8 +94,8 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
         match xg.device() {
             Device::Cpu => {
                 let (o, a, c) = match xg.storage().cpu(OP)? {
-                    CpuData::F32(v) => lstm_pack::cpu_forward(v, &w, plan, h, xg)?,
-                    CpuData::F64(v) => lstm_pack::cpu_forward(v, &w, plan, h, xg)?,
+                    CpuData::F32(v) => lstm_pack::cpu_forward(v, &w, plan, h)?,
+                    CpuData::F64(v) => lstm_pack::cpu_forward(v, &w, plan, h)?,
                     _ => return Err(xg.dtype_error(OP, "f32")),
                 };
                 Ok((

@@ -174,29 +174,18 @@ fn mismatch(a: &Tensor, b: &Tensor) -> Error {
     }
 }
 
-/// Stable logistic function: never exponentiates a positive number.
-#[inline]
-pub(crate) fn sigmoid<T: Float>(x: T) -> T {
-    if x >= T::ZERO {
-        T::ONE / (T::ONE + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (T::ONE + e)
-    }
-}
-
 /// One unit of the cell: pre-activations `(z_i, z_f, z_g, z_o)` and `c_prev` to the
 /// activated gates, `c` and `h`.
-#[inline]
+#[inline(always)]
 pub(crate) fn cell_unit<T: Float>(z: [T; 4], c_prev: T) -> ([T; 4], T, T) {
-    let a = [sigmoid(z[0]), sigmoid(z[1]), z[2].tanh(), sigmoid(z[3])];
+    let a = [z[0].sigmoid(), z[1].sigmoid(), z[2].tanh(), z[3].sigmoid()];
     let c = a[1] * c_prev + a[0] * a[2];
     (a, c, a[3] * c.tanh())
 }
 
 /// Backward of one unit: from the activated gates, `c`, `c_prev` and the incoming
 /// gradients of `h` and `c`, the pre-activation gradients and `c̄_prev`.
-#[inline]
+#[inline(always)]
 pub(crate) fn cell_unit_backward<T: Float>(
     a: [T; 4],
     c: T,
@@ -214,6 +203,135 @@ pub(crate) fn cell_unit_backward<T: Float>(
         dh * tc * o * (T::ONE - o),
     ];
     (dz, dct * f)
+}
+
+/// [`cell_unit`] over the `h` units of one (node, step): the pre-activation gates are
+/// `x [4h]` (blocks i, f, g, o) plus, when `recurrent`, the `h_{t-1}·W_hh` already in `z
+/// [4h]`, which receives the activated gates; `c_prev [h]` (zeros at a sequence's first
+/// step), `c [h]` and `h_out [h]`. A loop over each block's contiguous units,
+/// branch-free, so that it vectorises (with AVX2 where the CPU has it); each unit's value
+/// is [`cell_unit`]'s of `x + z`, bit for bit.
+pub(crate) fn cell_rows<T: Float>(
+    z: &mut [T],
+    x: &[T],
+    recurrent: bool,
+    c_prev: &[T],
+    c: &mut [T],
+    h_out: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        unsafe { cell_rows_avx2(z, x, recurrent, c_prev, c, h_out) };
+        return;
+    }
+    cell_rows_any(z, x, recurrent, c_prev, c, h_out)
+}
+
+/// [`cell_rows`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn cell_rows_avx2<T: Float>(
+    z: &mut [T],
+    x: &[T],
+    recurrent: bool,
+    c_prev: &[T],
+    c: &mut [T],
+    h_out: &mut [T],
+) {
+    cell_rows_any(z, x, recurrent, c_prev, c, h_out)
+}
+
+#[inline(always)]
+fn cell_rows_any<T: Float>(
+    z: &mut [T],
+    x: &[T],
+    recurrent: bool,
+    c_prev: &[T],
+    c: &mut [T],
+    h_out: &mut [T],
+) {
+    let h = c.len();
+    let x = &x[..4 * h];
+    let z = &mut z[..4 * h];
+    if recurrent {
+        for (z, &x) in z.iter_mut().zip(x) {
+            *z = x + *z;
+        }
+    } else {
+        z.copy_from_slice(x);
+    }
+    let (zi, rest) = z.split_at_mut(h);
+    let (zf, rest) = rest.split_at_mut(h);
+    let (zg, zo) = rest.split_at_mut(h);
+    let (c_prev, h_out) = (&c_prev[..h], &mut h_out[..h]);
+    for j in 0..h {
+        let (a, cv, hv) = cell_unit([zi[j], zf[j], zg[j], zo[j]], c_prev[j]);
+        (zi[j], zf[j], zg[j], zo[j]) = (a[0], a[1], a[2], a[3]);
+        c[j] = cv;
+        h_out[j] = hv;
+    }
+}
+
+/// [`cell_unit_backward`] over the `h` units of one (node, step): the activated gates
+/// `a [4h]`, `c [h]`, `c_prev [h]` (zeros at a sequence's first step), `dh [h]`; `dc [h]`
+/// holds `c̄` and receives `c̄_prev`; `dz [4h]` receives the pre-activation gradients.
+/// Vectorises as [`cell_rows`] does; each unit's value is [`cell_unit_backward`]'s.
+pub(crate) fn cell_rows_backward<T: Float>(
+    a: &[T],
+    (c, c_prev): (&[T], &[T]),
+    dh: &[T],
+    dc: &mut [T],
+    dz: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        unsafe { cell_rows_backward_avx2(a, (c, c_prev), dh, dc, dz) };
+        return;
+    }
+    cell_rows_backward_any(a, (c, c_prev), dh, dc, dz)
+}
+
+/// [`cell_rows_backward`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn cell_rows_backward_avx2<T: Float>(
+    a: &[T],
+    cs: (&[T], &[T]),
+    dh: &[T],
+    dc: &mut [T],
+    dz: &mut [T],
+) {
+    cell_rows_backward_any(a, cs, dh, dc, dz)
+}
+
+#[inline(always)]
+fn cell_rows_backward_any<T: Float>(
+    a: &[T],
+    (c, c_prev): (&[T], &[T]),
+    dh: &[T],
+    dc: &mut [T],
+    dz: &mut [T],
+) {
+    let h = dc.len();
+    let (ai, af, ag, ao) = (&a[..h], &a[h..2 * h], &a[2 * h..3 * h], &a[3 * h..4 * h]);
+    let (c, c_prev, dh) = (&c[..h], &c_prev[..h], &dh[..h]);
+    let (di, rest) = dz[..4 * h].split_at_mut(h);
+    let (df, rest) = rest.split_at_mut(h);
+    let (dg, d_o) = rest.split_at_mut(h);
+    for j in 0..h {
+        let (d, dcp) =
+            cell_unit_backward([ai[j], af[j], ag[j], ao[j]], c[j], c_prev[j], dh[j], dc[j]);
+        (di[j], df[j], dg[j], d_o[j]) = (d[0], d[1], d[2], d[3]);
+        dc[j] = dcp;
+    }
 }
 
 fn cpu_forward<T: Float + CpuElem>(

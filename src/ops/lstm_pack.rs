@@ -11,10 +11,16 @@
 //!
 //! **Packs** ([`lstm_packs`]): the plan's buckets are taken in decreasing degree and
 //! grouped greedily while the pack's nodes stay within `max(m_max, rows / 6)`, `m_max`
-//! the largest bucket's nodes: a forward step holds `h·W_hh [n_t, 4H]` and two `h
-//! [n_t, H]`, backward `z̄ [n_t, 4H]` and `h̄ [n_t, H]`, so a step's buffers are never
-//! larger than the largest bucket's were or than the cell states `[rows, H]` kept beside
-//! them (and `Hprev [rows, H]` that backward allocates after its steps).
+//! the largest bucket's nodes: a forward step holds two `h [n_t, H]`, backward `z̄ [n_t,
+//! 4H]` and `h̄ [n_t, H]`, so a step's buffers are never larger than the largest bucket's
+//! were or than the cell states `[rows, H]` kept beside them (and `Hprev [rows, H]` that
+//! backward allocates after its steps).
+//!
+//! **The CPU's row order** for the saved gates and cell states is its own, step-major
+//! within each pack (see [`cpu_forward`]): a step's rows are contiguous, so its recurrent
+//! product is written straight into its gate rows, and the cell passes stream through
+//! memory instead of jumping a node's degree of rows between nodes. `xg`, `x̄g` and
+//! `Hprev` keep the plan's layout, which every backend shares.
 
 //! Every value is the one the per-bucket order computes, bit for bit: a row of a GEMM
 //! does not depend on the other rows, and each node's steps read and write only its own
@@ -26,9 +32,10 @@ use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::{Block, Buckets};
-use crate::ops::lstm_cell::{cell_unit, cell_unit_backward};
+use crate::ops::lstm_cell::{cell_rows, cell_rows_backward};
+use crate::ops::matmul::{self as matmul_op, Gemm};
 use crate::ops::rows::parallel;
-use crate::ops::{cpu_output, matmul, matmul_rows};
+use crate::ops::{cpu_output, matmul};
 use crate::tensor::Tensor;
 
 /// The op whose plan and CPU arms this file holds.
@@ -122,9 +129,10 @@ pub fn lstm_packs(buckets: &[(usize, usize)]) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// Values per (node, hidden unit) a forward step holds: `h·W_hh` (4), the previous and
-/// the next `h` (1 each). A pack of at most `rows / STEP_VALUES` nodes holds at most
-/// `[rows, H]`, what the saved cell states take.
+/// Values per (node, hidden unit) a step holds beside the saved states, at most: a
+/// backward step's `z̄` (4) and `h̄` (1) and the GPUs' forward step (`h·W_hh`, 4, and two
+/// `h`). A pack of at most `rows / STEP_VALUES` nodes holds at most `[rows, H]`, what the
+/// saved cell states take.
 const STEP_VALUES: usize = 6;
 
 /// Bucket indices of each pack, in decreasing degree (see the module docs).
@@ -173,56 +181,41 @@ fn active(pack: &[(usize, usize)]) -> Vec<usize> {
 }
 
 /// One pack, nodes in pack order: the first row of each node in the layout, its dst id,
-/// and its rows of the `[rows, w]` buffers it writes.
+/// the nodes running at each step, and the node's rows of a `[rows, w]` buffer (none for
+/// `w = 0`).
 struct Pack<'a, T> {
     base: Vec<usize>,
     dst: Vec<usize>,
     steps: Vec<usize>,
     rows: Vec<&'a mut [T]>,
-    cells: Vec<&'a mut [T]>,
 }
 
-/// Each node's rows of a `[rows, w]` buffer.
-type NodeRows<'a, T> = Vec<&'a mut [T]>;
-
-/// A node of a parallel forward step: (index in the pack, ((its gate rows, its cell
-/// rows), its row of the next `h`)).
-type StepItem<'b, 'a, T> = (
-    usize,
-    ((&'b mut &'a mut [T], &'b mut &'a mut [T]), &'b mut [T]),
-);
+/// A node of a parallel forward step: (index in the pack, ((its gate row, its cell
+/// row), its row of the next `h`)).
+type CellItem<'b, T> = (usize, ((&'b mut [T], &'b mut [T]), &'b mut [T]));
 
 /// A node of a parallel backward step: (index in the pack, ((its `x̄g` rows, its `c̄`),
 /// its row of `z̄`)).
 type GradItem<'b, 'a, T> = (usize, ((&'b mut &'a mut [T], &'b mut [T]), &'b mut [T]));
 
-/// The packs of `plan` over the per-node rows of two `[rows, w]` buffers (`cells` may be
-/// empty).
-fn packs<'a, T>(
-    plan: &LstmPlan,
-    wide: &'a mut [T],
-    w: usize,
-    narrow: &'a mut [T],
-    n: usize,
-) -> Vec<Pack<'a, T>> {
+/// The packs of `plan` over the per-node rows of a `[rows, w]` buffer.
+fn packs<'a, T>(plan: &LstmPlan, buf: &'a mut [T], w: usize) -> Vec<Pack<'a, T>> {
     let sizes: Vec<_> = plan
         .buckets
         .iter()
         .map(|b| (b.dst.len(), b.degree))
         .collect();
-    let mut by_bucket: Vec<(NodeRows<'a, T>, NodeRows<'a, T>)> = Vec::new();
-    let (mut wide, mut narrow) = (wide, narrow);
+    let mut by_bucket: Vec<Vec<&'a mut [T]>> = Vec::new();
+    let mut buf = buf;
     for b in &plan.buckets {
         let len = b.dst.len() * b.degree;
-        let (wb, wr) = std::mem::take(&mut wide).split_at_mut(len * w);
-        let (nb, nr) = std::mem::take(&mut narrow).split_at_mut(len * n);
-        (wide, narrow) = (wr, nr);
-        let cells = if n > 0 {
-            nb.chunks_mut(b.degree * n).collect()
+        let (here, rest) = std::mem::take(&mut buf).split_at_mut(len * w);
+        buf = rest;
+        by_bucket.push(if w > 0 {
+            here.chunks_mut(b.degree * w).collect()
         } else {
             Vec::new()
-        };
-        by_bucket.push((wb.chunks_mut(b.degree * w).collect(), cells));
+        });
     }
     groups(&sizes)
         .into_iter()
@@ -232,16 +225,13 @@ fn packs<'a, T>(
                 dst: Vec::new(),
                 steps: active(&g.iter().map(|&b| sizes[b]).collect::<Vec<_>>()),
                 rows: Vec::new(),
-                cells: Vec::new(),
             };
             for &b in &g {
                 let pb = &plan.buckets[b];
                 p.base
                     .extend((0..pb.dst.len()).map(|i| pb.offset + i * pb.degree));
                 p.dst.extend(pb.dst.iter().map(|&d| d as usize));
-                let (r, c) = std::mem::take(&mut by_bucket[b]);
-                p.rows.extend(r);
-                p.cells.extend(c);
+                p.rows.extend(std::mem::take(&mut by_bucket[b]));
             }
             p
         })
@@ -286,13 +276,37 @@ where
     }
 }
 
+/// Where each pack's steps lie in the CPU's own layout of the saved gates and cell
+/// states (see [`cpu_forward`]): the first row of step `t` of every pack, in pack order.
+fn step_rows(steps: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut row = 0;
+    steps
+        .iter()
+        .map(|n| {
+            n.iter()
+                .map(|&n_t| {
+                    let first = row;
+                    row += n_t;
+                    first
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Forward: `(out [num_dst, H], activated gates [rows, 4H], cell states [rows, H])`.
-pub(crate) fn cpu_forward<T: Float + CpuElem>(
+///
+/// The gates and cell states are kept in the CPU's own row order, which only
+/// [`cpu_backward`] reads: pack after pack, step after step, the nodes of a step in pack
+/// order, so that a step's rows are contiguous. The recurrent product `h_{t-1}·W_hh` is
+/// then written straight into the step's gate rows (no buffer of its own), and the cell
+/// pass adds the gathered `xg` rows to it in place (the same sum, bit for bit, as adding
+/// a separate product).
+pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
     xg: &[T],
     w: &Tensor,
     plan: &LstmPlan,
     h: usize,
-    like: &Tensor,
 ) -> Result<(CpuBuffer, CpuBuffer, CpuBuffer)> {
     let rows = plan.rows();
     let (out_alloc, acts_alloc, cs_alloc) = (
@@ -303,52 +317,53 @@ pub(crate) fn cpu_forward<T: Float + CpuElem>(
     let mut out = cpu::try_filled(plan.num_dst * h, T::ZERO)?;
     let mut acts = cpu::try_filled(rows * 4 * h, T::ZERO)?;
     let mut cs = cpu::try_filled(rows * h, T::ZERO)?;
+    // The cell state before a sequence's first step.
+    let zeros = vec![T::ZERO; h];
     if h > 0 {
-        for mut p in packs(plan, &mut acts, 4 * h, &mut cs, h) {
-            let mut hb: Option<Tensor> = None;
-            for t in 0..p.steps.len() {
-                let n = p.steps[t];
-                let hw = match &hb {
-                    Some(hb) => Some(matmul_rows(hb, n, w)?),
-                    None => None,
+        let guard = w.storage();
+        let wv = T::slice(guard.cpu(OP)?).ok_or_else(|| w.dtype_error(OP, "f32"))?;
+        let packs = packs::<T>(plan, &mut [], 0);
+        let firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
+        for (p, first) in packs.iter().zip(&firsts) {
+            let mut hb: Option<(Vec<T>, crate::device::Allocation)> = None;
+            for (t, &n) in p.steps.iter().enumerate() {
+                let (done, rest) = cs.split_at_mut(first[t] * h);
+                let cp = if t > 0 {
+                    &done[first[t - 1] * h..(first[t - 1] + n) * h]
+                } else {
+                    &[]
                 };
+                let c_t = &mut rest[..n * h];
+                let a_t = &mut acts[first[t] * 4 * h..(first[t] + n) * 4 * h];
+                if let Some((hv, _)) = &hb {
+                    matmul_op::cpu_product_into(n, h, 4 * h, &hv[..n * h], wv, a_t);
+                }
                 let alloc = cpu::reserve::<T>(n * h)?;
                 let mut next = cpu::try_filled(n * h, T::ZERO)?;
                 let base = &p.base;
-                with_values::<T>(hw.as_ref(), |hw| {
-                    let node = |(i, ((a, c), hrow)): StepItem<'_, '_, T>| {
-                        let x = &xg[(base[i] + t) * 4 * h..(base[i] + t + 1) * 4 * h];
-                        for j in 0..h {
-                            let mut z = [x[j], x[h + j], x[2 * h + j], x[3 * h + j]];
-                            if let Some(hw) = hw {
-                                let r = &hw[i * 4 * h..(i + 1) * 4 * h];
-                                for (q, zq) in z.iter_mut().enumerate() {
-                                    *zq += r[q * h + j];
-                                }
-                            }
-                            let cp = if t > 0 { c[(t - 1) * h + j] } else { T::ZERO };
-                            let (act, cv, hv) = cell_unit(z, cp);
-                            for (q, &v) in act.iter().enumerate() {
-                                a[t * 4 * h + q * h + j] = v;
-                            }
-                            c[t * h + j] = cv;
-                            hrow[j] = hv;
-                        }
+                let recurrent = t > 0;
+                let node = |(i, ((z, c), hrow)): CellItem<'_, T>| {
+                    let x = &xg[(base[i] + t) * 4 * h..(base[i] + t + 1) * 4 * h];
+                    let c_prev = if recurrent {
+                        &cp[i * h..(i + 1) * h]
+                    } else {
+                        &zeros
                     };
-                    let items = p.rows[..n]
-                        .par_iter_mut()
-                        .zip(p.cells[..n].par_iter_mut())
-                        .zip(next.par_chunks_mut(h))
-                        .enumerate();
-                    for_each(n * 9 * h, items, node);
-                })?;
+                    cell_rows(z, x, recurrent, c_prev, c, hrow);
+                };
+                let items = a_t
+                    .par_chunks_mut(4 * h)
+                    .zip(c_t.par_chunks_mut(h))
+                    .zip(next.par_chunks_mut(h))
+                    .enumerate();
+                for_each(n * 9 * h, items, node);
                 // Nodes of degree t + 1 end here: their hidden state is the output.
                 let still = p.steps.get(t + 1).copied().unwrap_or(0);
                 for i in still..n {
                     let d = p.dst[i];
                     out[d * h..(d + 1) * h].copy_from_slice(&next[i * h..(i + 1) * h]);
                 }
-                hb = Some(wrap(next, alloc, vec![n, h], like));
+                hb = Some((next, alloc));
             }
         }
     }
@@ -359,7 +374,8 @@ pub(crate) fn cpu_forward<T: Float + CpuElem>(
     ))
 }
 
-/// Backward: `(x̄g, Hprev if W_hh needs a gradient)`.
+/// Backward: `(x̄g, Hprev if W_hh needs a gradient)`, from the gates and cell states in
+/// [`cpu_forward`]'s row order; `x̄g` and `Hprev` in the plan's.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn cpu_backward<T: Float + CpuElem>(
     acts: &[T],
@@ -374,8 +390,12 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
     let rows = plan.rows();
     let dxg_alloc = cpu::reserve::<T>(rows * 4 * h)?;
     let mut dxg = cpu::try_filled(rows * 4 * h, T::ZERO)?;
+    let zeros = vec![T::ZERO; h];
+    let mut firsts = Vec::new();
     if h > 0 {
-        for mut p in packs(plan, &mut dxg, 4 * h, &mut [], 0) {
+        let mut packs = packs(plan, &mut dxg, 4 * h);
+        firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
+        for (p, first) in packs.iter_mut().zip(&firsts) {
             let mut dc = cpu::try_filled(p.base.len() * h, T::ZERO)?;
             let mut dh: Option<Tensor> = None;
             for t in (0..p.steps.len()).rev() {
@@ -384,26 +404,24 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
                 let still = p.steps.get(t + 1).copied().unwrap_or(0);
                 let alloc = cpu::reserve::<T>(n * 4 * h)?;
                 let mut dz = cpu::try_filled(n * 4 * h, T::ZERO)?;
-                let (base, dst) = (&p.base, &p.dst);
+                let dst = &p.dst;
+                let (q, qp) = (first[t], if t > 0 { first[t - 1] } else { 0 });
                 with_values::<T>(dh.as_ref(), |dh| {
                     let node = |(i, ((dx, dcr), dzr)): GradItem<'_, '_, T>| {
-                        let r = base[i] + t;
+                        let r = q + i;
                         let a = &acts[r * 4 * h..(r + 1) * 4 * h];
-                        for j in 0..h {
-                            let act = [a[j], a[h + j], a[2 * h + j], a[3 * h + j]];
-                            let c = cs[r * h + j];
-                            let cp = if t > 0 { cs[(r - 1) * h + j] } else { T::ZERO };
-                            let hbar = match dh {
-                                Some(dh) if i < still => dh[i * h + j],
-                                _ => g[dst[i] * h + j],
-                            };
-                            let (dzv, dcp) = cell_unit_backward(act, c, cp, hbar, dcr[j]);
-                            for (q, &v) in dzv.iter().enumerate() {
-                                dx[t * 4 * h + q * h + j] = v;
-                                dzr[q * h + j] = v;
-                            }
-                            dcr[j] = dcp;
-                        }
+                        let c = &cs[r * h..(r + 1) * h];
+                        let cp = if t > 0 {
+                            &cs[(qp + i) * h..(qp + i + 1) * h]
+                        } else {
+                            &zeros
+                        };
+                        let hbar = match dh {
+                            Some(dh) if i < still => &dh[i * h..(i + 1) * h],
+                            _ => &g[dst[i] * h..(dst[i] + 1) * h],
+                        };
+                        cell_rows_backward(a, (c, cp), hbar, dcr, dzr);
+                        dx[t * 4 * h..(t + 1) * 4 * h].copy_from_slice(dzr);
                     };
                     let items = p.rows[..n]
                         .par_iter_mut()
@@ -424,17 +442,23 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
     let hprev = if w_grad {
         let alloc = cpu::reserve::<T>(rows * h)?;
         let mut hp = cpu::try_filled(rows * h, T::ZERO)?;
-        let fill = |(r, row): (usize, &mut [T])| {
-            if plan.steps[r] > 0 {
-                let a = &acts[(r - 1) * 4 * h + 3 * h..r * 4 * h];
-                let c = &cs[(r - 1) * h..r * h];
-                for j in 0..h {
-                    row[j] = a[j] * c[j].tanh();
-                }
-            }
-        };
         if h > 0 {
-            for_each(rows * 3 * h, hp.par_chunks_mut(h).enumerate(), fill);
+            // Row t ≥ 1 of a node: o·tanh(c) of its step t - 1 (row 0 stays 0).
+            for (p, first) in packs(plan, &mut hp, h).iter_mut().zip(&firsts) {
+                let fill = |(i, row): (usize, &mut &mut [T])| {
+                    for t in 1..row.len() / h {
+                        let r = first[t - 1] + i;
+                        let o = &acts[r * 4 * h + 3 * h..(r + 1) * 4 * h];
+                        let c = &cs[r * h..(r + 1) * h];
+                        let out = &mut row[t * h..(t + 1) * h];
+                        for ((y, &o), &c) in out.iter_mut().zip(o).zip(c) {
+                            *y = o * c.tanh();
+                        }
+                    }
+                };
+                let work = p.steps.iter().sum::<usize>() * 3 * h;
+                for_each(work, p.rows.par_iter_mut().enumerate(), fill);
+            }
         }
         Some(CpuBuffer::from_reserved(T::wrap(hp), alloc))
     } else {

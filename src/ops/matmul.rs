@@ -87,6 +87,7 @@ fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) ->
             ),
         ));
     }
+    crate::ops::work::product(m, k, n);
     let out = match (&*a.storage(), &*b.storage()) {
         (Storage::Cpu(x), Storage::Cpu(y)) => {
             let buf = cpu_matmul(&x.data, &y.data, m, k, n, ta, tb)?;
@@ -155,7 +156,7 @@ fn dims(t: &Tensor) -> Result<(usize, usize)> {
 }
 
 /// A float type of the CPU GEMM: f32, and f64 for the gradient checks.
-trait Gemm: Copy + Default + 'static + crate::device::cpu::CpuElem {
+pub(crate) trait Gemm: Copy + Default + 'static + crate::device::cpu::CpuElem {
     const ONE: Self;
 }
 
@@ -224,6 +225,45 @@ fn cpu_matmul(
             "matmul: operands must both be f32 (or both f64 on the CPU)",
         )),
     }
+}
+
+/// `c = a·b` on the CPU into a slice the caller owns: `a [m, k]` and `b [k, n]` row-major,
+/// `c [m, n]` overwritten. The bits of [`matmul`]'s CPU arm for the same operands (the
+/// same kernel call), without a buffer of its own: the LSTM's recurrent step writes its
+/// product straight into its gate rows. Counts its multiply-adds ([`crate::ops::work`]).
+///
+/// # Panics
+/// If a slice is shorter than its shape.
+pub(crate) fn cpu_product_into<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+) {
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
+    crate::ops::work::product(m, k, n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c[..m * n].fill(T::default());
+        return;
+    }
+    let a = Operand {
+        ptr: a.as_ptr(),
+        rs: k as isize,
+        cs: 1,
+    };
+    let b = Operand {
+        ptr: b.as_ptr(),
+        rs: n as isize,
+        cs: 1,
+    };
+    // SAFETY: the lengths are checked above; a and b address m x k and k x n values
+    // under these strides, and c has room for m x n.
+    unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr()) };
 }
 
 /// A strided read-only matrix operand.
@@ -471,6 +511,28 @@ mod tests {
         let one = on(1);
         assert!(one.iter().all(|v| v.is_finite()));
         assert!(one == on(2));
+    }
+
+    #[test]
+    fn cpu_product_into_writes_the_bits_of_matmul() {
+        // Large enough that the product is split over rayon's pool; k = 0 and m = 0 too.
+        for (m, k, n) in [(300, 130, 70), (5, 3, 8), (4, 0, 6), (0, 5, 6)] {
+            let (a, b) = (values(m * k, 1), values(k * n, 2));
+            let want = matmul(
+                &Tensor::from_f32(a.clone(), &[m, k], Device::Cpu).unwrap(),
+                &Tensor::from_f32(b.clone(), &[k, n], Device::Cpu).unwrap(),
+                false,
+                false,
+            )
+            .unwrap()
+            .to_vec_f32()
+            .unwrap();
+            // Garbage first: every value must be overwritten.
+            let mut got = vec![f32::NAN; m * n];
+            cpu_product_into(m, k, n, &a, &b, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n}");
+        }
     }
 
     #[test]

@@ -119,10 +119,45 @@ fn gpu_backward<D: GpuTensors + SegmentMaxKernels>(
     Ok(D::output(out, vec![b.num_src, f], g))
 }
 
-/// True if `v` replaces the running max `m`: larger, or the first NaN.
-#[inline]
+/// True if `v` replaces the running max `m`: larger, or the first NaN. Comparisons only,
+/// no branch, so that a row's loop over it vectorises.
+#[inline(always)]
 fn beats<T: Float>(v: T, m: T) -> bool {
-    v > m || (v.partial_cmp(&v).is_none() && m.partial_cmp(&m).is_some())
+    #[allow(clippy::eq_op)]
+    let (v_nan, m_num) = (v != v, m == m);
+    v > m || (v_nan & m_num)
+}
+
+/// One edge of a dst row: where `x` (the edge's src row) beats the running max `o`,
+/// it replaces it and `e` replaces the argmax `a` (selects, so the loop vectorises; with
+/// AVX2 where the CPU has it).
+fn max_row<T: Float>(o: &mut [T], a: &mut [u32], x: &[T], e: u32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        unsafe { max_row_avx2(o, a, x, e) };
+        return;
+    }
+    max_row_any(o, a, x, e)
+}
+
+/// [`max_row`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn max_row_avx2<T: Float>(o: &mut [T], a: &mut [u32], x: &[T], e: u32) {
+    max_row_any(o, a, x, e)
+}
+
+#[inline(always)]
+fn max_row_any<T: Float>(o: &mut [T], a: &mut [u32], x: &[T], e: u32) {
+    for ((o, a), &v) in o.iter_mut().zip(a.iter_mut()).zip(x) {
+        let take = beats(v, *o);
+        *o = if take { v } else { *o };
+        *a = if take { e } else { *a };
+    }
 }
 
 /// The max values and their argmax edge positions.
@@ -133,15 +168,15 @@ fn cpu_forward<T: Float + CpuElem>(x: &[T], b: &Block, f: usize) -> Result<(CpuB
     let mut arg = vec![u32::MAX; len];
     let kernel = |d: usize, (vrow, arow): (&mut [T], &mut [u32])| {
         let start = b.indptr[d];
-        for (k, &u) in b.neighbors(d).iter().enumerate() {
-            let e = start + k as u32;
-            let xu = &x[u as usize * f..(u as usize + 1) * f];
-            for ((o, a), &v) in vrow.iter_mut().zip(arow.iter_mut()).zip(xu) {
-                if k == 0 || beats(v, *o) {
-                    *o = v;
-                    *a = e;
-                }
-            }
+        let row = |u: u32| &x[u as usize * f..(u as usize + 1) * f];
+        let nb = b.neighbors(d);
+        // The first edge is the max so far, whatever its values (NaN included).
+        if let Some(&u) = nb.first() {
+            vrow.copy_from_slice(row(u));
+            arow.fill(start);
+        }
+        for (k, &u) in nb.iter().enumerate().skip(1) {
+            max_row(vrow, arow, row(u), start + k as u32);
         }
     };
     if f > 0 {
@@ -175,10 +210,10 @@ fn cpu_backward<T: Float + CpuElem>(
         let (s, e) = (b.t_indptr[u] as usize, b.t_indptr[u + 1] as usize);
         for (&d, &edge) in b.t_dst[s..e].iter().zip(&b.t_edges[s..e]) {
             let range = d as usize * f..(d as usize + 1) * f;
+            // Adding 0 where another edge won keeps the bits: the sum starts at +0, so
+            // it is never -0, and NaN and infinities stay as they are.
             for ((o, &gv), &a) in row.iter_mut().zip(&g[range.clone()]).zip(&arg[range]) {
-                if a == edge {
-                    *o += gv;
-                }
+                *o += if a == edge { gv } else { T::ZERO };
             }
         }
     })

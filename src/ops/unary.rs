@@ -120,15 +120,8 @@ impl UnaryOp {
                     T::from_f64(a) * (x.exp() - T::ONE)
                 }
             }
-            UnaryOp::Sigmoid => {
-                // Stable for large |x|: never exponentiates a positive number.
-                if x >= T::ZERO {
-                    T::ONE / (T::ONE + (-x).exp())
-                } else {
-                    let e = x.exp();
-                    e / (T::ONE + e)
-                }
-            }
+            // Stable for large |x|: never exponentiates a positive number.
+            UnaryOp::Sigmoid => x.sigmoid(),
             UnaryOp::Tanh => x.tanh(),
             UnaryOp::Exp => x.exp(),
             UnaryOp::Log => x.ln(),

@@ -39,6 +39,7 @@ use crate::graph::Prepared;
 use crate::graph::{Block, BlockSizes, Csr, Dataset, Slicer};
 use crate::nn::{Forward, Module};
 use crate::ops;
+use crate::ops::work::Work;
 use crate::partition::{self, Batch, Found, MicroBatchStats, PartitionStats};
 use crate::rng::mix64;
 use crate::tensor::Tensor;
@@ -143,6 +144,8 @@ struct Computed {
     readout: Readout,
     forward_s: f64,
     backward_s: f64,
+    forward_work: Work,
+    backward_work: Work,
 }
 
 /// A micro-batch's mean cross-entropy and predicted classes.
@@ -441,6 +444,8 @@ fn run_micro(
                 let compute_s = t.elapsed().as_secs_f64();
                 run.out.phases.forward += c.forward_s;
                 run.out.phases.backward += c.backward_s;
+                run.out.phases.forward_work.add(&c.forward_work);
+                run.out.phases.backward_work.add(&c.backward_work);
                 let n = seeds.len();
                 if tr.keep_parts {
                     stats.parts.push(seeds.clone());
@@ -551,6 +556,7 @@ fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run<'_>) -> Result<Comput
     let device = tr.config.device;
     let n = p.seeds.len();
     let t = Instant::now();
+    let w = Work::now();
     let x = match p.features {
         Some(rows) => rows.upload(p.blocks[0].num_src, tr.data.feat_dim, device)?,
         None => tr.gather_features(&p.blocks[0].src_nodes)?,
@@ -585,12 +591,14 @@ fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run<'_>) -> Result<Comput
         device.sync()?;
     }
     let forward_s = t.elapsed().as_secs_f64();
+    let (forward_work, w) = (Work::now() - w, Work::now());
     let t = Instant::now();
     loss.backward()?;
     if tr.config.profile {
         device.sync()?;
     }
     let backward_s = t.elapsed().as_secs_f64();
+    let backward_work = Work::now() - w;
     let readout = match (pred, pred_host) {
         (Some(pred), _) => Readout::Device {
             ce: ce.detach(),
@@ -605,6 +613,8 @@ fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run<'_>) -> Result<Comput
         readout,
         forward_s,
         backward_s,
+        forward_work,
+        backward_work,
     })
 }
 

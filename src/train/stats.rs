@@ -7,10 +7,12 @@ pub use full_graph::{ChunkStats, FullGraphStats, LayerRows};
 
 use serde::{Deserialize, Serialize};
 
+use crate::ops::work::Work;
 use crate::partition::PartitionStats;
 use crate::train::config::TrainConfig;
 
-/// Seconds per phase of an epoch, summed over its batches and micro-batches. `slice` and
+/// Seconds per phase of an epoch, summed over its batches and micro-batches (and the work
+/// of forward and backward). `slice` and
 /// `gather` (host work) run on a helper thread while the previous micro-batch computes,
 /// so the phases can add up to more than the epoch. On a GPU without
 /// [`TrainConfig::profile`], `forward`, `backward` and `optimizer` are the host's time to
@@ -38,6 +40,13 @@ pub struct Phases {
     /// 0 otherwise): the trainer's idle time for want of input.
     #[serde(default)]
     pub feed: f64,
+    /// Work of the forward phase: multiply-adds of its matrix products and bytes its ops
+    /// read and wrote (counted by [`crate::ops::work`]).
+    #[serde(default, skip_serializing_if = "Work::is_zero")]
+    pub forward_work: Work,
+    /// Work of the backward phase, likewise.
+    #[serde(default, skip_serializing_if = "Work::is_zero")]
+    pub backward_work: Work,
 }
 
 impl Phases {
@@ -51,6 +60,8 @@ impl Phases {
         self.optimizer += o.optimizer;
         self.allreduce += o.allreduce;
         self.feed += o.feed;
+        self.forward_work.add(&o.forward_work);
+        self.backward_work.add(&o.backward_work);
     }
 }
 

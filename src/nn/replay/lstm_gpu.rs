@@ -34,7 +34,7 @@ impl Replay {
         };
         let gathers_last = !self.lstm_rows_in_kernel;
         for &(m, k) in &buckets {
-            self.lstm_forward_steps(std::iter::repeat_n(m, k), f);
+            self.lstm_forward_steps(std::iter::repeat_n(m, k), f, true);
         }
         let steps = self.alloc(rows, 1);
         let w_grad = w_hh.grad;
