@@ -13,6 +13,7 @@
 pub mod admission;
 pub mod atomic;
 pub mod autograd;
+pub mod check;
 pub mod checksum;
 pub mod device;
 pub mod dist;

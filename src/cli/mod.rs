@@ -2,6 +2,7 @@
 
 mod bench;
 mod cache;
+mod check;
 mod common;
 mod devices;
 mod gen;
@@ -47,6 +48,10 @@ pub enum Command {
     /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
     #[command(after_help = devices::HELP)]
     Devices(devices::DevicesArgs),
+    /// Check each GPU device against the CPU reference: every op, training, memory
+    /// estimates, transfers, out-of-memory splits, and its speed per op.
+    #[command(after_help = check::HELP)]
+    Check(check::CheckArgs),
 }
 
 /// Runs a parsed command line.
@@ -82,5 +87,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Cache(a)) => cache::run(&a),
         Some(Command::Plot(a)) => plot::run(&a),
         Some(Command::Devices(a)) => devices::run(&a),
+        Some(Command::Check(a)) => check::run(&a),
     }
 }
