@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use super::compare::{Comparison, Tol};
-use super::ops::{compare_runs, run_op, OpCheck, OpFn};
+use super::compare::Tol;
+use super::parity::{compare_runs, run_op, OpCheck, OpFn};
 use super::zoo::{self, rand_away_f32, rand_f32, rand_idx, rand_ints};
 use super::{Ctx, Outcome};
 use crate::device::Device;
@@ -34,24 +34,6 @@ const SEGMENT_OPS: [(&str, SegmentOp); 3] = [
     ("segment_mean", ops::segment_mean),
     ("segment_max", ops::segment_max),
 ];
-
-impl OpCheck {
-    /// Compares a tensor computed on the CPU with one computed on the device.
-    pub fn tensors(&mut self, label: &str, cpu: &Tensor, dev: &Tensor, tol: Tol) -> Result<()> {
-        if cpu.shape() != dev.shape() {
-            return Err(Error::invalid(format!(
-                "{label}: shape {:?} on the cpu, {:?} on the device",
-                cpu.shape(),
-                dev.shape()
-            )));
-        }
-        self.add(
-            label,
-            Comparison::of(&cpu.to_vec_f32()?, &dev.to_vec_f32()?, tol),
-        );
-        Ok(())
-    }
-}
 
 fn on(t: &Tensor, dev: Device) -> Result<Tensor> {
     t.clone().to_device(dev)

@@ -138,7 +138,7 @@ pub fn run(a: &CheckArgs) -> Result<()> {
             }
         ));
         say(format!(
-            "  {:<6}{:<11}{:<58}{}",
+            "  {:<7}{:<11}{:<48}{}",
             "result", "group", "check", "error or figure"
         ));
         let mut json_error = None;
@@ -185,7 +185,7 @@ pub fn run(a: &CheckArgs) -> Result<()> {
 /// One line of the table.
 fn row(r: &Record) -> String {
     format!(
-        "  {:<6}{:<11}{:<58}{}",
+        "  {:<7}{:<11}{:<48}{}",
         r.outcome.status.label(),
         r.group.name(),
         r.name,

@@ -229,7 +229,7 @@ pub type Op = dyn Fn(&[Tensor]) -> Result<Tensor>;
 /// Runs `f` on `inputs` moved to `device`; returns the output and each float input's
 /// gradient (the same run `espalier check` compares).
 pub fn run(f: &Op, inputs: &[Tensor], device: Device) -> (Vec<f32>, Vec<Option<Vec<f32>>>) {
-    espalier::check::ops::run_op(f, inputs, device).unwrap()
+    espalier::check::parity::run_op(f, inputs, device).unwrap()
 }
 
 /// Compares `f` on every GPU backend with the CPU.
