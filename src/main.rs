@@ -1,9 +1,8 @@
 //! The `espalier` command line: `train`, `partition`, `bench`, `gen`, `devices`. Run
 //! `espalier help <command>` for every flag.
 
-mod cli;
-
 use clap::Parser;
+use espalier::cli;
 
 fn main() {
     espalier::device::heap::keep_freed_memory();

@@ -170,6 +170,25 @@ fn numel_of(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// A type of tensor values: the dtype it stores as.
+pub trait Element: CpuElem {
+    /// The dtype of these values.
+    const DTYPE: DType;
+}
+
+macro_rules! element {
+    ($t:ty, $d:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+        }
+    };
+}
+element!(f32, F32);
+element!(f64, F64);
+element!(u32, U32);
+element!(half::f16, F16);
+element!(half::bf16, BF16);
+
 /// The values of a CPU buffer as bytes.
 fn cpu_bytes(data: &CpuData) -> &[u8] {
     match data {
@@ -274,7 +293,7 @@ impl Tensor {
 
     /// A tensor of `values` on `device`, uploaded straight from the slice on a GPU (no host
     /// copy first, as a large matrix put on the device once wants); copied on the CPU.
-    pub fn upload<T: CpuElem>(values: &[T], shape: &[usize], device: Device) -> Result<Tensor> {
+    pub fn upload<T: Element>(values: &[T], shape: &[usize], device: Device) -> Result<Tensor> {
         if values.len() != checked_numel(shape)? {
             return Err(Error::shape(
                 "tensor",

@@ -362,7 +362,9 @@ fn nccl_all_reduce_over_one_rank_keeps_the_values() {
         return;
     }
     if let Some(why) = nccl::unavailable(0) {
-        println!("skipping NCCL: {why}");
+        // A fault under REQUIRE_GPU=cuda: a CUDA machine without NCCL would otherwise pass
+        // with every gradient through the host.
+        common::skip_backend("cuda", format!("NCCL: {why}"));
         return;
     }
     let n = nccl::Nccl::new(&Single, 0).unwrap();
@@ -387,4 +389,50 @@ fn commands_other_than_train_refuse_to_run_as_several_ranks() {
         err.contains("only `espalier train` runs over several MPI ranks"),
         "{err}"
     );
+}
+
+/// Two ranks on one GPU (more ranks than the machine has GPUs): NCCL refuses two ranks on
+/// one device, so the gradients go through the host, the run says why, and it trains as
+/// one process does. On the emulated CUDA device in CI (one device per process, the same
+/// UUID), or a real single-GPU machine.
+#[test]
+fn two_ranks_on_one_gpu_sum_through_the_host_and_say_so() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if common::cuda_device().is_none() {
+        return;
+    }
+    if espalier::device::cuda::probe().unwrap_or(0) > 1 {
+        println!("skipping: this machine has several CUDA devices, the ranks would not share one");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = |mut a: Vec<String>| {
+        a.extend(["--device".to_string(), "cuda".to_string()]);
+        a
+    };
+    let one = single(&cuda(train_args(2, dir.path(), "one")));
+    assert!(one.status.success(), "one process failed: {}", stderr(&one));
+    let many = mpirun(2, &cuda(train_args(2, dir.path(), "many")));
+    let err = stderr(&many);
+    assert!(many.status.success(), "mpirun -np 2 failed: {err}");
+    assert!(err.contains("ranks 0 and 1 share one GPU"), "{err}");
+    let (a, b) = (
+        read_json(&dir.path().join("one.json")),
+        read_json(&dir.path().join("many.json")),
+    );
+    for (x, y) in a["epochs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(b["epochs"].as_array().unwrap())
+    {
+        let (lx, ly) = (x["loss"].as_f64().unwrap(), y["loss"].as_f64().unwrap());
+        assert!(
+            (lx - ly).abs() <= 1e-5 * lx.abs().max(1.0),
+            "loss {lx} vs {ly} over 2 ranks"
+        );
+    }
 }

@@ -26,8 +26,8 @@ namespace {
 constexpr size_t WORKSPACE = 4u << 20;
 
 Registry<BlasHandle>& handles() {
-    static Registry<BlasHandle> r;
-    return r;
+    static Registry<BlasHandle>* r = new Registry<BlasHandle>();
+    return *r;
 }
 
 struct Gemm {

@@ -13,12 +13,12 @@ namespace emu {
 
 namespace {
 std::map<std::string, const KernelFile*>& files() {
-    static std::map<std::string, const KernelFile*> m;
-    return m;
+    static std::map<std::string, const KernelFile*>* m = new std::map<std::string, const KernelFile*>();
+    return *m;
 }
 std::mutex& files_lock() {
-    static std::mutex m;
-    return m;
+    static std::mutex* m = new std::mutex();
+    return *m;
 }
 }  // namespace
 

@@ -54,8 +54,8 @@ std::atomic<unsigned> op_delay_us{[] {
 }()};
 
 Stats& stats() {
-    static Stats s;
-    return s;
+    static Stats* s = new Stats();
+    return *s;
 }
 
 void count(uint64_t EspalierCudaEmuStats::* field, uint64_t by) {
@@ -270,21 +270,23 @@ Context*& current() {
     return c;
 }
 
+// The singletons below are never destroyed: stream and block threads may still run when
+// the process exits.
 Registry<Stream>& streams() {
-    static Registry<Stream> r;
-    return r;
+    static Registry<Stream>* r = new Registry<Stream>();
+    return *r;
 }
 Registry<Event>& events() {
-    static Registry<Event> r;
-    return r;
+    static Registry<Event>* r = new Registry<Event>();
+    return *r;
 }
 Registry<Module>& modules() {
-    static Registry<Module> r;
-    return r;
+    static Registry<Module>* r = new Registry<Module>();
+    return *r;
 }
 Registry<Function>& functions() {
-    static Registry<Function> r;
-    return r;
+    static Registry<Function>* r = new Registry<Function>();
+    return *r;
 }
 
 // ---- memory -----------------------------------------------------------------------------
@@ -292,12 +294,12 @@ Registry<Function>& functions() {
 namespace {
 
 std::map<uintptr_t, Allocation>& allocations() {
-    static std::map<uintptr_t, Allocation> m;
-    return m;
+    static std::map<uintptr_t, Allocation>* m = new std::map<uintptr_t, Allocation>();
+    return *m;
 }
 std::map<uintptr_t, size_t>& pinned() {
-    static std::map<uintptr_t, size_t> m;
-    return m;
+    static std::map<uintptr_t, size_t>* m = new std::map<uintptr_t, size_t>();
+    return *m;
 }
 
 size_t page() {
@@ -358,19 +360,20 @@ void on_free_reached(uintptr_t ptr) {
 }  // namespace
 
 std::mutex& memory_lock() {
-    static std::mutex m;
-    return m;
+    static std::mutex* m = new std::mutex();
+    return *m;
 }
 
 Device* device(int ordinal) {
-    static std::vector<Device*> devs = [] {
-        std::vector<Device*> v;
+    // Never destroyed: stream threads may outlive exit.
+    static std::vector<Device*>& devs = *[] {
+        auto* v = new std::vector<Device*>();
         for (int i = 0; i < config().devices; i++) {
             Device* d = new Device();
             d->index = i;
             d->capacity = config().capacity;
             d->pool.device = i;
-            v.push_back(d);
+            v->push_back(d);
         }
         return v;
     }();

@@ -20,6 +20,7 @@ use espalier::nn::{
 use espalier::partition::{self, format_bytes, parse_bytes};
 use espalier::train::{
     BatchSize, FeatureDType, FeaturePlacement, Loader, MicroConfig, OptimizerKind, TrainConfig,
+    Trainer,
 };
 use espalier::Device;
 
@@ -341,8 +342,9 @@ impl CommonArgs {
         Err(Error::invalid(format!("{blame} is too large: {even}{why}")))
     }
 
-    /// Checks the cheap flags, then loads the dataset and the graph to sample from.
-    pub fn load(&self) -> Result<(Dataset, Csr)> {
+    /// Checks the flags that need no dataset (the model's widths with a single input
+    /// feature: they are checked again once the dataset's are known).
+    pub fn check(&self) -> Result<()> {
         let device: Device = self.device.parse()?;
         device.memory()?;
         self.fanouts()?;
@@ -363,7 +365,12 @@ impl CommonArgs {
         self.feature_dtype.parse::<FeatureDType>()?;
         self.features.parse::<FeaturePlacement>()?;
         self.loader.parse::<Loader>()?;
-        let opts = LoadOptions {
+        Ok(())
+    }
+
+    /// How `--dataset` is loaded: split, widths, seed and cache.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
             split: self.split.clone(),
             feat_dim: self.feat_dim,
             classes: self.classes,
@@ -371,7 +378,38 @@ impl CommonArgs {
             cache: !self.no_cache,
             cache_dir: self.cache_dir.clone(),
             data_root: self.data_root.clone(),
-        };
+        }
+    }
+
+    /// The graph to sample from: `data`'s, symmetrized under `--symmetrize` (mapped from
+    /// the cache's symmetrized copy beside `entry`, the dataset's cache entry, where there
+    /// is one), with the line that says what the cache did.
+    pub fn graph_of(
+        &self,
+        data: &Dataset,
+        entry: Option<&std::path::Path>,
+    ) -> Result<(Csr, Option<String>)> {
+        Ok(match (self.symmetrize, entry) {
+            // From the cache: the symmetrized graph is cached beside the entry and mapped,
+            // so a graph larger than RAM is not rebuilt in memory on every run.
+            (true, Some(entry)) => {
+                let (g, line) = graph::io::cache::symmetrized(&data.graph, entry)?;
+                (g, Some(line))
+            }
+            (true, None) => {
+                espalier::admission::admit(data.graph.symmetrize_bytes(), || {
+                    format!("dataset {}: the symmetrized graph", data.name)
+                })?;
+                (data.graph.symmetrize(), None)
+            }
+            (false, _) => (data.graph.clone(), None),
+        })
+    }
+
+    /// Checks the cheap flags, then loads the dataset and the graph to sample from.
+    pub fn load(&self) -> Result<(Dataset, Csr)> {
+        self.check()?;
+        let opts = self.load_options();
         let t = std::time::Instant::now();
         let (data, status) = graph::load_with_status(&self.dataset, &opts)?;
         if let Some(line) = status.message() {
@@ -384,24 +422,12 @@ impl CommonArgs {
                 eprintln!("note: {note}");
             }
         }
-        let graph = match (self.symmetrize, status.entry()) {
-            // From the cache: the symmetrized graph is cached beside the entry and mapped,
-            // so a graph larger than RAM is not rebuilt in memory on every run.
-            (true, Some(entry)) => {
-                let (g, line) = graph::io::cache::symmetrized(&data.graph, entry)?;
-                if crate::cli::log::enabled(crate::cli::log::Level::Info) {
-                    eprintln!("{line}");
-                }
-                g
+        let (graph, line) = self.graph_of(&data, status.entry())?;
+        if let Some(line) = line {
+            if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+                eprintln!("{line}");
             }
-            (true, None) => {
-                espalier::admission::admit(data.graph.symmetrize_bytes(), || {
-                    format!("dataset {}: the symmetrized graph", data.name)
-                })?;
-                data.graph.symmetrize()
-            }
-            (false, _) => data.graph.clone(),
-        };
+        }
         if crate::cli::log::enabled(crate::cli::log::Level::Info) {
             eprintln!(
             "dataset {}: {} nodes, {} edges{}, {} features, {} classes, split {}/{}/{} ({:.2}s)",
@@ -467,6 +493,20 @@ impl CommonArgs {
             feature_placement: self.features.parse()?,
             ..Default::default()
         })
+    }
+
+    /// The trainer of `config` on `data`, sampling from `graph`, with the flags the
+    /// trainer reads beside its configuration (`--lstm-split`).
+    pub fn trainer<'a>(
+        &self,
+        data: &'a Dataset,
+        graph: impl Into<Arc<Csr>>,
+        config: TrainConfig,
+    ) -> Result<Trainer<'a>> {
+        let mut trainer = Trainer::new(data, graph.into(), config)?;
+        trainer.model.set_lstm_split(self.lstm_split)?;
+        trainer.estimator.lstm_split = self.lstm_split;
+        Ok(trainer)
     }
 }
 

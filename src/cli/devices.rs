@@ -30,34 +30,46 @@ pub struct DevicesArgs {
     pub json: bool,
 }
 
-pub fn run(a: &DevicesArgs) -> Result<()> {
-    let threads = rayon::current_num_threads();
+/// What `espalier devices --json` prints: the CPU, the wgpu adapters (or why there are
+/// none) and the CUDA devices (or why there are none).
+pub fn report() -> serde_json::Value {
     let list = adapters();
-    // Why there is no adapter, in the words the backend uses when asked for one.
-    let none_reason = match list.is_empty() {
+    let default = default_adapter();
+    json!({
+        "cpu": { "available": true, "threads": rayon::current_num_threads() },
+        "wgpu": {
+            "adapters": list,
+            "default": default.as_ref().ok(),
+            "default_error": default.as_ref().err().map(|e| e.to_string()),
+            "unavailable": wgpu_unavailable(&list),
+        },
+        "cuda": match espalier::device::cuda::devices() {
+            Ok(list) => json!({ "available": true, "devices": list }),
+            Err(reason) => json!({ "available": false, "reason": reason }),
+        },
+    })
+}
+
+/// Why there is no adapter, in the words the backend uses when asked for one.
+fn wgpu_unavailable(list: &[AdapterSummary]) -> Option<String> {
+    match list.is_empty() {
         true => Device::Wgpu(0).memory().err().map(|e| e.to_string()),
         false => None,
-    };
-    let default = default_adapter();
-    let cuda = espalier::device::cuda::devices();
+    }
+}
+
+pub fn run(a: &DevicesArgs) -> Result<()> {
     if a.json {
-        let v = json!({
-            "cpu": { "available": true, "threads": threads },
-            "wgpu": {
-                "adapters": list,
-                "default": default.as_ref().ok(),
-                "default_error": default.as_ref().err().map(|e| e.to_string()),
-                "unavailable": none_reason,
-            },
-            "cuda": match &cuda {
-                Ok(list) => json!({ "available": true, "devices": list }),
-                Err(reason) => json!({ "available": false, "reason": reason }),
-            },
-        });
-        let text = serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(&report()).map_err(|e| Error::invalid(e.to_string()))?;
         println!("{text}");
         return Ok(());
     }
+    let threads = rayon::current_num_threads();
+    let list = adapters();
+    let none_reason = wgpu_unavailable(&list);
+    let default = default_adapter();
+    let cuda = espalier::device::cuda::devices();
     println!("cpu      available  {threads} threads (rayon), the reference backend");
     match none_reason {
         Some(reason) => println!("wgpu     unavailable: {reason}"),

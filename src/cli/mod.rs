@@ -3,14 +3,14 @@
 mod bench;
 mod cache;
 mod check;
-mod common;
-mod devices;
+pub mod common;
+pub mod devices;
 mod gen;
-mod log;
-mod partition;
+pub mod log;
+pub mod partition;
 mod partition_graph;
 mod plot;
-mod train;
+pub mod train;
 
 use clap::{Parser, Subcommand};
 

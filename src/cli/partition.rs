@@ -4,14 +4,13 @@
 //! left out with `--no-run`. `--compare` runs every partitioner on the same batches and
 //! prints one table; `--graph-only` cuts the whole graph instead (see `partition_graph`).
 
-use std::sync::Arc;
-
 use clap::Args;
 use serde::Serialize;
 
 use espalier::error::{Error, Result};
+use espalier::graph::Dataset;
 use espalier::partition::{self, format_bytes, PartitionStats};
-use espalier::train::{TrainConfig, Trainer};
+use espalier::train::TrainConfig;
 
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};
 use crate::cli::partition_graph;
@@ -77,19 +76,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
     }
     let c = &common;
     let (data, graph) = c.load()?;
-    let config = c.config(
-        &data,
-        TrainOnly {
-            epochs: a.epochs.max(1),
-            lr: 0.01,
-            weight_decay: 0.0,
-            eval_every: 0,
-            eval_batch_size: 4096,
-        },
-    )?;
-    let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
-    trainer.model.set_lstm_split(c.lstm_split)?;
-    trainer.estimator.lstm_split = c.lstm_split;
+    let mut trainer = c.trainer(&data, graph, config(c, &data, a.epochs)?)?;
     let names: Vec<&str> = if a.compare {
         partition::names()
     } else {
@@ -127,6 +114,21 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The configuration batches are sampled and partitioned with: the common flags' over
+/// `epochs` epochs (what only training reads does not change a partition).
+pub fn config(c: &CommonArgs, data: &Dataset, epochs: usize) -> Result<TrainConfig> {
+    c.config(
+        data,
+        TrainOnly {
+            epochs: epochs.max(1),
+            lr: 0.01,
+            weight_decay: 0.0,
+            eval_every: 0,
+            eval_batch_size: 4096,
+        },
+    )
 }
 
 /// `--graph-only`: cut the whole graph with grem and/or metis.

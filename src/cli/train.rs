@@ -14,9 +14,10 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use espalier::error::{Error, Result};
+use espalier::graph::Dataset;
 use espalier::partition::format_bytes;
 use espalier::train::{
-    Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, Trainer,
+    Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, TrainConfig,
 };
 
 use crate::cli::common::{check_json_path, write_json, CommonArgs, TrainOnly};
@@ -153,6 +154,69 @@ impl TrainArgs {
         TrainArgs::parse_from(["train"])
     }
 
+    /// Checks the flags only training reads that need no dataset (with
+    /// [`CommonArgs::check`], everything that can be checked before loading).
+    pub fn check(&self) -> Result<()> {
+        let c = &self.common;
+        self.check_numbers()?;
+        self.on_nan.parse::<OnNan>()?;
+        self.schedule()?;
+        self.node_order.parse::<NodeOrder>()?;
+        self.dedup_transfers.parse::<Dedup>()?;
+        if self.full_graph && (c.partitioner != "random" || c.loader != "slice") {
+            return Err(Error::flag(
+                "--full-graph",
+                "--full-graph cuts layers into chunks and has no micro-batches: --partitioner \
+                 and --loader do not apply (--node-order sets how nodes are grouped into chunks)",
+            ));
+        }
+        if self.sampler_ranks > 0 && self.full_graph {
+            return Err(Error::flag(
+                "--sampler-ranks",
+                "--sampler-ranks: --full-graph has no micro-batches for sampler ranks to make",
+            ));
+        }
+        if self.patience == Some(0) {
+            return Err(Error::flag("--patience", "--patience must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The run's configuration for `data`, from every training flag.
+    pub fn config(&self, data: &Dataset) -> Result<TrainConfig> {
+        let c = &self.common;
+        let mut config = c.config(
+            data,
+            TrainOnly {
+                epochs: self.epochs,
+                lr: self.lr,
+                weight_decay: self.weight_decay,
+                eval_every: self.eval_every,
+                eval_batch_size: self.eval_batch_size,
+            },
+        )?;
+        if self.full_graph {
+            if c.fanouts.is_none() {
+                config.fanouts = vec![-1; config.model.shape.layers];
+            }
+            if self.chunks == Some(0) {
+                return Err(Error::flag("--chunks", "--chunks must be at least 1"));
+            }
+            config.full_graph = Some(FullGraphConfig {
+                chunks: self.chunks,
+                order: self.node_order.parse()?,
+                dedup: self.dedup_transfers.parse()?,
+                hybrid: self.hybrid,
+                overlap: self.overlap,
+            });
+        }
+        config.on_nan = self.on_nan.parse()?;
+        config.lr_schedule = self.schedule()?;
+        config.patience = self.patience;
+        config.profile = self.profile;
+        Ok(config)
+    }
+
     /// The numbers of the run, checked before anything is loaded: a run that cannot train
     /// must not cost a dataset load first.
     fn check_numbers(&self) -> Result<()> {
@@ -212,7 +276,7 @@ pub fn check_optimizer_numbers(lr: f64, weight_decay: f64) -> Result<()> {
 }
 
 /// One epoch in at most 100 columns.
-fn epoch_line(e: &EpochStats, total: usize) -> String {
+pub fn epoch_line(e: &EpochStats, total: usize) -> String {
     let valid = e
         .valid_acc
         .map_or("   -  ".to_string(), |v| format!("{v:.4}"));
@@ -342,32 +406,12 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     let c = &a.common;
     // Everything checkable before loading and training: a bad output path or flag must not
     // cost the run.
-    a.check_numbers()?;
-    let on_nan: OnNan = a.on_nan.parse()?;
-    let schedule = a.schedule()?;
-    let node_order: NodeOrder = a.node_order.parse()?;
-    let dedup: Dedup = a.dedup_transfers.parse()?;
-    if a.full_graph && (c.partitioner != "random" || c.loader != "slice") {
-        return Err(Error::flag(
-            "--full-graph",
-            "--full-graph cuts layers into chunks and has no micro-batches: --partitioner and \
-             --loader do not apply (--node-order sets how nodes are grouped into chunks)",
-        ));
-    }
-    if a.sampler_ranks > 0 && a.full_graph {
-        return Err(Error::flag(
-            "--sampler-ranks",
-            "--sampler-ranks: --full-graph has no micro-batches for sampler ranks to make",
-        ));
-    }
+    a.check()?;
     if a.sampler_ranks > 0 {
         // A collective call: every rank learns its group (trainers, or samplers).
         dist.split_samplers(a.sampler_ranks)?;
     }
     let sampler = espalier::dist::is_sampler(&**dist);
-    if a.patience == Some(0) {
-        return Err(Error::flag("--patience", "--patience must be at least 1"));
-    }
     if let Some(path) = json {
         check_json_path(path)?;
     }
@@ -389,35 +433,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     }
     let json_to_stdout = json.map(String::as_str) == Some("-");
     let (data, graph) = c.load()?;
-    let mut config = c.config(
-        &data,
-        TrainOnly {
-            epochs: a.epochs,
-            lr: a.lr,
-            weight_decay: a.weight_decay,
-            eval_every: a.eval_every,
-            eval_batch_size: a.eval_batch_size,
-        },
-    )?;
-    if a.full_graph {
-        if c.fanouts.is_none() {
-            config.fanouts = vec![-1; config.model.shape.layers];
-        }
-        if a.chunks == Some(0) {
-            return Err(Error::flag("--chunks", "--chunks must be at least 1"));
-        }
-        config.full_graph = Some(FullGraphConfig {
-            chunks: a.chunks,
-            order: node_order,
-            dedup,
-            hybrid: a.hybrid,
-            overlap: a.overlap,
-        });
-    }
-    config.on_nan = on_nan;
-    config.lr_schedule = schedule;
-    config.patience = a.patience;
-    config.profile = a.profile;
+    let mut config = a.config(&data)?;
     if dist.size() > 1 {
         // Ranks sharing a machine spread over its GPUs: cuda:N is the first one's.
         if let (espalier::Device::Cuda(first), Some(local)) =
@@ -432,11 +448,9 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         config.device = espalier::Device::Cpu;
     }
     let device = config.device;
-    let mut trainer = Trainer::new(&data, Arc::new(graph), config)?;
+    let mut trainer = c.trainer(&data, graph, config)?;
     trainer.set_collective(dist.clone())?;
     trainer.join_samplers()?;
-    trainer.model.set_lstm_split(a.common.lstm_split)?;
-    trainer.estimator.lstm_split = a.common.lstm_split;
     if let Some(path) = &a.resume {
         trainer.resume(path)?;
         if let Some(w) = trainer.resume_warning.as_ref() {

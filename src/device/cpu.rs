@@ -119,8 +119,6 @@ impl CpuBuffer {
 
 /// Conversion between typed vectors and [`CpuData`] for generic CPU kernels.
 pub trait CpuElem: Copy + Send + Sync + bytemuck::Pod + 'static {
-    /// The tensor dtype of these values.
-    const DTYPE: crate::tensor::DType;
     /// Wraps a vector as [`CpuData`].
     fn wrap(v: Vec<Self>) -> CpuData;
     /// The values, if `d` holds this type.
@@ -132,7 +130,6 @@ pub trait CpuElem: Copy + Send + Sync + bytemuck::Pod + 'static {
 macro_rules! cpu_elem {
     ($t:ty, $v:ident) => {
         impl CpuElem for $t {
-            const DTYPE: crate::tensor::DType = crate::tensor::DType::$v;
             fn wrap(v: Vec<Self>) -> CpuData {
                 CpuData::$v(v)
             }

@@ -31,6 +31,8 @@ pub(crate) mod feed;
 mod mpi_world;
 #[cfg(feature = "mpi")]
 pub mod nccl;
+#[cfg(feature = "mpi")]
+pub mod nccl_lib;
 pub mod sim;
 pub mod wire;
 
@@ -178,6 +180,16 @@ pub struct Dist {
     host_reason: Option<String>,
 }
 
+/// This machine's name, to tell ranks on different machines apart.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 impl Default for Dist {
     fn default() -> Self {
         Dist::new(Arc::new(Single))
@@ -204,10 +216,37 @@ impl Dist {
             return Ok(d);
         }
         d.host_reason = match device {
-            Device::Cuda(index) => d.try_nccl(index)?,
+            Device::Cuda(index) => match d.shared_gpu(index)? {
+                Some(why) => Some(why),
+                None => d.try_nccl(index)?,
+            },
             _ => Some(format!("{device} has no device collective")),
         };
         Ok(d)
+    }
+
+    /// Why the ranks cannot sum on their GPUs if two of them train on the same one (ranks
+    /// outnumbering a machine's GPUs share them): NCCL refuses two ranks on one device. A
+    /// collective call; every rank reaches the same answer.
+    fn shared_gpu(&self, index: u32) -> Result<Option<String>> {
+        // Each rank's (host, device UUID) as a 48-bit key (exact in an f64), gathered by
+        // one sum over slots that only their rank writes.
+        let ctx = crate::device::cuda::context(index)?;
+        let host_device = [hostname().as_bytes(), &ctx.uuid()?].concat();
+        let mine = (crate::checksum::hash_bytes(&host_device) & ((1 << 48) - 1)) as f64 + 1.0;
+        let mut keys = vec![0.0f64; self.size()];
+        keys[self.rank()] = mine;
+        self.collective.all_reduce_sum_f64(&mut keys)?;
+        for (r, a) in keys.iter().enumerate() {
+            if let Some(s) = keys[r + 1..].iter().position(|b| b == a) {
+                return Ok(Some(format!(
+                    "ranks {r} and {} share one GPU, on which NCCL cannot run two ranks; \
+                     give each rank its own GPU for NCCL",
+                    r + 1 + s
+                )));
+            }
+        }
+        Ok(None)
     }
 
     #[cfg(feature = "mpi")]

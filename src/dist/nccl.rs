@@ -1,5 +1,5 @@
-//! Gradients summed on NVIDIA GPUs by NCCL (through cudarc, `libnccl` loaded at run time
-//! like the other CUDA libraries), so that they do not cross the host. Rank 0 makes the
+//! Gradients summed on NVIDIA GPUs by NCCL (`libnccl` loaded at run time, see
+//! [`super::nccl_lib`]), so that they do not cross the host. Rank 0 makes the
 //! NCCL unique id and MPI broadcasts it ([`Collective::broadcast_bytes`]); each rank then
 //! joins the NCCL communicator on its device's stream, the stream every espalier kernel
 //! runs on, so the all-reduce is ordered after the last backward and before the optimizer
@@ -7,14 +7,14 @@
 //!
 //! Not yet done (issue 20 item 3): a separate stream overlapping the all-reduce of early
 //! buckets with the next micro-batch's backward. Not yet run: nothing here has executed on
-//! a GPU (the session that wrote it had none); `tests/mpi.rs` runs world size 1 where a
-//! CUDA device and NCCL exist and prints why it skips elsewhere.
+//! a GPU (the emulated CUDA device has no NCCL); `tests/mpi.rs` runs world size 1 where a
+//! CUDA device and NCCL exist, prints why it skips elsewhere, and fails under
+//! `REQUIRE_GPU=cuda` when NCCL is missing.
 
 use std::sync::Arc;
 
-use cudarc::nccl::safe::{group_end, group_start, Comm, Id, ReduceOp};
-
 use crate::device::cuda::{context, Context};
+use crate::dist::nccl_lib::{self, Comm, UniqueId};
 use crate::dist::Collective;
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
@@ -24,9 +24,8 @@ pub fn unavailable(index: u32) -> Option<String> {
     if let Err(e) = crate::device::cuda::probe() {
         return Some(format!("no CUDA device: {e}"));
     }
-    // SAFETY: only tries to dlopen the library names cudarc would use.
-    if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-        return Some("no NCCL library (libnccl.so.2) found".into());
+    if let Err(e) = nccl_lib::nccl() {
+        return Some(e);
     }
     if let Err(e) = context(index) {
         return Some(e.to_string());
@@ -34,11 +33,18 @@ pub fn unavailable(index: u32) -> Option<String> {
     None
 }
 
-fn nccl_err(what: &str, e: cudarc::nccl::result::NcclError) -> Error {
-    Error::Backend {
-        backend: "nccl",
-        msg: format!("{what}: {e:?}"),
+fn check(what: &str, code: i32) -> Result<()> {
+    if code == 0 {
+        return Ok(());
     }
+    let msg = match nccl_lib::nccl() {
+        Ok(n) => n.error(code),
+        Err(_) => format!("NCCL error {code}"),
+    };
+    Err(Error::Backend {
+        backend: "nccl",
+        msg: format!("{what}: {msg}"),
+    })
 }
 
 /// One rank's NCCL communicator on its CUDA device.
@@ -53,20 +59,31 @@ unsafe impl Send for Nccl {}
 
 impl Nccl {
     /// Joins the communicator of every rank of `world` on `cuda:index` (a collective: every
-    /// rank calls it). Check [`unavailable`] first, on every rank.
+    /// rank calls it). Check [`unavailable`] first, on every rank, and that no two ranks
+    /// share a device (NCCL refuses that; see [`crate::dist::Dist::for_device`]).
     pub fn new(world: &dyn Collective, index: u32) -> Result<Nccl> {
+        let lib = nccl_lib::nccl().map_err(|e| Error::Backend {
+            backend: "nccl",
+            msg: e,
+        })?;
         let ctx = context(index)?;
-        let mut id = [0u8; 128];
+        let mut id = UniqueId { internal: [0; 128] };
         if world.rank() == 0 {
-            let fresh = Id::new().map_err(|e| nccl_err("ncclGetUniqueId", e))?;
-            for (b, c) in id.iter_mut().zip(fresh.internal()) {
-                *b = *c as u8;
-            }
+            // SAFETY: the out-pointer is a valid ncclUniqueId.
+            check("ncclGetUniqueId", unsafe { (lib.get_unique_id)(&mut id) })?;
         }
-        world.broadcast_bytes(0, &mut id)?;
-        let id = Id::uninit(id.map(|b| b as core::ffi::c_char));
-        let comm = Comm::from_rank(ctx.stream.clone(), world.rank(), world.size(), id)
-            .map_err(|e| nccl_err("ncclCommInitRank", e))?;
+        let mut bytes = id.internal.map(|c| c as u8);
+        world.broadcast_bytes(0, &mut bytes)?;
+        id.internal = bytes.map(|b| b as std::ffi::c_char);
+        // NCCL puts the communicator on the calling thread's current device: the context of
+        // cuda:index must be current here, whatever the thread did before.
+        ctx.bind()?;
+        let mut comm: Comm = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the id is the one every rank received; rank and size
+        // are the world's.
+        check("ncclCommInitRank", unsafe {
+            (lib.comm_init_rank)(&mut comm, world.size() as i32, id, world.rank() as i32)
+        })?;
         Ok(Nccl { comm, ctx })
     }
 
@@ -75,10 +92,18 @@ impl Nccl {
         self.ctx.index
     }
 
-    /// Sums each tensor over the ranks, in place, on the device (one NCCL group). Every
-    /// rank passes tensors of the same shapes in the same order.
+    /// Sums each tensor over the ranks, in place, on the device (one NCCL group, on the
+    /// device's stream, ordered after the backward that made the gradients). Every rank
+    /// passes tensors of the same shapes in the same order.
     pub fn all_reduce_sum(&self, tensors: &[Tensor]) -> Result<()> {
-        group_start().map_err(|e| nccl_err("ncclGroupStart", e))?;
+        let lib = nccl_lib::nccl().map_err(|e| Error::Backend {
+            backend: "nccl",
+            msg: e,
+        })?;
+        self.ctx.bind()?;
+        let stream = self.ctx.stream.cu_stream() as *mut std::ffi::c_void;
+        // SAFETY: no arguments.
+        check("ncclGroupStart", unsafe { (lib.group_start)() })?;
         let mut result = Ok(());
         for t in tensors {
             let n = t.numel();
@@ -87,21 +112,44 @@ impl Nccl {
                 result = Err(Error::invalid("NCCL all-reduce of a tensor not on CUDA"));
                 break;
             };
-            // SAFETY: the buffer holds the tensor's `n` f32 values as 32-bit words.
-            let view = unsafe { buf.slice_mut().transmute_mut::<f32>(n) };
-            let Some(mut view) = view else {
+            if (buf.len as usize) < n * 4 {
                 result = Err(Error::invalid(
                     "NCCL all-reduce: buffer shorter than tensor",
                 ));
                 break;
+            }
+            let ptr = buf.device_ptr() as *mut std::ffi::c_void;
+            // SAFETY: `ptr` holds the tensor's `n` f32 values on this rank's device; the
+            // stream is the device's; in place: send and receive buffers are the same.
+            let code = unsafe {
+                (lib.all_reduce)(
+                    ptr,
+                    ptr,
+                    n,
+                    nccl_lib::FLOAT32,
+                    nccl_lib::SUM,
+                    self.comm,
+                    stream,
+                )
             };
-            if let Err(e) = self.comm.all_reduce_in_place(&mut view, &ReduceOp::Sum) {
-                result = Err(nccl_err("ncclAllReduce", e));
+            if let Err(e) = check("ncclAllReduce", code) {
+                result = Err(e);
                 break;
             }
         }
         // The group is closed whatever happened inside it.
-        let end = group_end().map_err(|e| nccl_err("ncclGroupEnd", e));
-        result.and(end.map(|_| ()))
+        // SAFETY: no arguments.
+        let end = check("ncclGroupEnd", unsafe { (lib.group_end)() });
+        result.and(end)
+    }
+}
+
+impl Drop for Nccl {
+    fn drop(&mut self) {
+        if let Ok(lib) = nccl_lib::nccl() {
+            let _ = self.ctx.bind();
+            // SAFETY: the communicator was made by ncclCommInitRank and is destroyed once.
+            unsafe { (lib.comm_destroy)(self.comm) };
+        }
     }
 }

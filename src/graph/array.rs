@@ -1,6 +1,8 @@
-//! [`Array`]: a read-mostly slice of plain values that is either owned (a `Vec`) or a window
+//! [`Array`]: a read-mostly slice of plain values that is either owned (a `Vec`), a window
 //! of a memory-mapped file (the dataset cache, [`crate::graph::io::cache`]), so that a graph
-//! or a feature matrix larger than RAM is paged in on demand instead of read up front.
+//! or a feature matrix larger than RAM is paged in on demand instead of read up front, or
+//! memory owned outside Rust ([`Foreign`]: a NumPy array the Python package hands over),
+//! read in place instead of copied.
 //!
 //! Code reads both kinds through `Deref<Target = [T]>`. Writing through `DerefMut` (or
 //! [`Array::make_mut`]) first copies a mapped array into an owned `Vec`: the mapping itself
@@ -19,9 +21,17 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use memmap2::Mmap;
 
-/// A slice of `T` owned or mapped from a file; see the module docs.
+/// A slice of `T` owned, mapped from a file or borrowed from a [`Foreign`] owner; see the
+/// module docs.
 pub struct Array<T: Pod> {
     inner: Inner<T>,
+}
+
+/// Memory owned outside Rust (a NumPy array held by the Python package), read in place by an
+/// [`Array`]. Like a mapped file, it must not be written while espalier reads it.
+pub trait Foreign: Send + Sync {
+    /// The values' bytes: the same slice on every call, for as long as `self` lives.
+    fn bytes(&self) -> &[u8];
 }
 
 enum Inner<T: Pod> {
@@ -32,6 +42,11 @@ enum Inner<T: Pod> {
         offset: usize,
         /// Number of elements.
         len: usize,
+        _t: PhantomData<T>,
+    },
+    /// All the bytes of `owner`, checked aligned for `T` and a whole number of values.
+    Foreign {
+        owner: Arc<dyn Foreign>,
         _t: PhantomData<T>,
     },
 }
@@ -73,29 +88,53 @@ impl<T: Pod> Array<T> {
         })
     }
 
+    /// The values of `owner`, read in place. `Err` says why its bytes are unusable: not a
+    /// whole number of values of `T`, or misaligned for `T`.
+    pub fn foreign(owner: Arc<dyn Foreign>) -> Result<Self, String> {
+        let bytes = owner.bytes();
+        let size = std::mem::size_of::<T>();
+        if bytes.len() % size != 0 {
+            return Err(format!(
+                "{} bytes are not a whole number of {size}-byte values",
+                bytes.len()
+            ));
+        }
+        if bytes.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
+            return Err("the values are not aligned".to_string());
+        }
+        Ok(Array {
+            inner: Inner::Foreign {
+                owner,
+                _t: PhantomData,
+            },
+        })
+    }
+
     /// Whether the values live in a mapped file.
     pub fn is_mapped(&self) -> bool {
         matches!(self.inner, Inner::Mapped { .. })
     }
 
-    /// The values as an owned `Vec`, copying a mapped array into memory first.
+    /// The values as an owned `Vec`, copying a mapped or foreign array into memory first.
     pub fn make_mut(&mut self) -> &mut Vec<T> {
-        if let Inner::Mapped { .. } = self.inner {
+        if !matches!(self.inner, Inner::Owned(_)) {
             let v = self.as_slice().to_vec();
             self.inner = Inner::Owned(v);
         }
         match &mut self.inner {
             Inner::Owned(v) => v,
             // Made owned just above.
-            Inner::Mapped { .. } => unreachable!("a mapped array was copied just above"),
+            Inner::Mapped { .. } | Inner::Foreign { .. } => {
+                unreachable!("the array was copied just above")
+            }
         }
     }
 
-    /// The values as an owned `Vec` (a copy when mapped).
+    /// The values as an owned `Vec` (a copy when mapped or foreign).
     pub fn into_vec(self) -> Vec<T> {
         match self.inner {
             Inner::Owned(v) => v,
-            Inner::Mapped { .. } => self.as_slice().to_vec(),
+            Inner::Mapped { .. } | Inner::Foreign { .. } => self.as_slice().to_vec(),
         }
     }
 
@@ -111,6 +150,9 @@ impl<T: Pod> Array<T> {
                 // every bit pattern, so the cast cannot fail.
                 bytemuck::cast_slice(bytes)
             }
+            // Length and alignment were checked by `Array::foreign`, and `Foreign::bytes`
+            // returns the same slice every call.
+            Inner::Foreign { owner, .. } => bytemuck::cast_slice(owner.bytes()),
         }
     }
 }
@@ -260,11 +302,15 @@ impl<T: Pod> Default for Array<T> {
 }
 
 impl<T: Pod> Clone for Array<T> {
-    /// Owned arrays are copied; a mapped one shares its map.
+    /// Owned arrays are copied; a mapped one shares its map, a foreign one its owner.
     fn clone(&self) -> Self {
         Array {
             inner: match &self.inner {
                 Inner::Owned(v) => Inner::Owned(v.clone()),
+                Inner::Foreign { owner, .. } => Inner::Foreign {
+                    owner: owner.clone(),
+                    _t: PhantomData,
+                },
                 Inner::Mapped {
                     map, offset, len, ..
                 } => Inner::Mapped {
@@ -380,6 +426,28 @@ mod tests {
         }
         assert_eq!(Array::owned(vec![0u32; 64]).will_need_rows(&[0, 1], 16), 0);
         assert!(Array::owned(vec![0u32; 64]).rows_resident(&[0, 1], 16));
+    }
+
+    struct Held(Vec<u64>);
+    impl Foreign for Held {
+        fn bytes(&self) -> &[u8] {
+            bytemuck::cast_slice(&self.0)
+        }
+    }
+
+    #[test]
+    fn foreign_reads_in_place_and_copies_on_write() {
+        let owner = Arc::new(Held(vec![1, 2, 3]));
+        let before = owner.0.as_ptr() as usize;
+        let mut a = Array::<u32>::foreign(owner.clone()).unwrap();
+        assert_eq!(a.as_slice().as_ptr() as usize, before);
+        assert_eq!(a.len(), 6);
+        assert_eq!(a.clone().as_slice().as_ptr() as usize, before);
+        a[0] = 9;
+        assert_eq!(a[..2], [9, 0]);
+        assert_eq!(owner.0[0], 1);
+        // Three u64 are not a whole number of 16-byte values.
+        assert!(Array::<u128>::foreign(Arc::new(Held(vec![1, 2, 3]))).is_err());
     }
 
     #[test]

@@ -82,6 +82,15 @@ impl Dataset {
         Self::completed(io::cache::load_in_dirs(path.as_ref(), opts, dirs)?, opts)
     }
 
+    /// A dataset from arrays in memory ([`io::Arrays`]: what the Python package's
+    /// `Dataset.from_arrays` passes), checked as the OGB loader checks its files, and with
+    /// what the arrays lack synthesized from `opts` exactly as for a folder that lacks it:
+    /// the same graph, features, labels and split as loading that folder.
+    pub fn from_arrays(arrays: io::Arrays<'_>, opts: &LoadOptions) -> Result<Dataset> {
+        let missing = ["no x", "no y", "no train_idx"];
+        complete_with(io::arrays::parts(arrays)?, opts, None, missing)
+    }
+
     /// Loads without the cache: an OGB folder or an edge-list file.
     pub fn load_uncached(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Dataset> {
         let opts = LoadOptions {
@@ -321,6 +330,26 @@ pub(crate) fn complete(
     opts: &LoadOptions,
     labels_file: Option<&Path>,
 ) -> Result<Dataset> {
+    let missing = if p.edge_list {
+        ["edge list", "edge list", "edge list"]
+    } else {
+        [
+            "no node-feat.csv.gz",
+            "no node-label.csv.gz",
+            "no split/ folder",
+        ]
+    };
+    complete_with(p, opts, labels_file, missing)
+}
+
+/// [`complete`], with `missing` naming what lacked the features, labels and split in the
+/// notes.
+fn complete_with(
+    p: Parts,
+    opts: &LoadOptions,
+    labels_file: Option<&Path>,
+    missing: [&str; 3],
+) -> Result<Dataset> {
     let n = p.graph.num_nodes;
     if n == 0 {
         return Err(Error::invalid(format!(
@@ -337,15 +366,6 @@ pub(crate) fn complete(
         }
     }
     let mut notes = p.notes;
-    let missing = if p.edge_list {
-        ["edge list", "edge list", "edge list"]
-    } else {
-        [
-            "no node-feat.csv.gz",
-            "no node-label.csv.gz",
-            "no split/ folder",
-        ]
-    };
     let (features, feat_dim) = match p.features {
         Some(f) => {
             if let Some(d) = opts.feat_dim.filter(|&d| d != f.1) {

@@ -50,11 +50,12 @@
 //!   attention vector's gradient);
 //! - the LSTM's bucket-by-bucket buffers and index uploads (`replay/lstm_gpu.rs`).
 //!
-//! On lavapipe this makes the estimate equal to the measured peak (`tests/estimator_wgpu.rs`).
-//! Not counted: the list of long rows `segment_softmax` uploads (transient, on adapters
-//! other than CPU ones, for dst rows of at least `Context::long_row` edges). CUDA runs the
-//! same ops with other orders and groupings (the LSTM's dst ids in one buffer, its own sum
-//! passes): unverified there.
+//! This makes the estimate equal to the measured peak on lavapipe and on the emulated CUDA
+//! device (`tests/estimator_gpu.rs`), where the LSTM's arm differs
+//! ([`Replay::lstm_rows_in_kernel`]: one buffer of dst ids, no gathered gradient rows).
+//! Not counted: the list of long rows `segment_softmax` uploads on wgpu (transient, on
+//! adapters other than CPU ones, for dst rows of at least `Context::long_row` edges). Not
+//! compared with a real GPU's peak yet.
 //!
 //! Adding an op that a layer calls means adding its replay here: its forward allocations,
 //! what its closure keeps, what its rule allocates, and on a GPU what it uploads.

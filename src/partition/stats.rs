@@ -41,6 +41,10 @@ pub struct PartitionStats {
     pub oom_splits: usize,
     /// One entry per micro-batch, in the order they ran.
     pub batches: Vec<MicroBatchStats>,
+    /// The seeds of each micro-batch, in the order of `batches`; only where asked for
+    /// ([`crate::train::Trainer::partition_seeds`]), and never in the JSON.
+    #[serde(skip)]
+    pub parts: Vec<Vec<u32>>,
 }
 
 impl PartitionStats {

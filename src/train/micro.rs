@@ -297,6 +297,9 @@ pub(crate) fn run_batch(
         let all = slicer.sizes_all(&parts)?;
         stats.slice_s += t.elapsed().as_secs_f64();
         let lens: Vec<usize> = parts.iter().map(Vec::len).collect();
+        if tr.keep_parts {
+            stats.parts = parts.clone();
+        }
         for (i, (part, sizes)) in parts.iter().zip(all).enumerate() {
             let held = tr.estimator.held_bytes(&lens[..i]);
             stats.batches.push(MicroBatchStats {
@@ -446,6 +449,9 @@ fn run_micro(
                 run.out.phases.forward += c.forward_s;
                 run.out.phases.backward += c.backward_s;
                 let n = seeds.len();
+                if tr.keep_parts {
+                    stats.parts.push(seeds.clone());
+                }
                 match c.readout {
                     Readout::Host { ce, pred } => count(tr, &mut run.out, ce, &pred, &seeds),
                     Readout::Device { ce, pred } => run.pending.push((ce, pred, seeds)),

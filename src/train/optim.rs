@@ -9,8 +9,10 @@ use crate::error::{Error, Result};
 use crate::ops::{self, AdamStep, SgdStep};
 use crate::tensor::Tensor;
 
-/// Updates parameters from their accumulated gradients.
-pub trait Optimizer {
+/// Updates parameters from their accumulated gradients. `Send`, so that a trainer can move
+/// to another thread (the Python package trains on a worker thread while the caller's
+/// thread waits for Ctrl-C).
+pub trait Optimizer: Send {
     /// One update of every parameter that has a gradient.
     fn step(&mut self) -> Result<()>;
     /// Drops every parameter's gradient.

@@ -49,6 +49,10 @@ pub struct State<'a> {
     pub(crate) last_k: usize,
     /// Highest tracker peak seen before the last peak reset.
     pub(crate) peak_seen: Cell<u64>,
+    /// Record each micro-batch's seeds in its batch's [`crate::partition::PartitionStats`]
+    /// (`parts`): only while [`crate::train::Trainer::partition_seeds`] runs, since a
+    /// training run would keep every epoch's seeds.
+    pub(crate) keep_parts: bool,
     /// The ranks training together (one process unless the trainer is given a collective).
     pub dist: crate::dist::Dist,
     /// Restores the device's previous budget when the state goes.
@@ -133,7 +137,34 @@ impl Drop for BudgetGuard {
     }
 }
 
+impl BudgetGuard {
+    /// Sets `budget` on `device`, keeping the budget it had.
+    fn set(device: crate::device::Device, budget: u64) -> Result<BudgetGuard> {
+        let previous = device.memory()?.stats().budget;
+        device.set_memory_budget(Some(budget))?;
+        Ok(BudgetGuard { device, previous })
+    }
+}
+
 impl State<'_> {
+    /// Puts the device's memory budget back as it was before this state set
+    /// `config.micro.memory_budget` on it. A device has one budget per process: a caller
+    /// that keeps states alive after their work (the Python package keeps every trained
+    /// run) releases it, or states dropped out of the order they were made in would restore
+    /// each other's budgets.
+    pub fn release_budget(&mut self) {
+        self._budget = None;
+    }
+
+    /// Sets `config.micro.memory_budget` on the device again after
+    /// [`State::release_budget`], until the next release (or the state's end).
+    pub fn hold_budget(&mut self) -> Result<()> {
+        if let (None, Some(b)) = (&self._budget, self.config.micro.memory_budget) {
+            self._budget = Some(BudgetGuard::set(self.config.device, b)?);
+        }
+        Ok(())
+    }
+
     /// What ran out in an out-of-memory error whose limit was `limit` bytes: the memory
     /// budget when one is set, else the device's own memory (the driver refused).
     pub(crate) fn memory_limit(&self, limit: u64) -> String {
@@ -253,12 +284,7 @@ impl<'a> State<'a> {
                         format_bytes((resident as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
                     )));
                 }
-                let previous = config.device.memory()?.stats().budget;
-                config.device.set_memory_budget(Some(b))?;
-                Some(BudgetGuard {
-                    device: config.device,
-                    previous,
-                })
+                Some(BudgetGuard::set(config.device, b)?)
             }
         };
         let resident_features = if on_device {
@@ -278,6 +304,7 @@ impl<'a> State<'a> {
             estimator,
             last_k: config.micro.micro_batches,
             peak_seen: Cell::new(0),
+            keep_parts: false,
             dist: crate::dist::Dist::default(),
             _budget: budget,
             config,

@@ -557,6 +557,44 @@ impl<'a> Trainer<'a> {
         Ok(out)
     }
 
+    /// Samples `seeds` as batch `batch` of `epoch` (0-based) and partitions them as training
+    /// would, without training: the statistics come back with each micro-batch's seeds
+    /// (`parts`, in the order of `batches`). With `run`, every micro-batch also runs
+    /// forward and backward to measure its peak (no optimizer step; a micro-batch that runs
+    /// out of memory is split, as in training). For the training seeds of batch 0 this is
+    /// what `espalier partition` reports. The seeds must be distinct node ids.
+    pub fn partition_seeds(
+        &mut self,
+        epoch: usize,
+        batch: usize,
+        seeds: &[u32],
+        run: bool,
+    ) -> Result<PartitionStats> {
+        let n = self.state.graph.num_nodes;
+        if seeds.is_empty() {
+            return Err(Error::invalid("seeds: no seeds to partition"));
+        }
+        let mut seen = vec![false; n];
+        for (i, &s) in seeds.iter().enumerate() {
+            match seen.get_mut(s as usize) {
+                None => {
+                    return Err(Error::invalid(format!(
+                        "seeds[{i}]: node id {s} out of range for {n} nodes"
+                    )))
+                }
+                Some(true) => {
+                    return Err(Error::invalid(format!("seeds[{i}]: node {s} listed twice")))
+                }
+                Some(slot) => *slot = true,
+            }
+        }
+        let pass = if run { Pass::Measure } else { Pass::Plan };
+        self.state.keep_parts = true;
+        let out = micro::run_batch(&mut self.state, epoch, batch, seeds, pass);
+        self.state.keep_parts = false;
+        Ok(out?.stats)
+    }
+
     /// Takes the partition statistics of the batches trained since the last call.
     pub fn take_micro_log(&mut self) -> Vec<PartitionStats> {
         std::mem::take(&mut self.micro_log)
@@ -812,6 +850,12 @@ impl<'a> Trainer<'a> {
         inference::embeddings(&self.state, nodes)
     }
 }
+
+/// A trainer can move to another thread (the Python package trains on a worker thread).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Trainer<'static>>();
+};
 
 /// Rows `ids` of a row-major `[n, dim]` host matrix, as a tensor on `device`.
 pub fn gather_rows(features: &[f32], dim: usize, ids: &[u32], device: Device) -> Result<Tensor> {

@@ -98,7 +98,7 @@ impl CudaBuffer {
         for (i, piece) in bytes.chunks(CHUNK_BYTES).enumerate() {
             // The last piece is padded with zeros to a whole word.
             let len = piece.len().next_multiple_of(4);
-            let claim = ring.claim(len, || PinnedChunk::new(ctx))?;
+            let claim = ring.claim(len, || PinnedChunk::new(&ctx.cuda))?;
             if claim.waited {
                 ctx.count_host_wait();
             }
@@ -161,6 +161,14 @@ impl CudaBuffer {
         ctx.stream
             .memcpy_dtod(&from, &mut to)
             .map_err(|e| driver_err("device copy", e))
+    }
+
+    /// The buffer's device address (for a library that takes raw pointers, NCCL).
+    pub fn device_ptr(&self) -> u64 {
+        use cudarc::driver::DevicePtr;
+        // cudarc's event tracking is off (see `context`): the guard records nothing.
+        let (ptr, _guard) = self.slice().device_ptr(&self.ctx.stream);
+        ptr
     }
 
     /// The device words.

@@ -338,6 +338,12 @@ impl Context {
         }
     }
 
+    /// The device's UUID: the same device seen from two processes has the same one.
+    pub fn uuid(&self) -> Result<[u8; 16]> {
+        let u = self.cuda.uuid().map_err(|e| driver_err("device uuid", e))?;
+        Ok(u.bytes.map(|b| b as u8))
+    }
+
     /// Free and total device memory in bytes, as the driver reports them.
     pub fn mem_info(&self) -> Result<(u64, u64)> {
         let (free, total) = self

@@ -147,12 +147,11 @@ impl PinnedChunk {
     /// A new chunk of [`CHUNK_BYTES`] page-locked bytes on `ctx`'s device. Its event blocks
     /// the waiting thread instead of spinning a core: a wait for a chunk is a wait for
     /// queued device work, which may take long, while the host has batches to prepare.
-    pub fn new(ctx: &super::Context) -> Result<PinnedChunk> {
+    pub fn new(cuda: &std::sync::Arc<cudarc::driver::CudaContext>) -> Result<PinnedChunk> {
         // SAFETY: the contents are written before any transfer reads them.
-        let host = unsafe { ctx.cuda.alloc_pinned::<u8>(CHUNK_BYTES) }
+        let host = unsafe { cuda.alloc_pinned::<u8>(CHUNK_BYTES) }
             .map_err(|e| super::driver_err("pinned host alloc", e))?;
-        let copied = ctx
-            .cuda
+        let copied = cuda
             .new_event(Some(
                 cudarc::driver::sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC,
             ))
