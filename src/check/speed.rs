@@ -88,6 +88,17 @@ pub fn time_per_call(dev: Device, floor: Duration, f: &dyn Fn() -> Result<Tensor
     Ok(start.elapsed().as_secs_f64() / calls as f64)
 }
 
+/// `x` to about three significant digits (`1234`, `12.3`, `0.0123`), so that the slow
+/// figures of a software device do not print as 0.
+fn sig3(x: f64) -> String {
+    let decimals = if x >= 100.0 || x == 0.0 || !x.is_finite() {
+        0
+    } else {
+        (2.0 - x.log10().floor()).clamp(0.0, 6.0) as usize
+    };
+    format!("{x:.decimals$}")
+}
+
 /// A block of `dst` rows of 16 in-edges each, from `4·dst` src rows chosen at random.
 pub fn random_block(dst: usize) -> Result<Arc<Block>> {
     let src = 4 * dst;
@@ -136,7 +147,7 @@ pub fn run(ctx: &mut Ctx<'_>) {
             let t = time_per_call(dev, s.floor, &*b.call)?;
             let tiny = time_per_call(dev, s.floor / 4, &*b.tiny)?;
             let gbs = b.bytes / t / 1e9;
-            let mut detail = format!("{gbs:.1} GB/s");
+            let mut detail = format!("{} GB/s", sig3(gbs));
             let mut o = Outcome::info(String::new())
                 .figure("seconds_per_call", t)
                 .figure("bytes_per_call", b.bytes)
@@ -144,12 +155,12 @@ pub fn run(ctx: &mut Ctx<'_>) {
                 .figure("tiny_call_us", tiny * 1e6);
             if let Some(p) = peak {
                 let share = b.bytes / t / p;
-                detail.push_str(&format!(" ({:.0}% of peak)", share * 100.0));
+                detail.push_str(&format!(" ({}% of peak)", sig3(share * 100.0)));
                 o = o.figure("share_of_peak_bandwidth", share);
             }
             if b.flops > 0.0 {
                 let g = b.flops / t / 1e9;
-                detail.push_str(&format!(", {g:.1} GFLOP/s"));
+                detail.push_str(&format!(", {} GFLOP/s", sig3(g)));
                 o = o.figure("gflop_per_s", g);
             }
             detail.push_str(&format!(
@@ -186,11 +197,16 @@ struct Inputs {
     table: Tensor,
     idx: Tensor,
     m: Tensor,
+    g: Tensor,
+    scatter_idx: Tensor,
+    logits: Tensor,
     tiny: Tensor,
     tiny_rows: Tensor,
     tiny_scores: Tensor,
     tiny_block: Arc<Block>,
     tiny_idx: Tensor,
+    tiny_g: Tensor,
+    tiny_scatter_idx: Tensor,
 }
 
 impl Inputs {
@@ -207,11 +223,16 @@ impl Inputs {
             table: on(rand_f32(&[block.num_src, s.width], 5)?)?,
             idx: on(rand_idx(block.num_edges(), block.num_src as u32, 6)?)?,
             m: on(rand_f32(&[s.gemm, s.gemm], 7)?)?,
+            g: on(rand_f32(&[block.num_dst, s.width], 12)?)?,
+            scatter_idx: on(rand_idx(block.num_src, block.num_dst as u32, 13)?)?,
+            logits: on(rand_f32(&[s.elems / 64, 64], 14)?)?,
             tiny: on(rand_f32(&[4], 8)?)?,
             tiny_rows: on(rand_f32(&[8, 4], 9)?)?,
             tiny_scores: on(rand_f32(&[32, 4], 11)?)?,
             tiny_block: random_block(2)?,
             tiny_idx: on(rand_idx(4, 8, 10)?)?,
+            tiny_g: on(rand_f32(&[2, 4], 15)?)?,
+            tiny_scatter_idx: on(rand_idx(8, 2, 16)?)?,
             block,
         })
     }
@@ -264,6 +285,35 @@ impl Inputs {
             });
         }
         v.push(Bench {
+            name: format!(
+                "segment_sum_transposed, {} edges of {}",
+                b.num_edges(),
+                s.width
+            ),
+            // The backward of segment_sum: a dst row read per edge, every src row written.
+            bytes: e * w * f + b.num_src as f64 * w * f + csr,
+            flops: 0.0,
+            call: Box::new(|| ops::segment_sum_transposed(&self.g, &self.block, false)),
+            tiny: Box::new(|| ops::segment_sum_transposed(&self.tiny_g, &self.tiny_block, false)),
+        });
+        v.push(Bench {
+            name: format!(
+                "scatter_add, {} rows of {} into {}",
+                b.num_src, s.width, b.num_dst
+            ),
+            bytes: b.num_src as f64 * (w * f + 4.0) + dst * w * f,
+            flops: 0.0,
+            call: Box::new(|| ops::scatter_add(&self.x, &self.scatter_idx, b.num_dst)),
+            tiny: Box::new(|| ops::scatter_add(&self.tiny_rows, &self.tiny_scatter_idx, 2)),
+        });
+        v.push(Bench {
+            name: format!("log_softmax, {} rows of 64", s.elems / 64),
+            bytes: 2.0 * n * f,
+            flops: 0.0,
+            call: Box::new(|| ops::log_softmax(&self.logits)),
+            tiny: Box::new(|| ops::log_softmax(&self.tiny_rows)),
+        });
+        v.push(Bench {
             name: format!("segment_softmax, {} edges of 4 heads", b.num_edges()),
             bytes: 2.0 * e * heads * f + csr,
             flops: 0.0,
@@ -272,7 +322,7 @@ impl Inputs {
         });
         v.push(Bench {
             name: format!(
-                "segment_weighted_sum, {} edges of 4 heads of {}",
+                "segment_weighted_sum, {} edges, 4 heads of {}",
                 b.num_edges(),
                 s.width / 4
             ),

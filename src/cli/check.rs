@@ -138,8 +138,11 @@ pub fn run(a: &CheckArgs) -> Result<()> {
             }
         ));
         say(format!(
-            "  {:<7}{:<11}{:<48}{}",
-            "result", "group", "check", "error or figure"
+            "  {:<7}{:<11}{}{}",
+            "result",
+            "group",
+            cell("check"),
+            "error or figure"
         ));
         let mut json_error = None;
         let mut sink = |r: &Record| {
@@ -185,12 +188,25 @@ pub fn run(a: &CheckArgs) -> Result<()> {
 /// One line of the table.
 fn row(r: &Record) -> String {
     format!(
-        "  {:<7}{:<11}{:<48}{}",
+        "  {:<7}{:<11}{}{}",
         r.outcome.status.label(),
         r.group.name(),
-        r.name,
+        cell(&r.name),
         r.outcome.detail
     )
+}
+
+/// Width of the table's check column.
+const NAME_WIDTH: usize = 50;
+
+/// A check's name padded to the column, or followed by two spaces when longer, so that a
+/// long name never runs into its figure.
+fn cell(name: &str) -> String {
+    if name.chars().count() + 2 <= NAME_WIDTH {
+        format!("{name:<NAME_WIDTH$}")
+    } else {
+        format!("{name}  ")
+    }
 }
 
 /// The devices named, or every GPU device when none is.
@@ -224,4 +240,18 @@ fn devices(names: &[String]) -> Result<Vec<Device>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_check_name_never_runs_into_its_figure() {
+        assert_eq!(cell("add").len(), NAME_WIDTH);
+        let long = "segment_weighted_sum, 32768 edges of 4 heads of 16 columns";
+        assert_eq!(cell(long), format!("{long}  "));
+        let edge = "x".repeat(NAME_WIDTH - 1);
+        assert!(cell(&edge).ends_with("  "), "{:?}", cell(&edge));
+    }
 }
