@@ -25,6 +25,50 @@ fn sizes(full: bool) -> &'static [usize] {
     }
 }
 
+/// Edge values of elementwise ops: large finite, ±inf, ±0, and NaN when `nan`.
+fn specials(nan: bool) -> Result<Tensor> {
+    let mut v = vec![
+        -100.0,
+        -30.0,
+        -1.0,
+        -0.0,
+        0.0,
+        1.0,
+        30.0,
+        100.0,
+        3e38,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    if nan {
+        v.push(f32::NAN);
+    }
+    let n = v.len();
+    Tensor::from_f32(v, &[n], Device::Cpu)
+}
+
+/// Every pair of NaN, ±inf, ±0, ±1 and 3e38 (whose sum and product overflow), as two
+/// vectors of the same length.
+fn special_pairs() -> Result<(Tensor, Tensor)> {
+    let v = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        3e38,
+    ];
+    let a: Vec<f32> = v.iter().flat_map(|&x| v.iter().map(move |_| x)).collect();
+    let b: Vec<f32> = v.iter().flat_map(|_| v.iter().copied()).collect();
+    let n = a.len();
+    Ok((
+        Tensor::from_f32(a, &[n], Device::Cpu)?,
+        Tensor::from_f32(b, &[n], Device::Cpu)?,
+    ))
+}
+
 /// Values in (0.5, 1.5]: inputs of `log`.
 fn positive(shape: &[usize], seed: u64) -> Result<Tensor> {
     let v = rand_away_f32(shape, seed)?.to_vec_f32()?;
@@ -58,6 +102,15 @@ fn dense(ctx: &mut Ctx<'_>) {
                     c.parity(&label, &|x| f(&x[0], &x[1]), &[a.clone(), b], Tol::F32)?;
                 }
             }
+            // Every pair of edge values: IEEE 754 defines each result (inf - inf and
+            // 0 · inf are NaN, 1 / 0 is inf, NaN propagates).
+            let (a, b) = special_pairs()?;
+            c.forward(
+                "NaN, ±inf, ±0 pairs",
+                &[a, b],
+                |x| f(&x[0], &x[1]),
+                Tol::F32,
+            )?;
             if full {
                 // 65,536 workgroups of 256 threads plus one element: the grid must go 2-D.
                 let n = 65_536 * 256 + 1;
@@ -95,20 +148,12 @@ fn dense(ctx: &mut Ctx<'_>) {
                 };
                 c.parity(&format!("{n} values"), &|x| f(&x[0]), &[x], Tol::F32)?;
             }
-            if matches!(name, "tanh" | "sigmoid" | "exp") {
-                // Saturated tails and overflow: no NaN where the CPU has none.
-                let v = vec![
-                    -100.0,
-                    -30.0,
-                    0.0,
-                    30.0,
-                    100.0,
-                    f32::INFINITY,
-                    -f32::INFINITY,
-                ];
-                let x = Tensor::from_f32(v, &[7], Device::Cpu)?;
-                c.forward("±100, ±inf", &[x], |x| f(&x[0]), Tol::F32)?;
-            }
+            // Edge values: saturated tails, overflow, ±inf, ±0 and NaN (not for the
+            // rectifiers, whose NaN goes through a max or a comparison: the CPU's
+            // `max(NaN, 0)` is 0, a shader's is the platform's choice).
+            let nan = !matches!(name, "relu" | "leaky_relu" | "elu");
+            let x = specials(nan)?;
+            c.forward("±100, ±inf, ±0, NaN", &[x], |x| f(&x[0]), Tol::F32)?;
             Ok(())
         });
     }
@@ -248,6 +293,21 @@ fn matmul_cases(c: &mut OpCheck, full: bool) -> Result<()> {
                 Tol::F32,
             )?;
         }
+    }
+    // The first rows of `a` times `b`, read in place (a SAGE layer's self term): the
+    // rows kept, none, and all of them.
+    for (i, &(m, rows, k, n)) in [(257, 63, 65, 5), (63, 0, 4, 3), (5, 5, 1, 1)]
+        .iter()
+        .enumerate()
+    {
+        let a = rand_f32(&[m, k], 35 + i as u64)?;
+        let b = rand_f32(&[k, n], 38 + i as u64)?;
+        c.parity(
+            &format!("rows {rows} of {m}x{k} times {k}x{n}"),
+            &move |x| ops::matmul_rows(&x[0], rows, &x[1]),
+            &[a, b],
+            Tol::F32,
+        )?;
     }
     if full {
         // 65,536 tiles of 64 rows: the row blocks fold into the grid's z dimension.
