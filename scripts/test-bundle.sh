@@ -21,6 +21,10 @@ touch "$tmp/copied"
 for f in espalier run.sh README.md VERSION data/cora/raw pyg/pyg.py; do
   [ -e "$tmp/bundle/$f" ] || fail "the bundle lacks $f"
 done
+# The PyG reference script comes along wherever the checkout has it (CI: ../shared/bench).
+if [ -e "${PYG_PEER:-$root/../shared/bench/pyg_peer.py}" ]; then
+  [ -s "$tmp/bundle/pyg/pyg_peer.py" ] || fail "the bundle lacks pyg/pyg_peer.py"
+fi
 
 clean_env=(env -i PATH=/usr/bin:/bin HOME="$tmp" LANG=C.UTF-8)
 cd "$tmp"
