@@ -74,7 +74,69 @@ struct Report<'a> {
     records: &'a [Record],
 }
 
+/// The JSON of the records so far.
+fn report<'a>(
+    level: Level,
+    groups: &[Group],
+    devices: &'a [DeviceInfo],
+    start: Instant,
+    records: &'a [Record],
+    finished: bool,
+) -> Report<'a> {
+    let count = |s: Status| records.iter().filter(|r| r.outcome.status == s).count();
+    Report {
+        espalier_version: env!("CARGO_PKG_VERSION"),
+        level,
+        groups: groups.to_vec(),
+        devices,
+        finished,
+        passed: count(Status::Pass),
+        failed: count(Status::Fail),
+        seconds: start.elapsed().as_secs_f64(),
+        records,
+    }
+}
+
+/// What a run of the checks found.
+pub struct Checked {
+    /// Every record, in the order the checks ran.
+    pub records: Vec<Record>,
+    /// What `--json` holds (also when no `--json` was given).
+    pub json: serde_json::Value,
+}
+
+/// Runs `espalier check`: the table on standard output (standard error with `--json -`),
+/// `--json`, and an error naming the failed checks when any failed.
 pub fn run(a: &CheckArgs) -> Result<()> {
+    let to_stdout = a.json.as_deref() == Some("-");
+    let checked = run_checks(a, &mut |line: &str| {
+        if to_stdout {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    })?;
+    let failed: Vec<&Record> = checked.records.iter().filter(|r| r.failed()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = failed
+        .iter()
+        .take(5)
+        .map(|r| format!("{} {}", r.device, r.name))
+        .collect();
+    Err(Error::invalid(format!(
+        "{} check(s) failed: {}{}",
+        failed.len(),
+        names.join("; "),
+        if failed.len() > 5 { "; ..." } else { "" }
+    )))
+}
+
+/// Runs the checks `a` names, handing each line of the table to `say` as its check ends
+/// and rewriting `--json` after each; returns every record and the JSON. A failed check is
+/// a record, not an error; the errors are bad flags and a `--json` that cannot be written.
+pub fn run_checks(a: &CheckArgs, say: &mut dyn FnMut(&str)) -> Result<Checked> {
     let level = if a.quick { Level::Quick } else { Level::Full };
     let groups = a
         .only
@@ -91,13 +153,6 @@ pub fn run(a: &CheckArgs) -> Result<()> {
         data: a.data.clone(),
     };
     let to_stdout = a.json.as_deref() == Some("-");
-    let say = |line: String| {
-        if to_stdout {
-            eprintln!("{line}");
-        } else {
-            println!("{line}");
-        }
-    };
     let infos: Vec<DeviceInfo> = devices.iter().map(|d| check::device_info(*d)).collect();
     let start = Instant::now();
     let mut records: Vec<Record> = Vec::new();
@@ -106,26 +161,13 @@ pub fn run(a: &CheckArgs) -> Result<()> {
         if to_stdout && !finished {
             return Ok(());
         }
-        let failed = records.iter().filter(|r| r.failed()).count();
-        let passed = records
-            .iter()
-            .filter(|r| r.outcome.status == Status::Pass)
-            .count();
-        let report = Report {
-            espalier_version: env!("CARGO_PKG_VERSION"),
-            level,
-            groups: groups.clone(),
-            devices: &infos,
-            finished,
-            passed,
-            failed,
-            seconds: start.elapsed().as_secs_f64(),
-            records,
-        };
-        write_json(path, &report)
+        write_json(
+            path,
+            &report(level, &groups, &infos, start, records, finished),
+        )
     };
     for (dev, info) in devices.iter().zip(&infos) {
-        say(format!(
+        say(&format!(
             "check {} ({}), {}{}",
             info.device,
             info.name,
@@ -137,7 +179,7 @@ pub fn run(a: &CheckArgs) -> Result<()> {
                 ""
             }
         ));
-        say(format!(
+        say(&format!(
             "  {:<7}{:<11}{}{}",
             "result",
             "group",
@@ -146,7 +188,7 @@ pub fn run(a: &CheckArgs) -> Result<()> {
         ));
         let mut json_error = None;
         let mut sink = |r: &Record| {
-            say(row(r));
+            say(&row(r));
             records.push(r.clone());
             if json_error.is_none() {
                 json_error = write(&records, false).err();
@@ -158,31 +200,19 @@ pub fn run(a: &CheckArgs) -> Result<()> {
         }
     }
     write(&records, true)?;
-    let failed: Vec<&Record> = records.iter().filter(|r| r.failed()).collect();
     let count = |s: Status| records.iter().filter(|r| r.outcome.status == s).count();
-    say(format!(
+    say(&format!(
         "{} checks in {:.1} s: {} passed, {} failed, {} figures, {} skipped",
         records.len(),
         start.elapsed().as_secs_f64(),
         count(Status::Pass),
-        failed.len(),
+        count(Status::Fail),
         count(Status::Info),
         count(Status::Skip)
     ));
-    if failed.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<String> = failed
-        .iter()
-        .take(5)
-        .map(|r| format!("{} {}", r.device, r.name))
-        .collect();
-    Err(Error::invalid(format!(
-        "{} check(s) failed: {}{}",
-        failed.len(),
-        names.join("; "),
-        if failed.len() > 5 { "; ..." } else { "" }
-    )))
+    let json = serde_json::to_value(report(level, &groups, &infos, start, &records, true))
+        .map_err(|e| Error::invalid(format!("check's JSON: {e}")))?;
+    Ok(Checked { records, json })
 }
 
 /// One line of the table.

@@ -2,7 +2,7 @@
 
 mod bench;
 mod cache;
-mod check;
+pub mod check;
 pub mod common;
 pub mod devices;
 mod gen;
