@@ -16,6 +16,7 @@ extern crate self as espalier;
 pub mod admission;
 pub mod atomic;
 pub mod autograd;
+pub mod bytes;
 pub mod check;
 pub mod checksum;
 /// The command line's flags and commands: the binary (src/main.rs) runs them, and other

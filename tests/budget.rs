@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 mod common;
 
+use espalier::bytes::format_bytes;
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, GatConfig, ModelKind, ModelShape, Module};
-use espalier::partition::{format_bytes, Resident};
+use espalier::train::Resident;
 use espalier::train::{BatchSize, MicroConfig, OptimizerKind, Summary, TrainConfig, Trainer};
 use espalier::{Device, Error};
 
@@ -67,11 +68,11 @@ fn squeezed_budget(
     let mut t = Trainer::new(data, g.clone(), config(data, kind, aggr, None)).unwrap();
     let plan = t.partition_epoch(0, false).unwrap();
     let full = plan[0].batches[0].est_peak_bytes;
-    let resident = t.estimator.resident_bytes(Resident {
+    let resident = t.state.estimator.resident_bytes(Resident {
         grads: false,
         optimizer_state: false,
     });
-    let steady = t.estimator.resident_bytes(Resident::STEADY);
+    let steady = t.state.estimator.resident_bytes(Resident::STEADY);
     steady + ((full - resident) as f64 * frac) as u64
 }
 
@@ -186,7 +187,13 @@ fn out_of_memory_splits_without_losing_gradient() {
             r.loss
         );
     }
-    for (a, b) in t.model.parameters().iter().zip(free.model.parameters()) {
+    for (a, b) in t
+        .state
+        .model
+        .parameters()
+        .iter()
+        .zip(free.state.model.parameters())
+    {
         let (a, b) = (a.to_vec_f32().unwrap(), b.to_vec_f32().unwrap());
         let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
         for (x, y) in a.iter().zip(&b) {
@@ -207,7 +214,7 @@ fn a_budget_one_seed_does_not_fit_says_what_it_needs() {
     let (kind, aggr) = (ModelKind::Sage, Aggregator::Mean);
     let probe = Trainer::new(&data, g.clone(), config(&data, kind, aggr, None)).unwrap();
     // Room for the resident bytes and the margin, not for a seed's activations.
-    let budget = (probe.estimator.resident_bytes(Resident::STEADY) as f64 * 1.1) as u64 + 64;
+    let budget = (probe.state.estimator.resident_bytes(Resident::STEADY) as f64 * 1.1) as u64 + 64;
     drop(probe);
     let mut t = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(budget))).unwrap();
     match t.train_epoch(0) {
@@ -306,7 +313,7 @@ fn validation_accuracy_is_the_same_with_and_without_a_budget() {
     Device::Cpu.set_memory_budget(None).unwrap();
     assert_eq!(budgeted.unwrap().to_bits(), unbudgeted.to_bits());
     for size in [1000, 7] {
-        t.config.eval_batch_size = size;
+        t.state.config.eval_batch_size = size;
         let split = t.evaluate(&valid).unwrap();
         assert_eq!(
             split.to_bits(),

@@ -248,8 +248,8 @@ fn a_metadata_string_past_the_header_limit_is_kept_as_a_tensor() {
     let path = dir.path().join("long.safetensors");
     checkpoint::save(
         &path,
-        &t.model,
-        t.optim.as_ref(),
+        &t.state.model,
+        t.state.optim.as_ref(),
         0,
         "{}",
         &[("so_far", long.clone())],

@@ -253,5 +253,5 @@ fn cache_clear_removes_a_killed_writers_temp_file_but_not_a_live_ones() {
     assert!(clear.status.success(), "{}", stderr(&clear));
     assert_eq!(files_under(&cache_dir), vec![live.clone()]);
     let out = String::from_utf8_lossy(&clear.stdout);
-    assert!(out.contains("removed 1 files, 4.1 kB"), "{out}");
+    assert!(out.contains("removed 1 files, 4.00 KiB"), "{out}");
 }

@@ -133,7 +133,7 @@ fn half_precision_rows_gather_on_every_gpu_bit_for_bit() {
 #[test]
 fn under_a_budget_auto_keeps_half_the_room_and_device_refuses_what_does_not_fit() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    use espalier::partition::Resident;
+    use espalier::train::Resident;
     let data = graph::load(
         "synthetic:cora-like,scale=0.1,feat_dim=16",
         &LoadOptions::default(),
@@ -152,23 +152,23 @@ fn under_a_budget_auto_keeps_half_the_room_and_device_refuses_what_does_not_fit(
                 })
         };
         let t = Trainer::new(&data, graph.clone(), config(FeaturePlacement::Host, None)).unwrap();
-        let resident = t.estimator.resident_bytes(Resident::STEADY);
-        let matrix = t.estimator.rounded(t.features.bytes() as u64);
+        let resident = t.state.estimator.resident_bytes(Resident::STEADY);
+        let matrix = t.state.estimator.rounded(t.state.features.bytes() as u64);
         drop(t);
         // Room for the matrix, but not twice over: auto keeps it on the host, device takes it.
         let budget = Some(resident + matrix * 3 / 2);
         let auto = Trainer::new(&data, graph.clone(), config(FeaturePlacement::Auto, budget));
-        assert!(auto.unwrap().resident_features.is_none(), "{dev}");
+        assert!(auto.unwrap().state.resident_features.is_none(), "{dev}");
         let device = Trainer::new(
             &data,
             graph.clone(),
             config(FeaturePlacement::Device, budget),
         );
         let device = device.unwrap();
-        assert!(device.resident_features.is_some(), "{dev}");
+        assert!(device.state.resident_features.is_some(), "{dev}");
         // The estimator counts the resident matrix.
         assert_eq!(
-            device.estimator.resident_bytes(Resident::STEADY),
+            device.state.estimator.resident_bytes(Resident::STEADY),
             resident + matrix
         );
         drop(device);

@@ -10,7 +10,7 @@ mod common;
 
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, GatConfig, ModelKind, ModelShape, MODELS};
-use espalier::partition::Resident;
+use espalier::train::Resident;
 use espalier::train::{BatchSize, MicroConfig, OptimizerKind, TrainConfig, Trainer};
 use espalier::Device;
 
@@ -72,8 +72,8 @@ fn check(
     lstm_split: Option<usize>,
 ) {
     let mut t = Trainer::new(data, g.clone(), config(data, kind, aggr, k, budget)).unwrap();
-    t.model.set_lstm_split(lstm_split).unwrap();
-    t.estimator.lstm_split = lstm_split;
+    t.state.model.set_lstm_split(lstm_split).unwrap();
+    t.state.estimator.lstm_split = lstm_split;
     let s = t.run(None, &mut |_| {}).unwrap();
     for m in &s.micro_batches {
         if budget.is_some() {
@@ -114,11 +114,11 @@ fn check_all(data: &Dataset, kind: ModelKind, aggr: Aggregator) {
     let mut t = Trainer::new(data, g.clone(), config(data, kind, aggr, 1, None)).unwrap();
     let plan = t.partition_epoch(0, false).unwrap();
     let full = plan[0].batches[0].est_peak_bytes;
-    let resident = t.estimator.resident_bytes(Resident {
+    let resident = t.state.estimator.resident_bytes(Resident {
         grads: false,
         optimizer_state: false,
     });
-    let steady = t.estimator.resident_bytes(Resident::STEADY);
+    let steady = t.state.estimator.resident_bytes(Resident::STEADY);
     drop(t);
     let budget = steady + ((full - resident) as f64 * 0.4) as u64;
     check(data, &g, kind, aggr, 1, Some(budget), None);

@@ -13,8 +13,8 @@ use common::{assert_close_scaled, grads};
 use espalier::graph::{self, full_blocks, ChunkPlan, Dataset, LoadOptions};
 use espalier::nn::{Aggregator, Forward, GatConfig, ModelKind, ModelShape, Module};
 use espalier::partition::grem::{grem_partition, GremOptions};
-use espalier::partition::Resident;
 use espalier::train::full_graph::{largest_chunk_estimate, ORDER_PARTS};
+use espalier::train::Resident;
 use espalier::train::{
     gather_rows, BatchSize, Dedup, FullGraphConfig, MicroConfig, NodeOrder, OptimizerKind,
     TrainConfig, Trainer, SAFETY_MARGIN,
@@ -112,16 +112,16 @@ fn reference(
     .unwrap();
     let f = Forward {
         training: true,
-        seed: t.config.seed,
+        seed: t.state.config.seed,
         epoch: epoch as u64,
     };
-    let logits = t.model.forward(&blocks, &x, &f).unwrap();
+    let logits = t.state.model.forward(&blocks, &x, &f).unwrap();
     let y: Vec<u32> = train.iter().map(|&s| data.labels[s as usize]).collect();
     let y = Tensor::from_u32(y, &[train.len()], Device::Cpu).unwrap();
     let ce = ops::cross_entropy(&logits, &y, None).unwrap();
     ce.backward().unwrap();
-    let out = (ce.item().unwrap(), grads(&t.model));
-    for p in t.model.parameters() {
+    let out = (ce.item().unwrap(), grads(&t.state.model));
+    for p in t.state.model.parameters() {
         p.set_grad(None);
     }
     out
@@ -157,7 +157,7 @@ fn chunked_gradients_equal_unchunked_full_neighbour_training() {
                 ((loss - want_loss) / want_loss).abs() < 1e-5,
                 "{what}: loss {loss} vs {want_loss}"
             );
-            for (i, (a, b)) in grads(&t.model).iter().zip(&want).enumerate() {
+            for (i, (a, b)) in grads(&t.state.model).iter().zip(&want).enumerate() {
                 assert_close_scaled(&format!("{what} parameter {i}"), a, b, 1e-4);
             }
         }
@@ -299,7 +299,7 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
         let t = Trainer::new(&data, g.clone(), config(&data, kind, aggr, Some(1), 0.5)).unwrap();
         let parts = (order == NodeOrder::Grem).then(|| {
             let opts = GremOptions {
-                seed: t.config.seed,
+                seed: t.state.config.seed,
                 ..GremOptions::default()
             };
             grem_partition(&g, ORDER_PARTS, &opts).unwrap().into()
@@ -311,7 +311,7 @@ fn a_budget_chooses_the_fewest_chunks_that_fit() {
                 Dedup::On => plan.shared_with_previous(&g),
                 _ => Vec::new(),
             };
-            let (est, sizes) = (&t.estimator, plan.sizes());
+            let (est, sizes) = (&t.state.estimator, plan.sizes());
             largest_chunk_estimate(est, sizes, train.len(), Resident::STEADY, &shared, false)
                 .unwrap()
         };
@@ -359,12 +359,12 @@ fn a_chunk_that_runs_out_of_memory_is_split_and_the_gradients_stay_exact() {
             ((loss - want_loss) / want_loss).abs() < 1e-5,
             "{loss} vs {want_loss}"
         );
-        for (i, (a, b)) in grads(&t.model).iter().zip(&want).enumerate() {
+        for (i, (a, b)) in grads(&t.state.model).iter().zip(&want).enumerate() {
             assert_close_scaled(&format!("{dedup:?} parameter {i}"), a, b, 1e-4);
         }
         // The next epoch starts from the split plan. (A retried half runs without the
         // previous chunk's rows; with reuse on, the next epoch's assembly may split more.)
-        for p in t.model.parameters() {
+        for p in t.state.model.parameters() {
             p.set_grad(None);
         }
         let (_, next) = t.full_graph_gradients(3).unwrap();
@@ -417,7 +417,7 @@ fn a_chunk_that_runs_out_of_memory_on_a_gpu_is_split_and_the_gradients_follow_th
             ((loss - want_loss) / want_loss).abs() < 1e-4,
             "{dev}: {loss} vs {want_loss}"
         );
-        for (i, (a, b)) in grads(&t.model).iter().zip(&want).enumerate() {
+        for (i, (a, b)) in grads(&t.state.model).iter().zip(&want).enumerate() {
             assert_close_scaled(&format!("{dev} parameter {i}"), a, b, 1e-3);
         }
     }
@@ -482,7 +482,11 @@ fn chunked_gradients_match_the_cpu(dev: Device) {
             ((a - b) / a).abs() < 1e-4,
             "{kind:?}: loss {a} (cpu) vs {b} ({dev})"
         );
-        for (i, (x, y)) in grads(&gpu.model).iter().zip(&grads(&cpu.model)).enumerate() {
+        for (i, (x, y)) in grads(&gpu.state.model)
+            .iter()
+            .zip(&grads(&cpu.state.model))
+            .enumerate()
+        {
             assert_close_scaled(&format!("{kind:?} parameter {i} on {dev}"), x, y, 1e-3);
         }
     }
@@ -504,7 +508,7 @@ fn hybrid_matches_the_cpu(data: &Dataset, g: &Arc<graph::Csr>, kind: ModelKind, 
         });
         let mut t = Trainer::new(data, g.clone(), c).unwrap();
         let (loss, _) = t.full_graph_gradients(1).unwrap();
-        (loss, grads(&t.model))
+        (loss, grads(&t.state.model))
     };
     let ((a, want), (b, got)) = (hybrid(Device::Cpu), hybrid(dev));
     let what = format!("{kind:?} hybrid on {dev}");
@@ -587,7 +591,7 @@ fn hybrid_chunks_give_the_unchunked_gradients_exact_estimates_and_dst_row_upload
                 });
                 let mut t = Trainer::new(&data, g.clone(), c).unwrap();
                 let (loss, stats) = t.full_graph_gradients(2).unwrap();
-                (loss, grads(&t.model), stats)
+                (loss, grads(&t.state.model), stats)
             };
             let what = format!("{kind:?}/{aggr:?} {layers} layers, {chunks} chunks, {dedup:?}");
             let (want_loss, want, plain) = run(false);
@@ -686,8 +690,8 @@ fn overlapped_chunk_preparation_gives_bit_identical_losses_and_gradients() {
                 });
                 let mut t = Trainer::new(&data, g.clone(), c).unwrap();
                 let (loss, stats) = t.full_graph_gradients(2).unwrap();
-                let grads = grads(&t.model);
-                for p in t.model.parameters() {
+                let grads = grads(&t.state.model);
+                for p in t.state.model.parameters() {
                     p.set_grad(None);
                 }
                 let losses: Vec<u64> = (0..2)

@@ -12,7 +12,7 @@ use espalier::nn::{
     Aggregator, GatConfig, GcnConfig, Gnn, KindConfig, ModelConfig, ModelKind, ModelShape, Module,
     SageConfig,
 };
-use espalier::partition::{MemoryEstimator, Resident};
+use espalier::train::{MemoryEstimator, Resident};
 use espalier::{DType, Device, Error, Tensor};
 
 /// The CPU's memory tracker is one per process: tests of this binary that allocate on the

@@ -179,7 +179,8 @@ fn train_config(data: &Dataset, kind: ModelKind, aggr: Aggregator, epochs: usize
 }
 
 fn params(t: &Trainer<'_>) -> Vec<Vec<f32>> {
-    t.model
+    t.state
+        .model
         .parameters()
         .iter()
         .map(|p| p.to_vec_f32().unwrap())
@@ -378,7 +379,7 @@ fn bad_values_are_clear_errors() {
         }),
         "too small",
     );
-    assert!(partition::parse_bytes("24 parsecs").is_err());
+    assert!(espalier::bytes::parse_bytes("24 parsecs").is_err());
 }
 
 #[test]

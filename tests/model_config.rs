@@ -189,13 +189,13 @@ fn hybrid_support_in_the_registry_is_what_the_layers_offer() {
 /// Writes a checkpoint of `t` whose configuration JSON is `t`'s with `model` fields
 /// replaced or added, as a checkpoint of an earlier version would hold it.
 fn checkpoint_with(t: &Trainer, path: &std::path::Path, model: serde_json::Value) {
-    let mut config = serde_json::to_value(&t.config).unwrap();
+    let mut config = serde_json::to_value(&t.state.config).unwrap();
     let m = config["model"].as_object_mut().unwrap();
     m.extend(model.as_object().unwrap().clone());
     checkpoint::save(
         path,
-        &t.model,
-        t.optim.as_ref(),
+        &t.state.model,
+        t.state.optim.as_ref(),
         0,
         &config.to_string(),
         &[],

@@ -24,8 +24,8 @@ fn default_config_with_setters_trains_and_predict_agrees_with_evaluate() {
         .epochs(3)
         .eval_batch_size(37);
     let mut t = Trainer::new(&data, graph, config).unwrap();
-    assert_eq!(t.config.model.shape.in_dim, data.feat_dim);
-    assert_eq!(t.config.model.shape.out_dim, data.num_classes);
+    assert_eq!(t.state.config.model.shape.in_dim, data.feat_dim);
+    assert_eq!(t.state.config.model.shape.out_dim, data.num_classes);
     let s = t.run(None, &mut |_| {}).unwrap();
     let test = &data.split.test;
     let logits = t.predict(test).unwrap();

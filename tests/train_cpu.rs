@@ -102,7 +102,7 @@ fn checkpoint_resume_continues_exactly() {
     let mut resumed =
         Trainer::new(&data, graph.clone(), config(ModelKind::Sage, &data, 4, 7)).unwrap();
     resumed.resume(&ckpt).unwrap();
-    assert_eq!(resumed.start_epoch, 2);
+    assert_eq!(resumed.state.start_epoch, 2);
     let rest = resumed.run(None, &mut |_| {}).unwrap();
     // The resumed run's epochs include the checkpoint's, so they are all four.
     let a: Vec<f64> = full.epochs.iter().map(|e| e.loss).collect();

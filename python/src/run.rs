@@ -173,7 +173,7 @@ fn work(
             }
         });
         // The run is kept: its budget must not outlive the call (see `infer`).
-        t.release_budget();
+        t.state.release_budget();
         summary
     })?;
     Ok((trained, summary))
@@ -285,9 +285,9 @@ impl Run {
             .detach(|| {
                 let mut trained = self.trained.lock().map_err(|_| poisoned_error())?;
                 trained.with_dependent_mut(|_, t| {
-                    t.hold_budget()?;
+                    t.state.hold_budget()?;
                     let out = f(t, &ids);
-                    t.release_budget();
+                    t.state.release_budget();
                     let out = out?;
                     Ok::<_, espalier::Error>((out.to_vec_f32()?, out.shape().to_vec()))
                 })

@@ -10,7 +10,7 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::graph::{self, Csr, Dataset, LoadOptions};
 use crate::nn::{Aggregator, ModelConfig, SageConfig};
-use crate::partition::Resident;
+use crate::train::Resident;
 use crate::train::{BatchSize, FeaturePlacement, MicroConfig, OptimizerKind, TrainConfig, Trainer};
 
 /// Relative difference allowed between the split run's loss and the unsplit one's.
@@ -86,11 +86,11 @@ pub fn split_run(
     let plan = free.partition_epoch(0, false)?;
     let full = plan.first().and_then(|p| p.batches.first());
     let full = full.map_or(0, |b| b.est_peak_bytes);
-    let resident = free.estimator.resident_bytes(Resident {
+    let resident = free.state.estimator.resident_bytes(Resident {
         grads: false,
         optimizer_state: false,
     });
-    let steady = free.estimator.resident_bytes(Resident::STEADY);
+    let steady = free.state.estimator.resident_bytes(Resident::STEADY);
     let budget = steady + (full.saturating_sub(resident) as f64 * frac) as u64;
     let free_losses = (0..2)
         .map(|e| free.train_epoch(e).map(|s| s.loss))
@@ -98,14 +98,14 @@ pub fn split_run(
     drop(free);
     dev.trim_pool()?;
     let mut t = Trainer::new(data, graph.clone(), config(dev, hidden))?;
-    t.take_peak();
+    t.state.take_peak();
     let tight = {
         let _budget = Budget::set(dev, budget)?;
         (0..2)
             .map(|e| t.train_epoch(e))
             .collect::<Result<Vec<_>>>()?
     };
-    let peak = t.take_peak();
+    let peak = t.state.take_peak();
     let splits = t.take_micro_log().iter().map(|m| m.oom_splits).sum();
     Ok(SplitRun {
         dataset: data.name.clone(),

@@ -12,9 +12,9 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, Parser};
 use serde::Serialize;
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
 use espalier::graph::synth::SynthSpec;
-use espalier::partition::format_bytes;
 use espalier::train::{EpochStats, Phases, TrainConfig, Trainer};
 
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};
@@ -408,8 +408,8 @@ fn measure(
     let device = config.device;
     let model = config.model.label();
     let mut trainer = Trainer::new(data, graph.clone(), config)?;
-    trainer.model.set_lstm_split(c.lstm_split)?;
-    trainer.estimator.lstm_split = c.lstm_split;
+    trainer.state.model.set_lstm_split(c.lstm_split)?;
+    trainer.state.estimator.lstm_split = c.lstm_split;
     eprintln!(
         "bench: {} on {model}, device {device}, {} warm-up + {} measured epochs, {}",
         data.name,
@@ -423,7 +423,7 @@ fn measure(
     for e in 0..a.warmup {
         trainer.train_epoch(e)?;
     }
-    trainer.take_peak();
+    trainer.state.take_peak();
     trainer.take_micro_log();
     let mut stats = Vec::with_capacity(a.epochs);
     for e in a.warmup..a.warmup + a.epochs {
@@ -436,14 +436,14 @@ fn measure(
         );
         stats.push(s);
     }
-    let peak_bytes = trainer.take_peak();
+    let peak_bytes = trainer.state.take_peak();
     let log = trainer.take_micro_log();
     let seeds = data.split.train.len();
     let epoch_median_s = median(stats.iter().map(|s| s.seconds).collect());
     Ok(RunReport {
         dataset: data.name.clone(),
         device: device.to_string(),
-        config: trainer.config.clone(),
+        config: trainer.state.config.clone(),
         warmup: a.warmup,
         epochs: a.epochs,
         seeds,

@@ -7,8 +7,9 @@ use std::time::UNIX_EPOCH;
 
 use clap::{Args, Subcommand};
 
+use espalier::bytes::format_bytes;
 use espalier::error::Result;
-use espalier::graph::io::cache::{self, human_bytes, Entry};
+use espalier::graph::io::cache::{self, Entry};
 use espalier::graph::{self, LoadOptions, Source};
 
 /// Flags of `espalier cache`.
@@ -140,12 +141,12 @@ pub fn run(a: &CacheArgs) -> Result<()> {
                         Some(p) => format!("unusable: {p}"),
                         None => format!("{} ({} nodes, {} edges)", e.dataset, e.nodes, e.edges),
                     };
-                    println!("  {name}  {what}  {}  {}", human_bytes(e.bytes), date(&e));
+                    println!("  {name}  {what}  {}  {}", format_bytes(e.bytes), date(&e));
                     total.0 += 1;
                     total.1 += e.bytes;
                 }
             }
-            println!("{} entries, {}", total.0, human_bytes(total.1));
+            println!("{} entries, {}", total.0, format_bytes(total.1));
         }
         CacheAction::Clear(w) => {
             let (dirs, data) = folders(w)?;
@@ -155,12 +156,12 @@ pub fn run(a: &CacheArgs) -> Result<()> {
                     data.as_deref().is_none_or(|d| belongs(e, d))
                 })?;
                 if n > 0 {
-                    println!("{}: removed {n} files, {}", dir.display(), human_bytes(b));
+                    println!("{}: removed {n} files, {}", dir.display(), format_bytes(b));
                 }
                 total.0 += n;
                 total.1 += b;
             }
-            println!("removed {} files, {}", total.0, human_bytes(total.1));
+            println!("removed {} files, {}", total.0, format_bytes(total.1));
         }
     }
     Ok(())

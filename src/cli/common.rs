@@ -12,12 +12,13 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use espalier::bytes::{format_bytes, parse_bytes};
 use espalier::error::{Error, Result};
 use espalier::graph::{self, Csr, Dataset, LoadOptions};
 use espalier::nn::{
     model_flags, KindConfig, ModelConfig, ModelFlags, ModelKind, ModelShape, MODELS,
 };
-use espalier::partition::{self, format_bytes, parse_bytes};
+use espalier::partition;
 use espalier::train::{
     BatchSize, FeatureDType, FeaturePlacement, Loader, MicroConfig, OptimizerKind, TrainConfig,
     Trainer,
@@ -504,8 +505,8 @@ impl CommonArgs {
         config: TrainConfig,
     ) -> Result<Trainer<'a>> {
         let mut trainer = Trainer::new(data, graph.into(), config)?;
-        trainer.model.set_lstm_split(self.lstm_split)?;
-        trainer.estimator.lstm_split = self.lstm_split;
+        trainer.state.model.set_lstm_split(self.lstm_split)?;
+        trainer.state.estimator.lstm_split = self.lstm_split;
         Ok(trainer)
     }
 }

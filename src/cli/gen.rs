@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use clap::Args;
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
-use espalier::graph::io::cache::human_bytes;
 use espalier::graph::synth::{check_sizes, generate_to_ogb, SynthSpec};
 
 /// Flags of `espalier gen`.
@@ -98,7 +98,7 @@ pub fn run(a: &GenArgs) -> Result<()> {
         eprintln!(
             "  wrote {} ({}, {secs:.2}s)",
             a.out.join(file).display(),
-            human_bytes(bytes)
+            format_bytes(bytes)
         );
     })?;
     eprintln!(
@@ -108,7 +108,7 @@ pub fn run(a: &GenArgs) -> Result<()> {
         spec.num_edges(),
         spec.preset.feat_dim,
         spec.preset.classes,
-        human_bytes(total),
+        format_bytes(total),
         t.elapsed().as_secs_f64()
     );
     Ok(())

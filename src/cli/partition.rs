@@ -7,9 +7,10 @@
 use clap::Args;
 use serde::Serialize;
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
 use espalier::graph::Dataset;
-use espalier::partition::{self, format_bytes, PartitionStats};
+use espalier::partition::{self, PartitionStats};
 use espalier::train::TrainConfig;
 
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};
@@ -87,7 +88,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
         // Sampling is keyed by the run's seed, epoch and batch: every partitioner sees
         // the same batches.
         trainer.set_partitioner(partition::by_name(name)?);
-        trainer.config.micro.partitioner = name.to_string();
+        trainer.state.config.micro.partitioner = name.to_string();
         for epoch in 0..a.epochs {
             for s in trainer.partition_epoch(epoch, !a.no_run)? {
                 if !a.compare {
@@ -96,7 +97,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
                 all.push(s);
             }
         }
-        if let Some(note) = trainer.partitioner.note() {
+        if let Some(note) = trainer.state.partitioner.note() {
             eprintln!("{name}: {note}");
         }
     }
@@ -108,7 +109,7 @@ pub fn run(a: &PartitionArgs) -> Result<()> {
             path,
             &Report {
                 dataset: &data.name,
-                config: &trainer.config,
+                config: &trainer.state.config,
                 micro_batches: &all,
             },
         )?;

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
 use espalier::graph::Csr;
-use espalier::partition::format_bytes;
 use espalier::partition::grem::{grem_partition, grem_working_bytes, GremOptions};
 use espalier::partition::kway::{edge_cut, metis_graph_partition, undirected_edges};
 

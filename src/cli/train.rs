@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use espalier::bytes::format_bytes;
 use espalier::error::{Error, Result};
 use espalier::graph::Dataset;
-use espalier::partition::format_bytes;
 use espalier::train::{
     Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, TrainConfig,
 };
@@ -462,7 +462,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             eprintln!(
                 "resumed from {} after epoch {}",
                 path.display(),
-                trainer.start_epoch
+                trainer.state.start_epoch
             );
         }
     }
@@ -472,12 +472,12 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         stop_flag()?;
         return trainer.serve_trainers();
     }
-    let micro = &trainer.config.micro;
+    let micro = &trainer.state.config.micro;
     if log::enabled(Level::Info) {
         let budget = micro
             .memory_budget
             .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)));
-        let split = match &trainer.config.full_graph {
+        let split = match &trainer.state.config.full_graph {
             Some(f) => match (f.chunks, micro.memory_budget) {
                 (Some(n), _) => format!("full graph in {n} chunks per layer{budget}"),
                 (None, Some(b)) => {
@@ -495,12 +495,12 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         };
         eprintln!(
             "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, device {device}{}, {split}",
-            trainer.config.model.label(),
-            trainer.config.model.shape.layers,
+            trainer.state.config.model.label(),
+            trainer.state.config.model.shape.layers,
             c.hidden,
-            espalier::nn::Module::num_parameters(&trainer.model),
-            trainer.config.fanouts,
-            if trainer.resident_features.is_some() {
+            espalier::nn::Module::num_parameters(&trainer.state.model),
+            trainer.state.config.fanouts,
+            if trainer.state.resident_features.is_some() {
                 " (features on it)"
             } else {
                 ""
@@ -516,14 +516,14 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         );
     }
     if dist.size() > 1 && log::enabled(Level::Info) {
-        let params = espalier::nn::Module::num_parameters(&trainer.model);
+        let params = espalier::nn::Module::num_parameters(&trainer.state.model);
         eprintln!(
             "ranks {} ({}): micro-batches dealt by estimated cost, gradients summed by one \
              all-reduce of {} per batch, {}",
             dist.size(),
             dist.describe(),
             format_bytes(4 * params as u64),
-            trainer.dist.gradient_path()
+            trainer.state.dist.gradient_path()
         );
         if micro.memory_budget.is_none() && micro.micro_batches < dist.size() {
             eprintln!(
@@ -550,7 +550,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
 
     let total = a.epochs;
     let pb = if log::enabled(Level::Info) {
-        ProgressBar::new(total.saturating_sub(trainer.start_epoch) as u64)
+        ProgressBar::new(total.saturating_sub(trainer.state.start_epoch) as u64)
     } else {
         ProgressBar::hidden()
     };

@@ -36,7 +36,7 @@ pub struct DeviceBlock<B> {
 impl<B: IndexUpload> DeviceBlock<B> {
     /// The buffers of `block` on `ctx`'s device, uploading them on first use.
     pub fn of(ctx: &Arc<B::Ctx>, block: &Block) -> Result<Arc<DeviceBlock<B>>> {
-        block.device_copy(B::device(ctx), |b| {
+        block.device_copy(&B::device(ctx).to_string(), |b| {
             let up = |v: &[u32]| B::upload(ctx, v);
             Ok(DeviceBlock {
                 indptr: up(&b.indptr)?,

@@ -22,11 +22,10 @@
 //! every rank (same parameters, same result).
 //!
 //! With `--sampler-ranks S` the last S ranks only sample, partition, slice and gather, and
-//! send each trainer its micro-batches ([`feed`], [`wire`]); the collectives then run among
-//! the trainers.
+//! send each trainer its micro-batches (`crate::train::feed`, over [`wire`]); the collectives
+//! then run among the trainers.
 
 mod collective;
-pub(crate) mod feed;
 #[cfg(feature = "mpi")]
 mod mpi_world;
 #[cfg(feature = "mpi")]

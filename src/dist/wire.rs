@@ -14,9 +14,7 @@ use std::sync::Arc;
 use half::{bf16, f16};
 
 use crate::error::{Error, Result};
-use crate::graph::Block;
-use crate::train::features::HostRows;
-use crate::train::micro::Prepared;
+use crate::graph::{Block, HostRows, Prepared};
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ESPB");
 const VERSION: u32 = 1;

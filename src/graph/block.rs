@@ -22,7 +22,6 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::device::Device;
 use crate::error::{Error, Result};
 
 /// A block's arrays, read-only: reached through a [`Block`] (which derefs to them) and
@@ -55,8 +54,8 @@ pub struct Block(Arc<Shared>);
 /// What the clones of one block share.
 struct Shared {
     arrays: BlockArrays,
-    /// Uploads of the index arrays, per device (not part of the block's value).
-    device_copies: Mutex<HashMap<Device, Arc<dyn Any + Send + Sync>>>,
+    /// Uploads of the index arrays, per device name (not part of the block's value).
+    device_copies: Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl std::ops::Deref for Block {
@@ -82,7 +81,7 @@ impl std::fmt::Debug for Block {
             .device_copies
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let mut devices: Vec<&Device> = map.keys().collect();
+        let mut devices: Vec<&String> = map.keys().collect();
         devices.sort();
         f.debug_struct("Block")
             .field("arrays", &self.0.arrays)
@@ -170,12 +169,14 @@ impl Block {
         })))
     }
 
-    /// The copy of this block's index arrays on `device`, made by `upload` on first use and
-    /// shared by every later call and every clone (the segment ops' kernels read it forward
-    /// and backward). The arrays never change, so a copy never goes stale.
+    /// The copy of this block's index arrays on the device named `device` (`cuda:0`, as
+    /// the device prints), made by `upload` on first use and shared by every later call and
+    /// every clone (the segment ops' kernels read it forward and backward). The arrays never
+    /// change, so a copy never goes stale. The graph knows devices by name only: the
+    /// device layer, which uploads, sits above it.
     pub fn device_copy<T: Any + Send + Sync>(
         &self,
-        device: Device,
+        device: &str,
         upload: impl FnOnce(&Block) -> Result<T>,
     ) -> Result<Arc<T>> {
         // Held during the upload, so two threads never upload the same block twice.
@@ -184,13 +185,13 @@ impl Block {
             .device_copies
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(data) = map.get(&device) {
+        if let Some(data) = map.get(device) {
             if let Ok(data) = data.clone().downcast::<T>() {
                 return Ok(data);
             }
         }
         let data = Arc::new(upload(self)?);
-        map.insert(device, data.clone());
+        map.insert(device.to_string(), data.clone());
         Ok(data)
     }
 
@@ -260,15 +261,15 @@ mod tests {
             })
             .unwrap()
         };
-        let first = get(&b, Device::Wgpu(7));
-        assert!(Arc::ptr_eq(&first, &get(&b, Device::Wgpu(7))));
+        let first = get(&b, "wgpu:7");
+        assert!(Arc::ptr_eq(&first, &get(&b, "wgpu:7")));
         let c = b.clone();
         assert_eq!(b, c);
-        assert!(Arc::ptr_eq(&first, &get(&c, Device::Wgpu(7))));
-        let other = get(&c, Device::Cuda(0));
+        assert!(Arc::ptr_eq(&first, &get(&c, "wgpu:7")));
+        let other = get(&c, "cuda:0");
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(uploads, 2);
-        assert!(format!("{b:?}").contains("Wgpu(7)"));
+        assert!(format!("{b:?}").contains("wgpu:7"));
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! `GatConfig`), and its entry ([`ModelEntry`]): names, help, the flags only it reads and
 //! how it parses them ([`ModelFlags`]), its default settings, and whether full-graph
 //! training's hybrid mode can run it ([`Hybrid`]). The CLI, its help and the README's
-//! model table read the entries; nothing outside a kind's file matches on the kind.
+//! model table read the entries, and nothing outside a kind's file matches on the kind;
+//! but the CLI declares each kind's own flags (`--aggr`, `--heads`, ...) as fields of its
+//! flag struct, since clap needs them at compile time, so a kind with a new flag also adds
+//! that field in `src/cli/common.rs` (its help and parsing still come from the entry).
 
 use std::any::Any;
 use std::fmt::{Debug, Display};

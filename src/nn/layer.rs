@@ -9,7 +9,7 @@
 //!   [`crate::nn::model::MODELS`]).
 //!
 //! [`crate::nn::Gnn`] builds its layers from the specs and the estimator
-//! ([`crate::partition::MemoryEstimator`]) replays the same specs, so a model cannot train
+//! ([`crate::train::MemoryEstimator`]) replays the same specs, so a model cannot train
 //! without an estimate, and the two change in one place.
 
 use std::fmt::Debug;

@@ -1,7 +1,7 @@
 //! Symbolic replay of the engine's allocations: buffers with sizes and reference counts,
 //! no data, and a symbolic autograd graph. Each layer replays its own forward with these
 //! ops beside its real forward ([`crate::nn::LayerSpec::replay`]); the memory estimator
-//! ([`crate::partition::MemoryEstimator`]) adds the trainer's steps around the layers and
+//! ([`crate::train::MemoryEstimator`]) adds the trainer's steps around the layers and
 //! reads the highest live total.
 //!
 //! # The engine's allocation pattern

@@ -21,19 +21,19 @@ pub mod cherry;
 pub mod cherry_flow;
 pub mod grem;
 pub mod kway;
-pub mod memory;
 pub mod metis;
 pub mod parts;
 pub mod random;
 pub mod range;
 mod registry;
+mod search;
 pub mod stats;
 
 use crate::error::{Error, Result};
-use crate::graph::{Block, Csr, Slicer};
+use crate::graph::{Block, BlockSizes, Csr, Slicer};
 
-pub use memory::{format_bytes, parse_bytes, ChunkPass, MemoryEstimator, Resident};
 pub use registry::{by_name, help, names, Entry, REGISTRY};
+pub use search::{smallest_fitting, Found};
 pub use stats::{MicroBatchStats, PartitionStats};
 
 /// Everything a partitioner may read about one batch.
@@ -49,7 +49,16 @@ pub struct Batch<'a> {
     /// The epoch (a partitioner may change its answer every epoch, or cache it).
     pub epoch: u64,
     /// Peak-memory estimates of candidate micro-batches, for memory-aware partitioners.
-    pub estimator: Option<&'a MemoryEstimator>,
+    pub estimator: Option<&'a dyn PeakModel>,
+}
+
+/// What a memory-aware partitioner asks of a micro-batch: its estimated peak activation
+/// bytes. The trainer hands its memory estimator (`crate::train::MemoryEstimator`); the
+/// partitioners know nothing of models.
+pub trait PeakModel: Sync {
+    /// Peak activation bytes of a micro-batch of block sizes `sizes` (input layer first)
+    /// in a batch of `batch_seeds` seeds, without the readouts earlier micro-batches hold.
+    fn activation_bytes(&self, sizes: &[BlockSizes], batch_seeds: usize) -> Result<u64>;
 }
 
 impl Batch<'_> {
@@ -72,10 +81,10 @@ impl Batch<'_> {
     /// [`Batch::estimate`] of a micro-batch of block sizes `sizes` (`u64::MAX` if the
     /// estimator rejects them), without the readouts that earlier micro-batches leave on a
     /// GPU: they depend on the order the micro-batches run in, not on the split.
-    pub fn bytes(&self, sizes: &[crate::graph::BlockSizes]) -> u64 {
+    pub fn bytes(&self, sizes: &[BlockSizes]) -> u64 {
         match self.estimator {
             Some(e) => e
-                .activation_bytes(sizes, self.seeds.len(), 0)
+                .activation_bytes(sizes, self.seeds.len())
                 .unwrap_or(u64::MAX),
             None => sizes.iter().map(|s| (s.num_src + s.num_edges) as u64).sum(),
         }

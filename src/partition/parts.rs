@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::graph::Block;
+use crate::partition::search::{smallest_fitting, Found};
 
 /// Checks `k` against the seeds: `1 <= k <= seeds.len()`.
 pub fn check_k(who: &str, num_seeds: usize, k: usize) -> Result<()> {
@@ -134,9 +135,10 @@ pub struct MemoryPlan {
     pub peak_bytes: Vec<u64>,
 }
 
-/// Raises K from `max(1, ceil(estimate(all seeds) / budget))` by one until every list of
-/// `partition(K)` fits `budget` under `estimate`, trying at most up to `max_k` (and the
-/// seed count). Errors when `budget` is 0 or no K up to the limit fits.
+/// The smallest K from `max(1, ceil(estimate(all seeds) / budget))` up to `max_k` (and the
+/// seed count) such that every list of `partition(K)` fits `budget` under `estimate`
+/// ([`smallest_fitting`]: doubling, then bisection). Errors when `budget` is 0 or no K up
+/// to the limit fits.
 pub fn fit_budget(
     who: &str,
     seeds: &[u32],
@@ -156,19 +158,20 @@ pub fn fit_budget(
     }
     let whole = estimate(seeds);
     let start = whole.div_ceil(budget).clamp(1, limit as u64) as usize;
-    let mut largest = 0;
-    for k in start..=limit {
+    let found = smallest_fitting(start, limit, |k| {
         let parts = partition(k)?;
         let peak_bytes: Vec<u64> = parts.iter().map(|p| estimate(p)).collect();
-        largest = peak_bytes.iter().copied().max().unwrap_or(0);
-        if largest <= budget {
-            return Ok(MemoryPlan { parts, peak_bytes });
-        }
+        let fits = peak_bytes.iter().all(|&b| b <= budget);
+        Ok((MemoryPlan { parts, peak_bytes }, fits))
+    })?;
+    match found {
+        Found::Fits { value, .. } => Ok(value),
+        Found::NoneFits { value } => Err(Error::invalid(format!(
+            "{who}: no K in {start}..={limit} fits the budget of {budget} bytes \
+             (the largest micro-batch at K = {limit} needs {} bytes)",
+            value.peak_bytes.iter().copied().max().unwrap_or(0)
+        ))),
     }
-    Err(Error::invalid(format!(
-        "{who}: no K in {start}..={limit} fits the budget of {budget} bytes \
-         (the largest micro-batch at K = {limit} needs {largest} bytes)"
-    )))
 }
 
 #[cfg(test)]
@@ -202,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn budget_loop_raises_k_until_it_fits() {
+    fn budget_search_finds_the_smallest_k_that_fits() {
         let seeds: Vec<u32> = (0..10).collect();
         let estimate = |s: &[u32]| 100 * s.len() as u64;
         let mut split = |k: usize| -> Result<Vec<Vec<u32>>> {

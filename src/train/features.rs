@@ -11,6 +11,7 @@
 //! in its stored precision, each micro-batch's rows gathered there by index
 //! ([`crate::ops::index_select`]), so no rows cross the bus per micro-batch, only their ids.
 
+pub use crate::graph::HostRows;
 use std::mem::MaybeUninit;
 use std::str::FromStr;
 
@@ -91,16 +92,6 @@ pub enum FeatureStore<'a> {
     /// A half-precision copy made at start-up.
     F16(Vec<f16>),
     /// A bfloat16 copy made at start-up.
-    BF16(Vec<bf16>),
-}
-
-/// Gathered rows, ready to upload.
-pub enum HostRows {
-    /// Rows in f32.
-    F32(Vec<f32>),
-    /// Rows in f16.
-    F16(Vec<f16>),
-    /// Rows in bf16.
     BF16(Vec<bf16>),
 }
 

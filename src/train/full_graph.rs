@@ -61,16 +61,18 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::autograd::no_grad;
+use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, ChunkPlan};
 use crate::nn::{Forward, Module};
 use crate::ops;
 use crate::partition::grem::{grem_partition, GremOptions};
 use crate::partition::kway::metis_graph_partition;
-use crate::partition::{format_bytes, ChunkPass, MemoryEstimator, Resident};
+use crate::partition::{smallest_fitting, Found};
 use crate::tensor::Tensor;
 use crate::train::config::{FullGraphConfig, NodeOrder, SAFETY_MARGIN};
-use crate::train::micro::with_held_grads;
+use crate::train::estimate::{ChunkPass, MemoryEstimator, Resident};
+use crate::train::held::with_held_grads;
 use crate::train::row_reuse::{assembly_peak_bytes, Dedup, KeptRows, Reuse};
 use crate::train::state::State;
 use crate::train::stats::Phases;
@@ -80,14 +82,14 @@ mod host;
 mod hybrid;
 mod pass;
 mod prefetch;
-mod stats;
+mod row_counter;
+pub use crate::train::stats::{ChunkStats, FullGraphStats, LayerRows};
 use chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
 use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
 use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut};
 use pass::LayerPass;
 use prefetch::{run_pass, upload, Rows, Source, Staged};
-use stats::RowCounter;
-pub use stats::{ChunkStats, FullGraphStats, LayerRows};
+use row_counter::RowCounter;
 
 /// Parts of the partition behind [`NodeOrder::Metis`] and [`NodeOrder::Grem`] when the
 /// chunk count is not forced higher: independent of the chunk count, so that the budget's
@@ -173,7 +175,7 @@ struct ChunkIn {
 
 /// The chunk plan of the training nodes: cut as `--chunks` says, or into the fewest
 /// chunks whose largest estimated peak fits the memory budget (with the safety margin;
-/// the chunk count doubles until one fits, then a bisection finds the least).
+/// [`smallest_fitting`]: doubling, then bisection).
 pub(crate) fn full_graph_plan(tr: &State<'_>) -> Result<ChunkPlan> {
     let fg = tr.config.full_graph.clone().unwrap_or_default();
     let layers = tr.config.model.shape.layers;
@@ -209,10 +211,13 @@ pub(crate) fn full_graph_plan(tr: &State<'_>) -> Result<ChunkPlan> {
         )
     };
     let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
-    let (mut lo, mut c) = (0usize, 1usize);
-    let mut est = largest(&mut plan, c)?;
-    while !fits(est) {
-        if c == most {
+    let found = smallest_fitting(1, most, |c| {
+        let est = largest(&mut plan, c)?;
+        Ok((est, fits(est)))
+    })?;
+    let c = match found {
+        Found::Fits { count, .. } => count,
+        Found::NoneFits { value: est } => {
             return Err(Error::invalid(format!(
                 "memory budget {} is too small for full-graph training: with one node \
                  per chunk the largest chunk still needs {} (with the {:.0}% safety \
@@ -221,20 +226,9 @@ pub(crate) fn full_graph_plan(tr: &State<'_>) -> Result<ChunkPlan> {
                 format_bytes(est),
                 SAFETY_MARGIN * 100.0,
                 format_bytes((est as f64 * (1.0 + SAFETY_MARGIN)).ceil() as u64)
-            )));
+            )))
         }
-        lo = c;
-        c = (2 * c).min(most);
-        est = largest(&mut plan, c)?;
-    }
-    while c - lo > 1 {
-        let mid = lo + (c - lo) / 2;
-        if fits(largest(&mut plan, mid)?) {
-            c = mid;
-        } else {
-            lo = mid;
-        }
-    }
+    };
     plan.rechunk(&tr.graph, c)?;
     if reorder {
         plan.reorder_chunks(&tr.graph);

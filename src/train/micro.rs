@@ -33,15 +33,19 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
+use crate::graph::Prepared;
 use crate::graph::{Block, BlockSizes, Csr, Dataset, Slicer};
 use crate::nn::{Forward, Module};
 use crate::ops;
-use crate::partition::{self, format_bytes, Batch, MicroBatchStats, PartitionStats, Resident};
+use crate::partition::{self, Batch, Found, MicroBatchStats, PartitionStats};
 use crate::rng::mix64;
 use crate::tensor::Tensor;
 use crate::train::config::{Loader, SAFETY_MARGIN};
-use crate::train::features::{FeatureStore, HostRows};
+use crate::train::estimate::{MemoryEstimator, Resident};
+use crate::train::features::FeatureStore;
+use crate::train::held::with_held_grads;
 use crate::train::state::State;
 use crate::train::stats::Phases;
 
@@ -54,17 +58,6 @@ pub enum Pass {
     Measure,
     /// Partition and estimate only.
     Plan,
-}
-
-/// One micro-batch ready to upload (made here, or received from a sampler rank).
-pub(crate) struct Prepared {
-    pub seeds: Vec<u32>,
-    pub blocks: Vec<Arc<Block>>,
-    /// Gathered rows; `None` when the matrix lives on the device (gathered there by id).
-    pub features: Option<HostRows>,
-    pub labels: Vec<u32>,
-    pub slice_s: f64,
-    pub gather_s: f64,
 }
 
 /// The result of one batch.
@@ -619,9 +612,8 @@ fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run<'_>) -> Result<Comput
 /// for a trailing batch with fewer seeds). With one: the smallest K at or above both
 /// `micro_batches` and the K of the previous batch such that every micro-batch's
 /// estimated peak, with the resident state of a steady run (parameters, held
-/// gradients, optimizer state), plus the [`SAFETY_MARGIN`], fits the budget. K grows
-/// by doubling until a partition fits, then a bisection finds the smallest fitting K
-/// in between (assuming the largest micro-batch shrinks as K grows).
+/// gradients, optimizer state), plus the [`SAFETY_MARGIN`], fits the budget
+/// ([`partition::smallest_fitting`]: doubling, then bisection).
 pub(crate) fn plan(
     tr: &mut State<'_>,
     slicer: &Slicer,
@@ -657,32 +649,16 @@ pub(crate) fn plan(
     };
     let fits = |est: u64| est as f64 * (1.0 + SAFETY_MARGIN) <= budget as f64;
 
-    let mut k = k_min.max(tr.last_k.min(n));
-    let mut parts = partition::partition(part, &batch, k)?;
-    if !fits(largest(&parts)?) {
-        let mut lo = k;
-        loop {
-            if k == n {
-                return Err(too_small(estimator, slicer, seeds, budget));
-            }
-            k = (2 * k).min(n);
-            parts = partition::partition(part, &batch, k)?;
-            if fits(largest(&parts)?) {
-                break;
-            }
-            lo = k;
-        }
-        while k - lo > 1 {
-            let mid = lo + (k - lo) / 2;
-            let p = partition::partition(part, &batch, mid)?;
-            if fits(largest(&p)?) {
-                k = mid;
-                parts = p;
-            } else {
-                lo = mid;
-            }
-        }
-    }
+    let start = k_min.max(tr.last_k.min(n));
+    let found = partition::smallest_fitting(start, n, |k| {
+        let parts = partition::partition(part, &batch, k)?;
+        let fit = fits(largest(&parts)?);
+        Ok((parts, fit))
+    })?;
+    let (k, parts) = match found {
+        Found::Fits { count, value } => (count, value),
+        Found::NoneFits { .. } => return Err(too_small(estimator, slicer, seeds, budget)),
+    };
     tr.last_k = k;
     Ok(parts)
 }
@@ -721,46 +697,8 @@ fn reduce_batch(tr: &State<'_>, out: &mut BatchOutcome, stats: &mut PartitionSta
     Ok(())
 }
 
-/// Runs `f` (a forward and backward) with the parameters' gradients so far taken out, and
-/// adds its fresh gradients to them once it has succeeded; on an error the gradients so far
-/// are put back untouched, so a failed run leaves no partial gradient behind.
-pub(crate) fn with_held_grads<T>(params: &[Tensor], f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let held: Vec<Option<Tensor>> = params
-        .iter()
-        .map(|p| {
-            let g = p.grad();
-            p.set_grad(None);
-            g
-        })
-        .collect();
-    match f() {
-        Ok(v) => {
-            for (p, held) in params.iter().zip(held) {
-                if let Some(acc) = held {
-                    if let Some(fresh) = p.grad() {
-                        crate::autograd::add_assign(&acc, &fresh)?;
-                    }
-                    p.set_grad(Some(acc));
-                }
-            }
-            Ok(v)
-        }
-        Err(e) => {
-            for (p, held) in params.iter().zip(held) {
-                p.set_grad(held);
-            }
-            Err(e)
-        }
-    }
-}
-
 /// The error for a budget that not even single-seed micro-batches fit.
-fn too_small(
-    estimator: &crate::partition::MemoryEstimator,
-    slicer: &Slicer,
-    seeds: &[u32],
-    budget: u64,
-) -> Error {
+fn too_small(estimator: &MemoryEstimator, slicer: &Slicer, seeds: &[u32], budget: u64) -> Error {
     let n = seeds.len();
     // The last of n single-seed micro-batches, with the readouts of the others.
     let held = estimator

@@ -2,8 +2,11 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod estimate;
 pub mod features;
+pub(crate) mod feed;
 pub mod full_graph;
+mod held;
 pub mod inference;
 pub mod micro;
 pub mod optim;
@@ -17,11 +20,11 @@ pub use config::{
     BatchSize, FullGraphConfig, Loader, MicroConfig, NodeOrder, OnNan, OptimizerKind, TrainConfig,
     SAFETY_MARGIN,
 };
+pub use estimate::{ChunkPass, MemoryEstimator, Resident};
 pub use features::{gather_host, FeatureDType, FeaturePlacement, FeatureStore};
-pub use full_graph::{FullGraphStats, LayerRows};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use row_reuse::Dedup;
 pub use schedule::LrSchedule;
 pub use state::State;
-pub use stats::{EpochStats, Phases, Summary};
+pub use stats::{ChunkStats, EpochStats, FullGraphStats, LayerRows, Phases, Summary};
 pub use trainer::{gather_rows, Trainer};

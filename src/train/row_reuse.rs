@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::autograd::no_grad;
 use crate::error::{Error, Result};
 use crate::ops;
-use crate::partition::MemoryEstimator;
 use crate::tensor::Tensor;
+use crate::train::estimate::MemoryEstimator;
 
 /// `--dedup-transfers`: whether consecutive chunks share their input rows on the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

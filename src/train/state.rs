@@ -9,16 +9,18 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
+use crate::bytes::format_bytes;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::{sample_blocks, Block, Csr, Dataset};
 use crate::nn::{Gnn, Module};
-use crate::partition::{self, format_bytes, MemoryEstimator, Partitioner, Resident};
+use crate::partition::{self, Partitioner};
 use crate::rng::{mix64, Rng};
 use crate::tensor::Tensor;
 use crate::train::config::{
     check_full_graph, BatchSize, OptimizerKind, TrainConfig, SAFETY_MARGIN,
 };
+use crate::train::estimate::{MemoryEstimator, Resident};
 use crate::train::features::{gather_on_device, FeatureDType, FeaturePlacement, FeatureStore};
 use crate::train::optim::{Adam, Optimizer, Sgd};
 

@@ -1,11 +1,14 @@
 //! What a run reports: per-phase seconds ([`Phases`]), each epoch's figures
 //! ([`EpochStats`]) and the run's result ([`Summary`], the `--json` output).
 
+mod full_graph;
+
+pub use full_graph::{ChunkStats, FullGraphStats, LayerRows};
+
 use serde::{Deserialize, Serialize};
 
 use crate::partition::PartitionStats;
 use crate::train::config::TrainConfig;
-use crate::train::full_graph::FullGraphStats;
 
 /// Seconds per phase of an epoch, summed over its batches and micro-batches. `slice` and
 /// `gather` (host work) run on a helper thread while the previous micro-batch computes,

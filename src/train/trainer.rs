@@ -7,7 +7,7 @@
 //! [`Trainer`] owns the [`State`] every stage reads ([`crate::train::state`]) and is the
 //! only file that imports the stages: the micro-batch run ([`crate::train::micro`]),
 //! full-graph epochs ([`crate::train::full_graph`]), evaluation and prediction
-//! ([`crate::train::inference`]) and the sampler-rank feed (`crate::dist::feed`), each a
+//! ([`crate::train::inference`]) and the sampler-rank feed ([`crate::train::feed`]), each a
 //! set of functions over that state. Resuming and checkpointing stay here: they restore
 //! the run loop's history with the state.
 
@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::autograd::no_grad;
 use crate::device::Device;
-use crate::dist::feed::{self, Feed};
 use crate::error::{Error, Result};
 use crate::graph::{Csr, Dataset};
 use crate::nn::Module;
@@ -29,6 +28,7 @@ use crate::tensor::Tensor;
 use crate::train::checkpoint;
 use crate::train::config::{OnNan, TrainConfig};
 use crate::train::features::gather_host;
+use crate::train::feed::{self, Feed};
 use crate::train::full_graph::{FullGraph, FullGraphStats};
 use crate::train::inference;
 use crate::train::micro::{self, Pass};
@@ -38,9 +38,8 @@ use crate::train::stats::{EpochStats, Phases, Summary};
 /// Trains a model: owns the [`State`] every stage reads and composes the stages over it
 /// (micro-batch runs, full-graph epochs, a sampler feed), with what only the run loop
 /// needs (epoch history, the partition log, checkpointed final figures, the stop flag).
-///
-/// It dereferences to its [`State`], so `trainer.model`, `trainer.config` and the state's
-/// methods (`gather_features`, `sample`, `take_peak`, ...) read as the trainer's own.
+/// What the stages read is `trainer.state` ([`State`]); the trainer itself holds only
+/// what the run loop needs.
 pub struct Trainer<'a> {
     /// The dataset, model, optimizer, configuration... (see [`State`]).
     pub state: State<'a>,
@@ -77,19 +76,6 @@ struct SoFar {
     train_seconds: f64,
     peak_bytes: u64,
     micro_batches: Vec<PartitionStats>,
-}
-
-impl<'a> std::ops::Deref for Trainer<'a> {
-    type Target = State<'a>;
-    fn deref(&self) -> &State<'a> {
-        &self.state
-    }
-}
-
-impl<'a> std::ops::DerefMut for Trainer<'a> {
-    fn deref_mut(&mut self) -> &mut State<'a> {
-        &mut self.state
-    }
 }
 
 /// A run's final figures, kept in its last checkpoint.
@@ -701,7 +687,7 @@ impl<'a> Trainer<'a> {
         self.seconds_here = 0.0;
         let (mut stopped_early, mut interrupted) = (false, false);
         for epoch in self.state.start_epoch..self.state.config.epochs {
-            let lr = self.config.lr_schedule.lr_at(
+            let lr = self.state.config.lr_schedule.lr_at(
                 self.state.config.lr,
                 epoch,
                 self.state.config.epochs,

@@ -131,7 +131,9 @@ impl CacheStatus {
     /// The line to show the user, if any.
     pub fn message(&self) -> Option<String> {
         let size = |p: &Path| {
-            fs::metadata(p).map_or(String::new(), |m| format!(", {}", human_bytes(m.len())))
+            fs::metadata(p).map_or(String::new(), |m| {
+                format!(", {}", crate::bytes::format_bytes(m.len()))
+            })
         };
         match self {
             CacheStatus::Disabled => None,
@@ -155,21 +157,6 @@ impl CacheStatus {
             )),
         }
     }
-}
-
-/// `1.5 MB`-style sizes.
-pub fn human_bytes(b: u64) -> String {
-    if b < 1000 {
-        return format!("{b} B");
-    }
-    let mut x = b as f64;
-    for unit in ["kB", "MB", "GB", "TB"] {
-        x /= 1000.0;
-        if x < 1000.0 {
-            return format!("{x:.1} {unit}");
-        }
-    }
-    format!("{x:.1} PB")
 }
 
 /// A cache folder to try, and why it is a fallback (`None`: the usual place).

@@ -5,12 +5,12 @@
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::nn::Module;
-use crate::partition::{ChunkPass, Resident};
 use crate::tensor::Tensor;
+use crate::train::estimate::{ChunkPass, Resident};
 use crate::train::state::State;
 
 use super::host::{f32_bytes, HostMatrix};
-use super::stats::{ChunkStats, FullGraphStats};
+use crate::train::stats::{ChunkStats, FullGraphStats};
 
 /// The rows layer `l` reads for `ids` (its block's src nodes) on the training device:
 /// the features for the input layer, else the previous layer's host rows.

@@ -11,14 +11,14 @@ use std::time::Instant;
 use super::chunk::{chunk_done, chunk_estimate, input_bytes};
 use super::host::{add_input_grad, f32_bytes, HostMatrix};
 use super::prefetch::{upload, Staged};
-use super::stats::FullGraphStats;
 use crate::error::{Error, Result};
 use crate::graph::ChunkPlan;
 use crate::nn::{Forward, Module};
-use crate::partition::ChunkPass;
 use crate::tensor::Tensor;
-use crate::train::micro::with_held_grads;
+use crate::train::estimate::ChunkPass;
+use crate::train::held::with_held_grads;
 use crate::train::state::State;
+use crate::train::stats::FullGraphStats;
 use crate::train::stats::Phases;
 
 /// What a hybrid backward chunk writes.

@@ -5,12 +5,13 @@
 
 use std::sync::Arc;
 
-use super::stats::FullGraphStats;
+use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
 use crate::graph::{Block, ChunkPlan};
-use crate::partition::{format_bytes, ChunkPass};
+use crate::train::estimate::ChunkPass;
 use crate::train::row_reuse::KeptRows;
 use crate::train::state::State;
+use crate::train::stats::FullGraphStats;
 
 /// One layer pass's chunk inputs: the previous chunk's rows kept on the device (with
 /// its block) when transfers are deduplicated at this layer.

@@ -27,7 +27,7 @@ use crate::train::row_reuse::Reuse;
 use crate::train::state::State;
 use crate::train::stats::Phases;
 
-use super::stats::FullGraphStats;
+use crate::train::stats::FullGraphStats;
 
 /// Which input rows a chunk uploads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! Sampler ranks (`--sampler-ranks S`, Armada's disaggregated sampling): the last S ranks
 //! of the world sample each batch, partition it, deal its micro-batches to the trainer
-//! ranks by estimated cost (as [`super::deal`] does among trainers without samplers),
+//! ranks by estimated cost (as [`crate::dist::deal`] does among trainers without samplers),
 //! slice them, gather their input rows and send each trainer its share in one message
-//! ([`super::wire`]); trainers only compute and sum gradients among themselves.
+//! ([`crate::dist::wire`]); trainers only compute and sum gradients among themselves.
 //!
 //! Batches are counted over the run (`g`, from the resumed epoch on) and batch `g` is
 //! sampler `g mod S`'s. Protocol, per trainer and sampler, in order (MPI keeps the order
@@ -17,15 +17,15 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::dist::wire::{self, FedBatch};
+use crate::dist::{deal, is_sampler, part_costs};
 use crate::error::{Error, Result};
-use crate::graph::Slicer;
+use crate::graph::{Prepared, Slicer};
 use crate::partition::PartitionStats;
 use crate::train::micro::{finish_batch, plan, prepare, run_prepared, source};
-use crate::train::micro::{BatchOutcome, Pass, Prepared, Run};
+use crate::train::micro::{BatchOutcome, Pass, Run};
 use crate::train::state::State;
 use crate::train::stats::Phases;
-
-use super::wire::{self, FedBatch};
 
 const HELLO: i32 = 20;
 const REQUEST: i32 = 21;
@@ -56,7 +56,7 @@ fn read_u64(bytes: &[u8], what: &str) -> Result<u64> {
 /// on. `None` otherwise (one process, or a sampler rank).
 pub(crate) fn join(tr: &State<'_>) -> Result<Option<Feed>> {
     let c = tr.dist.collective.clone();
-    if c.samplers() == 0 || super::is_sampler(&*c) {
+    if c.samplers() == 0 || is_sampler(&*c) {
         return Ok(None);
     }
     if tr.config.full_graph.is_some() {
@@ -205,8 +205,8 @@ fn prepare_for_trainers(
     let slicer = Slicer::new(&blocks)?;
     let t = Instant::now();
     let parts = plan(tr, &slicer, seeds, epoch)?;
-    let costs = super::part_costs(&slicer, &parts, &tr.config.model)?;
-    let owner = super::deal(&costs, wants_rows.len());
+    let costs = part_costs(&slicer, &parts, &tr.config.model)?;
+    let owner = deal(&costs, wants_rows.len());
     let partition_s = t.elapsed().as_secs_f64();
     let (k, whole) = (parts.len(), parts.len() == 1);
     let source = source(tr, Some(&slicer), key);
