@@ -4,14 +4,12 @@
 //     columns l, l + 32, ...; m = row max (a NaN wins), l = ln Σ exp(x - m) (0 when m is ±inf
 //     or NaN); lse = m + l, row_loss = l - (x[y] - m), y clamped into the row (ce_mean
 //     flags it). ce_rows_block_f32, same parameters: a block per row, for long rows.
-// ce_mean_f32(labels, rows, loss, status, r, c, inv_n),
-// ce_mean_weighted_f32(labels, rows, w, loss, status, r, c, inv_n): ONE block (any multiple
-//     of 32 threads up to 1024): thread t adds rows t, t + blockDim.x, ... in order, then a
-//     block reduction; loss[0] = Σ wᵢ·row_lossᵢ · inv_n. status = [first row whose label is
-//     >= c, its label], or [0xffffffff, 0] if none.
-// ce_backward_f32(x, labels, lse, gl, gx, r, c, inv_n),
-// ce_backward_weighted_f32(x, labels, lse, gl, w, gx, r, c, inv_n): a thread per logit i
-//     (grid-stride), row = i / c, j = i % c: s = gl[0]·inv_n·wᵢ,
+// ce_mean_f32(labels, rows, w, loss, status, r, c, inv_n): ONE block (any multiple of 32
+//     threads up to 1024): thread t adds rows t, t + blockDim.x, ... in order, then a block
+//     reduction; loss[0] = Σ wᵢ·row_lossᵢ · inv_n, wᵢ = 1 when w is null (no weights).
+//     status = [first row whose label is >= c, its label], or [0xffffffff, 0] if none.
+// ce_backward_f32(x, labels, lse, gl, w, gx, r, c, inv_n): a thread per logit i
+//     (grid-stride), row = i / c, j = i % c: s = gl[0]·inv_n·wᵢ (w null: no weights),
 //     gx = s·exp(x - lse) - (s if j == y). gl is the loss gradient (one value, on the device).
 // ce_weight_grad_f32(x, labels, lse, gl, gw, r, c, inv_n): a thread per row (grid-stride):
 //     gw = gl[0]·inv_n·(lse - x[y]).
@@ -67,14 +65,14 @@ extern "C" __global__ void ce_rows_block_f32(const float* x, const u32* labels, 
     }
 }
 
-// The mean of the (weighted) row losses and the first bad label, by one block.
-template <bool WEIGHTED>
-__device__ __forceinline__ void ce_mean(const u32* labels, const float* rows, const float* w,
-                                        float* loss, u32* status, u32 r, u32 c, float inv_n) {
+// The mean of the (weighted) row losses and the first bad label, by one block. A null `w`
+// is the same for every thread, so the branch costs no divergence.
+extern "C" __global__ void ce_mean_f32(const u32* labels, const float* rows, const float* w,
+                                       float* loss, u32* status, u32 r, u32 c, float inv_n) {
     float acc = 0.0f;
     u32 first = NO_ROW;
     for (u64 i = threadIdx.x; i < r; i += blockDim.x) {
-        if constexpr (WEIGHTED) acc += w[i] * rows[i];
+        if (w != nullptr) acc += w[i] * rows[i];
         else acc += rows[i];
         if (first == NO_ROW && labels[i] >= c) first = (u32)i;
     }
@@ -87,44 +85,19 @@ __device__ __forceinline__ void ce_mean(const u32* labels, const float* rows, co
     }
 }
 
-extern "C" __global__ void ce_mean_f32(const u32* labels, const float* rows, float* loss,
-                                       u32* status, u32 r, u32 c, float inv_n) {
-    ce_mean<false>(labels, rows, nullptr, loss, status, r, c, inv_n);
-}
-
-extern "C" __global__ void ce_mean_weighted_f32(const u32* labels, const float* rows,
-                                                const float* w, float* loss, u32* status,
-                                                u32 r, u32 c, float inv_n) {
-    ce_mean<true>(labels, rows, w, loss, status, r, c, inv_n);
-}
-
-template <bool WEIGHTED>
-__device__ __forceinline__ void ce_backward(const float* x, const u32* labels,
-                                            const float* lse, const float* gl, const float* w,
-                                            float* gx, u32 r, u32 c, float inv_n) {
+extern "C" __global__ void ce_backward_f32(const float* x, const u32* labels, const float* lse,
+                                           const float* gl, const float* w, float* gx, u32 r,
+                                           u32 c, float inv_n) {
     const float base = gl[0] * inv_n;
     FOR_EACH(i, (u64)r * c) {
         const u32 k = (u32)i;  // r * c fits u32 (the host checks): 32-bit division
         const u32 row = k / c, j = k % c;
         float s = base;
-        if constexpr (WEIGHTED) s = s * w[row];
+        if (w != nullptr) s = s * w[row];
         float v = s * expf(x[i] - lse[row]);
         if (j == labels[row]) v -= s;
         gx[i] = v;
     }
-}
-
-extern "C" __global__ void ce_backward_f32(const float* x, const u32* labels, const float* lse,
-                                           const float* gl, float* gx, u32 r, u32 c,
-                                           float inv_n) {
-    ce_backward<false>(x, labels, lse, gl, nullptr, gx, r, c, inv_n);
-}
-
-extern "C" __global__ void ce_backward_weighted_f32(const float* x, const u32* labels,
-                                                    const float* lse, const float* gl,
-                                                    const float* w, float* gx, u32 r, u32 c,
-                                                    float inv_n) {
-    ce_backward<true>(x, labels, lse, gl, w, gx, r, c, inv_n);
 }
 
 extern "C" __global__ void ce_weight_grad_f32(const float* x, const u32* labels,

@@ -10,34 +10,8 @@
 //   transposed index (for each target row r, the positions that hit it, increasing),
 //   out[r, :] = Σ src[pos, :] in that order; rows nothing hits get 0. A warp per target row,
 //   lanes over features (float4 when f % 4 == 0 and aligned), positions loaded 32 at a time
-//   and broadcast by shuffles. No atomics: each value has one owner, so it is deterministic.
-
-// out[r, c] = Σ_{k in ptr[r]..ptr[r+1]} src[pos[k], c], k increasing; `width` values of V
-// per row. Every lane runs every loop (columns past `width` are masked), so the shuffles
-// always see the whole warp.
-template <typename V>
-__device__ __forceinline__ void sum_rows(const u32* ptr, const u32* pos, const V* src, V* out,
-                                         u64 rows, u64 width) {
-    const u32 lane = lane_id();
-    FOR_EACH_ROW_WARP(r, rows) {
-        const u32 start = ptr[r], end = ptr[r + 1];
-        for (u64 c0 = 0; c0 < width; c0 += 32) {
-            const u64 c = c0 + lane;
-            const bool active = c < width;
-            V acc = zero_value<V>();
-            for (u32 base = start; base < end; base += 32) {
-                const u32 cnt = end - base < 32u ? end - base : 32u;
-                const u32 mine = lane < cnt ? pos[base + lane] : 0u;
-#pragma unroll 4
-                for (u32 q = 0; q < cnt; ++q) {
-                    const u32 p = __shfl_sync(0xffffffffu, mine, q);
-                    if (active) add_to(acc, src[(u64)p * width + c]);
-                }
-            }
-            if (active) out[r * width + c] = acc;
-        }
-    }
-}
+//   and broadcast by shuffles (the prelude's csr_sum_rows, which segment_sum.cu shares). No
+//   atomics: each value has one owner, so it is deterministic.
 
 extern "C" __global__ void gather_u32(const u32* idx, const u32* x, u32* out, u32 m, u32 f,
                                       u32 rows) {
@@ -70,9 +44,9 @@ extern "C" __global__ void gather_u32(const u32* idx, const u32* x, u32* out, u3
 extern "C" __global__ void scatter_add_f32(const u32* t_indptr, const u32* t_pos,
                                            const float* src, float* out, u32 n, u32 f) {
     if ((f & 3u) == 0 && aligned16(src) && aligned16(out)) {
-        sum_rows(t_indptr, t_pos, reinterpret_cast<const float4*>(src),
-                 reinterpret_cast<float4*>(out), n, f / 4);
+        csr_sum_rows(t_indptr, t_pos, reinterpret_cast<const float4*>(src),
+                     reinterpret_cast<float4*>(out), n, f / 4, 0u);
     } else {
-        sum_rows(t_indptr, t_pos, src, out, n, f);
+        csr_sum_rows(t_indptr, t_pos, src, out, n, f, 0u);
     }
 }

@@ -7,42 +7,11 @@
 //   grad_x [num_src, f], rows = num_src, f, mean): over the transposed CSR,
 //   grad_x[u, :] = Σ g[d, :] (each term divided by the in-degree of d when mean = 1) over
 //   the out-edges of u in CSR order.
-// Both: a warp per output row, lanes over features (float4 when f % 4 == 0 and the buffers
+// Both: a warp per output row (forward: the prelude's csr_sum_rows, which index_select.cu's
+// scatter-add shares), lanes over features (float4 when f % 4 == 0 and the buffers
 // are 16-byte aligned; lanes stride over wider rows), edge ids loaded 32 at a time and
 // broadcast by shuffles. Each value is summed in the CPU's order by its one owner: no
 // atomics, deterministic, and the same floats as the CPU backend.
-
-__device__ __forceinline__ float divided(float v, float d) { return v / d; }
-__device__ __forceinline__ float4 divided(float4 v, float d) {
-    return make_float4(v.x / d, v.y / d, v.z / d, v.w / d);
-}
-
-// `width` values of V per row. Every lane runs every loop (columns past `width` are
-// masked), so the shuffles always see the whole warp.
-template <typename V>
-__device__ __forceinline__ void forward_rows(const u32* indptr, const u32* indices, const V* x,
-                                             V* out, u64 rows, u64 width, u32 mean) {
-    const u32 lane = lane_id();
-    FOR_EACH_ROW_WARP(d, rows) {
-        const u32 start = indptr[d], end = indptr[d + 1];
-        for (u64 c0 = 0; c0 < width; c0 += 32) {
-            const u64 c = c0 + lane;
-            const bool active = c < width;
-            V acc = zero_value<V>();
-            for (u32 base = start; base < end; base += 32) {
-                const u32 cnt = end - base < 32u ? end - base : 32u;
-                const u32 mine = lane < cnt ? indices[base + lane] : 0u;
-#pragma unroll 4
-                for (u32 q = 0; q < cnt; ++q) {
-                    const u32 u = __shfl_sync(0xffffffffu, mine, q);
-                    if (active) add_to(acc, x[(u64)u * width + c]);
-                }
-            }
-            if (mean == 1u && end > start) acc = divided(acc, (float)(end - start));
-            if (active) out[d * width + c] = acc;
-        }
-    }
-}
 
 template <typename V>
 __device__ __forceinline__ void backward_rows(const u32* indptr, const u32* t_indptr,
@@ -80,10 +49,10 @@ __device__ __forceinline__ void backward_rows(const u32* indptr, const u32* t_in
 extern "C" __global__ void segment_sum_f32(const u32* indptr, const u32* indices, const float* x,
                                            float* out, u32 rows, u32 f, u32 mean) {
     if ((f & 3u) == 0 && aligned16(x) && aligned16(out)) {
-        forward_rows(indptr, indices, reinterpret_cast<const float4*>(x),
+        csr_sum_rows(indptr, indices, reinterpret_cast<const float4*>(x),
                      reinterpret_cast<float4*>(out), rows, f / 4, mean);
     } else {
-        forward_rows(indptr, indices, x, out, rows, f, mean);
+        csr_sum_rows(indptr, indices, x, out, rows, f, mean);
     }
 }
 

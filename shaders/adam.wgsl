@@ -29,7 +29,7 @@ struct Params {
 
 @compute @workgroup_size(256)
 fn adam_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.n {
         return;
     }

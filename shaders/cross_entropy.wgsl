@@ -175,7 +175,7 @@ fn backward_at(i: u32, scale: f32) {
 
 @compute @workgroup_size(256)
 fn ce_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.r * p.c {
         return;
     }
@@ -184,7 +184,7 @@ fn ce_backward_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
 
 @compute @workgroup_size(256)
 fn ce_backward_weighted_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.r * p.c {
         return;
     }
@@ -193,7 +193,7 @@ fn ce_backward_weighted_f32(@builtin(global_invocation_id) gid: vec3<u32>, @buil
 
 @compute @workgroup_size(256)
 fn ce_weight_grad_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.r {
         return;
     }

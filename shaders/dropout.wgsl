@@ -47,7 +47,7 @@ fn masked(i: u32, id: u32, col: u32) {
 
 @compute @workgroup_size(256)
 fn dropout_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.n {
         return;
     }
@@ -57,7 +57,7 @@ fn dropout_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
 
 @compute @workgroup_size(256)
 fn dropout_ids_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.n {
         return;
     }

@@ -159,7 +159,7 @@ fn matmul_f32(
 
 @compute @workgroup_size(256)
 fn copy2d_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.count {
         return;
     }

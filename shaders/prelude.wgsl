@@ -3,6 +3,11 @@
 // file. Module-scope WGSL names are visible before their declaration, so a shader calls
 // these helpers as if it declared them. Nothing here binds a resource: an entry point's
 // bind-group layout only ever lists the shader's own bindings.
+//
+// What stays out of here, repeated in the shaders: a loop over a shader's own bindings
+// (WGSL passes no storage buffer to a function without the unrestricted_pointer_parameters
+// extension, outside WebGPU's defaults, and a helper here cannot name a shader's binding),
+// and the f32/vec4<f32> twins of a kernel (WGSL has no generics).
 
 // The global invocation index of a 2-D grid of 256-thread workgroups (Context::grid).
 fn linear(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {

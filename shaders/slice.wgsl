@@ -31,7 +31,7 @@ struct Params {
 
 @compute @workgroup_size(256)
 fn slice_cols_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.n {
         return;
     }
@@ -43,7 +43,7 @@ fn slice_cols_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
 
 @compute @workgroup_size(256)
 fn slice_pad_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = linear(gid, nwg);
     if i >= p.n {
         return;
     }

@@ -17,9 +17,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::device::add;
 use crate::error::{Error, Result};
-use crate::tensor::{Storage, Tensor};
+use crate::tensor::Tensor;
 
 /// A backward rule: the gradient of the output in, one optional gradient per input out.
 pub type BackwardFn = Box<dyn FnOnce(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
@@ -277,15 +276,14 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
     let n = dst.numel();
     let src_guard = src.storage();
     let mut dst_guard = dst.storage_mut();
-    match (&mut *dst_guard, &*src_guard) {
-        (Storage::Cpu(d), Storage::Cpu(s)) => add::cpu_add_assign(&mut d.data, &s.data),
-        (Storage::Wgpu(d), Storage::Wgpu(s)) => add::wgpu_add_assign(d, s, n),
-        (Storage::Cuda(d), Storage::Cuda(s)) => add::cuda_add_assign(d, s, n),
-        _ => Err(Error::DeviceMismatch {
+    if dst_guard.add_assign(&src_guard, n)? {
+        Ok(())
+    } else {
+        Err(Error::DeviceMismatch {
             op: "add_assign",
             lhs: dst.device(),
             rhs: src.device(),
-        }),
+        })
     }
 }
 
@@ -294,17 +292,12 @@ pub fn add_assign(dst: &Tensor, src: &Tensor) -> Result<()> {
 fn sum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     check_sum("add", a, b)?;
     let n = a.numel();
-    let out = match (&*a.storage(), &*b.storage()) {
-        (Storage::Cpu(x), Storage::Cpu(y)) => Storage::Cpu(add::cpu_add(&x.data, &y.data)?),
-        (Storage::Wgpu(x), Storage::Wgpu(y)) => Storage::Wgpu(add::wgpu_add(x, y, n)?),
-        (Storage::Cuda(x), Storage::Cuda(y)) => Storage::Cuda(add::cuda_add(x, y, n)?),
-        _ => {
-            return Err(Error::DeviceMismatch {
-                op: "add",
-                lhs: a.device(),
-                rhs: b.device(),
-            })
-        }
+    let Some(out) = a.storage().add(&b.storage(), n)? else {
+        return Err(Error::DeviceMismatch {
+            op: "add",
+            lhs: a.device(),
+            rhs: b.device(),
+        });
     };
     Ok(Tensor::from_storage(
         out,

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::autograd::{self, Node};
+use crate::device::add;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
 use crate::device::cuda::{self as cuda_dev, CudaBuffer};
 use crate::device::wgpu::{self as wgpu_dev, WgpuBuffer};
@@ -100,6 +101,37 @@ impl Storage {
             Storage::Cuda(b) => Ok(b),
             _ => Err(self.elsewhere(op, "CUDA")),
         }
+    }
+
+    /// `self += src` over `n` values, in place, on the device both live on (the device
+    /// layer's `add`); `Ok(false)` when they live on different backends.
+    pub(crate) fn add_assign(&mut self, src: &Storage, n: usize) -> Result<bool> {
+        match (self, src) {
+            (Storage::Cpu(d), Storage::Cpu(s)) => add::cpu_add_assign(&mut d.data, &s.data)?,
+            (Storage::Wgpu(d), Storage::Wgpu(s)) => {
+                add::gpu_add_assign::<wgpu_dev::Context>(d, s, n)?
+            }
+            (Storage::Cuda(d), Storage::Cuda(s)) => {
+                add::gpu_add_assign::<cuda_dev::Context>(d, s, n)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `self + other` over `n` values as new storage on the device both live on; `None`
+    /// when they live on different backends.
+    pub(crate) fn add(&self, other: &Storage, n: usize) -> Result<Option<Storage>> {
+        Ok(Some(match (self, other) {
+            (Storage::Cpu(x), Storage::Cpu(y)) => Storage::Cpu(add::cpu_add(&x.data, &y.data)?),
+            (Storage::Wgpu(x), Storage::Wgpu(y)) => {
+                Storage::Wgpu(add::gpu_add::<wgpu_dev::Context>(x, y, n)?)
+            }
+            (Storage::Cuda(x), Storage::Cuda(y)) => {
+                Storage::Cuda(add::gpu_add::<cuda_dev::Context>(x, y, n)?)
+            }
+            _ => return Ok(None),
+        }))
     }
 
     fn elsewhere(&self, op: &'static str, expected: &str) -> Error {

@@ -435,12 +435,9 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
     let (data, graph) = c.load()?;
     let mut config = a.config(&data)?;
     if dist.size() > 1 {
-        // Ranks sharing a machine spread over its GPUs: cuda:N is the first one's.
-        if let (espalier::Device::Cuda(first), Some(local)) =
-            (config.device, espalier::dist::local_rank()?)
-        {
-            let count = espalier::device::cuda::probe().unwrap_or(1).max(1);
-            config.device = espalier::Device::Cuda(((first as usize + local) % count) as u32);
+        // Ranks sharing a machine spread over its GPUs (see `Device::for_local_rank`).
+        if let Some(local) = espalier::dist::local_rank()? {
+            config.device = config.device.for_local_rank(local);
         }
     }
     if sampler {

@@ -4,32 +4,16 @@
 //! owns `fill`, so that autograd adds gradients without going through the ops, which
 //! record autograd nodes. Not recorded by autograd.
 //!
-//! The GPU kernels are `add_assign_f32` and `binary_f32` (op add, no broadcast) of
-//! `shaders/binary.wgsl` and `kernels/binary.cu`, the files of the `binary` op, which
-//! computes the same `x + y` per element: a gradient summed here is bit-identical to one
-//! summed by `ops::add`.
+//! On a GPU it runs the `binary` op's kernels (`BinaryKernels`: `add_assign` and the
+//! binary op's add without broadcast), which compute the same `x + y` per element: a
+//! gradient summed here is bit-identical to one summed by `ops::add`.
 
 use rayon::prelude::*;
 
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::{BinaryParams, Follow, Kernel, WgpuBuffer};
+use crate::device::kernels::binary::{BinaryKernels, BinaryShape};
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-
-const SHADER: &str = include_str!("../../shaders/binary.wgsl");
-const ADD: Kernel = Kernel {
-    stem: "binary",
-    source: SHADER,
-    entry: "binary_f32",
-};
-const ADD_ASSIGN: Kernel = Kernel {
-    stem: "binary",
-    source: SHADER,
-    entry: "add_assign_f32",
-};
-const ADD_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "binary_f32");
-const ADD_ASSIGN_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "add_assign_f32");
 
 /// The error for operands that are not both f32 (or both f64) or differ in length.
 fn operands(op: &str, a: &CpuData, b: &CpuData) -> Error {
@@ -71,57 +55,22 @@ pub fn cpu_add(a: &CpuData, b: &CpuData) -> Result<CpuBuffer> {
     }
 }
 
-/// `d += s` over the first `n` f32 values of two wgpu buffers.
-pub fn wgpu_add_assign(d: &WgpuBuffer, s: &WgpuBuffer, n: usize) -> Result<()> {
-    let params = BinaryParams::default();
-    d.ctx()
-        .launch_chunked(&ADD_ASSIGN, params, &[(4, s), (5, d)], &[], n as u64)
+/// `d += s` over the first `n` f32 values of two buffers of GPU backend `D`.
+pub fn gpu_add_assign<D: BinaryKernels>(d: &D::Buffer, s: &D::Buffer, n: usize) -> Result<()> {
+    D::context_of(d).add_assign(d, s, n)
 }
 
-/// `a + b` over the first `n` f32 values of two wgpu buffers, as a new buffer.
-pub fn wgpu_add(a: &WgpuBuffer, b: &WgpuBuffer, n: usize) -> Result<WgpuBuffer> {
-    let out = WgpuBuffer::new(a.ctx(), a.len)?;
-    // Op 0 (add), broadcast 0 (none): b is read element for element, as a is.
-    let params = BinaryParams {
+/// `a + b` over the first `n` f32 values of two buffers of GPU backend `D`, as a new
+/// buffer: the binary op's add without broadcast.
+pub fn gpu_add<D: BinaryKernels>(a: &D::Buffer, b: &D::Buffer, n: usize) -> Result<D::Buffer> {
+    let ctx = D::context_of(a);
+    let out = ctx.alloc(D::bytes(a))?;
+    let shape = BinaryShape {
+        op: 0,
+        bcast: 0,
         cols: 1,
-        ..Default::default()
+        n,
     };
-    let same = [(1, a), (3, &out)];
-    a.ctx()
-        .launch_followed(&ADD, params, &same, Some((2, b, Follow::Same)), n)?;
-    Ok(out)
-}
-
-/// The element count `n` as the CUDA kernels' u32.
-fn cuda_count(op: &str, n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| {
-        Error::invalid(format!(
-            "{op}: {n} values do not fit the kernel's u32 count"
-        ))
-    })
-}
-
-/// `d += s` over the first `n` f32 values of two CUDA buffers.
-pub fn cuda_add_assign(d: &CudaBuffer, s: &CudaBuffer, n: usize) -> Result<()> {
-    let count = cuda_count("add_assign", n)?;
-    let args = [Arg::Buf(s), Arg::Buf(d), Arg::U32(count)];
-    d.ctx().launch_1d(&ADD_ASSIGN_CUDA, n as u64, &args)
-}
-
-/// `a + b` over the first `n` f32 values of two CUDA buffers, as a new buffer.
-pub fn cuda_add(a: &CudaBuffer, b: &CudaBuffer, n: usize) -> Result<CudaBuffer> {
-    let count = cuda_count("add", n)?;
-    let out = CudaBuffer::new(a.ctx(), a.len)?;
-    // cols 1, op 0 (add), broadcast 0 (none).
-    let args = [
-        Arg::Buf(a),
-        Arg::Buf(b),
-        Arg::Buf(&out),
-        Arg::U32(1),
-        Arg::U32(0),
-        Arg::U32(0),
-        Arg::U32(count),
-    ];
-    a.ctx().launch_1d(&ADD_CUDA, n as u64, &args)?;
+    ctx.binary("add", shape, a, b, &out)?;
     Ok(out)
 }

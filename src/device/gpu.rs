@@ -1,24 +1,25 @@
-//! The seam between the composite ops and the GPU backends.
+//! The seam between the ops and the GPU backends.
 //!
-//! An op whose work is several kernels with host logic in between (cross-entropy with its
-//! label check, the LSTM aggregation's bucket and step loop) writes that orchestration
-//! **once**, generic over a [`GpuDevice`]: it allocates, uploads, splits and reads back
-//! through this trait, and launches its kernels through a small trait of its own (for
-//! example `CrossEntropyKernels` in `src/ops/cross_entropy.rs`) that each backend
-//! implements next to the op, one method per kernel with the kernel's typed parameters.
-//! Those launch methods are where the backends marshal parameters (wgpu: the `#[repr(C)]`
-//! structs of [`super::wgpu::params`] over binding windows; CUDA: the argument structs of
-//! [`super::cuda::args`], each checked against its kernel's signature in `kernels/*.cu`)
-//! and where they truly differ in algorithm (wgpu splits rows across binding windows, CUDA
-//! gives long rows a block each). The tensor side of the seam (a storage's buffer, a
-//! buffer as a tensor) is `GpuTensors` in `src/ops/gpu.rs`.
+//! An op's GPU half (allocation, uploads, host logic between kernels: cross-entropy's
+//! label check, the LSTM aggregation's bucket and step loop) is written **once**, generic
+//! over a [`GpuDevice`]: it allocates, uploads, splits and reads back through this trait,
+//! and launches its kernels through its kernel trait in `src/device/kernels/<op>.rs` (for
+//! example `CrossEntropyKernels`), one method per launch with neutral parameters. Each
+//! backend implements the kernel traits in its own folder, `src/device/<backend>/kernels/`,
+//! where it marshals parameters (wgpu: the `#[repr(C)]` structs of [`super::wgpu::params`]
+//! over binding windows; CUDA: the argument structs of [`super::cuda::args`], each checked
+//! against its kernel's signature in `kernels/*.cu`) and where the backends truly differ in
+//! algorithm (wgpu splits rows across binding windows, CUDA gives long rows a block each).
+//! The tensor side of the seam (a storage's buffer, a buffer as a tensor, the one match on
+//! a backend) is `src/ops/gpu.rs`.
 //!
-//! A new GPU backend (Metal, HIP) implements [`GpuDevice`] for its context, `GpuTensors`,
-//! and each composite op's kernel trait with its kernels; the orchestration does not change.
+//! A new GPU backend (Metal, HIP) implements [`GpuDevice`] for its context, the shared
+//! pooled buffer's [`super::pooled::PoolBackend`], and every kernel trait; the ops'
+//! orchestration does not change.
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// What the composite ops need of a GPU backend's context (see the module docs). Buffers
 /// are 4-byte words; sizes are in bytes.
@@ -31,6 +32,9 @@ pub trait GpuDevice: Send + Sync + Sized + 'static {
 
     /// The context `buf` belongs to.
     fn context_of(buf: &Self::Buffer) -> &Arc<Self>;
+
+    /// The buffer's size in bytes (of its tensor's whole storage).
+    fn bytes(buf: &Self::Buffer) -> u64;
 
     /// A buffer of `bytes` bytes with undefined contents (a kernel writes it before any read).
     fn alloc(self: &Arc<Self>, bytes: u64) -> Result<Self::Buffer>;
@@ -67,4 +71,15 @@ pub fn word_at(bytes: &[u8], i: usize) -> u32 {
     bytes
         .get(i * 4..i * 4 + 4)
         .map_or(0, bytemuck::pod_read_unaligned::<u32>)
+}
+
+/// `n` as the u32 a GPU kernel indexes values with; an error naming `op` and `what` if a
+/// tensor holds more values than that.
+pub(crate) fn u32_count(op: &'static str, what: &str, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| {
+        Error::shape(
+            op,
+            format!("{what} holds {n} values; GPU kernels index at most 2^32 - 1"),
+        )
+    })
 }

@@ -15,7 +15,9 @@ pub mod cuda;
 pub mod gpu;
 pub mod heap;
 mod id;
+pub mod kernels;
 mod memory;
+pub mod pooled;
 pub mod wgpu;
 pub mod wgpu_shader;
 
@@ -120,6 +122,34 @@ impl Device {
         }
     }
 
+    /// True on a GPU backend (wgpu, CUDA), false on the CPU.
+    pub fn is_gpu(self) -> bool {
+        !matches!(self, Device::Cpu)
+    }
+
+    /// The device of the `local`-th rank on a machine whose first rank trains on `self`:
+    /// ranks sharing a machine spread over its CUDA devices (`cuda:N` is the first one's,
+    /// wrapping around the devices found); other devices are shared as they are.
+    pub fn for_local_rank(self, local: usize) -> Device {
+        match self {
+            Device::Cuda(first) => {
+                let count = self::cuda::probe().unwrap_or(1).max(1);
+                Device::Cuda(((first as usize + local) % count) as u32)
+            }
+            other => other,
+        }
+    }
+
+    /// How the device allocates, as the memory estimator replays it.
+    pub fn alloc_policy(self) -> AllocPolicy {
+        AllocPolicy {
+            gpu: self.is_gpu(),
+            // CUDA's LSTM step kernels index the output rows through the dst ids; wgpu's
+            // put and gather them through bucket-local buffers.
+            lstm_rows_in_kernel: matches!(self, Device::Cuda(_)),
+        }
+    }
+
     /// Short name of the backend: `cpu`, `wgpu` or `cuda`.
     pub fn backend(self) -> &'static str {
         match self {
@@ -128,6 +158,18 @@ impl Device {
             Device::Cuda(_) => "cuda",
         }
     }
+}
+
+/// What the memory estimator needs to know of how a device allocates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocPolicy {
+    /// A GPU: allocations round up to the pool's size classes ([`size_class`]), ops upload
+    /// the index arrays they read, and readouts stay on the device until read. Otherwise
+    /// exact bytes and no uploads.
+    pub gpu: bool,
+    /// The LSTM aggregation's step kernels read and write the output rows themselves: one
+    /// upload of every bucket's dst ids, no per-bucket gather of gradient rows.
+    pub lstm_rows_in_kernel: bool,
 }
 
 impl FromStr for Device {

@@ -7,39 +7,12 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::CpuElem;
-use crate::device::cuda::{self, Arg};
-use crate::device::wgpu::AdamParams;
-use crate::device::wgpu::Kernel;
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::adam::AdamKernels;
+pub use crate::device::kernels::adam::AdamStep;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::rows::u32_count;
 use crate::tensor::{Storage, Tensor};
-
-const KERNEL: Kernel = Kernel {
-    stem: "adam",
-    source: include_str!("../../shaders/adam.wgsl"),
-    entry: "adam_f32",
-};
-const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("adam", "adam_f32");
-
-/// Hyper-parameters of one Adam step.
-#[derive(Clone, Copy, Debug)]
-pub struct AdamStep {
-    /// Learning rate.
-    pub lr: f64,
-    /// Decay of the first-moment (mean) estimate.
-    pub beta1: f64,
-    /// Decay of the second-moment (uncentred variance) estimate.
-    pub beta2: f64,
-    /// Added to the denominator's square root.
-    pub eps: f64,
-    /// L2 penalty added to the gradient (or decoupled, see `decoupled`).
-    pub weight_decay: f64,
-    /// AdamW's decoupled weight decay instead of L2.
-    pub decoupled: bool,
-    /// 1-based step count t.
-    pub step: u64,
-}
 
 /// Updates `param`, and the moments `m`, `v`, in place from `grad`.
 pub fn adam_update(
@@ -70,58 +43,19 @@ pub fn adam_update(
                 }
             }
         }
-        (Storage::Wgpu(p), Storage::Wgpu(g), Storage::Wgpu(m), Storage::Wgpu(v)) => {
-            // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.
-            let t = h.step as i32;
-            let bits = |x: f64| (x as f32).to_bits();
-            let params = AdamParams {
-                lr: bits(h.lr),
-                b1: bits(h.beta1),
-                b2: bits(h.beta2),
-                eps: bits(h.eps),
-                wd: bits(h.weight_decay),
-                bc1: bits(1.0 - h.beta1.powi(t)),
-                bc2: bits(1.0 - h.beta2.powi(t)),
-                shrink: bits(1.0 - h.lr * h.weight_decay),
-                decoupled: h.decoupled as u32,
-                ..Default::default()
-            };
-            let n = param.numel() as u64;
-            p.ctx()
-                .launch_chunked(&KERNEL, params, &[(1, p), (2, g), (3, m), (4, v)], &[], n)?;
-        }
-        (Storage::Cuda(p), Storage::Cuda(g), Storage::Cuda(m), Storage::Cuda(v)) => {
-            // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.
-            let t = h.step as i32;
-            let f = |x: f64| Arg::F32(x as f32);
-            let n = u32_count("adam_update", "the parameter", param.numel())?;
-            let args = [
-                Arg::Buf(p),
-                Arg::Buf(g),
-                Arg::Buf(m),
-                Arg::Buf(v),
-                f(h.lr),
-                f(h.beta1),
-                f(h.beta2),
-                f(h.eps),
-                f(h.weight_decay),
-                f(1.0 - h.beta1.powi(t)),
-                f(1.0 - h.beta2.powi(t)),
-                f(1.0 - h.lr * h.weight_decay),
-                Arg::U32(h.decoupled as u32),
-                Arg::U32(n),
-            ];
-            p.ctx().launch_1d(&KERNEL_CUDA, n as u64, &args)?;
-        }
-        _ => {
-            // check_update put every operand on one device, so this is unreachable in
-            // practice; report it as the mismatch it would be.
-            return Err(Error::DeviceMismatch {
-                op: "adam_update",
-                lhs: param.device(),
-                rhs: grad.device(),
-            });
-        }
+        (ps, gs, ms, vs) => on_gpu!(
+            (ps, gs, ms, vs),
+            |D, (p, g, m, v)| D::context_of(p).adam(p, g, m, v, param.numel(), h)?,
+            else {
+                // check_update put every operand on one device, so this is unreachable in
+                // practice; report it as the mismatch it would be.
+                return Err(Error::DeviceMismatch {
+                    op: "adam_update",
+                    lhs: param.device(),
+                    rhs: grad.device(),
+                });
+            }
+        ),
     }
     Ok(())
 }

@@ -5,20 +5,13 @@
 //! The output is u32 indices and has no gradient.
 
 use crate::device::cpu::{CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::ArgmaxParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::argmax::ArgmaxKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{dims2, rows_from_fn, u32_count};
+use crate::ops::gpu::GpuTensors;
+use crate::ops::rows::{dims2, rows_from_fn};
 use crate::tensor::{DType, Storage, Tensor};
-
-const KERNEL: Kernel = Kernel {
-    stem: "argmax",
-    source: include_str!("../../shaders/argmax.wgsl"),
-    entry: "argmax_rows_f32",
-};
-const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("argmax", "argmax_rows_f32");
 
 /// The column of each row's largest value, as `u32 [rows]`.
 pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
@@ -35,39 +28,10 @@ pub fn argmax_rows(x: &Tensor) -> Result<Tensor> {
         return Err(Error::shape(OP, format!("{c} columns do not fit u32")));
     }
     let storage = match &*x.storage() {
-        Storage::Cuda(b) => {
-            let ctx = b.ctx();
-            u32_count(OP, "x", r * c)?;
-            let out = CudaBuffer::new(ctx, (r * 4) as u64)?;
-            // One warp per row; nothing runs for r = 0.
-            let args = [
-                Arg::Buf(b),
-                Arg::Buf(&out),
-                Arg::U32(r as u32),
-                Arg::U32(c as u32),
-            ];
-            ctx.launch_rows(&KERNEL_CUDA, r as u64, &args)?;
-            Storage::Cuda(out)
-        }
         Storage::Cpu(b) => Storage::Cpu(float_cpu!(OP, &b.data, v => cpu_argmax(v, r, c)?)),
-        Storage::Wgpu(b) => {
-            let ctx = b.ctx();
-            let out = WgpuBuffer::new(ctx, (r * 4) as u64)?;
-            // One workgroup per row, in ranges of rows that fit one binding.
-            for (r0, r1) in ctx.split(OP, r, |a, b| (b - a) * c)? {
-                let (xw, ow) = (ctx.rows_window(b, r0, r1, c), ctx.window(&out, r0, r1));
-                let params = ArgmaxParams {
-                    r: (r1 - r0) as u32,
-                    c: c as u32,
-                    r0: r0 as u32,
-                    x_base: xw.base,
-                    out_base: ow.base,
-                };
-                let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
-                ctx.launch_windows_grid(&KERNEL, &params, &[(1, &xw), (2, &ow)], grid)?;
-            }
-            Storage::Wgpu(out)
-        }
+        s => on_gpu!(s, |D, b| D::storage(
+            D::context_of(b).argmax_rows(OP, b, r, c)?
+        )),
     };
     Ok(Tensor::from_storage(
         storage,

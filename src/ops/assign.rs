@@ -4,10 +4,10 @@
 //! On the GPUs the copy is a buffer-to-buffer copy on the queue or stream;
 //! `shaders/assign.wgsl` and `kernels/assign.cu` also hold the fill kernel that the device
 //! buffers use for `Tensor::full` with a non-zero value
-//! ([`WgpuBuffer::filled`](crate::device::wgpu::WgpuBuffer::filled),
-//! [`CudaBuffer::filled`](crate::device::cuda::CudaBuffer::filled)).
+//! (`GpuDevice::fill`).
 
 use crate::device::cpu::CpuData;
+use crate::device::kernels::assign::AssignKernels;
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
 
@@ -22,17 +22,15 @@ pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
             (CpuData::F64(d), CpuData::F64(s)) => d.copy_from_slice(s),
             _ => return Err(Error::invalid("assign: dtypes differ")),
         },
-        (Storage::Wgpu(d), Storage::Wgpu(s)) => {
-            d.ctx().copy(s, 0, d, 0, (dst.numel() * 4) as u64)?;
-        }
-        (Storage::Cuda(d), Storage::Cuda(s)) => d.copy_from(s, dst.bytes() as u64)?,
-        _ => {
-            return Err(Error::DeviceMismatch {
+        (ds, ss) => on_gpu!(
+            (ds, ss),
+            |D, (d, s)| D::assign(d, s, dst.bytes() as u64)?,
+            else return Err(Error::DeviceMismatch {
                 op: "assign",
                 lhs: dst.device(),
                 rhs: src.device(),
             })
-        }
+        ),
     }
     Ok(())
 }

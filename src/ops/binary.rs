@@ -10,21 +10,13 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::BinaryParams;
-use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::binary::{BinaryKernels, BinaryShape};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{rows_from_fn, u32_count};
-use crate::ops::{cpu_output, cuda_output, neg, reshape, sum_all, sum_dim, wgpu_output};
-
-const SHADER: &str = include_str!("../../shaders/binary.wgsl");
-const KERNEL: Kernel = Kernel {
-    stem: "binary",
-    source: SHADER,
-    entry: "binary_f32",
-};
-const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("binary", "binary_f32");
+use crate::ops::gpu::GpuTensors;
+use crate::ops::rows::rows_from_fn;
+use crate::ops::{cpu_output, neg, reshape, sum_all, sum_dim};
 use crate::tensor::{Storage, Tensor};
 
 /// Which binary op.
@@ -106,48 +98,26 @@ fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
                 float_cpu2!(name, &x.data, &y.data, (x, y) => cpu_binary(op, x, y, bc, cols)?);
             cpu_output(buf, a.shape().to_vec(), a)
         }
-        (Storage::Wgpu(x), Storage::Wgpu(y)) => {
-            let out = WgpuBuffer::new(x.ctx(), x.len)?;
-            let params = BinaryParams {
-                cols: cols as u32,
-                op: op as u32,
-                bcast: bc as u32,
-                ..Default::default()
-            };
-            // b follows a through the broadcast: each range binds the values it reads.
-            let follow = match bc {
-                Broadcast::None => Follow::Same,
-                Broadcast::Row => Follow::Row(cols),
-                Broadcast::Col => Follow::Col(cols),
-                Broadcast::Scalar => Follow::Scalar,
-            };
-            let same = [(1, x), (3, &out)];
-            x.ctx()
-                .launch_followed(&KERNEL, params, &same, Some((2, y, follow)), a.numel())?;
-            wgpu_output(out, a.shape().to_vec(), a)
-        }
-        (Storage::Cuda(x), Storage::Cuda(y)) => {
-            let out = CudaBuffer::new(x.ctx(), x.len)?;
-            let n = u32_count(name, "a", a.numel())?;
-            let args = [
-                Arg::Buf(x),
-                Arg::Buf(y),
-                Arg::Buf(&out),
-                Arg::U32(cols as u32),
-                Arg::U32(op as u32),
-                Arg::U32(bc as u32),
-                Arg::U32(n),
-            ];
-            x.ctx().launch_1d(&KERNEL_CUDA, n as u64, &args)?;
-            cuda_output(out, a.shape().to_vec(), a)
-        }
-        _ => {
-            return Err(Error::DeviceMismatch {
+        (xs, ys) => on_gpu!(
+            (xs, ys),
+            |D, (x, y)| {
+                let ctx = D::context_of(x);
+                let out = ctx.alloc(D::bytes(x))?;
+                let shape = BinaryShape {
+                    op: op as u32,
+                    bcast: bc as u32,
+                    cols,
+                    n: a.numel(),
+                };
+                ctx.binary(name, shape, x, y, &out)?;
+                D::output(out, a.shape().to_vec(), a)
+            },
+            else return Err(Error::DeviceMismatch {
                 op: name,
                 lhs: a.device(),
                 rhs: b.device(),
             })
-        }
+        ),
     };
     // Save only what the rule reads: add and sub read no values; mul reads the other
     // operand; div reads b for ā and both for b̄. A gradient nobody needs is not computed.

@@ -9,21 +9,13 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::ConcatParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::concat::ConcatKernels;
 use crate::error::{Error, Result};
-use crate::ops::rows::{dims2, rows_from_fn, u32_count};
-use crate::ops::slice::cuda_copy_words;
-use crate::ops::{cpu_output, cuda_output, slice, wgpu_output};
+use crate::ops::gpu::GpuTensors;
+use crate::ops::rows::{dims2, rows_from_fn};
+use crate::ops::{cpu_output, slice};
 use crate::tensor::{Storage, Tensor};
-
-const COLS: Kernel = Kernel {
-    stem: "concat",
-    source: include_str!("../../shaders/concat.wgsl"),
-    entry: "concat_cols_u32",
-};
-const COLS_CUDA: cuda::Kernel = crate::cuda_kernel!("concat", "concat_cols_u32");
 
 /// The 2-D tensors `xs` joined along `dim` (0: stacked rows, 1: side-by-side columns).
 /// All must share the dtype, the device and the other dimension.
@@ -77,28 +69,17 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
             lhs: first.device(),
             rhs: t.device(),
         };
-        if let Storage::Wgpu(_) = &*guards[0] {
-            let bufs: Vec<&WgpuBuffer> = guards
-                .iter()
-                .zip(xs)
-                .map(|(g, t)| match &**g {
-                    Storage::Wgpu(b) => Ok(b),
-                    Storage::Cpu(_) | Storage::Cuda(_) => Err(mismatch(t)),
-                })
-                .collect::<Result<_>>()?;
-            let buf = wgpu_concat(&bufs, &shapes, &parts, dim, &out_shape)?;
-            wgpu_output(buf, out_shape, first)
-        } else if let Storage::Cuda(_) = &*guards[0] {
-            let bufs: Vec<&CudaBuffer> = guards
-                .iter()
-                .zip(xs)
-                .map(|(g, t)| match &**g {
-                    Storage::Cuda(b) => Ok(b),
-                    Storage::Cpu(_) | Storage::Wgpu(_) => Err(mismatch(t)),
-                })
-                .collect::<Result<_>>()?;
-            let buf = cuda_concat(&bufs, &shapes, &parts, dim, &out_shape)?;
-            cuda_output(buf, out_shape, first)
+        if !matches!(&*guards[0], Storage::Cpu(_)) {
+            on_gpu!(&*guards[0], |D, _b| {
+                let bufs: Vec<&<D as GpuDevice>::Buffer> = guards
+                    .iter()
+                    .zip(xs)
+                    .map(|(g, t)| D::buffer(g, OP).map_err(|_| mismatch(t)))
+                    .collect::<Result<_>>()?;
+                let ctx = D::context_of(bufs[0]);
+                let buf = ctx.concat(&bufs, &shapes, &parts, dim, (out_shape[0], out_shape[1]))?;
+                D::output(buf, out_shape, first)
+            })
         } else {
             let datas: Vec<&CpuData> = guards.iter().map(|g| g.cpu(OP)).collect::<Result<_>>()?;
             let buf = match datas[0] {
@@ -124,83 +105,6 @@ pub fn concat(xs: &[&Tensor], dim: usize) -> Result<Tensor> {
             .map(|(&(start, size), &w)| w.then(|| slice(g, dim, start, size)).transpose())
             .collect()
     }))
-}
-
-/// Rows: one buffer copy per input; columns: one strided-copy kernel per input, over ranges
-/// of rows whose windows fit one binding. Values move as 32-bit words, so f32 and u32 alike.
-fn wgpu_concat(
-    bufs: &[&WgpuBuffer],
-    shapes: &[(usize, usize)],
-    parts: &[(usize, usize)],
-    dim: usize,
-    out_shape: &[usize],
-) -> Result<WgpuBuffer> {
-    let ctx = bufs[0].ctx();
-    let (rows, cols) = (out_shape[0], out_shape[1]);
-    let out = WgpuBuffer::new(ctx, (rows * cols * 4) as u64)?;
-    for ((b, &(r, c)), &(start, _)) in bufs.iter().zip(shapes).zip(parts) {
-        if dim == 0 {
-            ctx.copy(b, 0, &out, (start * cols * 4) as u64, (r * c * 4) as u64)?;
-        } else if c > 0 {
-            // Ranges of rows whose input and output windows fit one binding.
-            let dst = |r0: usize, r1: usize| (r0 * cols + start, (r1 - 1) * cols + start + c);
-            let span = |r0: usize, r1: usize| {
-                let (lo, hi) = dst(r0, r1);
-                (hi - lo).max((r1 - r0) * c)
-            };
-            for (r0, r1) in ctx.split("concat", r, span)? {
-                let (lo, hi) = dst(r0, r1);
-                let (sw, dw) = (ctx.rows_window(b, r0, r1, c), ctx.window(&out, lo, hi));
-                let params = ConcatParams {
-                    n: ((r1 - r0) * c) as u32,
-                    width: c as u32,
-                    dst_cols: cols as u32,
-                    col0: start as u32,
-                    r0: r0 as u32,
-                    src_base: sw.base,
-                    dst_base: dw.base,
-                };
-                ctx.launch_windows(
-                    &COLS,
-                    &params,
-                    &[(1, &sw), (2, &dw)],
-                    ((r1 - r0) * c) as u64,
-                )?;
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Rows: one device-to-device copy per input; columns: one strided-copy kernel per input.
-/// Values move as 32-bit words, so f32 and u32 alike.
-fn cuda_concat(
-    bufs: &[&CudaBuffer],
-    shapes: &[(usize, usize)],
-    parts: &[(usize, usize)],
-    dim: usize,
-    out_shape: &[usize],
-) -> Result<CudaBuffer> {
-    let ctx = bufs[0].ctx();
-    let (rows, cols) = (out_shape[0], out_shape[1]);
-    u32_count("concat", "the output", rows * cols)?;
-    let mut out = CudaBuffer::new(ctx, (rows * cols * 4) as u64)?;
-    for ((b, &(r, c)), &(start, _)) in bufs.iter().zip(shapes).zip(parts) {
-        if dim == 0 {
-            cuda_copy_words(b, 0, &mut out, start * cols, r * c)?;
-        } else if r * c > 0 {
-            let args = [
-                Arg::Buf(b),
-                Arg::Buf(&out),
-                Arg::U32((r * c) as u32),
-                Arg::U32(c as u32),
-                Arg::U32(cols as u32),
-                Arg::U32(start as u32),
-            ];
-            ctx.launch_1d(&COLS_CUDA, (r * c) as u64, &args)?;
-        }
-    }
-    Ok(out)
 }
 
 fn cpu_concat<T: CpuElem + Default>(

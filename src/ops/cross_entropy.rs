@@ -32,21 +32,16 @@
 //! whose status is read back the same way.
 //!
 //! The GPU orchestration (label checks, buffers, the status readback, the gradients) is
-//! written once over the GPU seam (`src/device/gpu.rs`): [`gpu_forward`] and
-//! `Saved::gpu_backward`, generic over a backend implementing [`CrossEntropyKernels`],
-//! whose wgpu and CUDA implementations below marshal each kernel's parameters.
-
-use std::sync::Arc;
+//! written once over the GPU seam (`src/ops/gpu.rs`): [`gpu_forward`] and
+//! `Saved::gpu_backward`, generic over a backend implementing [`CrossEntropyKernels`]
+//! (`src/device/kernels/`), whose wgpu and CUDA implementations in each backend's
+//! `kernels/cross_entropy.rs` marshal each kernel's parameters.
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
-use crate::device::cuda::args::{
-    CeBackwardArgs, CeBackwardWeightedArgs, CeMeanArgs, CeMeanWeightedArgs, CeRowsArgs,
-    CeRowsBlockArgs, CeWeightGradArgs,
-};
 use crate::device::gpu::word_at;
-use crate::device::wgpu::{CrossEntropyParams, Kernel, WG};
-use crate::device::{cuda, wgpu, Device};
+use crate::device::kernels::cross_entropy::{CrossEntropyKernels, Operands};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::cpu_output;
@@ -56,28 +51,6 @@ use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "cross_entropy";
-
-const SHADER: &str = include_str!("../../shaders/cross_entropy.wgsl");
-const fn kernel(entry: &'static str) -> Kernel {
-    Kernel {
-        stem: "cross_entropy",
-        source: SHADER,
-        entry,
-    }
-}
-const ROWS: Kernel = kernel("ce_rows_f32");
-const MEAN: Kernel = kernel("ce_mean_f32");
-const MEAN_WEIGHTED: Kernel = kernel("ce_mean_weighted_f32");
-const BACKWARD: Kernel = kernel("ce_backward_f32");
-const BACKWARD_WEIGHTED: Kernel = kernel("ce_backward_weighted_f32");
-const WEIGHT_GRAD: Kernel = kernel("ce_weight_grad_f32");
-
-/// Rows of more classes than this get a block each on CUDA; shorter ones a warp.
-const LONG_ROW_CUDA: usize = 256;
-/// Threads per block of the block-per-row CUDA kernel.
-const ROW_THREADS_CUDA: u32 = 256;
-/// Threads of the one block that sums the row losses on CUDA.
-const MEAN_THREADS_CUDA: u32 = 1024;
 
 fn bad_label(row: usize, label: u32, c: usize) -> Error {
     Error::invalid(format!(
@@ -110,8 +83,6 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
         return Err(labels.dtype_error(OP, "u32"));
     }
     let (out, lse) = match logits.device() {
-        Device::Cuda(_) => gpu_forward::<cuda::Context>(logits, labels, weights, n, c)?,
-        Device::Wgpu(_) => gpu_forward::<wgpu::Context>(logits, labels, weights, n, c)?,
         Device::Cpu => {
             let (xg, lg) = (logits.storage(), labels.storage());
             let ys = u32_data(OP, labels, lg.cpu(OP)?)?;
@@ -126,6 +97,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor, weights: Option<&Tensor>)
                 cpu_output(lse, vec![n], logits),
             )
         }
+        dev => on_gpu!(dev, |D| gpu_forward::<D>(logits, labels, weights, n, c)?),
     };
     let saved = Saved {
         logits: logits.detach(),
@@ -156,65 +128,9 @@ fn check_host_labels(labels: Option<&Vec<u32>>, n: usize, c: usize) -> Result<bo
     }
 }
 
-/// `1/n` as the f32 the GPU kernels scale by.
-fn inv_n(n: usize) -> f32 {
-    (1.0 / n as f64) as f32
-}
-
-/// The operands of the cross-entropy kernels on a GPU backend: logits `x [n, c]`, labels
-/// `[n]` and the optional weights `[n]`.
-pub(crate) struct Operands<'a, B> {
-    n: usize,
-    c: usize,
-    x: &'a B,
-    labels: &'a B,
-    weights: Option<&'a B>,
-}
-
-/// The cross-entropy kernels on one GPU backend (see `src/device/gpu.rs`): one method per
-/// kernel, each marshalling its typed parameters and launching it the backend's way.
-pub(crate) trait CrossEntropyKernels: GpuTensors {
-    /// Writes each row's log-sum-exp to `lse [n]` and its loss `lse - x[y]` to `rows [n]`
-    /// (a label out of range is clamped into the row: `mean` reports it).
-    fn rows(
-        self: &Arc<Self>,
-        o: &Operands<Self::Buffer>,
-        lse: &Self::Buffer,
-        rows: &Self::Buffer,
-    ) -> Result<()>;
-
-    /// Writes `Σ wᵢ·rowsᵢ / n` to `loss` (one value) and the first row whose label is not
-    /// below `c` to word 0 of `status` (two words), or `u32::MAX` when every label is.
-    fn mean(
-        self: &Arc<Self>,
-        o: &Operands<Self::Buffer>,
-        rows: &Self::Buffer,
-        loss: &Self::Buffer,
-        status: &Self::Buffer,
-    ) -> Result<()>;
-
-    /// Writes the logits' gradient `gx [n, c]` (`gl` holds the loss gradient, one value).
-    fn logits_grad(
-        self: &Arc<Self>,
-        o: &Operands<Self::Buffer>,
-        lse: &Self::Buffer,
-        gl: &Self::Buffer,
-        gx: &Self::Buffer,
-    ) -> Result<()>;
-
-    /// Writes the weights' gradient `gw [n]`.
-    fn weights_grad(
-        self: &Arc<Self>,
-        o: &Operands<Self::Buffer>,
-        lse: &Self::Buffer,
-        gl: &Self::Buffer,
-        gw: &Self::Buffer,
-    ) -> Result<()>;
-}
-
 /// The loss (shape `[]`) and the per-row `lse` (`[n]`) on a GPU backend; a bad label is an
 /// error.
-fn gpu_forward<D: CrossEntropyKernels>(
+fn gpu_forward<D: GpuTensors + CrossEntropyKernels>(
     logits: &Tensor,
     labels: &Tensor,
     weights: Option<&Tensor>,
@@ -254,276 +170,6 @@ fn gpu_forward<D: CrossEntropyKernels>(
         D::output(loss, vec![], logits),
         D::output(lse, vec![n], logits),
     ))
-}
-
-/// Parameters of the cross-entropy shader for rows `r0..r1` of `[n, c]`, with the
-/// windows' first elements and the `first`/`last` flags of the mean.
-fn words(
-    n: usize,
-    c: usize,
-    (r0, r1): (usize, usize),
-    bases: (u32, u32),
-    flags: (bool, bool),
-) -> CrossEntropyParams {
-    CrossEntropyParams {
-        r: (r1 - r0) as u32,
-        c: c as u32,
-        inv_n: inv_n(n).to_bits(),
-        r0: r0 as u32,
-        x_base: bases.0,
-        v_base: bases.1,
-        first: flags.0 as u32,
-        last: flags.1 as u32,
-    }
-}
-
-/// wgpu: row kernels run over ranges of rows that fit one binding, a workgroup per row;
-/// the mean over ranges of rows that start at multiples of 256, so that its threads keep
-/// their rows (see the shader).
-impl CrossEntropyKernels for wgpu::Context {
-    fn rows(
-        self: &Arc<Self>,
-        o: &Operands<wgpu::WgpuBuffer>,
-        lse: &wgpu::WgpuBuffer,
-        rows: &wgpu::WgpuBuffer,
-    ) -> Result<()> {
-        let (n, c) = (o.n, o.c);
-        for range @ (r0, r1) in self.split(OP, n, |a, b| (b - a) * c)? {
-            let xw = self.rows_window(o.x, r0, r1, c);
-            let [yw, lw, rw] = [o.labels, lse, rows].map(|b| self.window(b, r0, r1));
-            let words = words(n, c, range, (xw.base, yw.base), (false, false));
-            let grid = self.grid((r1 - r0) as u64 * WG as u64)?;
-            let binds = [(1, &xw), (2, &yw), (3, &lw), (4, &rw)];
-            self.launch_windows_grid(&ROWS, &words, &binds, grid)?;
-        }
-        Ok(())
-    }
-
-    fn mean(
-        self: &Arc<Self>,
-        o: &Operands<wgpu::WgpuBuffer>,
-        rows: &wgpu::WgpuBuffer,
-        loss: &wgpu::WgpuBuffer,
-        status: &wgpu::WgpuBuffer,
-    ) -> Result<()> {
-        let (n, c) = (o.n, o.c);
-        let scratch = wgpu::WgpuBuffer::new(self, 512 * 4)?;
-        let step = (self.window_elems() / 256).max(1) * 256;
-        let k = if o.weights.is_some() {
-            &MEAN_WEIGHTED
-        } else {
-            &MEAN
-        };
-        for r0 in (0..n).step_by(step) {
-            let r1 = (r0 + step).min(n);
-            let [yw, rw] = [o.labels, rows].map(|b| self.window(b, r0, r1));
-            let ww = o.weights.map(|w| self.window(w, r0, r1));
-            let (lw, sw, scw) = (
-                self.window(loss, 0, 1),
-                self.window(status, 0, 1),
-                self.window(&scratch, 0, 512),
-            );
-            let flags = (r0 == 0, r1 == n);
-            let words = words(n, c, (r0, r1), (0, yw.base), flags);
-            let mut binds = vec![(2, &yw), (5, &rw), (7, &lw), (8, &sw), (13, &scw)];
-            if let Some(ww) = &ww {
-                binds.push((6, ww));
-            }
-            self.launch_windows_grid(k, &words, &binds, (1, 1, 1))?;
-        }
-        Ok(())
-    }
-
-    fn logits_grad(
-        self: &Arc<Self>,
-        o: &Operands<wgpu::WgpuBuffer>,
-        lse: &wgpu::WgpuBuffer,
-        gl: &wgpu::WgpuBuffer,
-        gx: &wgpu::WgpuBuffer,
-    ) -> Result<()> {
-        let (n, c) = (o.n, o.c);
-        let gl = self.window(gl, 0, 1);
-        let k = if o.weights.is_some() {
-            &BACKWARD_WEIGHTED
-        } else {
-            &BACKWARD
-        };
-        for range @ (r0, r1) in self.split(OP, n, |a, b| (b - a) * c)? {
-            let [xw, ow] = [o.x, gx].map(|b| self.rows_window(b, r0, r1, c));
-            let [yw, lw] = [o.labels, lse].map(|b| self.window(b, r0, r1));
-            let ww = o.weights.map(|w| self.window(w, r0, r1));
-            let words = words(n, c, range, (xw.base, yw.base), (false, false));
-            let mut binds = vec![(1, &xw), (2, &yw), (9, &lw), (10, &gl), (11, &ow)];
-            if let Some(ww) = &ww {
-                binds.push((6, ww));
-            }
-            self.launch_windows(k, &words, &binds, ((r1 - r0) * c) as u64)?;
-        }
-        Ok(())
-    }
-
-    fn weights_grad(
-        self: &Arc<Self>,
-        o: &Operands<wgpu::WgpuBuffer>,
-        lse: &wgpu::WgpuBuffer,
-        gl: &wgpu::WgpuBuffer,
-        gw: &wgpu::WgpuBuffer,
-    ) -> Result<()> {
-        let (n, c) = (o.n, o.c);
-        let gl = self.window(gl, 0, 1);
-        for range @ (r0, r1) in self.split(OP, n, |a, b| (b - a) * c)? {
-            let xw = self.rows_window(o.x, r0, r1, c);
-            let [yw, lw, ow] = [o.labels, lse, gw].map(|b| self.window(b, r0, r1));
-            let words = words(n, c, range, (xw.base, yw.base), (false, false));
-            let binds = [(1, &xw), (2, &yw), (9, &lw), (10, &gl), (12, &ow)];
-            self.launch_windows(&WEIGHT_GRAD, &words, &binds, (r1 - r0) as u64)?;
-        }
-        Ok(())
-    }
-}
-
-/// CUDA: every kernel sees whole buffers; a warp per row, a block per row past
-/// [`LONG_ROW_CUDA`] classes, and one block of [`MEAN_THREADS_CUDA`] for the mean.
-impl CrossEntropyKernels for cuda::Context {
-    fn rows(
-        self: &Arc<Self>,
-        o: &Operands<cuda::CudaBuffer>,
-        lse: &cuda::CudaBuffer,
-        rows: &cuda::CudaBuffer,
-    ) -> Result<()> {
-        let (x, labels, lse, row_loss) = (o.x.into(), o.labels.into(), lse.into(), rows.into());
-        let (r, c) = (o.n as u32, o.c as u32);
-        if o.c > LONG_ROW_CUDA {
-            let args = CeRowsBlockArgs {
-                x,
-                labels,
-                lse,
-                row_loss,
-                r,
-                c,
-            };
-            self.launch_args(&args, self.grid_blocks(o.n as u64, ROW_THREADS_CUDA))
-        } else {
-            let args = CeRowsArgs {
-                x,
-                labels,
-                lse,
-                row_loss,
-                r,
-                c,
-            };
-            self.launch_args_rows(&args, o.n as u64)
-        }
-    }
-
-    fn mean(
-        self: &Arc<Self>,
-        o: &Operands<cuda::CudaBuffer>,
-        rows: &cuda::CudaBuffer,
-        loss: &cuda::CudaBuffer,
-        status: &cuda::CudaBuffer,
-    ) -> Result<()> {
-        let one_block = self.grid_blocks(1, MEAN_THREADS_CUDA);
-        let (labels, rows, loss, status) =
-            (o.labels.into(), rows.into(), loss.into(), status.into());
-        let (r, c, inv_n) = (o.n as u32, o.c as u32, inv_n(o.n));
-        match o.weights {
-            Some(w) => {
-                let w = w.into();
-                let args = CeMeanWeightedArgs {
-                    labels,
-                    rows,
-                    w,
-                    loss,
-                    status,
-                    r,
-                    c,
-                    inv_n,
-                };
-                self.launch_args(&args, one_block)
-            }
-            None => {
-                let args = CeMeanArgs {
-                    labels,
-                    rows,
-                    loss,
-                    status,
-                    r,
-                    c,
-                    inv_n,
-                };
-                self.launch_args(&args, one_block)
-            }
-        }
-    }
-
-    fn logits_grad(
-        self: &Arc<Self>,
-        o: &Operands<cuda::CudaBuffer>,
-        lse: &cuda::CudaBuffer,
-        gl: &cuda::CudaBuffer,
-        gx: &cuda::CudaBuffer,
-    ) -> Result<()> {
-        let (x, labels, lse, gl, gx) = (
-            o.x.into(),
-            o.labels.into(),
-            lse.into(),
-            gl.into(),
-            gx.into(),
-        );
-        let (r, c, inv_n) = (o.n as u32, o.c as u32, inv_n(o.n));
-        let total = (o.n * o.c) as u64;
-        match o.weights {
-            Some(w) => {
-                let w = w.into();
-                let args = CeBackwardWeightedArgs {
-                    x,
-                    labels,
-                    lse,
-                    gl,
-                    w,
-                    gx,
-                    r,
-                    c,
-                    inv_n,
-                };
-                self.launch_args_1d(&args, total)
-            }
-            None => {
-                let args = CeBackwardArgs {
-                    x,
-                    labels,
-                    lse,
-                    gl,
-                    gx,
-                    r,
-                    c,
-                    inv_n,
-                };
-                self.launch_args_1d(&args, total)
-            }
-        }
-    }
-
-    fn weights_grad(
-        self: &Arc<Self>,
-        o: &Operands<cuda::CudaBuffer>,
-        lse: &cuda::CudaBuffer,
-        gl: &cuda::CudaBuffer,
-        gw: &cuda::CudaBuffer,
-    ) -> Result<()> {
-        let args = CeWeightGradArgs {
-            x: o.x.into(),
-            labels: o.labels.into(),
-            lse: lse.into(),
-            gl: gl.into(),
-            gw: gw.into(),
-            r: o.n as u32,
-            c: o.c as u32,
-            inv_n: inv_n(o.n),
-        };
-        self.launch_args_1d(&args, o.n as u64)
-    }
 }
 
 /// The weights' values as `T`, if there are weights.
@@ -576,9 +222,8 @@ impl Saved {
     fn backward(self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let (n, c) = dims2(OP, "logits", &self.logits)?;
         let (gx, gw) = match self.logits.device() {
-            Device::Wgpu(_) => self.gpu_backward::<wgpu::Context>(g, n, c)?,
-            Device::Cuda(_) => self.gpu_backward::<cuda::Context>(g, n, c)?,
             Device::Cpu => self.cpu_backward(g, n, c)?,
+            dev => on_gpu!(dev, |D| self.gpu_backward::<D>(g, n, c)?),
         };
         Ok(match self.weights {
             None => vec![gx],
@@ -605,7 +250,7 @@ impl Saved {
         Ok((gx, gw))
     }
 
-    fn gpu_backward<D: CrossEntropyKernels>(
+    fn gpu_backward<D: GpuTensors + CrossEntropyKernels>(
         &self,
         g: &Tensor,
         n: usize,

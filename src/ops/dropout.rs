@@ -15,33 +15,19 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::DropoutParams;
-use crate::device::wgpu::{Follow, Kernel, WgpuBuffer};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::dropout::{DropoutKernels, Mask};
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
+use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
 #[cfg(test)]
 use crate::rng::uniform3;
 use crate::rng::{mix64, pcg};
 use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "dropout";
-
-const SHADER: &str = include_str!("../../shaders/dropout.wgsl");
-const BY_ROW: Kernel = Kernel {
-    stem: "dropout",
-    source: SHADER,
-    entry: "dropout_f32",
-};
-const BY_ID: Kernel = Kernel {
-    stem: "dropout",
-    source: SHADER,
-    entry: "dropout_ids_f32",
-};
-const BY_ROW_CUDA: cuda::Kernel = crate::cuda_kernel!("dropout", "dropout_f32");
-const BY_ID_CUDA: cuda::Kernel = crate::cuda_kernel!("dropout", "dropout_ids_f32");
 
 /// Zeroes each element of the 2-D `x` with probability `p` (0 ≤ p < 1) and scales the rest
 /// by `1/(1 - p)`. `row_ids` (u32, one per row) names the rows for the mask; without it row
@@ -90,41 +76,6 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
     let (r, c) = dims2(OP, "x", x)?;
     let ids_guard = row_ids.map(|t| t.storage());
     match &*x.storage() {
-        Storage::Cuda(b) => {
-            let ids = match (row_ids, ids_guard.as_deref()) {
-                (Some(t), _) if t.dtype() != DType::U32 => return Err(t.dtype_error(OP, "u32")),
-                (_, Some(Storage::Cuda(ids))) => Some(ids),
-                (Some(t), Some(_)) => {
-                    return Err(Error::DeviceMismatch {
-                        op: OP,
-                        lhs: x.device(),
-                        rhs: t.device(),
-                    })
-                }
-                _ => None,
-            };
-            let out = CudaBuffer::new(b.ctx(), b.len)?;
-            let n = u32_count(OP, "x", r * c)?;
-            // The same f64 -> f32 roundings as the CPU kernel and the WGSL parameters.
-            let (threshold, scale) = (Arg::F32(p as f32), Arg::F32((1.0 / (1.0 - p)) as f32));
-            let (xa, oa, ca, ka) = (
-                Arg::Buf(b),
-                Arg::Buf(&out),
-                Arg::U32(c as u32),
-                Arg::U32(key),
-            );
-            match ids {
-                Some(ids) => {
-                    let args = [xa, oa, Arg::Buf(ids), ca, ka, threshold, scale, Arg::U32(n)];
-                    b.ctx().launch_1d(&BY_ID_CUDA, n as u64, &args)?
-                }
-                None => {
-                    let args = [xa, oa, ca, ka, threshold, scale, Arg::U32(n)];
-                    b.ctx().launch_1d(&BY_ROW_CUDA, n as u64, &args)?
-                }
-            }
-            Ok(cuda_output(out, vec![r, c], x))
-        }
         Storage::Cpu(b) => {
             let ids = match (row_ids, &ids_guard) {
                 (Some(t), Some(g)) => Some(u32_data(OP, t, g.cpu(OP)?)?),
@@ -133,40 +84,31 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
             let buf = float_cpu!(OP, &b.data, v => cpu_mask(v, r, c, p, key, ids)?);
             Ok(cpu_output(buf, vec![r, c], x))
         }
-        Storage::Wgpu(b) => {
+        s => on_gpu!(s, |D, b| {
             let ids = match (row_ids, ids_guard.as_deref()) {
                 (Some(t), _) if t.dtype() != DType::U32 => return Err(t.dtype_error(OP, "u32")),
-                (_, Some(Storage::Wgpu(ids))) => Some(ids),
-                (Some(t), Some(_)) => {
-                    return Err(Error::DeviceMismatch {
+                (Some(t), Some(s)) => {
+                    Some(D::buffer(s, OP).map_err(|_| Error::DeviceMismatch {
                         op: OP,
                         lhs: x.device(),
                         rhs: t.device(),
-                    })
+                    })?)
                 }
                 _ => None,
             };
-            let out = WgpuBuffer::new(b.ctx(), b.len)?;
-            let params = DropoutParams {
-                c: c as u32,
+            let ctx = D::context_of(b);
+            let out = ctx.alloc(D::bytes(b))?;
+            let mask = Mask {
+                r,
+                c,
                 key,
-                threshold: (p as f32).to_bits(),
-                scale: ((1.0 / (1.0 - p)) as f32).to_bits(),
-                ..Default::default()
+                // The same f64 -> f32 roundings as the CPU kernel.
+                threshold: p as f32,
+                scale: (1.0 / (1.0 - p)) as f32,
             };
-            let same = [(1, b), (2, &out)];
-            match ids {
-                Some(ids) => {
-                    let follow = Some((3, ids, Follow::Col(c)));
-                    b.ctx()
-                        .launch_followed(&BY_ID, params, &same, follow, r * c)?
-                }
-                None => b
-                    .ctx()
-                    .launch_followed(&BY_ROW, params, &same, None, r * c)?,
-            }
-            Ok(wgpu_output(out, vec![r, c], x))
-        }
+            ctx.dropout(mask, b, ids, &out)?;
+            Ok(D::output(out, vec![r, c], x))
+        }),
     }
 }
 

@@ -1,11 +1,79 @@
-//! The tensor side of the GPU seam (`src/device/gpu.rs`): a tensor's storage as a backend's
-//! buffer and back, so that an op's GPU orchestration, generic over the backend, takes and
-//! returns tensors.
+//! The tensor side of the GPU seam (`src/device/gpu.rs`): the one place where ops meet the
+//! GPU backends by name.
+//!
+//! [`on_gpu!`] is the only match on the GPU variants of a tensor's storage or device that
+//! an op goes through: each arm binds a type name to that backend's context and
+//! instantiates the op's GPU orchestration, written once and generic over the backend, for
+//! it. [`GpuTensors`] maps a tensor's storage onto a backend's buffers and back. An op
+//! file (`src/ops/<op>.rs`) therefore never names a backend; its kernel trait
+//! (`src/device/kernels/<op>.rs`) is implemented by each backend in its own folder.
+//!
+//! A new GPU backend adds one arm to each form of [`on_gpu!`] and one [`GpuTensors`]
+//! impl here; nothing else in `src/ops/` changes.
 
 use crate::device::gpu::GpuDevice;
 use crate::device::{cuda, wgpu};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
+
+/// Runs an op's GPU body on the backend its operands live on, with `$D` naming that
+/// backend's context type (a [`GpuTensors`] implementing the op's kernel traits):
+///
+/// - `on_gpu!(device, |D| body)`: on the GPU `device` (a [`crate::device::Device`]);
+/// - `on_gpu!(storage, |D, buf| body)`: `buf` the backend's buffer of `storage`;
+/// - `on_gpu!((s1, s2, ..), |D, (b1, b2, ..)| body, else other)`: every storage on the
+///   same GPU backend, `other` (an expression, often `return Err(..)`) when they are not.
+///
+/// The first two forms are for GPU operands (the op's CPU arm comes first); a CPU device
+/// or storage reaching them returns [`not_gpu`]'s error from the enclosing function.
+macro_rules! on_gpu {
+    (($($s:expr),+ $(,)?), |$D:ident, ($($b:ident),+ $(,)?)| $body:expr, else $other:expr) => {
+        match ($($s,)+) {
+            ($($crate::tensor::Storage::Wgpu($b),)+) => {
+                type $D = $crate::device::wgpu::Context;
+                $body
+            }
+            ($($crate::tensor::Storage::Cuda($b),)+) => {
+                type $D = $crate::device::cuda::Context;
+                $body
+            }
+            #[allow(unreachable_patterns)]
+            _ => $other,
+        }
+    };
+    ($dev:expr, |$D:ident| $body:expr) => {
+        match $dev {
+            $crate::device::Device::Wgpu(_) => {
+                type $D = $crate::device::wgpu::Context;
+                $body
+            }
+            $crate::device::Device::Cuda(_) => {
+                type $D = $crate::device::cuda::Context;
+                $body
+            }
+            $crate::device::Device::Cpu => return Err($crate::ops::gpu::not_gpu()),
+        }
+    };
+    ($s:expr, |$D:ident, $b:ident| $body:expr) => {
+        match $s {
+            $crate::tensor::Storage::Wgpu($b) => {
+                type $D = $crate::device::wgpu::Context;
+                $body
+            }
+            $crate::tensor::Storage::Cuda($b) => {
+                type $D = $crate::device::cuda::Context;
+                $body
+            }
+            $crate::tensor::Storage::Cpu(_) => return Err($crate::ops::gpu::not_gpu()),
+        }
+    };
+}
+
+/// The error of a CPU operand reaching an op's GPU path (the op's CPU arm takes CPU
+/// operands first, so this means an op dispatched wrongly).
+pub(crate) fn not_gpu() -> Error {
+    Error::invalid("internal: a CPU operand reached an op's GPU path")
+}
 
 /// A [`GpuDevice`] whose buffers are tensor storage.
 pub(crate) trait GpuTensors: GpuDevice {

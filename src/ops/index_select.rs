@@ -29,33 +29,13 @@ use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::IndexSelectParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::kernels::index_select::IndexSelectKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{DType, Storage, Tensor};
-
-const SHADER: &str = include_str!("../../shaders/index_select.wgsl");
-const GATHER: Kernel = Kernel {
-    stem: "index_select",
-    source: SHADER,
-    entry: "gather_u32",
-};
-const PUT: Kernel = Kernel {
-    stem: "index_select",
-    source: SHADER,
-    entry: "put_u32",
-};
-const SCATTER: Kernel = Kernel {
-    stem: "index_select",
-    source: SHADER,
-    entry: "scatter_add_f32",
-};
-const GATHER_CUDA: cuda::Kernel = crate::cuda_kernel!("index_select", "gather_u32");
-const SCATTER_CUDA: cuda::Kernel = crate::cuda_kernel!("index_select", "scatter_add_f32");
 
 /// The indices of a GPU index tensor, read back once and shared by the op and its
 /// backward rule (both need them on the host: to check them, and to transpose them).
@@ -105,44 +85,11 @@ fn gather_rows(x: &Tensor, idx: &Tensor, host: HostIndices) -> Result<Tensor> {
             };
             (cpu_output(buf, vec![m, f], x), None)
         }
-        (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
-            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
-            check_indices(OP, &host, n)?;
-            u32_count(OP, "the output", m * f)?;
-            // With f > 0, n * f fitting u32 bounds n too; with f = 0 nothing runs.
-            u32_count(OP, "x", n * f)?;
-            let out = wgpu_gather(b, n, row_words(x, f)?, ib, m)?;
-            (wgpu_output(out, vec![m, f], x), Some(host))
-        }
-        (Storage::Cuda(b), Storage::Cuda(ib)) => {
-            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
-            check_indices(OP, &host, n)?;
-            // The kernel offsets rows in 64 bits: x and the output may hold 2^32 values or
-            // more (a resident feature matrix does), only the counts it takes must fit.
-            u32_count(OP, "the output's rows", m)?;
-            u32_count(OP, "x's rows", n)?;
-            // Half-precision rows gather as pairs: `words` 32-bit words per row.
-            let words = row_words(x, f)?;
-            u32_count(OP, "a row", words)?;
-            let total = m * words;
-            let ctx = b.ctx();
-            let out = CudaBuffer::new(ctx, total as u64 * 4)?;
-            // With no output values nothing runs; otherwise m and n are at most the
-            // counts checked above.
-            if total > 0 {
-                let args = [
-                    Arg::Buf(ib),
-                    Arg::Buf(b),
-                    Arg::Buf(&out),
-                    Arg::U32(m as u32),
-                    Arg::U32(words as u32),
-                    Arg::U32(n as u32),
-                ];
-                ctx.launch_rows(&GATHER_CUDA, m as u64, &args)?;
-            }
-            (cuda_output(out, vec![m, f], x), Some(host))
-        }
-        _ => return Err(mismatch(OP, x, idx)),
+        (xs, is) => on_gpu!(
+            (xs, is),
+            |D, (b, ib)| gpu_gather::<D>(x, b, idx, ib, host, (n, f, m))?,
+            else return Err(mismatch(OP, x, idx))
+        ),
     };
     let idx = idx.clone();
     Ok(record(OP, out, &[x], move |g| {
@@ -162,38 +109,11 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
             let buf = float_cpu!(OP, &b.data, v => scatter(v, &t, f)?);
             (cpu_output(buf, vec![n, f], src), None)
         }
-        (Storage::Wgpu(b), Storage::Wgpu(ib)) => {
-            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
-            let t = TransposedIndex::build(OP, &host, n)?;
-            u32_count(OP, "src", m * f)?;
-            u32_count(OP, "the output", n * f)?;
-            let out = wgpu_scatter(b, &t, m, f)?;
-            (wgpu_output(out, vec![n, f], src), Some(host))
-        }
-        (Storage::Cuda(b), Storage::Cuda(ib)) => {
-            let host = host_indices(OP, idx, host, ib.host_u32(), || ib.read())?;
-            let t = TransposedIndex::build(OP, &host, n)?;
-            u32_count(OP, "src", m * f)?;
-            let total = u32_count(OP, "the output", n * f)?;
-            let ctx = b.ctx();
-            let out = CudaBuffer::new(ctx, total as u64 * 4)?;
-            // With no output values nothing runs; otherwise n is at most `total`.
-            if total > 0 {
-                let t_indptr = CudaBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.indptr))?;
-                let t_pos = CudaBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.pos))?;
-                let args = [
-                    Arg::Buf(&t_indptr),
-                    Arg::Buf(&t_pos),
-                    Arg::Buf(b),
-                    Arg::Buf(&out),
-                    Arg::U32(n as u32),
-                    Arg::U32(f as u32),
-                ];
-                ctx.launch_rows(&SCATTER_CUDA, n as u64, &args)?;
-            }
-            (cuda_output(out, vec![n, f], src), Some(host))
-        }
-        _ => return Err(mismatch(OP, src, idx)),
+        (ss, is) => on_gpu!(
+            (ss, is),
+            |D, (b, ib)| gpu_scatter::<D>(src, b, idx, ib, host, (m, f, n))?,
+            else return Err(mismatch(OP, src, idx))
+        ),
     };
     let idx = idx.clone();
     Ok(record(OP, out, &[src], move |g| {
@@ -201,112 +121,42 @@ fn scatter_rows(src: &Tensor, idx: &Tensor, n: usize, host: HostIndices) -> Resu
     }))
 }
 
-/// Rows `idx` (`u32 [m]`, each below `n`) of the `[n, f]` table `x`, as `[m, f]`, on its
-/// adapter. Ranges of output rows whose windows fit one binding, each run once per tile of
-/// `x`'s rows: a value is copied in the pass of the tile holding its row, so a table past
-/// the binding limit needs no copy of its own.
-pub(crate) fn wgpu_gather(
-    x: &WgpuBuffer,
-    n: usize,
-    f: usize,
-    idx: &WgpuBuffer,
-    m: usize,
-) -> Result<WgpuBuffer> {
-    let out = WgpuBuffer::new(x.ctx(), (m * f * 4) as u64)?;
-    by_tiles("index_select", &GATHER, idx, m, f, (3, &out), (2, x), n)?;
-    Ok(out)
+/// The gather on a GPU backend: rows of `x [n, f]` (buffer `xb`) by `idx [m]` (buffer
+/// `ib`), with the indices on the host (checked here, kept for the backward rule).
+fn gpu_gather<D: GpuTensors + IndexSelectKernels>(
+    x: &Tensor,
+    xb: &D::Buffer,
+    idx: &Tensor,
+    ib: &D::Buffer,
+    host: HostIndices,
+    (n, f, m): (usize, usize, usize),
+) -> Result<(Tensor, HostIndices)> {
+    const OP: &str = "index_select";
+    let host = host_indices(OP, idx, host, D::host_u32(ib), || D::read(ib))?;
+    check_indices(OP, &host, n)?;
+    // Half-precision rows gather as pairs: `words` 32-bit words per row.
+    let words = row_words(x, f)?;
+    let out = D::context_of(xb).gather(OP, xb, n, words, ib, m)?;
+    Ok((D::output(out, vec![m, f], x), Some(host)))
 }
 
-/// Writes row `i` of `rows` (`[m, f]`) into row `idx[i]` of the `[n, f]` `table`, on its
-/// adapter: the adjoint of [`wgpu_gather`] for distinct indices (each below `n`), split the
-/// same way.
-pub(crate) fn wgpu_put(
-    rows: &WgpuBuffer,
-    idx: &WgpuBuffer,
-    m: usize,
-    f: usize,
-    table: &WgpuBuffer,
-    n: usize,
-) -> Result<()> {
-    by_tiles("put_rows", &PUT, idx, m, f, (8, rows), (9, table), n)
-}
-
-/// Runs `kernel` (gather or put) over ranges of the `m` indexed rows whose windows fit one
-/// binding, each once per tile of the `n`-row table. `rows` is the `[m, f]` side (bound by
-/// range) and `table` the `[n, f]` side (bound by tile), each with its binding; the kernel
-/// reads the rows side's and the table tile's first elements from the parameter words.
-#[allow(clippy::too_many_arguments)]
-fn by_tiles(
-    op: &'static str,
-    kernel: &Kernel,
-    idx: &WgpuBuffer,
-    m: usize,
-    f: usize,
-    (row_slot, rows): (u32, &WgpuBuffer),
-    (table_slot, table): (u32, &WgpuBuffer),
-    n: usize,
-) -> Result<()> {
-    let ctx = idx.ctx();
-    let tiles = ctx.tiles(op, n, |a, b| (b - a) * f)?;
-    for (r0, r1) in ctx.split(op, m, |a, b| (b - a) * f.max(1))? {
-        let (iw, rw) = (ctx.window(idx, r0, r1), ctx.rows_window(rows, r0, r1, f));
-        for &(t0, t1) in &tiles {
-            let tw = ctx.rows_window(table, t0, t1, f);
-            let params = IndexSelectParams {
-                n: ((r1 - r0) * f) as u32,
-                f: f as u32,
-                r0: r0 as u32,
-                idx_base: iw.base,
-                out_base: rw.base,
-                t0: t0 as u32,
-                t1: t1 as u32,
-                x_base: tw.base,
-                ..Default::default()
-            };
-            let binds = [(1, &iw), (row_slot, &rw), (table_slot, &tw)];
-            ctx.launch_windows(kernel, &params, &binds, ((r1 - r0) * f) as u64)?;
-        }
-    }
-    Ok(())
-}
-
-/// The scatter-add of `src` (`[m, f]`) over the transposed index `t` on `src`'s adapter:
-/// ranges of target rows whose windows (offsets, positions, output rows) fit one binding,
-/// each run once per tile of `src`'s rows, adding to the sums the previous tile left.
-/// Positions increase along each sum, so the additions keep their order.
-fn wgpu_scatter(src: &WgpuBuffer, t: &TransposedIndex, m: usize, f: usize) -> Result<WgpuBuffer> {
+/// The scatter-add on a GPU backend: rows of `src [m, f]` (buffer `sb`) summed into `n`
+/// rows by `idx [m]` (buffer `ib`), transposed on the host.
+fn gpu_scatter<D: GpuTensors + IndexSelectKernels>(
+    src: &Tensor,
+    sb: &D::Buffer,
+    idx: &Tensor,
+    ib: &D::Buffer,
+    host: HostIndices,
+    (m, f, n): (usize, usize, usize),
+) -> Result<(Tensor, HostIndices)> {
     const OP: &str = "scatter_add";
-    let ctx = src.ctx();
-    let n = t.indptr.len() - 1;
-    let t_indptr = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.indptr))?;
-    let t_pos = WgpuBuffer::from_bytes(ctx, bytemuck::cast_slice(&t.pos))?;
-    let out = WgpuBuffer::new(ctx, (n * f * 4) as u64)?;
-    let tp = |r: usize| t.indptr[r] as usize;
-    let tiles = ctx.tiles(OP, m, |a, b| (b - a) * f)?;
-    let span = |a: usize, b: usize| (b - a + 1).max(tp(b) - tp(a)).max((b - a) * f);
-    for (r0, r1) in ctx.split(OP, n, span)? {
-        let iw = ctx.window(&t_indptr, r0, r1 + 1);
-        let pw = ctx.window(&t_pos, tp(r0), tp(r1));
-        let ow = ctx.rows_window(&out, r0, r1, f);
-        for (i, &(t0, t1)) in tiles.iter().enumerate() {
-            let sw = ctx.rows_window(src, t0, t1, f);
-            let params = IndexSelectParams {
-                n: ((r1 - r0) * f) as u32,
-                f: f as u32,
-                r0: r0 as u32,
-                idx_base: iw.base,
-                out_base: ow.base,
-                t0: t0 as u32,
-                t1: t1 as u32,
-                x_base: sw.base,
-                pos_base: pw.base,
-                first: (i == 0) as u32,
-            };
-            let binds = [(4, &iw), (5, &pw), (6, &sw), (7, &ow)];
-            ctx.launch_windows(&SCATTER, &params, &binds, ((r1 - r0) * f) as u64)?;
-        }
-    }
-    Ok(out)
+    let host = host_indices(OP, idx, host, D::host_u32(ib), || D::read(ib))?;
+    let t = TransposedIndex::build(OP, &host, n)?;
+    u32_count(OP, "src", m * f)?;
+    u32_count(OP, "the output", n * f)?;
+    let out = D::context_of(sb).scatter_add(sb, &t.indptr, &t.pos, m, f)?;
+    Ok((D::output(out, vec![n, f], src), Some(host)))
 }
 
 /// The values of `idx` (a u32 tensor on a GPU): `known` (from the forward pass), else the

@@ -9,85 +9,14 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::LogSoftmaxParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer, WG};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::log_softmax::LogSoftmaxKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{dims2, rows_from_fn, u32_count};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
+use crate::ops::rows::{dims2, rows_from_fn};
 use crate::tensor::{Storage, Tensor};
-
-const SHADER: &str = include_str!("../../shaders/log_softmax.wgsl");
-const FORWARD: Kernel = Kernel {
-    stem: "log_softmax",
-    source: SHADER,
-    entry: "log_softmax_f32",
-};
-const BACKWARD: Kernel = Kernel {
-    stem: "log_softmax",
-    source: SHADER,
-    entry: "log_softmax_backward_f32",
-};
-
-const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("log_softmax", "log_softmax_f32");
-const FORWARD_BLOCK_CUDA: cuda::Kernel =
-    crate::cuda_kernel!("log_softmax", "log_softmax_block_f32");
-const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("log_softmax", "log_softmax_backward_f32");
-const BACKWARD_BLOCK_CUDA: cuda::Kernel =
-    crate::cuda_kernel!("log_softmax", "log_softmax_backward_block_f32");
-/// Rows longer than this get a block each on CUDA; shorter ones a warp.
-const LONG_ROW_CUDA: usize = 256;
-/// Threads per block of the block-per-row CUDA kernels.
-const ROW_THREADS_CUDA: u32 = 256;
-
-/// Launches a CUDA row kernel over `[r, c]`: `warp` (a warp per row) for short rows, `block`
-/// (a block per row) for long ones. The kernel takes `buffers`, then `r` and `c`.
-fn launch_rows_cuda(
-    warp: &cuda::Kernel,
-    block: &cuda::Kernel,
-    r: usize,
-    c: usize,
-    buffers: &[&CudaBuffer],
-) -> Result<()> {
-    let ctx = buffers[0].ctx();
-    if r == 0 || c == 0 {
-        return Ok(());
-    }
-    u32_count("log_softmax", "x", r * c)?;
-    let mut args: Vec<Arg> = buffers.iter().map(|b| Arg::Buf(b)).collect();
-    args.extend([Arg::U32(r as u32), Arg::U32(c as u32)]);
-    if c > LONG_ROW_CUDA {
-        ctx.launch(block, ctx.grid_blocks(r as u64, ROW_THREADS_CUDA), &args)
-    } else {
-        ctx.launch_rows(warp, r as u64, &args)
-    }
-}
-
-/// Launches a row kernel (one workgroup per row) over `[r, c]` with the given buffers, all
-/// `[r, c]`, in ranges of rows that fit one binding.
-fn launch_rows(k: &Kernel, r: usize, c: usize, buffers: &[(u32, &WgpuBuffer)]) -> Result<()> {
-    let ctx = buffers[0].1.ctx();
-    if r == 0 || c == 0 {
-        return Ok(());
-    }
-    for (r0, r1) in ctx.split(k.stem, r, |a, b| (b - a) * c)? {
-        let windows: Vec<_> = buffers
-            .iter()
-            .map(|&(slot, b)| (slot, ctx.rows_window(b, r0, r1, c)))
-            .collect();
-        let binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
-        let params = LogSoftmaxParams {
-            r: (r1 - r0) as u32,
-            c: c as u32,
-            r0: r0 as u32,
-            base: windows[0].1.base,
-        };
-        let grid = ctx.grid((r1 - r0) as u64 * WG as u64)?;
-        ctx.launch_windows_grid(k, &params, &binds, grid)?;
-    }
-    Ok(())
-}
 
 /// `(m, ln Σ exp(row - m))` with `m` the row maximum, so that `lse = m + ln Σ exp(row - m)`.
 /// Callers that need `x - lse` compute `(x - m) - ln Σ…`: the difference `x - m` is exact for
@@ -121,20 +50,18 @@ pub fn log_softmax(x: &Tensor) -> Result<Tensor> {
     x.expect_float(OP)?;
     let (r, c) = dims2(OP, "x", x)?;
     let out = match &*x.storage() {
-        Storage::Cuda(b) => {
-            let out = CudaBuffer::new(b.ctx(), b.len)?;
-            launch_rows_cuda(&FORWARD_CUDA, &FORWARD_BLOCK_CUDA, r, c, &[b, &out])?;
-            cuda_output(out, vec![r, c], x)
-        }
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_forward(v, r, c)?);
             cpu_output(buf, vec![r, c], x)
         }
-        Storage::Wgpu(b) => {
-            let out = WgpuBuffer::new(b.ctx(), b.len)?;
-            launch_rows(&FORWARD, r, c, &[(1, b), (2, &out)])?;
-            wgpu_output(out, vec![r, c], x)
-        }
+        s => on_gpu!(s, |D, b| {
+            let ctx = D::context_of(b);
+            let out = ctx.alloc(D::bytes(b))?;
+            if r > 0 && c > 0 {
+                ctx.log_softmax(b, &out, r, c)?;
+            }
+            D::output(out, vec![r, c], x)
+        }),
     };
     let y = out.detach();
     Ok(record(OP, out, &[x], move |g| {
@@ -158,21 +85,22 @@ fn log_softmax_backward(g: &Tensor, y: &Tensor) -> Result<Tensor> {
             let buf = float_cpu2!(OP, &gb.data, &yb.data, (g, y) => cpu_backward(g, y, r, c)?);
             Ok(cpu_output(buf, vec![r, c], g))
         }
-        (Storage::Wgpu(gb), Storage::Wgpu(yb)) => {
-            let out = WgpuBuffer::new(gb.ctx(), gb.len)?;
-            launch_rows(&BACKWARD, r, c, &[(3, gb), (4, yb), (5, &out)])?;
-            Ok(wgpu_output(out, vec![r, c], g))
-        }
-        (Storage::Cuda(gb), Storage::Cuda(yb)) => {
-            let out = CudaBuffer::new(gb.ctx(), gb.len)?;
-            launch_rows_cuda(&BACKWARD_CUDA, &BACKWARD_BLOCK_CUDA, r, c, &[gb, yb, &out])?;
-            Ok(cuda_output(out, vec![r, c], g))
-        }
-        _ => Err(Error::DeviceMismatch {
-            op: OP,
-            lhs: g.device(),
-            rhs: y.device(),
-        }),
+        (gs, ys) => on_gpu!(
+            (gs, ys),
+            |D, (gb, yb)| {
+                let ctx = D::context_of(gb);
+                let out = ctx.alloc(D::bytes(gb))?;
+                if r > 0 && c > 0 {
+                    ctx.log_softmax_backward(gb, yb, &out, r, c)?;
+                }
+                Ok(D::output(out, vec![r, c], g))
+            },
+            else Err(Error::DeviceMismatch {
+                op: OP,
+                lhs: g.device(),
+                rhs: y.device(),
+            })
+        ),
     }
 }
 

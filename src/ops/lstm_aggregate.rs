@@ -42,14 +42,14 @@
 //!
 //! On wgpu the step kernels write the bucket's last hidden state to a bucket-local buffer,
 //! which is then put into the output rows of its dst nodes, and backward gathers those rows
-//! of the output gradient once per bucket ([`crate::ops::index_select`]'s row gather and
-//! put), so the step kernels only touch rows of the layout and of the bucket. Past the
+//! of the output gradient once per bucket (the row gather and put of `index_select`'s
+//! wgpu kernels), so the step kernels only touch rows of the layout and of the bucket. Past the
 //! storage-binding limit they run over ranges of a bucket's nodes (see
 //! `src/device/wgpu/split.rs`); the results do not change.
 //!
 //! The bucket and step loop of the GPUs is written once, [`gpu_forward`] and
 //! [`gpu_backward`], generic over a backend implementing [`LstmKernels`] (the GPU seam,
-//! `src/device/gpu.rs`); the wgpu and CUDA implementations below hold what differs: the
+//! `src/ops/gpu.rs`); each backend's `kernels/lstm_aggregate.rs` holds what differs: the
 //! launches, wgpu's windows and row put/gather, CUDA's in-kernel dst indexing.
 
 use std::any::Any;
@@ -57,13 +57,10 @@ use std::sync::Arc;
 
 use crate::autograd::{no_grad, record};
 use crate::device::cpu::CpuData;
-use crate::device::cuda::args::{LstmHprevArgs, LstmStepArgs, LstmStepBackwardArgs, Ptr};
-use crate::device::gpu::GpuDevice;
-use crate::device::wgpu::{Context, Kernel, LstmAggregateParams, WgpuBuffer, Window};
-use crate::device::{cuda, wgpu, Device};
+use crate::device::kernels::lstm_aggregate::{LstmKernels, Step, StepBackwardBuffers, StepBuffers};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::ops::gpu::GpuTensors;
-use crate::ops::index_select::{wgpu_gather, wgpu_put};
 use crate::ops::lstm_pack;
 pub use crate::ops::lstm_pack::{LstmPlan, PlanBucket};
 use crate::ops::rows::{dims2, u32_count};
@@ -71,23 +68,6 @@ use crate::ops::{cpu_output, matmul};
 use crate::tensor::Tensor;
 
 pub(crate) const OP: &str = "lstm_aggregate";
-const SHADER: &str = include_str!("../../shaders/lstm_aggregate.wgsl");
-const STEP: Kernel = Kernel {
-    stem: "lstm_aggregate",
-    source: SHADER,
-    entry: "lstm_step_f32",
-};
-const STEP_BACKWARD: Kernel = Kernel {
-    stem: "lstm_aggregate",
-    source: SHADER,
-    entry: "lstm_step_backward_f32",
-};
-const HPREV: Kernel = Kernel {
-    stem: "lstm_aggregate",
-    source: SHADER,
-    entry: "lstm_hprev_f32",
-};
-
 /// LSTM aggregation (see the module docs): `xg [rows, 4H]` in the plan's row layout (the
 /// gathered `x·W_ih + b`), `w_hh [H, 4H]`; returns `[num_dst, H]`, the last hidden state of
 /// each dst node (zeros without in-edges). Gradients flow to `xg` and `w_hh`.
@@ -112,8 +92,6 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
     let w = w_hh.detach();
     let (out, saved) = no_grad(|| -> Result<(Tensor, Saved)> {
         match xg.device() {
-            Device::Cuda(_) => gpu_forward::<cuda::Context>(xg, &w, plan, h),
-            Device::Wgpu(_) => gpu_forward::<wgpu::Context>(xg, &w, plan, h),
             Device::Cpu => {
                 let (o, a, c) = match xg.storage().cpu(OP)? {
                     CpuData::F32(v) => lstm_pack::cpu_forward(v, &w, plan, h, xg)?,
@@ -129,6 +107,7 @@ pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Resul
                     },
                 ))
             }
+            dev => on_gpu!(dev, |D| gpu_forward::<D>(xg, &w, plan, h)),
         }
     })?;
     let plan = plan.clone();
@@ -148,98 +127,23 @@ struct Saved {
 }
 
 /// The index buffers the GPU backward reads, on backend `D`.
-struct GpuIndex<D: LstmKernels> {
+struct GpuIndex<D: GpuTensors + LstmKernels> {
     dst: D::DstIds,
     steps: D::Buffer,
 }
 
-/// Sizes of one step of one bucket: bucket `bucket` of the plan, `m` nodes of degree `k`
-/// from row `offset`, step `t`, `h` hidden units, `num_dst` output rows.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Step {
-    bucket: usize,
-    m: usize,
-    h: usize,
-    k: usize,
-    t: usize,
-    offset: usize,
-    num_dst: usize,
-}
-
-impl Step {
-    /// Step `t` of bucket `bucket` of `plan`, with `h` hidden units.
-    fn of(plan: &LstmPlan, bucket: usize, h: usize, t: usize) -> Step {
-        let b = &plan.buckets[bucket];
-        Step {
-            bucket,
-            m: b.dst.len(),
-            h,
-            k: b.degree,
-            t,
-            offset: b.offset,
-            num_dst: plan.num_dst,
-        }
+/// Step `t` of bucket `bucket` of `plan`, with `h` hidden units.
+fn step_of(plan: &LstmPlan, bucket: usize, h: usize, t: usize) -> Step {
+    let b = &plan.buckets[bucket];
+    Step {
+        bucket,
+        m: b.dst.len(),
+        h,
+        k: b.degree,
+        t,
+        offset: b.offset,
+        num_dst: plan.num_dst,
     }
-}
-
-/// The buffers of a forward step: `xg`, `acts [rows, 4H]` and `cs [rows, H]` in the
-/// plan's layout; `hw = h_{t-1}·W_hh [m, 4H]` (none at `t = 0`); the bucket's next hidden
-/// state `next [m, H]`; the output `out [num_dst, H]`.
-pub(crate) struct StepBuffers<'a, B> {
-    xg: &'a B,
-    hw: Option<&'a B>,
-    acts: &'a B,
-    cs: &'a B,
-    next: &'a B,
-    out: &'a B,
-}
-
-/// The buffers of a backward step: the saved `acts`, `cs`; the output gradient
-/// `grad [num_dst, H]`; `dh = h̄_t [m, H]` (none at `t = k - 1`, where h̄ is the bucket's
-/// rows of `grad`); `dc [m, H]`; the step's `dz [m, 4H]`; `dxg [rows, 4H]`.
-pub(crate) struct StepBackwardBuffers<'a, B> {
-    acts: &'a B,
-    cs: &'a B,
-    grad: &'a B,
-    dh: Option<&'a B>,
-    dc: &'a B,
-    dz: &'a B,
-    dxg: &'a B,
-}
-
-/// The LSTM aggregation's kernels on one GPU backend (see `src/device/gpu.rs`); the bucket
-/// and step loop around them is [`gpu_forward`] and [`gpu_backward`], once for every
-/// backend.
-pub(crate) trait LstmKernels: GpuTensors {
-    /// The buckets' dst ids, laid out as this backend's step kernels read them.
-    type DstIds: Send + Sync + 'static;
-
-    /// Uploads the dst ids of every bucket of `plan`.
-    fn upload_dst(self: &Arc<Self>, plan: &LstmPlan) -> Result<Self::DstIds>;
-
-    /// One forward step (`lstm_step_f32`): gates, `c` and `h` of every node of the bucket;
-    /// at the last step also the bucket's rows of `out`.
-    fn step(&self, s: Step, dst: &Self::DstIds, b: StepBuffers<Self::Buffer>) -> Result<()>;
-
-    /// One backward step (`lstm_step_backward_f32`): `z̄` into `dz` and `dxg`, `c̄_{t-1}`
-    /// into `dc`.
-    fn step_backward(
-        &self,
-        s: Step,
-        dst: &Self::DstIds,
-        b: StepBackwardBuffers<Self::Buffer>,
-    ) -> Result<()>;
-
-    /// `hprev [rows, H]` (`rows_h` = (rows, H)): `o·tanh(c)` of the row before, 0 where `steps` is 0
-    /// (`lstm_hprev_f32`).
-    fn hprev(
-        &self,
-        rows_h: (usize, usize),
-        acts: &Self::Buffer,
-        cs: &Self::Buffer,
-        steps: &Self::Buffer,
-        hprev: &Self::Buffer,
-    ) -> Result<()>;
 }
 
 fn backward(
@@ -263,14 +167,6 @@ fn backward(
     let rows = plan.rows();
     let Saved { acts, cs, gpu } = saved;
     let (dxg, hprev) = match g.device() {
-        Device::Cuda(_) => {
-            let idx = gpu.as_ref().and_then(|i| i.downcast_ref());
-            gpu_backward::<cuda::Context>(&acts, &cs, g, idx, w, plan, w_grad)?
-        }
-        Device::Wgpu(_) => {
-            let idx = gpu.as_ref().and_then(|i| i.downcast_ref());
-            gpu_backward::<wgpu::Context>(&acts, &cs, g, idx, w, plan, w_grad)?
-        }
         Device::Cpu => {
             let guards = (acts.storage(), cs.storage(), g.storage());
             let (a, c, gv) = (guards.0.cpu(OP)?, guards.1.cpu(OP)?, guards.2.cpu(OP)?);
@@ -288,6 +184,10 @@ fn backward(
                 hprev.map(|b| cpu_output(b, vec![rows, h], g)),
             )
         }
+        dev => on_gpu!(dev, |D| {
+            let idx = gpu.as_ref().and_then(|i| i.downcast_ref());
+            gpu_backward::<D>(&acts, &cs, g, idx, w, plan, w_grad)?
+        }),
     };
     // The saved states are no longer read: free them before the weight-gradient matmul.
     drop((acts, cs, gpu));
@@ -298,69 +198,9 @@ fn backward(
     Ok((dxg, dw))
 }
 
-/// Runs one step kernel over the nodes of a bucket (`m` nodes of degree `k` from row
-/// `offset`, step `t`) in ranges whose windows fit one binding. `rows4`/`rows1` are the
-/// `[rows, 4H]`/`[rows, H]` buffers of the layout, `node4`/`node1` the bucket's `[m, 4H]` and
-/// `[m, H]` ones, each with its binding.
-fn launch_step(
-    ctx: &Context,
-    kernel: &Kernel,
-    (m, h, k, t, offset): (usize, usize, usize, usize, usize),
-    rows4: &[(u32, &WgpuBuffer)],
-    rows1: (u32, &WgpuBuffer),
-    node4: &[(u32, &WgpuBuffer)],
-    node1: &[(u32, &WgpuBuffer)],
-) -> Result<()> {
-    // Rows nodes i0..i1 touch at step t (and the row before, which holds c_{t-1}).
-    let lo = |i0: usize| offset + i0 * k + t - usize::from(t > 0);
-    let hi = |i1: usize| offset + (i1 - 1) * k + t + 1;
-    let span = |i0: usize, i1: usize| ((hi(i1) - lo(i0)) * 4 * h).max((i1 - i0) * 4 * h);
-    for (i0, i1) in ctx.split(kernel.stem, m, span)? {
-        let groups = [
-            windows(ctx, rows4, (lo(i0), hi(i1)), 4 * h),
-            windows(ctx, &[rows1], (lo(i0), hi(i1)), h),
-            windows(ctx, node4, (i0, i1), 4 * h),
-            windows(ctx, node1, (i0, i1), h),
-        ];
-        let bases = groups.each_ref().map(|g| g.first().map_or(0, |x| x.1.base));
-        let [row_base, cs_base, wide_base, node_base] = bases;
-        let words = LstmAggregateParams {
-            m: (i1 - i0) as u32,
-            h: h as u32,
-            k: k as u32,
-            t: t as u32,
-            offset: offset as u32,
-            i0: i0 as u32,
-            row_base,
-            cs_base,
-            wide_base,
-            node_base,
-        };
-        let binds: Vec<_> = groups
-            .iter()
-            .flatten()
-            .map(|(slot, w)| (*slot, w))
-            .collect();
-        ctx.launch_windows(kernel, &words, &binds, ((i1 - i0) * h) as u64)?;
-    }
-    Ok(())
-}
-
-/// Rows `a..b` (`w` values each) of each buffer, with its binding.
-fn windows<'a>(
-    ctx: &Context,
-    bufs: &[(u32, &'a WgpuBuffer)],
-    (a, b): (usize, usize),
-    w: usize,
-) -> Vec<(u32, Window<'a>)> {
-    bufs.iter()
-        .map(|&(slot, buf)| (slot, ctx.rows_window(buf, a, b, w)))
-        .collect()
-}
-
 /// The forward pass on a GPU backend: per bucket and step, the matmul `h_{t-1}·W_hh` and
 /// the backend's step kernel.
-fn gpu_forward<D: LstmKernels>(
+fn gpu_forward<D: GpuTensors + LstmKernels>(
     xg: &Tensor,
     w: &Tensor,
     plan: &LstmPlan,
@@ -375,7 +215,8 @@ fn gpu_forward<D: LstmKernels>(
     let out = ctx.zeros((plan.num_dst * h * 4) as u64)?;
     let acts = ctx.alloc((rows * 4 * h * 4) as u64)?;
     let cs = ctx.alloc((rows * h * 4) as u64)?;
-    let dst = ctx.upload_dst(plan)?;
+    let ids: Vec<&[u32]> = plan.buckets.iter().map(|b| b.dst.as_slice()).collect();
+    let dst = ctx.upload_dst(&ids)?;
     // Without hidden units every state is empty and the output stays zero-sized.
     for (bucket, b) in plan.buckets.iter().enumerate().filter(|_| h > 0) {
         let (m, k) = (b.dst.len(), b.degree);
@@ -389,7 +230,7 @@ fn gpu_forward<D: LstmKernels>(
             {
                 let hw_guard = hw.as_ref().map(|t| t.storage());
                 let hw = hw_guard.as_deref().map(|s| D::buffer(s, OP)).transpose()?;
-                let step = Step::of(plan, bucket, h, t);
+                let step = step_of(plan, bucket, h, t);
                 let bufs = StepBuffers {
                     xg: x,
                     hw,
@@ -417,7 +258,7 @@ fn gpu_forward<D: LstmKernels>(
 
 /// The backward pass on a GPU backend: `x̄g` and, when `w_grad`, `Hprev` (see the module
 /// docs). `idx` is what [`gpu_forward`] saved on this backend.
-fn gpu_backward<D: LstmKernels>(
+fn gpu_backward<D: GpuTensors + LstmKernels>(
     acts: &Tensor,
     cs: &Tensor,
     g: &Tensor,
@@ -450,7 +291,7 @@ fn gpu_backward<D: LstmKernels>(
             {
                 let dh_guard = dh.as_ref().map(|t| t.storage());
                 let dh = dh_guard.as_deref().map(|s| D::buffer(s, OP)).transpose()?;
-                let step = Step::of(plan, bucket, h, t);
+                let step = step_of(plan, bucket, h, t);
                 let bufs = StepBackwardBuffers {
                     acts: a,
                     cs: c,
@@ -478,189 +319,6 @@ fn gpu_backward<D: LstmKernels>(
         None
     };
     Ok((D::output(dxg, vec![rows, 4 * h], g), hprev))
-}
-
-/// wgpu: a buffer of dst ids per bucket; the step kernels touch only rows of the layout
-/// and of the bucket, in ranges of nodes whose windows fit one binding, and the last
-/// hidden states are put into (their gradients gathered from) the output rows by
-/// [`crate::ops::index_select`]'s row kernels.
-impl LstmKernels for wgpu::Context {
-    type DstIds = Vec<WgpuBuffer>;
-
-    fn upload_dst(self: &Arc<Self>, plan: &LstmPlan) -> Result<Vec<WgpuBuffer>> {
-        plan.buckets
-            .iter()
-            .map(|b| self.upload_u32(&b.dst))
-            .collect()
-    }
-
-    fn step(&self, s: Step, dst: &Vec<WgpuBuffer>, b: StepBuffers<WgpuBuffer>) -> Result<()> {
-        launch_step(
-            self,
-            &STEP,
-            (s.m, s.h, s.k, s.t, s.offset),
-            &[(1, b.xg), (3, b.acts)],
-            (4, b.cs),
-            // Unused at t = 0: bind xg there so the binding is valid.
-            &[(2, b.hw.unwrap_or(b.xg))],
-            &[(5, b.next)],
-        )?;
-        if s.t + 1 == s.k {
-            // The last hidden state is the output of the bucket's dst nodes.
-            wgpu_put(b.next, &dst[s.bucket], s.m, s.h, b.out, s.num_dst)?;
-        }
-        Ok(())
-    }
-
-    fn step_backward(
-        &self,
-        s: Step,
-        dst: &Vec<WgpuBuffer>,
-        b: StepBackwardBuffers<WgpuBuffer>,
-    ) -> Result<()> {
-        // h̄ of the last step: the output gradient's rows of the bucket's dst nodes.
-        let last = match b.dh {
-            Some(_) => None,
-            None => Some(wgpu_gather(b.grad, s.num_dst, s.h, &dst[s.bucket], s.m)?),
-        };
-        let dh = b.dh.or(last.as_ref()).unwrap_or(b.grad);
-        launch_step(
-            self,
-            &STEP_BACKWARD,
-            (s.m, s.h, s.k, s.t, s.offset),
-            &[(8, b.acts), (14, b.dxg)],
-            (9, b.cs),
-            &[(13, b.dz)],
-            &[(11, dh), (12, b.dc)],
-        )
-    }
-
-    fn hprev(
-        &self,
-        (rows, h): (usize, usize),
-        acts: &WgpuBuffer,
-        cs: &WgpuBuffer,
-        steps: &WgpuBuffer,
-        hp: &WgpuBuffer,
-    ) -> Result<()> {
-        // Rows r0..r1 read the saved states of the row before.
-        let span = |r0: usize, r1: usize| (r1 - r0.saturating_sub(1)) * 4 * h;
-        for (r0, r1) in self.split(OP, rows, span)? {
-            let lo = r0.saturating_sub(1);
-            let (aw, cw) = (
-                self.rows_window(acts, lo, r1, 4 * h),
-                self.rows_window(cs, lo, r1, h),
-            );
-            let (sw, hw) = (self.window(steps, r0, r1), self.rows_window(hp, r0, r1, h));
-            let words = LstmAggregateParams {
-                m: (r1 - r0) as u32,
-                h: h as u32,
-                offset: r0 as u32,
-                row_base: aw.base,
-                cs_base: cw.base,
-                wide_base: sw.base,
-                node_base: hw.base,
-                ..Default::default()
-            };
-            let binds = [(8, &aw), (9, &cw), (15, &sw), (16, &hw)];
-            self.launch_windows(&HPREV, &words, &binds, ((r1 - r0) * h) as u64)?;
-        }
-        Ok(())
-    }
-}
-
-/// The dst ids of every bucket in one CUDA buffer, one bucket after another; a kernel gets
-/// a pointer to its bucket's first id.
-pub(crate) struct CudaDstIds {
-    ids: cuda::CudaBuffer,
-    first: Vec<usize>,
-}
-
-/// CUDA: whole buffers; the step kernels write the output rows and read the output
-/// gradient's rows themselves, through the bucket's dst ids.
-impl LstmKernels for cuda::Context {
-    type DstIds = CudaDstIds;
-
-    fn upload_dst(self: &Arc<Self>, plan: &LstmPlan) -> Result<CudaDstIds> {
-        let all: Vec<u32> = plan.buckets.iter().flat_map(|b| b.dst.clone()).collect();
-        let first = plan
-            .buckets
-            .iter()
-            .scan(0, |at, b| {
-                let first = *at;
-                *at += b.dst.len();
-                Some(first)
-            })
-            .collect();
-        Ok(CudaDstIds {
-            ids: self.upload_u32(&all)?,
-            first,
-        })
-    }
-
-    fn step(&self, s: Step, dst: &CudaDstIds, b: StepBuffers<cuda::CudaBuffer>) -> Result<()> {
-        // Every count below is at most rows * 4H, which fits u32 (checked by the caller).
-        let args = LstmStepArgs {
-            xg: b.xg.into(),
-            // Not read at t = 0: pass xg there so that the pointer is valid.
-            hw: b.hw.unwrap_or(b.xg).into(),
-            acts: b.acts.into(),
-            cs: b.cs.into(),
-            h_next: b.next.into(),
-            out: b.out.into(),
-            dst: Ptr::At(&dst.ids, dst.first[s.bucket]),
-            m: s.m as u32,
-            h: s.h as u32,
-            k: s.k as u32,
-            t: s.t as u32,
-            offset: s.offset as u32,
-        };
-        self.launch_args_1d(&args, (s.m * s.h) as u64)
-    }
-
-    fn step_backward(
-        &self,
-        s: Step,
-        dst: &CudaDstIds,
-        b: StepBackwardBuffers<cuda::CudaBuffer>,
-    ) -> Result<()> {
-        let args = LstmStepBackwardArgs {
-            acts: b.acts.into(),
-            cs: b.cs.into(),
-            grad: b.grad.into(),
-            dst: Ptr::At(&dst.ids, dst.first[s.bucket]),
-            // Not read at t = k - 1: pass the output gradient there.
-            dh: b.dh.unwrap_or(b.grad).into(),
-            dc: b.dc.into(),
-            dz: b.dz.into(),
-            dxg: b.dxg.into(),
-            m: s.m as u32,
-            h: s.h as u32,
-            k: s.k as u32,
-            t: s.t as u32,
-            offset: s.offset as u32,
-        };
-        self.launch_args_1d(&args, (s.m * s.h) as u64)
-    }
-
-    fn hprev(
-        &self,
-        (rows, h): (usize, usize),
-        acts: &cuda::CudaBuffer,
-        cs: &cuda::CudaBuffer,
-        steps: &cuda::CudaBuffer,
-        hp: &cuda::CudaBuffer,
-    ) -> Result<()> {
-        let args = LstmHprevArgs {
-            acts: acts.into(),
-            cs: cs.into(),
-            steps: steps.into(),
-            hprev: hp.into(),
-            rows: rows as u32,
-            h: h as u32,
-        };
-        self.launch_args_1d(&args, (rows * h) as u64)
-    }
 }
 
 #[cfg(test)]

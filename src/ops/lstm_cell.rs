@@ -40,30 +40,16 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::LstmCellParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::lstm_cell::LstmCellKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{dims2, parallel, u32_count};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
+use crate::ops::rows::{dims2, parallel};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "lstm_cell";
-const SHADER: &str = include_str!("../../shaders/lstm_cell.wgsl");
-const FORWARD: Kernel = Kernel {
-    stem: "lstm_cell",
-    source: SHADER,
-    entry: "lstm_cell_forward_f32",
-};
-const BACKWARD: Kernel = Kernel {
-    stem: "lstm_cell",
-    source: SHADER,
-    entry: "lstm_cell_backward_f32",
-};
-const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_cell", "lstm_cell_forward_f32");
-const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("lstm_cell", "lstm_cell_backward_f32");
-
 /// One LSTM step: packed `[h | c]` (`[n, 2H]`) from pre-activation gates `[n, 4H]` (order
 /// i, f, g, o) and the previous cell state `[n, H]`. Both inputs get gradients.
 pub fn lstm_cell(gates: &Tensor, c_prev: &Tensor) -> Result<Tensor> {
@@ -87,45 +73,17 @@ pub fn lstm_cell_forward(gates: &Tensor, c_prev: &Tensor) -> Result<(Tensor, Ten
                 cpu_output(a, vec![n, 4 * h], gates),
             )
         }
-        (Storage::Wgpu(z), Storage::Wgpu(c)) => {
-            let ctx = z.ctx();
-            let out = WgpuBuffer::new(ctx, (n * 2 * h * 4) as u64)?;
-            let acts = WgpuBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
-            launch_rows(
-                &FORWARD,
-                n,
-                h,
-                &[(1, z, 4), (2, c, 1), (3, &out, 2), (4, &acts, 4)],
-            )?;
-            (
-                wgpu_output(out, vec![n, 2 * h], gates),
-                wgpu_output(acts, vec![n, 4 * h], gates),
-            )
-        }
-        (Storage::Cuda(z), Storage::Cuda(c)) => {
-            let ctx = z.ctx();
-            u32_count(OP, "the gates", n * 4 * h)?;
-            let units = u32_count(OP, "the state", n * h)?;
-            let out = CudaBuffer::new(ctx, (n * 2 * h * 4) as u64)?;
-            let acts = CudaBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
-            // With units > 0, n and h are at most units.
-            if units > 0 {
-                let args = [
-                    Arg::Buf(z),
-                    Arg::Buf(c),
-                    Arg::Buf(&out),
-                    Arg::Buf(&acts),
-                    Arg::U32(n as u32),
-                    Arg::U32(h as u32),
-                ];
-                ctx.launch_1d(&FORWARD_CUDA, units as u64, &args)?;
-            }
-            (
-                cuda_output(out, vec![n, 2 * h], gates),
-                cuda_output(acts, vec![n, 4 * h], gates),
-            )
-        }
-        _ => return Err(mismatch(gates, c_prev)),
+        (zs, cs) => on_gpu!(
+            (zs, cs),
+            |D, (z, c)| {
+                let (out, acts) = D::context_of(z).lstm_cell(z, c, n, h)?;
+                (
+                    D::output(out, vec![n, 2 * h], gates),
+                    D::output(acts, vec![n, 4 * h], gates),
+                )
+            },
+            else return Err(mismatch(gates, c_prev))
+        ),
     };
     Ok((out, acts))
 }
@@ -169,71 +127,22 @@ pub fn lstm_cell_backward(
                 cpu_output(dc, vec![n, h], acts),
             ))
         }
-        (Storage::Wgpu(a), Storage::Wgpu(c), Storage::Wgpu(g)) => {
-            let ctx = a.ctx();
-            let dz = WgpuBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
-            let dc = WgpuBuffer::new(ctx, (n * h * 4) as u64)?;
-            let bufs = [(5, a, 4), (2, c, 1), (6, g, 2), (7, &dz, 4), (8, &dc, 1)];
-            launch_rows(&BACKWARD, n, h, &bufs)?;
-            Ok((
-                wgpu_output(dz, vec![n, 4 * h], acts),
-                wgpu_output(dc, vec![n, h], acts),
-            ))
-        }
-        (Storage::Cuda(a), Storage::Cuda(c), Storage::Cuda(g)) => {
-            let ctx = a.ctx();
-            u32_count(BOP, "the gates", n * 4 * h)?;
-            let units = u32_count(BOP, "the state", n * h)?;
-            let dz = CudaBuffer::new(ctx, (n * 4 * h * 4) as u64)?;
-            let dc = CudaBuffer::new(ctx, (n * h * 4) as u64)?;
-            // With units > 0, n and h are at most units.
-            if units > 0 {
-                let args = [
-                    Arg::Buf(a),
-                    Arg::Buf(c),
-                    Arg::Buf(g),
-                    Arg::Buf(&dz),
-                    Arg::Buf(&dc),
-                    Arg::U32(n as u32),
-                    Arg::U32(h as u32),
-                ];
-                ctx.launch_1d(&BACKWARD_CUDA, units as u64, &args)?;
-            }
-            Ok((
-                cuda_output(dz, vec![n, 4 * h], acts),
-                cuda_output(dc, vec![n, h], acts),
-            ))
-        }
-        _ => Err(Error::DeviceMismatch {
-            op: BOP,
-            lhs: acts.device(),
-            rhs: grad.device(),
-        }),
+        (as_, cs, gs) => on_gpu!(
+            (as_, cs, gs),
+            |D, (a, c, g)| {
+                let (dz, dc) = D::context_of(a).lstm_cell_backward(a, c, g, n, h)?;
+                Ok((
+                    D::output(dz, vec![n, 4 * h], acts),
+                    D::output(dc, vec![n, h], acts),
+                ))
+            },
+            else Err(Error::DeviceMismatch {
+                op: BOP,
+                lhs: acts.device(),
+                rhs: grad.device(),
+            })
+        ),
     }
-}
-
-/// Runs a cell kernel over `n` nodes in ranges whose windows fit one binding; each buffer
-/// comes with its width in units of `H` (4, 1 or 2), which picks its window's base word.
-fn launch_rows(k: &Kernel, n: usize, h: usize, bufs: &[(u32, &WgpuBuffer, usize)]) -> Result<()> {
-    let ctx = bufs[0].1.ctx();
-    for (r0, r1) in ctx.split(k.stem, n, |a, b| (b - a) * 4 * h)? {
-        let windows: Vec<_> = bufs
-            .iter()
-            .map(|&(slot, b, w)| (slot, w, ctx.rows_window(b, r0, r1, w * h)))
-            .collect();
-        let base = |w: usize| windows.iter().find(|x| x.1 == w).map_or(0, |x| x.2.base);
-        let words = LstmCellParams {
-            n: (r1 - r0) as u32,
-            h: h as u32,
-            r0: r0 as u32,
-            base4: base(4),
-            base1: base(1),
-            base2: base(2),
-        };
-        let binds: Vec<_> = windows.iter().map(|(slot, _, w)| (*slot, w)).collect();
-        ctx.launch_windows(k, &words, &binds, ((r1 - r0) * h) as u64)?;
-    }
-    Ok(())
 }
 
 /// Checks `[n, 4H]` gates (or activations) against `[n, H]` states; returns `(n, H)`.

@@ -36,27 +36,11 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::MatmulParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::kernels::matmul::MatmulKernels;
 use crate::error::{Error, Result};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
 use crate::tensor::{Storage, Tensor};
-
-const SHADER: &str = include_str!("../../shaders/matmul.wgsl");
-const KERNEL: Kernel = Kernel {
-    stem: "matmul",
-    source: SHADER,
-    entry: "matmul_f32",
-};
-const KERNEL_CUDA: cuda::Kernel = crate::cuda_kernel!("matmul", "matmul_f32");
-const COPY2D: Kernel = Kernel {
-    stem: "matmul",
-    source: SHADER,
-    entry: "copy2d_f32",
-};
-/// Rows and columns of C per workgroup.
-const TILE: usize = 64;
 
 /// `op(a) · op(b)` for 2-D `a`, `b`; `ta`/`tb` transpose the stored operand.
 pub fn matmul(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
@@ -108,19 +92,15 @@ fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) ->
             let buf = cpu_matmul(&x.data, &y.data, m, k, n, ta, tb)?;
             cpu_output(buf, vec![m, n], a)
         }
-        (Storage::Wgpu(x), Storage::Wgpu(y)) => {
-            wgpu_output(wgpu_matmul(x, y, m, k, n, ta, tb)?, vec![m, n], a)
-        }
-        (Storage::Cuda(x), Storage::Cuda(y)) => {
-            cuda_output(cuda_matmul(x, y, m, k, n, ta, tb)?, vec![m, n], a)
-        }
-        _ => {
-            return Err(Error::DeviceMismatch {
+        (xs, ys) => on_gpu!(
+            (xs, ys),
+            |D, (x, y)| gpu_matmul::<D>(x, y, (m, k, n), (ta, tb), a)?,
+            else return Err(Error::DeviceMismatch {
                 op: OP,
                 lhs: a.device(),
                 rhs: b.device(),
             })
-        }
+        ),
     };
     let (sa, sb) = (a.clone(), b.clone());
     Ok(record(OP, out, &[a, b], move |g| {
@@ -146,6 +126,24 @@ fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) ->
     }))
 }
 
+/// `op(a)·op(b)` (`[m, n]`) on a GPU backend, from the buffers of `a` and `b`; zeros
+/// without a product to compute.
+fn gpu_matmul<D: GpuTensors + MatmulKernels>(
+    x: &D::Buffer,
+    y: &D::Buffer,
+    (m, k, n): (usize, usize, usize),
+    flags: (bool, bool),
+    like: &Tensor,
+) -> Result<Tensor> {
+    let ctx = D::context_of(x);
+    let out = if m == 0 || n == 0 || k == 0 {
+        ctx.zeros((m * n * 4) as u64)?
+    } else {
+        ctx.matmul(x, y, (m, k, n), flags)?
+    };
+    Ok(D::output(out, vec![m, n], like))
+}
+
 fn dims(t: &Tensor) -> Result<(usize, usize)> {
     match t.shape() {
         [r, c] => Ok((*r, *c)),
@@ -154,293 +152,6 @@ fn dims(t: &Tensor) -> Result<(usize, usize)> {
             format!("expected a 2-D operand, got shape {s:?}"),
         )),
     }
-}
-
-fn wgpu_matmul(
-    a: &WgpuBuffer,
-    b: &WgpuBuffer,
-    m: usize,
-    k: usize,
-    n: usize,
-    ta: bool,
-    tb: bool,
-) -> Result<WgpuBuffer> {
-    let ctx = a.ctx();
-    let bytes = (m * n * 4) as u64;
-    if m == 0 || n == 0 || k == 0 {
-        return WgpuBuffer::zeros(ctx, bytes);
-    }
-    if [m, n, k].iter().any(|&d| d > u32::MAX as usize) {
-        return Err(Error::shape(
-            "matmul",
-            format!("{m}x{k} by {k}x{n} does not fit u32 indices"),
-        ));
-    }
-    // Column tiles past the grid's per-dimension limit go to the blocked split too.
-    let grid_ok = n.div_ceil(TILE) <= ctx.limits.max_compute_workgroups_per_dimension as usize;
-    let out = WgpuBuffer::new(ctx, bytes)?;
-    // Rows i0..i1 of C and the k range l0..l1, with the element ranges of A, B and C they
-    // touch (contiguous in the layouts that call it).
-    let run = |rows: (usize, usize), ks: (usize, usize), accumulate: bool| -> Result<()> {
-        let ((i0, i1), (l0, l1)) = (rows, ks);
-        let (mm, kk) = (i1 - i0, l1 - l0);
-        let a_range = if ta {
-            (l0 * m, kk * m)
-        } else {
-            (i0 * k, mm * k)
-        };
-        let b_range = if tb { (0, n * k) } else { (l0 * n, kk * n) };
-        let c_range = (i0 * n, mm * n);
-        let ops = [(a, a_range), (b, b_range), (&out, c_range)];
-        gemm(ops, (mm, n, kk), (ta, tb), accumulate)
-    };
-    let limit = ctx.chunk_bytes() as usize / 4;
-    let fits = |elems: usize| elems <= limit;
-    // Row blocks of A and C, or k chunks, of a multiple of TILE rows: aligned offsets.
-    let row_step = (limit / k.max(n)) / TILE * TILE;
-    let k_step = (limit / m.max(n)) / TILE * TILE;
-    if !grid_ok {
-        blocked((a, b, &out), (m, k, n), (ta, tb))?;
-    } else if fits(m * k) && fits(k * n) && fits(m * n) {
-        run((0, m), (0, k), false)?;
-    } else if !ta && fits(k * n) && row_step > 0 {
-        for i0 in (0..m).step_by(row_step) {
-            run((i0, (i0 + row_step).min(m)), (0, k), false)?;
-        }
-    } else if ta && !tb && fits(m * n) && k_step > 0 {
-        for l0 in (0..k).step_by(k_step) {
-            run((0, m), (l0, (l0 + k_step).min(k)), l0 > 0)?;
-        }
-    } else {
-        blocked((a, b, &out), (m, k, n), (ta, tb))?;
-    }
-    Ok(out)
-}
-
-fn cuda_matmul(
-    a: &CudaBuffer,
-    b: &CudaBuffer,
-    m: usize,
-    k: usize,
-    n: usize,
-    ta: bool,
-    tb: bool,
-) -> Result<CudaBuffer> {
-    let ctx = a.ctx();
-    let bytes = (m * n * 4) as u64;
-    if m == 0 || n == 0 || k == 0 {
-        return CudaBuffer::zeros(ctx, bytes);
-    }
-    if [m, n, k].iter().any(|&d| d > i32::MAX as usize) {
-        return Err(Error::shape(
-            "matmul",
-            format!("{m}x{k} by {k}x{n}: a dimension passes cuBLAS's 32-bit sizes"),
-        ));
-    }
-    let mut out = CudaBuffer::new(ctx, bytes)?;
-    let blas = if ctx.gemm_kernel_forced() {
-        None
-    } else {
-        match ctx.blas() {
-            Ok(b) => Some(b),
-            // No memory for cuBLAS's workspace: the caller splits the work.
-            Err(e @ Error::OutOfMemory { .. }) => return Err(e),
-            // cuBLAS cannot be used here: the tiled kernel computes the same product.
-            Err(_) => None,
-        }
-    };
-    match blas {
-        Some(blas) => {
-            use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-            use cudarc::cublas::{Gemm, GemmConfig};
-            // Row-major C[m, n] is column-major Cᵀ[n, m] = op(B)ᵀ · op(A)ᵀ: cuBLAS's A is
-            // our B and its B our A, each read with the flags below.
-            let cfg = GemmConfig {
-                transa: if tb { CUBLAS_OP_T } else { CUBLAS_OP_N },
-                transb: if ta { CUBLAS_OP_T } else { CUBLAS_OP_N },
-                m: n as i32,
-                n: m as i32,
-                k: k as i32,
-                alpha: 1.0f32,
-                lda: if tb { k } else { n } as i32,
-                ldb: if ta { m } else { k } as i32,
-                beta: 0.0f32,
-                ldc: n as i32,
-            };
-            let (x, y) = (f32_view(b, k * n)?, f32_view(a, m * k)?);
-            // SAFETY: as above, for the output of m·n words.
-            let mut c = unsafe { out.slice_mut().transmute_mut::<f32>(m * n) }
-                .ok_or_else(|| Error::shape("matmul", "output smaller than its shape"))?;
-            // SAFETY: the leading dimensions and sizes above address exactly the m·k, k·n
-            // and m·n values of the three buffers.
-            unsafe { blas.gemm(cfg, &x, &y, &mut c) }.map_err(|e| {
-                if cuda::is_blas_alloc_failure(&e) {
-                    ctx.out_of_memory(0)
-                } else {
-                    Error::Backend {
-                        backend: "cuda",
-                        msg: format!("cuBLAS sgemm {m}x{k} by {k}x{n}: {e:?}"),
-                    }
-                }
-            })?;
-        }
-        None => {
-            // Row blocks past the grid's y limit are looped over inside the kernel.
-            let (cols, rows) = (n.div_ceil(TILE), m.div_ceil(TILE).min(65_535));
-            if cols > i32::MAX as usize {
-                return Err(Error::shape("matmul", format!("{n} columns pass the grid")));
-            }
-            let cfg = cudarc::driver::LaunchConfig {
-                grid_dim: (cols as u32, rows as u32, 1),
-                block_dim: (16, 16, 1),
-                shared_mem_bytes: 0,
-            };
-            let args = [
-                Arg::Buf(a),
-                Arg::Buf(b),
-                Arg::Buf(&out),
-                Arg::U32(m as u32),
-                Arg::U32(n as u32),
-                Arg::U32(k as u32),
-                Arg::U32(ta as u32),
-                Arg::U32(tb as u32),
-            ];
-            ctx.launch(&KERNEL_CUDA, cfg, &args)?;
-        }
-    }
-    Ok(out)
-}
-
-/// The first `len` words of `buf` as f32 values, for cuBLAS.
-fn f32_view(buf: &CudaBuffer, len: usize) -> Result<cudarc::driver::CudaView<'_, f32>> {
-    // SAFETY: the words are f32 bits; transmute checks that `len` words fit the buffer.
-    unsafe { buf.slice().transmute::<f32>(len) }
-        .ok_or_else(|| Error::shape("matmul", "operand smaller than its shape"))
-}
-
-/// One launch of the tiled kernel: `op(A)·op(B)` of `(m, n, k)` into C (added to it when
-/// `accumulate`), each operand bound as its element range `(offset, len)`, which holds it
-/// in the kernel's layout (offsets aligned by the callers).
-fn gemm(
-    ops: [(&WgpuBuffer, (usize, usize)); 3],
-    (m, n, k): (usize, usize, usize),
-    (ta, tb): (bool, bool),
-    accumulate: bool,
-) -> Result<()> {
-    let ctx = ops[0].0.ctx();
-    let max = ctx.limits.max_compute_workgroups_per_dimension as usize;
-    let words = MatmulParams {
-        m: m as u32,
-        n: n as u32,
-        k: k as u32,
-        ta: ta as u32,
-        tb: tb as u32,
-        accumulate: accumulate as u32,
-        ..Default::default()
-    };
-    let ranges: Vec<_> = (1..)
-        .zip(ops)
-        .map(|(slot, (buf, (o, l)))| (slot, buf, (o * 4) as u64, (l * 4) as u64))
-        .collect();
-    // Row blocks past the per-dimension limit fold into z (m < 2³² keeps z within it);
-    // the shader recombines them.
-    let y = m.div_ceil(TILE).min(max);
-    let z = m.div_ceil(TILE).div_ceil(y);
-    let grid = (n.div_ceil(TILE) as u32, y as u32, z as u32);
-    ctx.launch_ranges(&KERNEL, &words, &ranges, grid)
-}
-
-/// The split for what the contiguous ones cannot take (an operand past the limit beside
-/// one that would have to be bound whole, both operands transposed, rows too long for
-/// `TILE` of them): blocks of C times chunks of k, each about the square root of a binding
-/// on a side. Every block of op(A), op(B) is first copied into a buffer of its own,
-/// row-major (so a transposed operand costs one strided copy), the kernel multiplies them
-/// into a block of C, adding the chunks of k in order, and the block is copied into C.
-fn blocked(
-    (a, b, c): (&WgpuBuffer, &WgpuBuffer, &WgpuBuffer),
-    (m, k, n): (usize, usize, usize),
-    (ta, tb): (bool, bool),
-) -> Result<()> {
-    let ctx = a.ctx();
-    let side = ctx.window_elems().isqrt().max(1);
-    let (bm, bk, bn) = (m.min(side), k.min(side), n.min(side));
-    // Row and column strides of op(A) ([m, k]) and op(B) ([k, n]) in the stored operands.
-    let sa = if ta { (1, m) } else { (k, 1) };
-    let sb = if tb { (1, k) } else { (n, 1) };
-    for i0 in (0..m).step_by(bm) {
-        let mm = bm.min(m - i0);
-        for j0 in (0..n).step_by(bn) {
-            let nn = bn.min(n - j0);
-            let cb = WgpuBuffer::new(ctx, (mm * nn * 4) as u64)?;
-            for l0 in (0..k).step_by(bk) {
-                let kk = bk.min(k - l0);
-                let ab = WgpuBuffer::new(ctx, (mm * kk * 4) as u64)?;
-                let bb = WgpuBuffer::new(ctx, (kk * nn * 4) as u64)?;
-                copy2d((a, sa, (i0, l0)), (mm, kk), (&ab, (kk, 1), 0))?;
-                copy2d((b, sb, (l0, j0)), (kk, nn), (&bb, (nn, 1), 0))?;
-                let ops = [
-                    (&ab, (0, mm * kk)),
-                    (&bb, (0, kk * nn)),
-                    (&cb, (0, mm * nn)),
-                ];
-                gemm(ops, (mm, nn, kk), (false, false), l0 > 0)?;
-            }
-            copy2d((&cb, (nn, 1), (0, 0)), (mm, nn), (c, (n, 1), i0 * n + j0))?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies the `rows × cols` block at `(r0, c0)` of a matrix stored in `src` with row and
-/// column strides `(srs, scs)` to `dst` from element `off` with strides `(drs, dcs)`, in
-/// tiles whose windows on both sides fit one binding (halving the longer side until they
-/// do).
-fn copy2d(
-    (src, (srs, scs), (r0, c0)): (&WgpuBuffer, (usize, usize), (usize, usize)),
-    (rows, cols): (usize, usize),
-    (dst, (drs, dcs), off): (&WgpuBuffer, (usize, usize), usize),
-) -> Result<()> {
-    let ctx = src.ctx();
-    let limit = ctx.window_elems();
-    let span =
-        |g: usize, h: usize| ((g - 1) * srs + (h - 1) * scs).max((g - 1) * drs + (h - 1) * dcs) + 1;
-    let (mut g, mut h) = (rows, cols);
-    while span(g, h) > limit {
-        if (g - 1) * srs.max(drs) >= (h - 1) * scs.max(dcs) {
-            g = g.div_ceil(2);
-        } else {
-            h = h.div_ceil(2);
-        }
-    }
-    for tr in (0..rows).step_by(g) {
-        let gg = g.min(rows - tr);
-        for tc in (0..cols).step_by(h) {
-            let hh = h.min(cols - tc);
-            let s_lo = (r0 + tr) * srs + (c0 + tc) * scs;
-            let d_lo = off + tr * drs + tc * dcs;
-            let sw = ctx.window(src, s_lo, s_lo + (gg - 1) * srs + (hh - 1) * scs + 1);
-            let dw = ctx.window(dst, d_lo, d_lo + (gg - 1) * drs + (hh - 1) * dcs + 1);
-            let u = |v: usize| v as u32;
-            let words = MatmulParams {
-                count: u(gg * hh),
-                w: u(hh),
-                tr: u(tr),
-                tc: u(tc),
-                r0: u(r0),
-                c0: u(c0),
-                srs: u(srs),
-                scs: u(scs),
-                drs: u(drs),
-                dcs: u(dcs),
-                off: u(off),
-                src_base: sw.base,
-                dst_base: dw.base,
-                ..Default::default()
-            };
-            ctx.launch_windows(&COPY2D, &words, &[(4, &sw), (5, &dw)], (gg * hh) as u64)?;
-        }
-    }
-    Ok(())
 }
 
 /// A float type of the CPU GEMM: f32, and f64 for the gradient checks.

@@ -35,6 +35,9 @@ macro_rules! float_cpu2 {
     };
 }
 
+#[macro_use]
+pub(crate) mod gpu;
+
 mod adam;
 mod argmax;
 mod assign;
@@ -42,7 +45,6 @@ mod binary;
 mod concat;
 mod cross_entropy;
 mod dropout;
-pub(crate) mod gpu;
 mod index_select;
 mod log_softmax;
 mod lstm_aggregate;
@@ -92,24 +94,6 @@ pub use widen::widen;
 use crate::device::cpu::CpuBuffer;
 use crate::error::{Error, Result};
 use crate::tensor::{Storage, Tensor};
-
-/// Wraps an op's wgpu result as a tensor shaped `shape`, placed and typed like `like`.
-pub(crate) fn wgpu_output(
-    buf: crate::device::wgpu::WgpuBuffer,
-    shape: Vec<usize>,
-    like: &Tensor,
-) -> Tensor {
-    Tensor::from_storage(Storage::Wgpu(buf), shape, like.dtype(), like.device())
-}
-
-/// Wraps an op's CUDA result as a tensor shaped `shape`, placed and typed like `like`.
-pub(crate) fn cuda_output(
-    buf: crate::device::cuda::CudaBuffer,
-    shape: Vec<usize>,
-    like: &Tensor,
-) -> Tensor {
-    Tensor::from_storage(Storage::Cuda(buf), shape, like.dtype(), like.device())
-}
 
 /// Wraps an op's CPU result as a tensor shaped `shape`, placed and typed like `like`.
 pub(crate) fn cpu_output(buf: CpuBuffer, shape: Vec<usize>, like: &Tensor) -> Tensor {

@@ -20,46 +20,18 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::ReduceParams;
-use crate::device::wgpu::{Follow, Kernel, WgpuBuffer, Window, WG};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::reduce::ReduceKernels;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::rows::u32_count;
-use crate::ops::{cpu_output, cuda_output, mul_scalar, reshape, wgpu_output};
+use crate::ops::gpu::GpuTensors;
+use crate::ops::{cpu_output, mul_scalar, reshape};
 use crate::tensor::{Storage, Tensor};
 
 const BLOCK: usize = 256;
 
-const SHADER: &str = include_str!("../../shaders/reduce.wgsl");
-const fn kernel(entry: &'static str) -> Kernel {
-    Kernel {
-        stem: "reduce",
-        source: SHADER,
-        entry,
-    }
-}
-const SUM_ROWS: Kernel = kernel("sum_rows_f32");
-const SUM_ROWS_SMALL: Kernel = kernel("sum_rows_small_f32");
-const SUM_COLS: Kernel = kernel("sum_cols_f32");
-const EXPAND: Kernel = kernel("expand_f32");
-/// Columns one workgroup of `sum_rows_f32` sums (4 per thread).
-const ROW_BLOCK: usize = 1024;
-/// Rows at or below this length are summed by one invocation each.
-const SMALL_ROW: usize = 32;
-/// Rows one invocation of `sum_cols_f32` adds.
-pub(crate) const COL_BLOCK: usize = 64;
-
-const SUM_ROWS_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_rows_f32");
-const SUM_ROWS_SMALL_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_rows_small_f32");
-const SUM_COLS_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "sum_cols_f32");
-const EXPAND_CUDA: cuda::Kernel = crate::cuda_kernel!("reduce", "expand_f32");
-/// Rows at or below this length are summed by one warp each on CUDA (32 values a lane).
-const SMALL_ROW_CUDA: usize = 1024;
-/// Columns one block of `sum_rows_f32` sums on CUDA (16 per thread).
-const ROW_CHUNK_CUDA: usize = 4096;
-/// Threads per block of the CUDA `sum_rows_f32`.
-const ROW_THREADS_CUDA: u32 = 256;
+/// Rows one invocation of the column-sum kernels adds (the device layer's).
+pub(crate) use crate::device::kernels::reduce::COL_BLOCK;
 
 fn dims(op: &'static str, x: &Tensor) -> Result<(usize, usize)> {
     match x.shape() {
@@ -85,12 +57,11 @@ pub fn sum_dim(x: &Tensor, dim: usize) -> Result<Tensor> {
     let (r, c) = dims(OP, x)?;
     let out_shape = if dim == 0 { vec![c] } else { vec![r] };
     let out = match &*x.storage() {
-        Storage::Cuda(b) => cuda_output(cuda_sum_dim(b, r, c, dim)?, out_shape, x),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, r, c, dim)?);
             cpu_output(buf, out_shape, x)
         }
-        Storage::Wgpu(b) => wgpu_output(wgpu_sum_dim(b, r, c, dim)?, out_shape, x),
+        s => on_gpu!(s, |D, b| gpu_sum_dim::<D>(b, (r, c), dim, out_shape, x)?),
     };
     let n = if dim == 0 { r } else { c };
     Ok(record(OP, out, &[x], move |g| {
@@ -112,12 +83,11 @@ pub fn sum_all(x: &Tensor) -> Result<Tensor> {
     let n = x.numel();
     let flat = x.view(&[1, n])?;
     let out = match &*flat.storage() {
-        Storage::Cuda(b) => cuda_output(cuda_sum_dim(b, 1, n, 1)?, vec![], x),
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_sum_dim(v, 1, n, 1)?);
             cpu_output(buf, vec![], x)
         }
-        Storage::Wgpu(b) => wgpu_output(wgpu_sum_dim(b, 1, n, 1)?, vec![], x),
+        s => on_gpu!(s, |D, b| gpu_sum_dim::<D>(b, (1, n), 1, vec![], x)?),
     };
     let in_shape = x.shape().to_vec();
     Ok(record(OP, out, &[x], move |g| {
@@ -150,26 +120,16 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
     };
     let (r, c) = if dim == 0 { (n, len) } else { (len, n) };
     let out = match &*x.storage() {
-        Storage::Cuda(b) => {
-            let total = u32_count(OP, "the output", r * c)?;
-            let out = CudaBuffer::new(b.ctx(), total as u64 * 4)?;
-            let args = [
-                Arg::Buf(b),
-                Arg::Buf(&out),
-                Arg::U32(c as u32),
-                Arg::U32(dim as u32),
-                Arg::U32(total),
-            ];
-            b.ctx().launch_1d(&EXPAND_CUDA, total as u64, &args)?;
-            cuda_output(out, vec![r, c], x)
-        }
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => {
                 cpu::from_fn(r * c, |i| if dim == 0 { v[i % c] } else { v[i / c] })?
             });
             cpu_output(buf, vec![r, c], x)
         }
-        Storage::Wgpu(b) => wgpu_output(wgpu_expand(b, r, c, dim)?, vec![r, c], x),
+        s => on_gpu!(s, |D, b| {
+            let out = D::context_of(b).expand(OP, b, (r, c), dim)?;
+            D::output(out, vec![r, c], x)
+        }),
     };
     let in_shape = x.shape().to_vec();
     Ok(record(OP, out, &[x], move |g| {
@@ -177,215 +137,23 @@ pub fn expand_dim(x: &Tensor, dim: usize, n: usize) -> Result<Tensor> {
     }))
 }
 
-/// `[r, c]` repeating `v` along `dim` (see [`expand_dim`]), on its adapter: `v` follows the
-/// output through a row (dim 0) or column (dim 1) broadcast, so each range of the output
-/// binds the values of `v` it reads.
-fn wgpu_expand(v: &WgpuBuffer, r: usize, c: usize, dim: usize) -> Result<WgpuBuffer> {
-    let ctx = v.ctx();
-    let out = WgpuBuffer::new(ctx, (r * c * 4) as u64)?;
-    let follow = if dim == 0 {
-        Follow::Row(c)
-    } else {
-        Follow::Col(c)
-    };
-    let params = ReduceParams {
-        c: c as u32,
-        d: dim as u32,
-        ..Default::default()
-    };
-    ctx.launch_followed(&EXPAND, params, &[(4, &out)], Some((3, v, follow)), r * c)?;
-    Ok(out)
-}
-
-/// The sum kernels' parameters (see the shader): items `i0..i1`, the windows of the
-/// output and of `x`, columns `c`, the pass's `d`, and the rows `rows` of `r` it sums.
-fn words(
-    (i0, i1): (usize, usize),
-    (out, x): (&Window, &Window),
-    c: usize,
-    d: usize,
-    r: usize,
-    rows: (usize, usize),
-) -> ReduceParams {
-    let [n, base, c, d, r, row_lo, row_hi] =
-        [i1 - i0, i0, c, d, r, rows.0, rows.1].map(|v| v as u32);
-    ReduceParams {
-        n,
-        base,
-        same_base: out.base,
-        follow_base: x.base,
-        c,
-        d,
-        r,
-        row_lo,
-        row_hi,
-    }
-}
-
-/// Sum over `dim` of the `[r, c]` f32 matrix in `x`, on its adapter.
-fn wgpu_sum_dim(x: &WgpuBuffer, r: usize, c: usize, dim: usize) -> Result<WgpuBuffer> {
-    let ctx = x.ctx();
+/// The sum over `dim` of the `[r, c]` matrix in `xb` (the buffer of `x`) on a GPU backend,
+/// shaped `shape`; zeros when either dimension is empty.
+fn gpu_sum_dim<D: GpuTensors + ReduceKernels>(
+    xb: &D::Buffer,
+    (r, c): (usize, usize),
+    dim: usize,
+    shape: Vec<usize>,
+    x: &Tensor,
+) -> Result<Tensor> {
+    let ctx = D::context_of(xb);
     let (outer, inner) = if dim == 0 { (c, r) } else { (r, c) };
-    if outer == 0 || inner == 0 {
-        return WgpuBuffer::zeros(ctx, (outer * 4) as u64);
-    }
-    if dim == 1 && c <= SMALL_ROW {
-        let out = WgpuBuffer::new(ctx, (r * 4) as u64)?;
-        for (r0, r1) in ctx.split("sum_dim", r, |a, b| (b - a) * c)? {
-            let (xw, ow) = (ctx.rows_window(x, r0, r1, c), ctx.window(&out, r0, r1));
-            let words = words((r0, r1), (&ow, &xw), c, 0, r, (0, r));
-            let binds = [(1, &xw), (2, &ow)];
-            ctx.launch_windows(&SUM_ROWS_SMALL, &words, &binds, (r1 - r0) as u64)?;
-        }
-        return Ok(out);
-    }
-    // Each pass leaves one partial sum per block; the partials are summed again in order.
-    let mut cur: Option<WgpuBuffer> = None;
-    let (mut rr, mut cc) = (r, c);
-    loop {
-        let src = cur.as_ref().unwrap_or(x);
-        let (next, blocks) = if dim == 1 {
-            sum_rows_pass(src, rr, cc)?
-        } else {
-            sum_cols_pass(src, rr, cc)?
-        };
-        cur = Some(next);
-        if blocks == 1 {
-            break;
-        }
-        if dim == 1 {
-            cc = blocks;
-        } else {
-            rr = blocks;
-        }
-    }
-    cur.ok_or_else(|| Error::invalid("sum_dim: no pass ran"))
-}
-
-/// Sum over `dim` of the `[r, c]` f32 matrix in `x`, on its CUDA device: the passes of
-/// [`wgpu_sum_dim`], with a warp per short row and a block per 4096 columns of a long one.
-fn cuda_sum_dim(x: &CudaBuffer, r: usize, c: usize, dim: usize) -> Result<CudaBuffer> {
-    const OP: &str = "sum_dim";
-    let ctx = x.ctx();
-    let (outer, inner) = if dim == 0 { (c, r) } else { (r, c) };
-    if outer == 0 || inner == 0 {
-        return CudaBuffer::zeros(ctx, (outer * 4) as u64);
-    }
-    u32_count(OP, "x", r * c)?;
-    let mut cur: Option<CudaBuffer> = None;
-    let (mut rr, mut cc) = (r, c);
-    loop {
-        let src = cur.as_ref().unwrap_or(x);
-        if dim == 1 && cc <= SMALL_ROW_CUDA {
-            let out = CudaBuffer::new(ctx, (rr * 4) as u64)?;
-            let args = [
-                Arg::Buf(src),
-                Arg::Buf(&out),
-                Arg::U32(rr as u32),
-                Arg::U32(cc as u32),
-            ];
-            ctx.launch_rows(&SUM_ROWS_SMALL_CUDA, rr as u64, &args)?;
-            return Ok(out);
-        }
-        // Each pass leaves one partial sum per block; the partials are summed again in order.
-        let (next, blocks) = if dim == 1 {
-            let nb = cc.div_ceil(ROW_CHUNK_CUDA);
-            let out = CudaBuffer::new(ctx, (rr * nb * 4) as u64)?;
-            let args = [
-                Arg::Buf(src),
-                Arg::Buf(&out),
-                Arg::U32(rr as u32),
-                Arg::U32(cc as u32),
-                Arg::U32(nb as u32),
-                Arg::U32(ROW_CHUNK_CUDA as u32),
-            ];
-            let grid = ctx.grid_blocks((rr * nb) as u64, ROW_THREADS_CUDA);
-            ctx.launch(&SUM_ROWS_CUDA, grid, &args)?;
-            (out, nb)
-        } else {
-            let nb = rr.div_ceil(COL_BLOCK);
-            let out = CudaBuffer::new(ctx, (nb * cc * 4) as u64)?;
-            let args = [
-                Arg::Buf(src),
-                Arg::Buf(&out),
-                Arg::U32(rr as u32),
-                Arg::U32(cc as u32),
-                Arg::U32(COL_BLOCK as u32),
-            ];
-            ctx.launch_1d(&SUM_COLS_CUDA, (nb * cc) as u64, &args)?;
-            (out, nb)
-        };
-        if blocks == 1 {
-            return Ok(next);
-        }
-        cur = Some(next);
-        if dim == 1 {
-            cc = blocks;
-        } else {
-            rr = blocks;
-        }
-    }
-}
-
-/// One pass of row sums over `[r, c]`: a partial sum per (row, block of `ROW_BLOCK`
-/// columns), `[r, nb]`; returns it and `nb`. Work items (row, block) are split into ranges
-/// whose columns fit one binding, so a single long row (`sum_all`) splits too.
-fn sum_rows_pass(x: &WgpuBuffer, r: usize, c: usize) -> Result<(WgpuBuffer, usize)> {
-    let ctx = x.ctx();
-    let nb = c.div_ceil(ROW_BLOCK);
-    let out = WgpuBuffer::new(ctx, (r * nb * 4) as u64)?;
-    // Elements lo..hi of x that items w0..w1 read.
-    let lo = |w: usize| (w / nb) * c + (w % nb) * ROW_BLOCK;
-    let hi = |w: usize| (w / nb) * c + c.min((w % nb + 1) * ROW_BLOCK);
-    let span = |w0: usize, w1: usize| (hi(w1 - 1) - lo(w0)).max(w1 - w0);
-    for (w0, w1) in ctx.split("sum_dim", r * nb, span)? {
-        let (xw, ow) = (ctx.window(x, lo(w0), hi(w1 - 1)), ctx.window(&out, w0, w1));
-        let words = words((w0, w1), (&ow, &xw), c, nb, r, (0, r));
-        let grid = ctx.grid((w1 - w0) as u64 * WG as u64)?;
-        ctx.launch_windows_grid(&SUM_ROWS, &words, &[(1, &xw), (2, &ow)], grid)?;
-    }
-    Ok((out, nb))
-}
-
-/// One pass of column sums over `[r, c]`: a partial sum per (block of `COL_BLOCK` rows,
-/// column), `[nb, c]`; returns it and `nb`. Dispatches cover ranges of (block, column)
-/// invocations; when a block's rows do not fit one binding (very wide rows), each block
-/// runs in groups of rows that do, and columns, every group adding to what the previous
-/// left, so the additions keep their order and the sums do not change.
-fn sum_cols_pass(x: &WgpuBuffer, r: usize, c: usize) -> Result<(WgpuBuffer, usize)> {
-    let ctx = x.ctx();
-    let nb = r.div_ceil(COL_BLOCK);
-    let out = WgpuBuffer::new(ctx, (nb * c * 4) as u64)?;
-    let limit = ctx.window_elems();
-    // Invocations i0..i1 (i = blk * c + col) summing rows ra..rb of their blocks.
-    let launch = |(i0, i1): (usize, usize), (ra, rb): (usize, usize)| -> Result<()> {
-        let lo = |i: usize| (i / c * COL_BLOCK).max(ra) * c + i % c;
-        let hi = |i: usize| (r.min((i / c + 1) * COL_BLOCK).min(rb) - 1) * c + i % c + 1;
-        let (xw, ow) = (ctx.window(x, lo(i0), hi(i1 - 1)), ctx.window(&out, i0, i1));
-        let words = words((i0, i1), (&ow, &xw), c, COL_BLOCK, r, (ra, rb));
-        ctx.launch_windows(&SUM_COLS, &words, &[(1, &xw), (2, &ow)], (i1 - i0) as u64)
-    };
-    if COL_BLOCK * c <= limit {
-        let lo = |i: usize| (i / c) * COL_BLOCK * c + i % c;
-        let hi = |i: usize| (r.min((i / c + 1) * COL_BLOCK) - 1) * c + i % c + 1;
-        let span = |i0: usize, i1: usize| (hi(i1 - 1) - lo(i0)).max(i1 - i0);
-        for range in ctx.split("sum_dim", nb * c, span)? {
-            launch(range, (0, r))?;
-        }
+    let out = if outer == 0 || inner == 0 {
+        ctx.zeros((outer * 4) as u64)?
     } else {
-        let group = (limit / c).max(1);
-        for blk in 0..nb {
-            let rows = blk * COL_BLOCK..r.min((blk + 1) * COL_BLOCK);
-            for ra in rows.clone().step_by(group) {
-                let rb = (ra + group).min(rows.end);
-                let span = |c0: usize, c1: usize| (rb - ra - 1) * c + (c1 - c0);
-                for (c0, c1) in ctx.split("sum_dim", c, span)? {
-                    launch((blk * c + c0, blk * c + c1), (ra, rb))?;
-                }
-            }
-        }
-    }
-    Ok((out, nb))
+        ctx.sum_dim(xb, (r, c), dim)?
+    };
+    Ok(D::output(out, shape, x))
 }
 
 fn cpu_sum_dim<T: Float + CpuElem>(x: &[T], r: usize, c: usize, dim: usize) -> Result<CpuBuffer> {

@@ -104,13 +104,6 @@ pub(crate) fn dims2(op: &'static str, what: &str, t: &Tensor) -> Result<(usize, 
     }
 }
 
-/// `n` as the u32 a GPU kernel indexes values with; an error naming `op` and `what` if a
-/// tensor holds more values than that.
-pub(crate) fn u32_count(op: &'static str, what: &str, n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| {
-        Error::shape(
-            op,
-            format!("{what} holds {n} values; GPU kernels index at most 2^32 - 1"),
-        )
-    })
-}
+/// `n` as the u32 a GPU kernel indexes values with (the device layer's, shared with the
+/// backends' kernel code).
+pub(crate) use crate::device::gpu::u32_count;

@@ -22,11 +22,11 @@
 //! and the backward sums keep their order.
 //! On CUDA (`kernels/segment_max.cu`) a warp owns a row, lanes over its features, likewise.
 //!
-//! Both GPU backends run through the GPU seam (`src/device/gpu.rs`): the checks,
+//! Both GPU backends run through the GPU seam (`src/ops/gpu.rs`): the checks,
 //! allocation and tensors around the kernels are written once ([`gpu_forward`],
-//! [`gpu_backward`]), and each backend implements [`SegmentMaxKernels`] (wgpu: the
-//! [`SegmentMaxParams`] over binding windows and tiles; CUDA: the argument structs of
-//! `src/device/cuda/args.rs`, checked against the `.cu` signatures).
+//! [`gpu_backward`]), and each backend implements [`SegmentMaxKernels`]
+//! (`src/device/kernels/`) in its own folder (`device/wgpu/kernels/segment_max.rs`:
+//! windows and tiles; `device/cuda/kernels/segment_max.rs`: typed arguments).
 
 use std::sync::Arc;
 
@@ -34,10 +34,7 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::device::cuda::args::{SegmentMaxArgs, SegmentMaxBackwardArgs};
-use crate::device::cuda::{self, CudaBuffer};
-use crate::device::wgpu::SegmentMaxParams;
-use crate::device::wgpu::{self as wgpu_dev, BlockBuffers, Kernel, WgpuBuffer};
+use crate::device::kernels::segment_max::SegmentMaxKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
@@ -48,28 +45,6 @@ use crate::ops::segment_sum::check_input;
 use crate::tensor::{DType, Storage, Tensor};
 
 const OP: &str = "segment_max";
-const SHADER: &str = include_str!("../../shaders/segment_max.wgsl");
-const FORWARD: Kernel = Kernel {
-    stem: "segment_max",
-    source: SHADER,
-    entry: "segment_max_f32",
-};
-const FORWARD4: Kernel = Kernel {
-    stem: "segment_max",
-    source: SHADER,
-    entry: "segment_max_vec4_f32",
-};
-const BACKWARD: Kernel = Kernel {
-    stem: "segment_max",
-    source: SHADER,
-    entry: "segment_max_backward_f32",
-};
-const BACKWARD4: Kernel = Kernel {
-    stem: "segment_max",
-    source: SHADER,
-    entry: "segment_max_backward_vec4_f32",
-};
-
 /// Per dst node and feature, the max over its in-neighbours' rows of `x`
 /// (`[num_src, f]` to `[num_dst, f]`); zero for a node without in-edges.
 pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
@@ -77,12 +52,11 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let f = check_input(OP, x, block)?;
     let shape = vec![block.num_dst, f];
     let (out, arg) = match &*x.storage() {
-        Storage::Cuda(b) => gpu_forward::<cuda::Context>(b, x, block, f)?,
         Storage::Cpu(b) => {
             let (buf, arg) = float_cpu!(OP, &b.data, v => cpu_forward(v, block, f)?);
             (cpu_output(buf, shape.clone(), x), Storage::Cpu(arg))
         }
-        Storage::Wgpu(b) => gpu_forward::<wgpu_dev::Context>(b, x, block, f)?,
+        s => on_gpu!(s, |D, b| gpu_forward::<D>(b, x, block, f)?),
     };
     let arg = Tensor::from_storage(arg, shape, DType::U32, x.device());
     let block = block.clone();
@@ -93,54 +67,23 @@ pub fn segment_max(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
                 let buf = float_cpu!(OP, &b.data, v => cpu_backward(v, a, &block, f)?);
                 cpu_output(buf, vec![block.num_src, f], g)
             }
-            (Storage::Wgpu(b), Storage::Wgpu(ab)) => {
-                gpu_backward::<wgpu_dev::Context>(b, ab, g, &block, f)?
-            }
-            (Storage::Cuda(b), Storage::Cuda(ab)) => {
-                gpu_backward::<cuda::Context>(b, ab, g, &block, f)?
-            }
-            _ => {
-                return Err(Error::DeviceMismatch {
+            (gs, args) => on_gpu!(
+                (gs, args),
+                |D, (b, ab)| gpu_backward::<D>(b, ab, g, &block, f)?,
+                else return Err(Error::DeviceMismatch {
                     op: OP,
                     lhs: g.device(),
                     rhs: arg.device(),
                 })
-            }
+            ),
         };
         Ok(vec![Some(gx)])
     }))
 }
 
-/// The segment max kernels on one GPU backend (see `src/device/gpu.rs`): one method per
-/// kernel, each marshalling its typed parameters and launching it the backend's way. They
-/// run only when there are values to write, each fewer than 2^32.
-pub(crate) trait SegmentMaxKernels: GpuTensors {
-    /// Writes the max `out` and its argmax edge positions `arg` (both `[num_dst, f]`) of
-    /// `x [num_src, f]`.
-    fn forward(
-        self: &Arc<Self>,
-        block: &Block,
-        f: usize,
-        x: &Self::Buffer,
-        out: &Self::Buffer,
-        arg: &Self::Buffer,
-    ) -> Result<()>;
-
-    /// Writes `grad_x [num_src, f]` from the output gradient `g` and the argmax `arg`
-    /// (both `[num_dst, f]`), over the transposed CSR.
-    fn backward(
-        self: &Arc<Self>,
-        block: &Block,
-        f: usize,
-        arg: &Self::Buffer,
-        g: &Self::Buffer,
-        grad_x: &Self::Buffer,
-    ) -> Result<()>;
-}
-
 /// The forward on a GPU backend: the max (a tensor like `x`) and the argmax (storage of
 /// u32 values) of `xb`, the buffer of `x`.
-fn gpu_forward<D: SegmentMaxKernels>(
+fn gpu_forward<D: GpuTensors + SegmentMaxKernels>(
     xb: &D::Buffer,
     x: &Tensor,
     b: &Block,
@@ -159,7 +102,7 @@ fn gpu_forward<D: SegmentMaxKernels>(
 
 /// The backward on a GPU backend: `x̄ [num_src, f]` from the buffers of the output
 /// gradient `g` and of the argmax.
-fn gpu_backward<D: SegmentMaxKernels>(
+fn gpu_backward<D: GpuTensors + SegmentMaxKernels>(
     gb: &D::Buffer,
     arg: &D::Buffer,
     g: &Tensor,
@@ -174,187 +117,6 @@ fn gpu_backward<D: SegmentMaxKernels>(
         ctx.backward(b, f, arg, gb, &out)?;
     }
     Ok(D::output(out, vec![b.num_src, f], g))
-}
-
-/// wgpu: a group of threads per output row, over ranges of output rows whose windows fit
-/// one binding, each once per tile of the rows read at arbitrary positions.
-impl SegmentMaxKernels for wgpu_dev::Context {
-    fn forward(
-        self: &Arc<Self>,
-        b: &Block,
-        f: usize,
-        x: &WgpuBuffer,
-        out: &WgpuBuffer,
-        arg: &WgpuBuffer,
-    ) -> Result<()> {
-        let bb = BlockBuffers::of(self, b)?;
-        let at = |d: usize| b.indptr[d] as usize;
-        let tiles = self.tiles(OP, b.num_src, |s, e| (e - s) * f)?;
-        for (d0, d1) in self.split(OP, b.num_dst, |s, e| span(at, s, e, f))? {
-            let pw = self.window(&bb.indptr, d0, d1 + 1);
-            let ew = self.window(&bb.indices, at(d0), at(d1));
-            let [ow, aw] = [out, arg].map(|t| self.rows_window(t, d0, d1, f));
-            for (i, &(t0, t1)) in tiles.iter().enumerate() {
-                let xw = self.rows_window(x, t0, t1, f);
-                // Four features per load when rows and windows start on a multiple of 4 (an
-                // empty tile binds one word, too short for a vec4).
-                let vec4 = f % 4 == 0 && [&xw, &ow, &aw].iter().all(|w| w.base % 4 == 0) && t1 > t0;
-                let (lanes, grid) = self.row_groups(d1 - d0, if vec4 { f / 4 } else { f })?;
-                let words = words(
-                    (d0, d1),
-                    f,
-                    [pw.base, ew.base, ow.base],
-                    (t0, t1),
-                    xw.base,
-                    i,
-                    lanes,
-                );
-                let (k, slots) = if vec4 {
-                    (&FORWARD4, [12, 13, 14])
-                } else {
-                    (&FORWARD, [3, 4, 5])
-                };
-                let binds = [
-                    (1, &pw),
-                    (2, &ew),
-                    (slots[0], &xw),
-                    (slots[1], &ow),
-                    (slots[2], &aw),
-                ];
-                self.launch_windows_grid(k, &words, &binds, grid)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn backward(
-        self: &Arc<Self>,
-        b: &Block,
-        f: usize,
-        arg: &WgpuBuffer,
-        g: &WgpuBuffer,
-        grad_x: &WgpuBuffer,
-    ) -> Result<()> {
-        let bb = BlockBuffers::of(self, b)?;
-        let at = |u: usize| b.t_indptr[u] as usize;
-        let tiles = self.tiles(OP, b.num_dst, |s, e| (e - s) * f)?;
-        for (u0, u1) in self.split(OP, b.num_src, |s, e| span(at, s, e, f))? {
-            let pw = self.window(&bb.t_indptr, u0, u1 + 1);
-            let [dw, ew] = [&bb.t_dst, &bb.t_edges].map(|t| self.window(t, at(u0), at(u1)));
-            let ow = self.rows_window(grad_x, u0, u1, f);
-            for (i, &(t0, t1)) in tiles.iter().enumerate() {
-                let [gw, aw] = [g, arg].map(|t| self.rows_window(t, t0, t1, f));
-                // As forward: four features per load when every window starts on a multiple
-                // of 4.
-                let vec4 = f % 4 == 0 && [&gw, &aw, &ow].iter().all(|w| w.base % 4 == 0) && t1 > t0;
-                let (lanes, grid) = self.row_groups(u1 - u0, if vec4 { f / 4 } else { f })?;
-                let words = words(
-                    (u0, u1),
-                    f,
-                    [pw.base, dw.base, ow.base],
-                    (t0, t1),
-                    gw.base,
-                    i,
-                    lanes,
-                );
-                let (k, slots) = if vec4 {
-                    (&BACKWARD4, [15, 16, 17])
-                } else {
-                    (&BACKWARD, [9, 10, 11])
-                };
-                let binds = [
-                    (6, &pw),
-                    (7, &dw),
-                    (8, &ew),
-                    (slots[0], &aw),
-                    (slots[1], &gw),
-                    (slots[2], &ow),
-                ];
-                self.launch_windows_grid(k, &words, &binds, grid)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// CUDA: a warp per output row, lanes over its features; the row counts fit u32 because
-/// the values they own do.
-impl SegmentMaxKernels for cuda::Context {
-    fn forward(
-        self: &Arc<Self>,
-        b: &Block,
-        f: usize,
-        x: &CudaBuffer,
-        out: &CudaBuffer,
-        arg: &CudaBuffer,
-    ) -> Result<()> {
-        let bb = cuda::BlockBuffers::of(self, b)?;
-        let args = SegmentMaxArgs {
-            indptr: (&bb.indptr).into(),
-            indices: (&bb.indices).into(),
-            x: x.into(),
-            out: out.into(),
-            arg: arg.into(),
-            rows: u32_count(OP, "the dst rows", b.num_dst)?,
-            f: u32_count(OP, "the features", f)?,
-        };
-        self.launch_args_rows(&args, b.num_dst as u64)
-    }
-
-    fn backward(
-        self: &Arc<Self>,
-        b: &Block,
-        f: usize,
-        arg: &CudaBuffer,
-        g: &CudaBuffer,
-        grad_x: &CudaBuffer,
-    ) -> Result<()> {
-        let bb = cuda::BlockBuffers::of(self, b)?;
-        let args = SegmentMaxBackwardArgs {
-            t_indptr: (&bb.t_indptr).into(),
-            t_dst: (&bb.t_dst).into(),
-            t_edges: (&bb.t_edges).into(),
-            arg: arg.into(),
-            g: g.into(),
-            grad_x: grad_x.into(),
-            rows: u32_count(OP, "the src rows", b.num_src)?,
-            f: u32_count(OP, "the features", f)?,
-        };
-        self.launch_args_rows(&args, b.num_src as u64)
-    }
-}
-
-/// The largest window rows `s..e` of a CSR (offsets `at`) bind: offsets, edges, `f` values
-/// per row.
-fn span(at: impl Fn(usize) -> usize, s: usize, e: usize, f: usize) -> usize {
-    (e - s + 1).max(at(e) - at(s)).max((e - s) * f)
-}
-
-/// The kernels' parameters: output rows, the windows' first elements (offsets, edges,
-/// outputs), the tile and its window's first element, and whether it is the first tile.
-fn words(
-    rows: (usize, usize),
-    f: usize,
-    [ptr_base, edge_base, out_base]: [u32; 3],
-    tile: (usize, usize),
-    in_base: u32,
-    i: usize,
-    lanes: u32,
-) -> SegmentMaxParams {
-    let (r0, r1) = rows;
-    SegmentMaxParams {
-        rows: (r1 - r0) as u32,
-        f: f as u32,
-        row0: r0 as u32,
-        ptr_base,
-        edge_base,
-        out_base,
-        t0: tile.0 as u32,
-        t1: tile.1 as u32,
-        in_base,
-        first: (i == 0) as u32,
-        lanes,
-    }
 }
 
 /// True if `v` replaces the running max `m`: larger, or the first NaN.

@@ -15,7 +15,7 @@
 //! `y` and the block. A dst node without in-edges owns no rows.
 //!
 //! On wgpu (`shaders/segment_softmax.wgsl`) one invocation owns a (dst, head) and loops
-//! over its edges, except for rows of at least [`wgpu_dev::Context::long_row`] edges (by
+//! over its edges, except for rows of at least `long_row` edges (by
 //! default 64 on a hardware adapter, none on a software one): those take a 64-thread
 //! workgroup per head, reduced by the prelude's `wg_max64` / `wg_sum64` (subgroups where
 //! the adapter has them), from a list of the dispatch's long rows the op uploads.
@@ -24,11 +24,11 @@
 //! contiguous, lanes stride over them, and the per-head max and sums are warp reductions
 //! (a fixed order, so deterministic; the sums are a tree rather than the CPU's serial order).
 //!
-//! Both GPU backends run through the GPU seam (`src/device/gpu.rs`): the allocation and
+//! Both GPU backends run through the GPU seam (`src/ops/gpu.rs`): the allocation and
 //! the tensors around the kernels are written once ([`gpu_forward`], [`gpu_backward`]),
-//! and each backend implements [`SegmentSoftmaxKernels`], one method per kernel with its
-//! typed parameters (wgpu: [`SegmentSoftmaxParams`] over windows of dst rows; CUDA: the
-//! argument structs of `src/device/cuda/args.rs`, checked against the `.cu` signatures).
+//! and each backend implements [`SegmentSoftmaxKernels`] (`src/device/kernels/`) in its
+//! own folder (`device/wgpu/kernels/segment_softmax.rs`: windows of dst rows;
+//! `device/cuda/kernels/segment_softmax.rs`: typed arguments checked against the `.cu`).
 
 use std::sync::Arc;
 
@@ -36,41 +36,16 @@ use rayon::prelude::*;
 
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuElem};
-use crate::device::cuda::args::{SegmentSoftmaxArgs, SegmentSoftmaxBackwardArgs};
-use crate::device::cuda::{self, CudaBuffer};
-use crate::device::gpu::GpuDevice;
-use crate::device::wgpu::SegmentSoftmaxParams;
-use crate::device::wgpu::{self as wgpu_dev, BlockBuffers, Kernel, WgpuBuffer, WG};
+use crate::device::kernels::segment_softmax::SegmentSoftmaxKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
-use crate::ops::rows::{dims2, parallel, u32_count};
+use crate::ops::rows::{dims2, parallel};
 use crate::tensor::{Storage, Tensor};
 
 const OP: &str = "segment_softmax";
-const SHADER: &str = include_str!("../../shaders/segment_softmax.wgsl");
-const FORWARD: Kernel = Kernel {
-    stem: "segment_softmax",
-    source: SHADER,
-    entry: "segment_softmax_f32",
-};
-const BACKWARD: Kernel = Kernel {
-    stem: "segment_softmax",
-    source: SHADER,
-    entry: "segment_softmax_backward_f32",
-};
-const FORWARD_LONG: Kernel = Kernel {
-    stem: "segment_softmax",
-    source: SHADER,
-    entry: "segment_softmax_long_f32",
-};
-const BACKWARD_LONG: Kernel = Kernel {
-    stem: "segment_softmax",
-    source: SHADER,
-    entry: "segment_softmax_long_backward_f32",
-};
 
 /// Per dst node and head, the softmax of `x[E, H]` over the node's in-edges.
 pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
@@ -78,12 +53,11 @@ pub fn segment_softmax(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
     let heads = check_edges(OP, "x", x, block)?;
     let e = block.num_edges();
     let out = match &*x.storage() {
-        Storage::Cuda(b) => gpu_forward::<cuda::Context>(b, x, block, heads)?,
         Storage::Cpu(b) => {
             let buf = float_cpu!(OP, &b.data, v => cpu_forward(v, block, heads)?);
             cpu_output(buf, vec![e, heads], x)
         }
-        Storage::Wgpu(b) => gpu_forward::<wgpu_dev::Context>(b, x, block, heads)?,
+        s => on_gpu!(s, |D, b| gpu_forward::<D>(b, x, block, heads)?),
     };
     let y = out.detach();
     let block = block.clone();
@@ -110,46 +84,20 @@ pub fn segment_softmax_backward(y: &Tensor, g: &Tensor, block: &Arc<Block>) -> R
             let buf = float_cpu2!(BOP, &yb.data, &gb.data, (yv, gv) => cpu_backward(yv, gv, block, heads)?);
             Ok(cpu_output(buf, vec![e, heads], g))
         }
-        (Storage::Wgpu(yb), Storage::Wgpu(gb)) => {
-            gpu_backward::<wgpu_dev::Context>(yb, gb, g, block, heads)
-        }
-        (Storage::Cuda(yb), Storage::Cuda(gb)) => {
-            gpu_backward::<cuda::Context>(yb, gb, g, block, heads)
-        }
-        _ => Err(Error::DeviceMismatch {
-            op: BOP,
-            lhs: y.device(),
-            rhs: g.device(),
-        }),
+        (ys, gs) => on_gpu!(
+            (ys, gs),
+            |D, (yb, gb)| gpu_backward::<D>(yb, gb, g, block, heads),
+            else Err(Error::DeviceMismatch {
+                op: BOP,
+                lhs: y.device(),
+                rhs: g.device(),
+            })
+        ),
     }
 }
 
-/// The segment softmax kernels on one GPU backend (see `src/device/gpu.rs`): one method
-/// per kernel, each marshalling its typed parameters and launching it the backend's way.
-/// Every operand is `[E, H]` over `block`'s edges.
-pub(crate) trait SegmentSoftmaxKernels: GpuTensors {
-    /// Writes `y`, the softmax of the scores `x` over each dst node's in-edges.
-    fn forward(
-        self: &Arc<Self>,
-        block: &Block,
-        heads: usize,
-        x: &Self::Buffer,
-        y: &Self::Buffer,
-    ) -> Result<()>;
-
-    /// Writes `dx = y · (g - Σ_seg g · y)`.
-    fn backward(
-        self: &Arc<Self>,
-        block: &Block,
-        heads: usize,
-        y: &Self::Buffer,
-        g: &Self::Buffer,
-        dx: &Self::Buffer,
-    ) -> Result<()>;
-}
-
 /// The forward on a GPU backend: `y [E, H]` from the scores `xb` (the buffer of `x`).
-fn gpu_forward<D: SegmentSoftmaxKernels>(
+fn gpu_forward<D: GpuTensors + SegmentSoftmaxKernels>(
     xb: &D::Buffer,
     x: &Tensor,
     block: &Block,
@@ -164,7 +112,7 @@ fn gpu_forward<D: SegmentSoftmaxKernels>(
 
 /// The backward on a GPU backend: `x̄ [E, H]` from the buffers of `y` and of its gradient
 /// `g`.
-fn gpu_backward<D: SegmentSoftmaxKernels>(
+fn gpu_backward<D: GpuTensors + SegmentSoftmaxKernels>(
     yb: &D::Buffer,
     gb: &D::Buffer,
     g: &Tensor,
@@ -176,140 +124,6 @@ fn gpu_backward<D: SegmentSoftmaxKernels>(
     let dx = ctx.alloc((e * heads * 4) as u64)?;
     ctx.backward(block, heads, yb, gb, &dx)?;
     Ok(D::output(dx, vec![e, heads], g))
-}
-
-impl SegmentSoftmaxKernels for wgpu_dev::Context {
-    fn forward(
-        self: &Arc<Self>,
-        block: &Block,
-        heads: usize,
-        x: &WgpuBuffer,
-        y: &WgpuBuffer,
-    ) -> Result<()> {
-        wgpu_launch(
-            self,
-            [&FORWARD, &FORWARD_LONG],
-            block,
-            heads,
-            &[(2, x), (3, y)],
-        )
-    }
-
-    fn backward(
-        self: &Arc<Self>,
-        block: &Block,
-        heads: usize,
-        y: &WgpuBuffer,
-        g: &WgpuBuffer,
-        dx: &WgpuBuffer,
-    ) -> Result<()> {
-        let bufs = [(4, y), (5, g), (6, dx)];
-        wgpu_launch(self, [&BACKWARD, &BACKWARD_LONG], block, heads, &bufs)
-    }
-}
-
-/// `(num_dst, heads)` as the CUDA kernels take them (a warp per dst node), or `None` when
-/// there are no values to write.
-fn cuda_dims(op: &'static str, block: &Block, heads: usize) -> Result<Option<(u32, u32)>> {
-    if u32_count(op, "the scores", block.num_edges() * heads)? == 0 {
-        return Ok(None);
-    }
-    let num_dst = u32_count(op, "the dst nodes", block.num_dst)?;
-    Ok(Some((num_dst, heads as u32)))
-}
-
-impl SegmentSoftmaxKernels for cuda::Context {
-    fn forward(
-        self: &Arc<Self>,
-        block: &Block,
-        heads: usize,
-        x: &CudaBuffer,
-        y: &CudaBuffer,
-    ) -> Result<()> {
-        let Some((num_dst, heads)) = cuda_dims(OP, block, heads)? else {
-            return Ok(());
-        };
-        let bb = cuda::BlockBuffers::of(self, block)?;
-        let args = SegmentSoftmaxArgs {
-            indptr: (&bb.indptr).into(),
-            x: x.into(),
-            y: y.into(),
-            num_dst,
-            heads,
-        };
-        self.launch_args_rows(&args, num_dst as u64)
-    }
-
-    fn backward(
-        self: &Arc<Self>,
-        block: &Block,
-        heads: usize,
-        y: &CudaBuffer,
-        g: &CudaBuffer,
-        dx: &CudaBuffer,
-    ) -> Result<()> {
-        let Some((num_dst, heads)) = cuda_dims("segment_softmax_backward", block, heads)? else {
-            return Ok(());
-        };
-        let bb = cuda::BlockBuffers::of(self, block)?;
-        let args = SegmentSoftmaxBackwardArgs {
-            indptr: (&bb.indptr).into(),
-            y: y.into(),
-            g: g.into(),
-            dx: dx.into(),
-            num_dst,
-            heads,
-        };
-        self.launch_args_rows(&args, num_dst as u64)
-    }
-}
-
-/// Runs `k` (and `long`, for the rows of at least [`wgpu_dev::Context::long_row`] edges)
-/// with `bufs` (all `[E, H]`) over ranges of dst
-/// rows whose windows (offsets, the rows of their edges) fit one binding: a dst row's edges
-/// are contiguous, so the op splits like a row-wise one and the results do not change.
-fn wgpu_launch(
-    ctx: &Arc<wgpu_dev::Context>,
-    [k, long]: [&Kernel; 2],
-    block: &Block,
-    heads: usize,
-    bufs: &[(u32, &WgpuBuffer)],
-) -> Result<()> {
-    let bb = BlockBuffers::of(ctx, block)?;
-    let long_deg = ctx.long_row();
-    let at = |d: usize| block.indptr[d] as usize;
-    let span = |a: usize, b: usize| (b - a + 1).max((at(b) - at(a)) * heads);
-    for (d0, d1) in ctx.split(k.stem, block.num_dst, span)? {
-        let pw = ctx.window(&bb.indptr, d0, d1 + 1);
-        let windows: Vec<_> = bufs
-            .iter()
-            .map(|&(slot, b)| (slot, ctx.rows_window(b, at(d0), at(d1), heads)))
-            .collect();
-        let mut binds: Vec<_> = windows.iter().map(|(slot, w)| (*slot, w)).collect();
-        binds.push((1, &pw));
-        let long_rows: Vec<u32> = (d0..d1)
-            .filter(|&d| block.degree(d) as u64 >= long_deg as u64)
-            .map(|d| d as u32)
-            .collect();
-        let words = SegmentSoftmaxParams {
-            num_dst: (d1 - d0) as u32,
-            heads: heads as u32,
-            d0: d0 as u32,
-            ptr_base: pw.base,
-            e_base: windows[0].1.base,
-            long_deg,
-            num_long: long_rows.len() as u32,
-        };
-        ctx.launch_windows(k, &words, &binds, ((d1 - d0) * heads) as u64)?;
-        if !long_rows.is_empty() {
-            let list = ctx.upload_u32(&long_rows)?;
-            let lw = ctx.window(&list, 0, long_rows.len());
-            binds.push((7, &lw));
-            let groups = (long_rows.len() * heads) as u64;
-            ctx.launch_windows_grid(long, &words, &binds, ctx.grid(groups * WG as u64)?)?;
-        }
-    }
-    Ok(())
 }
 
 /// Checks that `t` is `[num_edges, H]` over a well-formed block; returns `H`.

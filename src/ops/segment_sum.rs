@@ -30,39 +30,14 @@ use std::sync::Arc;
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::SegmentSumParams;
-use crate::device::wgpu::{BlockBuffers, Kernel, WgpuBuffer};
+use crate::device::kernels::segment_sum::{SegmentPass, SegmentSumKernels};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, rows_from_fn, u32_count};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
 use crate::tensor::{Storage, Tensor};
-
-const SHADER: &str = include_str!("../../shaders/segment_sum.wgsl");
-const FORWARD: Kernel = Kernel {
-    stem: "segment_sum",
-    source: SHADER,
-    entry: "segment_sum_f32",
-};
-const FORWARD4: Kernel = Kernel {
-    stem: "segment_sum",
-    source: SHADER,
-    entry: "segment_sum_vec4_f32",
-};
-const BACKWARD: Kernel = Kernel {
-    stem: "segment_sum",
-    source: SHADER,
-    entry: "segment_sum_backward_f32",
-};
-const BACKWARD4: Kernel = Kernel {
-    stem: "segment_sum",
-    source: SHADER,
-    entry: "segment_sum_backward_vec4_f32",
-};
-const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_sum", "segment_sum_f32");
-const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("segment_sum", "segment_sum_backward_f32");
 
 /// Per dst node, the sum of its in-neighbours' rows of `x` (`[num_src, f]` to `[num_dst, f]`).
 pub fn segment_sum(x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
@@ -80,12 +55,11 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     let f = check_input(op, x, block)?;
     let shape = vec![block.num_dst, f];
     let out = match &*x.storage() {
-        Storage::Cuda(b) => cuda_output(launch_cuda(op, true, b, block, f, mean)?, shape, x),
         Storage::Cpu(b) => {
             let buf = float_cpu!(op, &b.data, v => cpu_forward(v, block, f, mean)?);
             cpu_output(buf, shape, x)
         }
-        Storage::Wgpu(b) => wgpu_output(launch(op, true, b, block, f, mean)?, shape, x),
+        s => on_gpu!(s, |D, b| gpu_pass::<D>(op, true, b, x, block, f, mean)?),
     };
     let block = block.clone();
     Ok(record(op, out, &[x], move |g| {
@@ -129,97 +103,36 @@ fn transposed(
 ) -> Result<Tensor> {
     let shape = vec![block.num_src, f];
     Ok(match &*g.storage() {
-        Storage::Cuda(b) => cuda_output(launch_cuda(op, false, b, block, f, mean)?, shape, g),
         Storage::Cpu(b) => {
             let buf = float_cpu!(op, &b.data, v => cpu_backward(v, block, f, mean)?);
             cpu_output(buf, shape, g)
         }
-        Storage::Wgpu(b) => wgpu_output(launch(op, false, b, block, f, mean)?, shape, g),
+        s => on_gpu!(s, |D, b| gpu_pass::<D>(op, false, b, g, block, f, mean)?),
     })
 }
 
-/// Runs the forward (`[num_src, f]` in, `[num_dst, f]` out) or backward (the reverse)
-/// kernel on `input`, over ranges of output rows whose windows (offsets, edge range, output
-/// rows) fit one binding, each once per tile of the input's rows (see the shader).
-fn launch(
+/// The forward (`forward`) or backward pass on a GPU backend, from `input` (the buffer of
+/// `like`, shaped `[rows_in, f]`) to `[rows_out, f]`.
+fn gpu_pass<D: GpuTensors + SegmentSumKernels>(
     op: &'static str,
     forward: bool,
-    input: &WgpuBuffer,
+    input: &D::Buffer,
+    like: &Tensor,
     block: &Block,
     f: usize,
     mean: bool,
-) -> Result<WgpuBuffer> {
+) -> Result<Tensor> {
     let (rows_in, rows_out, n) = pass_rows(op, forward, block, f)?;
-    let ctx = input.ctx();
-    let bb = BlockBuffers::of(ctx, block)?;
-    let out = WgpuBuffer::new(ctx, n as u64 * 4)?;
-    if n == 0 {
-        return Ok(out);
-    }
-    let (ptr, edges) = if forward {
-        (&block.indptr, &bb.indices)
-    } else {
-        (&block.t_indptr, &bb.t_dst)
+    let pass = SegmentPass {
+        forward,
+        mean,
+        f,
+        rows_in,
+        rows_out,
+        n,
     };
-    let at = |r: usize| ptr[r] as usize;
-    let span = |a: usize, b: usize| (b - a + 1).max(at(b) - at(a)).max((b - a) * f);
-    // Backward, a tile of g's rows also binds the offsets its in-degrees come from.
-    let tiles = ctx.tiles(op, rows_in, |a, b| ((b - a) * f).max(b - a + 1))?;
-    for (r0, r1) in ctx.split(op, rows_out, span)? {
-        let ow = ctx.rows_window(&out, r0, r1, f);
-        let ew = ctx.window(edges, at(r0), at(r1));
-        let (pw, tw) = if forward {
-            (
-                ctx.window(&bb.indptr, r0, r1 + 1),
-                ctx.window(&bb.t_indptr, 0, 0),
-            )
-        } else {
-            (
-                ctx.window(&bb.indptr, 0, 0),
-                ctx.window(&bb.t_indptr, r0, r1 + 1),
-            )
-        };
-        for (i, &(t0, t1)) in tiles.iter().enumerate() {
-            let xw = ctx.rows_window(input, t0, t1, f);
-            // Backward, the in-degrees of the tile's dst rows.
-            let dw = ctx.window(&bb.indptr, t0, t1 + 1);
-            let pw = if forward { &pw } else { &dw };
-            // Four features per load when rows and windows start on a multiple of 4 (an
-            // empty tile binds one word, too short for a vec4).
-            let vec4 = f % 4 == 0 && xw.base % 4 == 0 && ow.base % 4 == 0 && t1 > t0;
-            let (lanes, grid) = ctx.row_groups(r1 - r0, if vec4 { f / 4 } else { f })?;
-            let words = SegmentSumParams {
-                rows: (r1 - r0) as u32,
-                f: f as u32,
-                mean: mean as u32,
-                row0: r0 as u32,
-                ptr_base: pw.base,
-                tptr_base: tw.base,
-                edge_base: ew.base,
-                out_base: ow.base,
-                t0: t0 as u32,
-                t1: t1 as u32,
-                in_base: xw.base,
-                first: (i == 0) as u32,
-                last: (i + 1 == tiles.len()) as u32,
-                lanes,
-            };
-            let (k, x_slot, out_slot) = match (forward, vec4) {
-                (true, false) => (&FORWARD, 3, 4),
-                (true, true) => (&FORWARD4, 9, 10),
-                (false, false) => (&BACKWARD, 7, 8),
-                (false, true) => (&BACKWARD4, 11, 12),
-            };
-            if forward {
-                let binds = [(1, pw), (2, &ew), (x_slot, &xw), (out_slot, &ow)];
-                ctx.launch_windows_grid(k, &words, &binds, grid)?;
-            } else {
-                let binds = [(1, pw), (5, &tw), (6, &ew), (x_slot, &xw), (out_slot, &ow)];
-                ctx.launch_windows_grid(k, &words, &binds, grid)?;
-            }
-        }
-    }
-    Ok(out)
+    let out = D::context_of(input).segment_sum(op, block, pass, input)?;
+    Ok(D::output(out, vec![rows_out, f], like))
 }
 
 /// Input and output rows of the forward (src to dst rows) or backward (dst to src) pass, and
@@ -241,51 +154,6 @@ fn pass_rows(
         rows_out,
         u32_count(op, "the output", rows_out * f)?,
     ))
-}
-
-/// The CUDA twin of [`launch`]: a warp per output row (see `kernels/segment_sum.cu`).
-fn launch_cuda(
-    op: &'static str,
-    forward: bool,
-    input: &CudaBuffer,
-    block: &Block,
-    f: usize,
-    mean: bool,
-) -> Result<CudaBuffer> {
-    let (_, rows_out, n) = pass_rows(op, forward, block, f)?;
-    let ctx = input.ctx();
-    let out = CudaBuffer::new(ctx, n as u64 * 4)?;
-    // Nothing to write without output values; otherwise rows_out <= n fits u32.
-    if n == 0 {
-        return Ok(out);
-    }
-    let bb = cuda::BlockBuffers::of(ctx, block)?;
-    let (rows, f, mean) = (rows_out as u32, f as u32, mean as u32);
-    if forward {
-        let args = [
-            Arg::Buf(&bb.indptr),
-            Arg::Buf(&bb.indices),
-            Arg::Buf(input),
-            Arg::Buf(&out),
-            Arg::U32(rows),
-            Arg::U32(f),
-            Arg::U32(mean),
-        ];
-        ctx.launch_rows(&FORWARD_CUDA, rows as u64, &args)?;
-    } else {
-        let args = [
-            Arg::Buf(&bb.indptr),
-            Arg::Buf(&bb.t_indptr),
-            Arg::Buf(&bb.t_dst),
-            Arg::Buf(input),
-            Arg::Buf(&out),
-            Arg::U32(rows),
-            Arg::U32(f),
-            Arg::U32(mean),
-        ];
-        ctx.launch_rows(&BACKWARD_CUDA, rows as u64, &args)?;
-    }
-    Ok(out)
 }
 
 /// Checks that `x` is `[num_src, f]` (a [`Block`] is well formed by construction); returns

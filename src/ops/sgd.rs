@@ -5,40 +5,13 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::CpuElem;
-use crate::device::cuda::{self, Arg};
-use crate::device::wgpu::Kernel;
-use crate::device::wgpu::SgdParams;
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::sgd::SgdKernels;
+pub use crate::device::kernels::sgd::SgdStep;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
-use crate::ops::rows::u32_count;
+use crate::ops::gpu::GpuTensors;
 use crate::tensor::{Storage, Tensor};
-
-const SHADER: &str = include_str!("../../shaders/sgd.wgsl");
-const PLAIN: Kernel = Kernel {
-    stem: "sgd",
-    source: SHADER,
-    entry: "sgd_f32",
-};
-const MOMENTUM: Kernel = Kernel {
-    stem: "sgd",
-    source: SHADER,
-    entry: "sgd_momentum_f32",
-};
-const PLAIN_CUDA: cuda::Kernel = crate::cuda_kernel!("sgd", "sgd_f32");
-const MOMENTUM_CUDA: cuda::Kernel = crate::cuda_kernel!("sgd", "sgd_momentum_f32");
-
-/// Hyper-parameters of one SGD step.
-#[derive(Clone, Copy, Debug)]
-pub struct SgdStep {
-    /// Learning rate.
-    pub lr: f64,
-    /// Momentum factor (0: plain SGD).
-    pub momentum: f64,
-    /// L2 penalty added to the gradient.
-    pub weight_decay: f64,
-    /// True on the first step, when the momentum buffer is set to the gradient.
-    pub first: bool,
-}
 
 /// Updates `param` in place from `grad`, with the momentum buffer `velocity` when μ > 0.
 pub fn sgd_update(
@@ -71,60 +44,17 @@ pub fn sgd_update(
                 }
             }
         }
-        (Storage::Wgpu(p), Storage::Wgpu(g)) => {
-            let bits = |x: f64| (x as f32).to_bits();
-            let params = SgdParams {
-                lr: bits(h.lr),
-                mu: bits(h.momentum),
-                wd: bits(h.weight_decay),
-                first: h.first as u32,
-                ..Default::default()
-            };
-            let n = param.numel() as u64;
-            match vel.as_deref_mut() {
-                Some(Storage::Wgpu(v)) => {
-                    p.ctx()
-                        .launch_chunked(&MOMENTUM, params, &[(1, p), (2, g), (3, v)], &[], n)?
-                }
-                Some(_) => return Err(mismatch(param, velocity)),
-                None => p
-                    .ctx()
-                    .launch_chunked(&PLAIN, params, &[(1, p), (2, g)], &[], n)?,
-            }
-        }
-        (Storage::Cuda(p), Storage::Cuda(g)) => {
-            // The same f64 -> f32 roundings as the CPU kernel's `T::from_f64`.
-            let f = |x: f64| Arg::F32(x as f32);
-            let n = u32_count("sgd_update", "the parameter", param.numel())?;
-            let ctx = p.ctx();
-            match vel.as_deref_mut() {
-                Some(Storage::Cuda(v)) => {
-                    let args = [
-                        Arg::Buf(p),
-                        Arg::Buf(g),
-                        Arg::Buf(v),
-                        f(h.lr),
-                        f(h.momentum),
-                        f(h.weight_decay),
-                        Arg::U32(h.first as u32),
-                        Arg::U32(n),
-                    ];
-                    ctx.launch_1d(&MOMENTUM_CUDA, n as u64, &args)?;
-                }
-                Some(_) => return Err(mismatch(param, velocity)),
-                None => {
-                    let args = [
-                        Arg::Buf(p),
-                        Arg::Buf(g),
-                        f(h.lr),
-                        f(h.weight_decay),
-                        Arg::U32(n),
-                    ];
-                    ctx.launch_1d(&PLAIN_CUDA, n as u64, &args)?;
-                }
-            }
-        }
-        _ => return Err(mismatch(param, Some(grad))),
+        (ps, gs) => on_gpu!(
+            (ps, gs),
+            |D, (p, g)| {
+                let v = match vel.as_deref() {
+                    Some(s) => Some(D::buffer(s, "sgd_update").map_err(|_| mismatch(param, velocity))?),
+                    None => None,
+                };
+                D::context_of(p).sgd(p, g, v, param.numel(), h)?
+            },
+            else return Err(mismatch(param, Some(grad)))
+        ),
     }
     Ok(())
 }

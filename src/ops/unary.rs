@@ -18,28 +18,14 @@
 
 use crate::autograd::record;
 use crate::device::cpu::{CpuBuffer, CpuElem};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::UnaryParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::unary::UnaryKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::ops::rows::{map_from_fn, u32_count};
-use crate::ops::{cpu_output, cuda_output, wgpu_output};
+use crate::ops::cpu_output;
+use crate::ops::gpu::GpuTensors;
+use crate::ops::rows::map_from_fn;
 use crate::tensor::{Storage, Tensor};
-
-const SHADER: &str = include_str!("../../shaders/unary.wgsl");
-const FORWARD: Kernel = Kernel {
-    stem: "unary",
-    source: SHADER,
-    entry: "unary_f32",
-};
-const BACKWARD: Kernel = Kernel {
-    stem: "unary",
-    source: SHADER,
-    entry: "unary_backward_f32",
-};
-const FORWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("unary", "unary_f32");
-const BACKWARD_CUDA: cuda::Kernel = crate::cuda_kernel!("unary", "unary_backward_f32");
 
 /// Which unary op, with its parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -94,7 +80,7 @@ impl UnaryOp {
         }
     }
 
-    /// The op's number in `shaders/unary.wgsl`.
+    /// The op's number in `shaders/unary.wgsl` and `kernels/unary.cu`.
     fn code(self) -> u32 {
         match self {
             UnaryOp::Neg => 0,
@@ -107,15 +93,6 @@ impl UnaryOp {
             UnaryOp::Log => 7,
             UnaryOp::AddScalar(_) => 8,
             UnaryOp::MulScalar(_) => 9,
-        }
-    }
-
-    /// The shader's parameters: the op and its f32 parameter (`n, base` are set per chunk).
-    fn params(self) -> UnaryParams {
-        UnaryParams {
-            op: self.code(),
-            param: (self.param() as f32).to_bits(),
-            ..Default::default()
         }
     }
 
@@ -212,26 +189,12 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
             let buf = float_cpu!(name, &b.data, v => cpu_forward(op, v)?);
             cpu_output(buf, x.shape().to_vec(), x)
         }
-        Storage::Wgpu(b) => {
-            let out = WgpuBuffer::new(b.ctx(), b.len)?;
-            let n = x.numel() as u64;
-            b.ctx()
-                .launch_chunked(&FORWARD, op.params(), &[(1, b), (2, &out)], &[], n)?;
-            wgpu_output(out, x.shape().to_vec(), x)
-        }
-        Storage::Cuda(b) => {
-            let out = CudaBuffer::new(b.ctx(), b.len)?;
-            let n = u32_count(name, "x", x.numel())?;
-            let args = [
-                Arg::Buf(b),
-                Arg::Buf(&out),
-                Arg::U32(op.code()),
-                Arg::F32(op.param() as f32),
-                Arg::U32(n),
-            ];
-            b.ctx().launch_1d(&FORWARD_CUDA, n as u64, &args)?;
-            cuda_output(out, x.shape().to_vec(), x)
-        }
+        s => on_gpu!(s, |D, b| {
+            let out = D::context_of(b).alloc(D::bytes(b))?;
+            let code = (op.code(), op.param() as f32);
+            D::context_of(b).unary(name, code, b, &out, x.numel())?;
+            D::output(out, x.shape().to_vec(), x)
+        }),
     };
     let saved = if op.saves_input() {
         x.detach()
@@ -309,37 +272,20 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
             let buf = float_cpu2!(op.name(), &gb.data, &sb.data, (g, s) => cpu_backward(op, g, s)?);
             Ok(cpu_output(buf, g.shape().to_vec(), g))
         }
-        (Storage::Wgpu(gb), Storage::Wgpu(sb)) => {
-            let out = WgpuBuffer::new(gb.ctx(), gb.len)?;
-            let n = g.numel() as u64;
-            gb.ctx().launch_chunked(
-                &BACKWARD,
-                op.params(),
-                &[(3, gb), (4, sb), (5, &out)],
-                &[],
-                n,
-            )?;
-            Ok(wgpu_output(out, g.shape().to_vec(), g))
-        }
-        (Storage::Cuda(gb), Storage::Cuda(sb)) => {
-            let out = CudaBuffer::new(gb.ctx(), gb.len)?;
-            let n = u32_count(op.name(), "the gradient", g.numel())?;
-            let args = [
-                Arg::Buf(gb),
-                Arg::Buf(sb),
-                Arg::Buf(&out),
-                Arg::U32(op.code()),
-                Arg::F32(op.param() as f32),
-                Arg::U32(n),
-            ];
-            gb.ctx().launch_1d(&BACKWARD_CUDA, n as u64, &args)?;
-            Ok(cuda_output(out, g.shape().to_vec(), g))
-        }
-        _ => Err(Error::DeviceMismatch {
-            op: op.name(),
-            lhs: g.device(),
-            rhs: saved.device(),
-        }),
+        (gs, ss) => on_gpu!(
+            (gs, ss),
+            |D, (gb, sb)| {
+                let out = D::context_of(gb).alloc(D::bytes(gb))?;
+                let code = (op.code(), op.param() as f32);
+                D::context_of(gb).unary_backward(op.name(), code, gb, sb, &out, g.numel())?;
+                Ok(D::output(out, g.shape().to_vec(), g))
+            },
+            else Err(Error::DeviceMismatch {
+                op: op.name(),
+                lhs: g.device(),
+                rhs: saved.device(),
+            })
+        ),
     }
 }
 

@@ -15,27 +15,12 @@
 use rayon::prelude::*;
 
 use crate::device::cpu::{self, CpuBuffer, CpuData};
-use crate::device::cuda::{self, Arg, CudaBuffer};
-use crate::device::wgpu::WidenParams;
-use crate::device::wgpu::{Kernel, WgpuBuffer};
+use crate::device::gpu::GpuDevice;
+use crate::device::kernels::widen::WidenKernels;
 use crate::error::{Error, Result};
 use crate::float::PAR_MIN;
-use crate::ops::rows::u32_count;
+use crate::ops::gpu::GpuTensors;
 use crate::tensor::{DType, Storage, Tensor};
-
-const SHADER: &str = include_str!("../../shaders/widen.wgsl");
-const WGPU_F16: Kernel = Kernel {
-    stem: "widen",
-    source: SHADER,
-    entry: "widen_f16_f32",
-};
-const WGPU_BF16: Kernel = Kernel {
-    stem: "widen",
-    source: SHADER,
-    entry: "widen_bf16_f32",
-};
-const CUDA_F16: cuda::Kernel = crate::cuda_kernel!("widen", "widen_f16_f32");
-const CUDA_BF16: cuda::Kernel = crate::cuda_kernel!("widen", "widen_bf16_f32");
 
 /// `x` as f32, on its device: f16 and bf16 are widened, f32 is returned as is.
 pub fn widen(x: &Tensor) -> Result<Tensor> {
@@ -65,38 +50,7 @@ pub fn widen(x: &Tensor) -> Result<Tensor> {
                 })
             }
         }),
-        Storage::Wgpu(b) => {
-            let ctx = b.ctx();
-            let out = WgpuBuffer::new(ctx, (n * 4) as u64)?;
-            let kernel = if bf16 { &WGPU_BF16 } else { &WGPU_F16 };
-            u32_count(OP, "x", n)?;
-            // Chunks of whole words, aligned for both bindings: x's range starts at 4w and
-            // out's at 8w, both multiples of the offset alignment when w is.
-            let align = (ctx.limits.min_storage_buffer_offset_alignment as usize / 4).max(1);
-            let step = ((ctx.chunk_bytes() as usize / 8) / align * align).max(align);
-            let words = n.div_ceil(2);
-            for w0 in (0..words).step_by(step) {
-                let w1 = (w0 + step).min(words);
-                let values = (2 * w1).min(n) - 2 * w0;
-                let ranges = [
-                    (1, b, (w0 * 4) as u64, ((w1 - w0) * 4) as u64),
-                    (2, &out, (w0 * 8) as u64, (values * 4) as u64),
-                ];
-                let grid = ctx.grid((w1 - w0) as u64)?;
-                let params = WidenParams { n: values as u32 };
-                ctx.launch_ranges(kernel, &params, &ranges, grid)?;
-            }
-            Storage::Wgpu(out)
-        }
-        Storage::Cuda(b) => {
-            let ctx = b.ctx();
-            let out = CudaBuffer::new(ctx, (n * 4) as u64)?;
-            let count = u32_count(OP, "x", n)?;
-            let kernel = if bf16 { &CUDA_BF16 } else { &CUDA_F16 };
-            let args = [Arg::Buf(b), Arg::Buf(&out), Arg::U32(count)];
-            ctx.launch_1d(kernel, n.div_ceil(2) as u64, &args)?;
-            Storage::Cuda(out)
-        }
+        s => on_gpu!(s, |D, b| D::storage(D::context_of(b).widen(b, n, bf16)?)),
     };
     Ok(Tensor::from_storage(
         storage,

@@ -64,7 +64,7 @@
 //! histogram, GAT `num_edges` and `self_loops`. The estimator needs no edit.
 //!
 
-use crate::device::Device;
+use crate::device::{AllocPolicy, Device};
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::nn::replay::{Replay, SymBlock, Val, WORD};
@@ -164,19 +164,23 @@ impl MemoryEstimator {
     }
 
     fn round(&self) -> fn(u64) -> u64 {
-        match self.device {
-            Device::Wgpu(_) | Device::Cuda(_) => crate::device::size_class,
-            _ => |b| b,
+        if self.device.is_gpu() {
+            crate::device::size_class
+        } else {
+            |b| b
         }
     }
 
     /// A replay with the device's rules: on a GPU, pool size classes and the uploads of
     /// index arrays; on the CPU, exact bytes and no uploads.
     fn replay(&self) -> Replay {
-        match self.device {
-            Device::Wgpu(_) => Replay::gpu(),
-            Device::Cuda(_) => Replay::gpu().lstm_rows_in_kernel(),
-            _ => Replay::new(self.round()),
+        match self.device.alloc_policy() {
+            AllocPolicy { gpu: false, .. } => Replay::new(self.round()),
+            AllocPolicy {
+                lstm_rows_in_kernel: true,
+                ..
+            } => Replay::gpu().lstm_rows_in_kernel(),
+            _ => Replay::gpu(),
         }
     }
 
@@ -233,7 +237,7 @@ impl MemoryEstimator {
     /// its loss `[1]` and its predictions u32 `[n]`, each rounded to its size class. 0 on
     /// the CPU, which reads them at once.
     pub fn held_bytes(&self, seeds: &[usize]) -> u64 {
-        if !matches!(self.device, Device::Wgpu(_) | Device::Cuda(_)) {
+        if !self.device.is_gpu() {
             return 0;
         }
         seeds.iter().fold(0u64, |a, &n| {
@@ -272,7 +276,7 @@ impl MemoryEstimator {
         // loss, prediction, scaling, backward.
         // On a GPU the losses and predictions of the batch's earlier micro-batches are
         // still held (read at the batch's end).
-        let gpu = matches!(self.device, Device::Wgpu(_) | Device::Cuda(_));
+        let gpu = self.device.is_gpu();
         let held = (held > 0).then(|| r.alloc_bytes(held));
         let ids = self.device_gather.then(|| r.input(sizes[0].num_src, 1));
         let x = r.input(sizes[0].num_src, self.model.shape.in_dim);

@@ -1,9 +1,10 @@
 //! Typed argument lists of CUDA kernels.
 //!
-//! A kernel of `kernels/<stem>.cu` takes its arguments by position. Each struct below
-//! names one kernel (stem and entry point) and has one field per kernel parameter, with the
-//! parameter's name and kind, in the order of the kernel's signature; [`CudaArgs::args`]
-//! turns it into the [`Arg`] list the launch passes. A unit test parses every listed
+//! A kernel of `kernels/<stem>.cu` takes its arguments by position. Every kernel has a
+//! struct below (a test checks that none is missing), which names the kernel (stem and
+//! entry point) and has one field per kernel parameter, with the parameter's name and
+//! kind, in the order of the kernel's signature; [`CudaArgs::args`] turns it into the
+//! [`Arg`] list the launch passes (launch code builds no positional list itself). A unit test parses every listed
 //! kernel's signature out of its `.cu` source and checks it against the struct, name by
 //! name and kind by kind (device pointer, `u32`, `float`), so an argument cannot be passed
 //! in the wrong position or with the wrong type. This is the CUDA twin of
@@ -14,13 +15,22 @@ use cudarc::driver::LaunchConfig;
 use crate::device::cuda::{Arg, Context, CudaBuffer, Kernel};
 use crate::error::Result;
 
-/// A device-pointer argument: a whole buffer, or a buffer from its `n`-th 4-byte word on.
+/// A device-pointer argument: a whole buffer, a buffer from its `n`-th 4-byte word on, or
+/// null (an optional operand that is absent).
 #[derive(Clone, Copy, Debug)]
 pub enum Ptr<'a> {
     /// The buffer's first word.
     Whole(&'a CudaBuffer),
     /// The buffer from word `n` on.
     At(&'a CudaBuffer, usize),
+    /// A null pointer.
+    Null,
+}
+
+impl<'a> From<Option<&'a CudaBuffer>> for Ptr<'a> {
+    fn from(b: Option<&'a CudaBuffer>) -> Ptr<'a> {
+        b.map_or(Ptr::Null, Ptr::Whole)
+    }
 }
 
 impl<'a> From<&'a CudaBuffer> for Ptr<'a> {
@@ -34,6 +44,8 @@ impl<'a> Ptr<'a> {
         match self {
             Ptr::Whole(b) => Arg::Buf(b),
             Ptr::At(b, n) => Arg::BufAt(b, n),
+            // A pointer parameter is 8 bytes: a zero u64 is the null pointer.
+            Ptr::Null => Arg::U64(0),
         }
     }
 }
@@ -102,15 +114,9 @@ cuda_args! {
         x: ptr, labels: ptr, lse: ptr, row_loss: ptr, r: u32, c: u32
     }
     "cross_entropy"::"ce_mean_f32" => CeMeanArgs {
-        labels: ptr, rows: ptr, loss: ptr, status: ptr, r: u32, c: u32, inv_n: f32
-    }
-    "cross_entropy"::"ce_mean_weighted_f32" => CeMeanWeightedArgs {
         labels: ptr, rows: ptr, w: ptr, loss: ptr, status: ptr, r: u32, c: u32, inv_n: f32
     }
     "cross_entropy"::"ce_backward_f32" => CeBackwardArgs {
-        x: ptr, labels: ptr, lse: ptr, gl: ptr, gx: ptr, r: u32, c: u32, inv_n: f32
-    }
-    "cross_entropy"::"ce_backward_weighted_f32" => CeBackwardWeightedArgs {
         x: ptr, labels: ptr, lse: ptr, gl: ptr, w: ptr, gx: ptr, r: u32, c: u32, inv_n: f32
     }
     "cross_entropy"::"ce_weight_grad_f32" => CeWeightGradArgs {
@@ -148,6 +154,77 @@ cuda_args! {
         acts: ptr, cs: ptr, grad: ptr, dst: ptr, dh: ptr, dc: ptr, dz: ptr, dxg: ptr,
         m: u32, h: u32, k: u32, t: u32, offset: u32
     }
+    "index_select"::"gather_u32" => GatherArgs {
+        idx: ptr, x: ptr, out: ptr, m: u32, f: u32, rows: u32
+    }
+    "index_select"::"scatter_add_f32" => ScatterAddArgs {
+        t_indptr: ptr, t_pos: ptr, src: ptr, out: ptr, n: u32, f: u32
+    }
+    "matmul"::"matmul_f32" => MatmulArgs {
+        a: ptr, b: ptr, c: ptr, m: u32, n: u32, k: u32, ta: u32, tb: u32
+    }
+    "segment_sum"::"segment_sum_f32" => SegmentSumArgs {
+        indptr: ptr, indices: ptr, x: ptr, out: ptr, rows: u32, f: u32, mean: u32
+    }
+    "segment_sum"::"segment_sum_backward_f32" => SegmentSumBackwardArgs {
+        indptr: ptr, t_indptr: ptr, t_dst: ptr, g: ptr, grad_x: ptr, rows: u32, f: u32, mean: u32
+    }
+    "reduce"::"sum_rows_f32" => SumRowsArgs {
+        x: ptr, out: ptr, r: u32, c: u32, nb: u32, chunk: u32
+    }
+    "reduce"::"sum_rows_small_f32" => SumRowsSmallArgs { x: ptr, out: ptr, r: u32, c: u32 }
+    "reduce"::"sum_cols_f32" => SumColsArgs { x: ptr, out: ptr, r: u32, c: u32, rows_per: u32 }
+    "reduce"::"expand_f32" => ExpandArgs { v: ptr, out: ptr, c: u32, dim: u32, n: u32 }
+    "sgd"::"sgd_f32" => SgdArgs { param: ptr, grad: ptr, lr: f32, wd: f32, n: u32 }
+    "sgd"::"sgd_momentum_f32" => SgdMomentumArgs {
+        param: ptr, grad: ptr, velocity: ptr, lr: f32, mu: f32, wd: f32, first: u32, n: u32
+    }
+    "adam"::"adam_f32" => AdamArgs {
+        param: ptr, grad: ptr, m1: ptr, m2: ptr, lr: f32, b1: f32, b2: f32, eps: f32, wd: f32,
+        bc1: f32, bc2: f32, shrink: f32, decoupled: u32, n: u32
+    }
+    "unary"::"unary_f32" => UnaryArgs { x: ptr, out: ptr, op: u32, a: f32, n: u32 }
+    "unary"::"unary_backward_f32" => UnaryBackwardArgs {
+        g: ptr, s: ptr, out: ptr, op: u32, a: f32, n: u32
+    }
+    "binary"::"binary_f32" => BinaryArgs {
+        a: ptr, b: ptr, out: ptr, cols: u32, op: u32, bcast: u32, n: u32
+    }
+    "widen"::"widen_f16_f32" => WidenF16Args { x: ptr, out: ptr, n: u32 }
+    "widen"::"widen_bf16_f32" => WidenBf16Args { x: ptr, out: ptr, n: u32 }
+    "argmax"::"argmax_rows_f32" => ArgmaxRowsArgs { x: ptr, out: ptr, r: u32, c: u32 }
+    "dropout"::"dropout_f32" => DropoutArgs {
+        x: ptr, out: ptr, c: u32, key: u32, threshold: f32, scale: f32, n: u32
+    }
+    "dropout"::"dropout_ids_f32" => DropoutIdsArgs {
+        x: ptr, out: ptr, ids: ptr, c: u32, key: u32, threshold: f32, scale: f32, n: u32
+    }
+    "log_softmax"::"log_softmax_f32" => LogSoftmaxArgs { x: ptr, out: ptr, r: u32, c: u32 }
+    "log_softmax"::"log_softmax_block_f32" => LogSoftmaxBlockArgs {
+        x: ptr, out: ptr, r: u32, c: u32
+    }
+    "log_softmax"::"log_softmax_backward_f32" => LogSoftmaxBackwardArgs {
+        g: ptr, y: ptr, gx: ptr, r: u32, c: u32
+    }
+    "log_softmax"::"log_softmax_backward_block_f32" => LogSoftmaxBackwardBlockArgs {
+        g: ptr, y: ptr, gx: ptr, r: u32, c: u32
+    }
+    "lstm_cell"::"lstm_cell_forward_f32" => LstmCellForwardArgs {
+        gates: ptr, c_prev: ptr, out: ptr, acts: ptr, n: u32, h: u32
+    }
+    "lstm_cell"::"lstm_cell_backward_f32" => LstmCellBackwardArgs {
+        acts: ptr, c_prev: ptr, grad: ptr, dgates: ptr, dc_prev: ptr, n: u32, h: u32
+    }
+    "slice"::"slice_cols_u32" => SliceColsArgs {
+        src: ptr, dst: ptr, c: u32, start: u32, len: u32, n: u32
+    }
+    "slice"::"slice_pad_f32" => SlicePadArgs {
+        g: ptr, out: ptr, c: u32, start: u32, len: u32, dim: u32, n: u32
+    }
+    "concat"::"concat_cols_u32" => ConcatColsArgs {
+        src: ptr, dst: ptr, n: u32, width: u32, dst_cols: u32, col0: u32
+    }
+    "binary"::"add_assign_f32" => AddAssignArgs { src: ptr, dst: ptr, n: u32 }
     "lstm_aggregate"::"lstm_hprev_f32" => LstmHprevArgs {
         acts: ptr, cs: ptr, steps: ptr, hprev: ptr, rows: u32, h: u32
     }
@@ -218,6 +295,31 @@ mod tests {
     }
 
     #[test]
+    fn every_kernel_of_kernels_has_an_args_struct() {
+        let dir = format!("{}/kernels", env!("CARGO_MANIFEST_DIR"));
+        let mut kernels = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "cu") {
+                let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+                let source = std::fs::read_to_string(&path).unwrap();
+                for part in source.split("__global__ void ").skip(1) {
+                    let entry = part.split('(').next().unwrap().trim().to_string();
+                    kernels.push((stem.clone(), entry));
+                }
+            }
+        }
+        // 48 before the weighted cross-entropy kernels merged into their unweighted twins.
+        assert!(kernels.len() >= 46, "found only {} kernels", kernels.len());
+        for (stem, entry) in &kernels {
+            assert!(
+                ALL.iter().any(|(s, e, _)| s == stem && e == entry),
+                "kernels/{stem}.cu: {entry} has no args struct in src/device/cuda/args.rs"
+            );
+        }
+    }
+
+    #[test]
     fn the_signature_parser_reads_pointers_scalars_and_names() {
         assert_eq!(
             cu_signature("assign", "fill_u32"),
@@ -229,6 +331,7 @@ mod tests {
         );
         let ce = cu_signature("cross_entropy", "ce_mean_f32");
         assert_eq!(ce[0], ("labels".to_string(), ArgKind::Ptr));
-        assert_eq!(ce[6], ("inv_n".to_string(), ArgKind::F32));
+        assert_eq!(ce[2], ("w".to_string(), ArgKind::Ptr));
+        assert_eq!(ce[7], ("inv_n".to_string(), ArgKind::F32));
     }
 }

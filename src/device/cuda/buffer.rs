@@ -1,4 +1,6 @@
-//! Device memory from a stream-ordered caching pool, counted by the device's tracker.
+//! CUDA's side of the GPU backends' one pooled buffer ([`PooledBuffer`],
+//! `src/device/pooled.rs`): device memory from the stream-ordered caching pool, counted by
+//! the device's tracker, and the uploads, copies and readback of a `CudaBuffer`.
 //!
 //! Buffers are 32-bit words (every dtype on a GPU is 4 bytes wide), rounded up to the
 //! shared size classes. All work runs on the device's one stream, so a buffer returned to
@@ -11,63 +13,46 @@ use cudarc::driver::CudaSlice;
 
 use crate::device::cuda::staging::{PinnedChunk, CHUNK_BYTES};
 use crate::device::cuda::{driver_err, Context};
-use crate::device::{size_class, Allocation};
+use crate::device::pooled::{PoolBackend, PooledBuffer};
+use crate::device::Allocation;
 use crate::error::Result;
 
-/// A pooled device buffer of at least `len` bytes.
-pub struct CudaBuffer {
-    slice: Option<CudaSlice<u32>>,
-    /// Bytes the tensor uses.
-    pub len: u64,
-    class: u64,
-    ctx: Arc<Context>,
-    /// The u32 values the buffer was uploaded from, kept while nothing writes the buffer
-    /// (see [`CudaBuffer::host_u32`]).
-    host: Option<Arc<Vec<u32>>>,
-    _alloc: Allocation,
-}
+/// A pooled device buffer of at least `len` bytes on a CUDA device.
+pub type CudaBuffer = PooledBuffer<Context>;
 
-impl std::fmt::Debug for CudaBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "CudaBuffer({} bytes of {} on {:?})",
-            self.len, self.class, self.ctx
-        )
-    }
-}
+impl PoolBackend for Context {
+    type Raw = CudaSlice<u32>;
 
-impl CudaBuffer {
-    /// A buffer of `len` bytes with undefined contents. A driver out-of-memory is retried
-    /// once after freeing the pool's free buffers, then returned as
-    /// [`crate::Error::OutOfMemory`].
-    pub fn new(ctx: &Arc<Context>, len: u64) -> Result<CudaBuffer> {
-        let class = size_class(len);
+    const BUFFER: &'static str = "CudaBuffer";
+
+    /// A driver out-of-memory is retried once after freeing the pool's free buffers, then
+    /// returned as [`crate::Error::OutOfMemory`].
+    fn allocate(self: &Arc<Self>, _len: u64, class: u64) -> Result<(CudaSlice<u32>, Allocation)> {
         // The pool may free buffers (driver calls) before it allocates.
-        ctx.bind()?;
+        self.bind()?;
         let mut attempt = 0;
-        let (slice, alloc) = ctx.pool.acquire(class, |class| {
+        self.pool.acquire(class, |class| {
             // The pool retries once after freeing its buffers; their memory is the driver
             // pool's again only once the host has seen the frees run and the pool is trimmed.
             if attempt > 0 {
-                ctx.release_freed_memory()?;
+                self.release_freed_memory()?;
             }
             attempt += 1;
             // SAFETY: the contents are undefined until a kernel or copy writes them; every
             // caller writes before reading (zeros() clears, from_bytes() copies).
-            unsafe { ctx.stream.alloc::<u32>((class / 4) as usize) }
-                .map_err(|e| ctx.alloc_err(class, e))
-        })?;
-        Ok(CudaBuffer {
-            slice: Some(slice),
-            len,
-            class,
-            ctx: ctx.clone(),
-            host: None,
-            _alloc: alloc,
+            unsafe { self.stream.alloc::<u32>((class / 4) as usize) }
+                .map_err(|e| self.alloc_err(class, e))
         })
     }
 
+    /// Back to the pool at once: all work runs on the device's one stream, so any kernel
+    /// that still reads the buffer was queued before the next user's.
+    fn free(&self, class: u64, raw: CudaSlice<u32>) {
+        self.pool.put(class, raw);
+    }
+}
+
+impl CudaBuffer {
     /// A zero-filled buffer.
     pub fn zeros(ctx: &Arc<Context>, len: u64) -> Result<CudaBuffer> {
         let mut b = Self::new(ctx, len)?;
@@ -129,23 +114,9 @@ impl CudaBuffer {
     }
 
     /// A buffer holding `values`, which it keeps on the host as well (see
-    /// [`CudaBuffer::host_u32`]).
+    /// [`PooledBuffer::host_u32`]).
     pub fn from_u32(ctx: &Arc<Context>, values: Arc<Vec<u32>>) -> Result<CudaBuffer> {
-        let mut b = Self::from_bytes(ctx, bytemuck::cast_slice(&values))?;
-        b.host = Some(values);
-        Ok(b)
-    }
-
-    /// The u32 values this buffer was uploaded from by [`CudaBuffer::from_u32`], while
-    /// nothing has written it since: ops that need indices on the host (to check or
-    /// transpose them) read them here instead of waiting for a readback.
-    pub fn host_u32(&self) -> Option<Arc<Vec<u32>>> {
-        self.host.clone()
-    }
-
-    /// Drops the host copy of the values: the buffer is about to be written.
-    pub fn forget_host(&mut self) {
-        self.host = None;
+        Ok(Self::from_bytes(ctx, bytemuck::cast_slice(&values))?.with_host(values))
     }
 
     /// Copies the first `bytes` bytes (a multiple of 4) of `src` over this buffer's start,
@@ -155,7 +126,7 @@ impl CudaBuffer {
         if words == 0 {
             return Ok(());
         }
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx().clone();
         let from = src.slice().slice(..words);
         let mut to = self.slice_mut().slice_mut(..words);
         ctx.stream
@@ -167,24 +138,18 @@ impl CudaBuffer {
     pub fn device_ptr(&self) -> u64 {
         use cudarc::driver::DevicePtr;
         // cudarc's event tracking is off (see `context`): the guard records nothing.
-        let (ptr, _guard) = self.slice().device_ptr(&self.ctx.stream);
+        let (ptr, _guard) = self.slice().device_ptr(&self.ctx().stream);
         ptr
     }
 
     /// The device words.
     pub fn slice(&self) -> &CudaSlice<u32> {
-        self.slice.as_ref().expect("slice present until drop")
+        self.raw_ref()
     }
 
     /// The device words, mutably (forgets the host copy of the values).
     pub fn slice_mut(&mut self) -> &mut CudaSlice<u32> {
-        self.host = None;
-        self.slice.as_mut().expect("slice present until drop")
-    }
-
-    /// The context it belongs to.
-    pub fn ctx(&self) -> &Arc<Context> {
-        &self.ctx
+        self.raw_mut()
     }
 
     /// Copies the first `len` bytes to the host (waits for queued work).
@@ -195,22 +160,14 @@ impl CudaBuffer {
         }
         let view = self.slice().slice(..words);
         // A copy into pageable memory returns once it is done: a host wait.
-        self.ctx.count_host_wait();
+        self.ctx().count_host_wait();
         let host = self
-            .ctx
+            .ctx()
             .stream
             .clone_dtoh(&view)
             .map_err(|e| driver_err("readback", e))?;
         let mut bytes: Vec<u8> = bytemuck::cast_slice(&host).to_vec();
         bytes.truncate(self.len as usize);
         Ok(bytes)
-    }
-}
-
-impl Drop for CudaBuffer {
-    fn drop(&mut self) {
-        if let Some(s) = self.slice.take() {
-            self.ctx.pool.put(self.class, s);
-        }
     }
 }

@@ -17,6 +17,10 @@ impl GpuDevice for Context {
         buf.ctx()
     }
 
+    fn bytes(buf: &CudaBuffer) -> u64 {
+        buf.len
+    }
+
     fn alloc(self: &Arc<Self>, bytes: u64) -> Result<CudaBuffer> {
         CudaBuffer::new(self, bytes)
     }

@@ -119,7 +119,9 @@ impl Context {
 
     /// Launches `k` on `cfg` with `args` (in the kernel's parameter order). Returns once the
     /// launch is queued; a fault inside the kernel surfaces at the next synchronisation.
-    pub fn launch(&self, k: &Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
+    /// Private to the backend: kernels are launched through their typed argument structs
+    /// (`Context::launch_args*` in `args.rs`), never with a positional list.
+    pub(super) fn launch(&self, k: &Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
         let f = self.function(k)?;
         // Views first, so that the builder can borrow them for the launch.
         let views: Vec<_> = args
@@ -149,7 +151,7 @@ impl Context {
     }
 
     /// Launches `k` over `n` items, one thread each (grid-stride); nothing for `n = 0`.
-    pub fn launch_1d(&self, k: &Kernel, n: u64, args: &[Arg]) -> Result<()> {
+    pub(super) fn launch_1d(&self, k: &Kernel, n: u64, args: &[Arg]) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
@@ -157,7 +159,7 @@ impl Context {
     }
 
     /// Launches `k` over `rows` rows, one warp each (grid-stride); nothing for `rows = 0`.
-    pub fn launch_rows(&self, k: &Kernel, rows: u64, args: &[Arg]) -> Result<()> {
+    pub(super) fn launch_rows(&self, k: &Kernel, rows: u64, args: &[Arg]) -> Result<()> {
         if rows == 0 {
             return Ok(());
         }

@@ -16,6 +16,7 @@ mod block;
 mod buffer;
 mod context;
 mod gpu;
+mod kernels;
 mod launch;
 pub mod nvrtc;
 mod staging;

@@ -1,55 +1,38 @@
-//! Device buffers from a caching pool, counted by the adapter's memory tracker.
+//! wgpu's side of the GPU backends' one pooled buffer ([`PooledBuffer`],
+//! `src/device/pooled.rs`): how a storage buffer is created for a size class and how a
+//! freed one goes back to the pool, and the uploads and readback of a `WgpuBuffer`.
 //!
-//! Sizes are rounded up to a size class (four classes per power of two, at least 256
-//! bytes), so a freed buffer serves any later request of its class; allocation on the hot
-//! path is slow on every GPU API. A buffer's class bytes count as live while a tensor holds
-//! it; pooled free buffers do not (as DESIGN.md asks).
+//! A buffer's class bytes count as live while a tensor holds it; pooled free buffers do
+//! not (as DESIGN.md asks).
 
 use std::sync::Arc;
 
+use crate::device::pooled::{PoolBackend, PooledBuffer};
 use crate::device::wgpu::Context;
-use crate::device::{size_class, Allocation};
+use crate::device::Allocation;
 use crate::error::{Error, Result};
 
-/// A pooled storage buffer of at least `len` bytes.
-pub struct WgpuBuffer {
-    buffer: Option<wgpu::Buffer>,
-    /// Bytes the tensor uses (the buffer may be larger: its size class).
-    pub len: u64,
-    class: u64,
-    ctx: Arc<Context>,
-    /// The u32 values the buffer was uploaded from, kept while nothing writes the buffer
-    /// (see [`WgpuBuffer::host_u32`]).
-    host: Option<Arc<Vec<u32>>>,
-    _alloc: Allocation,
-}
+/// A pooled storage buffer of at least `len` bytes on a wgpu adapter.
+pub type WgpuBuffer = PooledBuffer<Context>;
 
-impl std::fmt::Debug for WgpuBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "WgpuBuffer({} bytes of {} on {:?})",
-            self.len, self.class, self.ctx
-        )
-    }
-}
+impl PoolBackend for Context {
+    type Raw = wgpu::Buffer;
 
-impl WgpuBuffer {
-    /// A buffer of `len` bytes (contents undefined) from the pool or newly created.
-    pub fn new(ctx: &Arc<Context>, len: u64) -> Result<WgpuBuffer> {
-        let class = size_class(len);
-        if class > ctx.limits.max_buffer_size {
+    const BUFFER: &'static str = "WgpuBuffer";
+
+    fn allocate(self: &Arc<Self>, len: u64, class: u64) -> Result<(wgpu::Buffer, Allocation)> {
+        if class > self.limits.max_buffer_size {
             return Err(Error::Backend {
                 backend: "wgpu",
                 msg: format!(
                     "a buffer of {len} bytes passes the adapter's limit of {} bytes",
-                    ctx.limits.max_buffer_size
+                    self.limits.max_buffer_size
                 ),
             });
         }
-        let (buffer, alloc) = ctx.pool.acquire(class, |class| {
-            ctx.checked_alloc("create_buffer", Some(class), || {
-                ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        self.pool.acquire(class, |class| {
+            self.checked_alloc("create_buffer", Some(class), || {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
                     label: None,
                     size: class,
                     usage: wgpu::BufferUsages::STORAGE
@@ -58,17 +41,16 @@ impl WgpuBuffer {
                     mapped_at_creation: false,
                 })
             })
-        })?;
-        Ok(WgpuBuffer {
-            buffer: Some(buffer),
-            len,
-            class,
-            ctx: ctx.clone(),
-            host: None,
-            _alloc: alloc,
         })
     }
 
+    /// Back to the pool, remembered while a recording that may use it is open.
+    fn free(&self, class: u64, raw: wgpu::Buffer) {
+        self.retire(class, raw);
+    }
+}
+
+impl WgpuBuffer {
     /// A buffer holding `bytes`.
     pub fn from_bytes(ctx: &Arc<Context>, bytes: &[u8]) -> Result<WgpuBuffer> {
         let b = Self::new(ctx, bytes.len() as u64)?;
@@ -85,23 +67,9 @@ impl WgpuBuffer {
     }
 
     /// A buffer holding `values`, which it keeps on the host as well (see
-    /// [`WgpuBuffer::host_u32`]).
+    /// [`PooledBuffer::host_u32`]).
     pub fn from_u32(ctx: &Arc<Context>, values: Arc<Vec<u32>>) -> Result<WgpuBuffer> {
-        let mut b = Self::from_bytes(ctx, bytemuck::cast_slice(&values))?;
-        b.host = Some(values);
-        Ok(b)
-    }
-
-    /// The u32 values this buffer was uploaded from by [`WgpuBuffer::from_u32`], while
-    /// nothing has written it since: ops that need indices on the host (to check or
-    /// transpose them) read them here instead of waiting for a readback.
-    pub fn host_u32(&self) -> Option<Arc<Vec<u32>>> {
-        self.host.clone()
-    }
-
-    /// Drops the host copy of the values: the buffer is about to be written.
-    pub fn forget_host(&mut self) {
-        self.host = None;
+        Ok(Self::from_bytes(ctx, bytemuck::cast_slice(&values))?.with_host(values))
     }
 
     /// A zero-filled buffer of `len` bytes.
@@ -113,19 +81,13 @@ impl WgpuBuffer {
 
     /// The wgpu buffer.
     pub fn raw(&self) -> &wgpu::Buffer {
-        // Only `drop` takes the buffer out.
-        self.buffer.as_ref().expect("buffer present until drop")
-    }
-
-    /// The context it belongs to.
-    pub fn ctx(&self) -> &Arc<Context> {
-        &self.ctx
+        self.raw_ref()
     }
 
     /// Copies the first `len` bytes back to the host: submits the open recording with the
     /// copy into a pooled staging buffer and waits for it (one host wait).
     pub fn read(&self) -> Result<Vec<u8>> {
-        let ctx = &self.ctx;
+        let ctx = self.ctx();
         if self.len == 0 {
             return Ok(Vec::new());
         }
@@ -157,14 +119,6 @@ impl WgpuBuffer {
         staging.buffer.unmap();
         ctx.put_staging(staging);
         Ok(data)
-    }
-}
-
-impl Drop for WgpuBuffer {
-    fn drop(&mut self) {
-        if let Some(b) = self.buffer.take() {
-            self.ctx.retire(self.class, b);
-        }
     }
 }
 

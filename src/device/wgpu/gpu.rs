@@ -16,6 +16,10 @@ impl GpuDevice for Context {
         buf.ctx()
     }
 
+    fn bytes(buf: &WgpuBuffer) -> u64 {
+        buf.len
+    }
+
     fn alloc(self: &Arc<Self>, bytes: u64) -> Result<WgpuBuffer> {
         WgpuBuffer::new(self, bytes)
     }

@@ -11,6 +11,7 @@ mod block;
 mod buffer;
 mod context;
 mod gpu;
+mod kernels;
 mod launch;
 mod layout;
 pub mod params;
