@@ -37,7 +37,8 @@ fn forward(op: u32, a: f32, v: f32) -> f32 {
             return e / (1.0 + e);
         }
         // Some drivers compute tanh from exp(2x), which overflows; tanh(±10) is ±1 in f32.
-        case 5u: { return tanh(clamp(v, -10.0, 10.0)); }
+        // The clamp turns NaN into -10 on some drivers (lavapipe): NaN is passed through.
+        case 5u: { return select(tanh(clamp(v, -10.0, 10.0)), v, is_nan(v)); }
         case 6u: { return exp(v); }
         case 7u: { return log(v); }
         case 8u: { return v + a; }

@@ -17,6 +17,7 @@ pub mod admission;
 pub mod atomic;
 pub mod autograd;
 pub mod bytes;
+pub mod check;
 pub mod checksum;
 /// The command line's flags and commands: the binary (src/main.rs) runs them, and other
 /// front ends (the Python package in python/) fill the same flag types, so that they share

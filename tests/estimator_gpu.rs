@@ -14,79 +14,36 @@ use std::sync::{Arc, Mutex};
 
 mod common;
 
-use espalier::graph::{self, Csr, Dataset, LoadOptions};
-use espalier::nn::{Aggregator, GatConfig, ModelKind, ModelShape};
-use espalier::train::{BatchSize, MicroConfig, OptimizerKind, TrainConfig, Trainer};
+use espalier::check::memory;
+use espalier::graph::{self, Csr, LoadOptions};
 use espalier::Device;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn config(data: &Dataset, dev: Device, kind: ModelKind, aggr: Aggregator, k: usize) -> TrainConfig {
-    TrainConfig {
-        model: common::model(
-            kind,
-            aggr,
-            GatConfig {
-                heads: 2,
-                attn_dropout: 0.5,
-                ..GatConfig::default()
-            },
-            ModelShape {
-                in_dim: data.feat_dim,
-                hidden: 16,
-                out_dim: data.num_classes,
-                layers: 2,
-                dropout: 0.5,
-            },
-        ),
-        fanouts: vec![5, 10],
-        batch_size: BatchSize::Full,
-        epochs: 1,
-        optimizer: OptimizerKind::Adam,
-        lr: 0.01,
-        weight_decay: 5e-4,
-        seed: 1,
-        device: dev,
-        eval_every: 0,
-        eval_batch_size: 4096,
-        micro: MicroConfig {
-            micro_batches: k,
-            partitioner: "random".into(),
-            ..MicroConfig::default()
-        },
-        feature_dtype: Default::default(),
-        ..Default::default()
-    }
-}
-
-/// Trains one epoch on `dev` with K = 1 and 3 and checks every micro-batch's estimate
-/// against its measured peak (all printed first); skips (with the reason) without `dev`.
-fn check(dev: Device, kind: ModelKind, aggr: Aggregator) {
+/// Trains one epoch of `model` (a name of [`memory::models`]) on `dev` with K = 1 and 3
+/// and checks every micro-batch's estimate against its measured peak (all printed first):
+/// the runs of `espalier check`'s memory group. Skips (with the reason) without `dev`.
+fn check(dev: Device, model: &str) {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(dev) = common::gpu_device(dev) else {
         return;
     };
-    let data = graph::load(
-        "synthetic:cora-like,scale=0.3,feat_dim=32",
-        &LoadOptions::default(),
-    )
-    .unwrap();
+    let data = graph::load(memory::DATASET, &LoadOptions::default()).unwrap();
     let g: Arc<Csr> = Arc::new(data.graph.symmetrize());
+    let (_, settings) = memory::models()
+        .into_iter()
+        .find(|(name, _)| *name == model)
+        .unwrap();
     let mut seen = Vec::new();
     for k in [1, 3] {
-        let mut t = Trainer::new(&data, g.clone(), config(&data, dev, kind, aggr, k)).unwrap();
-        let s = t.run(None, &mut |_| {}).unwrap();
-        for m in &s.micro_batches {
-            assert_eq!(m.k, k);
-            for (i, b) in m.batches.iter().enumerate() {
-                let (est, peak) = (b.est_peak_bytes, b.peak_bytes.unwrap());
-                let at = format!("{dev} {kind:?}/{aggr:?} K={k} mb {i} ({} seeds)", b.seeds);
-                println!(
-                    "{at}: est {est} measured {peak} (measured - est {:+})",
-                    peak as i64 - est as i64
-                );
-                seen.push((at, est, peak));
-            }
+        for p in memory::peaks(&data, &g, dev, settings.clone(), k).unwrap() {
+            let (est, peak) = (p.estimated, p.measured);
+            let at = format!("{dev} {model} K={k} mb {} ({} seeds)", p.index, p.seeds);
+            println!(
+                "{at}: est {est} measured {peak} (measured - est {:+})",
+                peak as i64 - est as i64
+            );
+            seen.push((at, est, peak));
         }
     }
     for (at, est, peak) in seen {
@@ -96,70 +53,70 @@ fn check(dev: Device, kind: ModelKind, aggr: Aggregator) {
 
 #[test]
 fn wgpu_sage_mean_estimate_is_exact() {
-    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Mean);
+    check(Device::Wgpu(0), "sage-mean");
 }
 
 #[test]
 fn wgpu_sage_sum_estimate_is_exact() {
-    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Sum);
+    check(Device::Wgpu(0), "sage-sum");
 }
 
 #[test]
 fn wgpu_sage_max_estimate_is_exact() {
-    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Max);
+    check(Device::Wgpu(0), "sage-max");
 }
 
 #[test]
 fn wgpu_sage_pool_estimate_is_exact() {
-    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Pool);
+    check(Device::Wgpu(0), "sage-pool");
 }
 
 #[test]
 fn wgpu_sage_lstm_estimate_is_exact() {
-    check(Device::Wgpu(0), ModelKind::Sage, Aggregator::Lstm);
+    check(Device::Wgpu(0), "sage-lstm");
 }
 
 #[test]
 fn wgpu_gcn_estimate_is_exact() {
-    check(Device::Wgpu(0), ModelKind::Gcn, Aggregator::Mean);
+    check(Device::Wgpu(0), "gcn");
 }
 
 #[test]
 fn wgpu_gat_estimate_is_exact() {
-    check(Device::Wgpu(0), ModelKind::Gat, Aggregator::Mean);
+    check(Device::Wgpu(0), "gat");
 }
 
 #[test]
 fn cuda_sage_mean_estimate_is_exact() {
-    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Mean);
+    check(Device::Cuda(0), "sage-mean");
 }
 
 #[test]
 fn cuda_sage_sum_estimate_is_exact() {
-    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Sum);
+    check(Device::Cuda(0), "sage-sum");
 }
 
 #[test]
 fn cuda_sage_max_estimate_is_exact() {
-    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Max);
+    check(Device::Cuda(0), "sage-max");
 }
 
 #[test]
 fn cuda_sage_pool_estimate_is_exact() {
-    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Pool);
+    check(Device::Cuda(0), "sage-pool");
 }
 
 #[test]
 fn cuda_sage_lstm_estimate_is_exact() {
-    check(Device::Cuda(0), ModelKind::Sage, Aggregator::Lstm);
+    check(Device::Cuda(0), "sage-lstm");
 }
 
 #[test]
 fn cuda_gcn_estimate_is_exact() {
-    check(Device::Cuda(0), ModelKind::Gcn, Aggregator::Mean);
+    check(Device::Cuda(0), "gcn");
 }
 
 #[test]
 fn cuda_gat_estimate_is_exact() {
-    check(Device::Cuda(0), ModelKind::Gat, Aggregator::Mean);
+    check(Device::Cuda(0), "gat");
 }

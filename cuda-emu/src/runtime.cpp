@@ -87,8 +87,7 @@ struct Workers {
         }
     }
 
-    void work() {
-        const std::function<bool(uint64_t)>& f = *job;
+    void work(const std::function<bool(uint64_t)>& f) {
         for (;;) {
             if (stop_early.load(std::memory_order_relaxed)) return;
             uint64_t i = next.fetch_add(1);
@@ -100,13 +99,19 @@ struct Workers {
     void loop() {
         uint64_t seen = 0;
         for (;;) {
+            const std::function<bool(uint64_t)>* f;
             {
                 std::unique_lock<std::mutex> g(m);
                 cv_start.wait(g, [&] { return generation != seen; });
                 seen = generation;
+                // A helper that wakes after the run it was woken for has ended (the
+                // caller took every item and found no helper busy) must not join it:
+                // its job is gone.
+                f = job;
+                if (f == nullptr) continue;
                 busy++;
             }
-            work();
+            work(*f);
             {
                 std::lock_guard<std::mutex> g(m);
                 busy--;
@@ -131,7 +136,7 @@ struct Workers {
             generation++;
         }
         cv_start.notify_all();
-        work();
+        work(f);
         std::unique_lock<std::mutex> g(m);
         // Every helper that joined this generation has left it once `busy` is 0 and the
         // items are all taken.

@@ -1,8 +1,8 @@
 """Type stubs of espalier's extension module (re-exported by ``espalier``).
 
-The keyword arguments of ``train``, ``load`` and ``partition`` are the command line's flags
-(``micro_batches`` is ``--micro-batches``) with the command line's defaults, which a test
-holds these stubs to.
+The keyword arguments of ``train``, ``load``, ``partition`` and ``check`` are the command
+line's flags (``micro_batches`` is ``--micro-batches``) with the command line's defaults,
+which a test holds these stubs to.
 """
 
 import os
@@ -283,3 +283,18 @@ def partition(
 
 def devices() -> Dict[str, Any]:
     """What this build can run on, as ``espalier devices --json`` prints it."""
+
+def check(
+    *,
+    device: Optional[Union[str, Sequence[str]]] = None,
+    quick: bool = False,
+    full: bool = False,
+    only: Optional[Union[str, Sequence[str]]] = None,
+    data: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Checks each GPU device against the CPU reference, as ``espalier check --json`` does,
+    and returns that JSON: ``records`` (``device``, ``group``, ``name``, ``status`` pass,
+    fail, info or skip, ``figures``, ``detail``, ``seconds``), ``passed``, ``failed``,
+    ``devices`` and ``finished``. ``device`` defaults to every GPU device; ``only`` picks
+    groups (ops, training, memory, transfers, oom, speed). A failed check is a record, not
+    an exception; each table line is logged at INFO on the ``espalier`` logger."""

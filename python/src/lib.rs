@@ -2,6 +2,7 @@
 //! package (`python/espalier/`). It reads the same flag types as the command line
 //! (`espalier::cli`), so keyword arguments, defaults, checks and messages are the CLI's.
 
+mod check;
 mod dataset;
 mod errors;
 mod flags;
@@ -26,16 +27,17 @@ fn devices(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     py.import("json")?.call_method1("loads", (text,))
 }
 
-/// The keyword arguments of `train` or `partition` with the command line's default of
+/// The keyword arguments of `train`, `partition` or `check` with the command line's default of
 /// each, as text (None: no default). The stubs' defaults are tested against it.
 #[pyfunction]
 fn _flag_defaults<'py>(py: Python<'py>, command: &str) -> PyResult<Bound<'py, PyDict>> {
     let list = match command {
         "train" => flags::defaults::<TrainArgs>("train"),
         "partition" => flags::defaults::<partition::PartitionCli>("partition"),
+        "check" => flags::defaults::<check::CheckCli>("check"),
         other => {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "no command {other:?}: train or partition"
+                "no command {other:?}: train, partition or check"
             )))
         }
     };
@@ -58,6 +60,7 @@ fn espalier_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::load, m)?)?;
     m.add_function(wrap_pyfunction!(partition::partition, m)?)?;
     m.add_function(wrap_pyfunction!(devices, m)?)?;
+    m.add_function(wrap_pyfunction!(check::check, m)?)?;
     m.add_function(wrap_pyfunction!(_flag_defaults, m)?)?;
     Ok(())
 }

@@ -57,7 +57,8 @@ def literal(node):
 
 
 @pytest.mark.parametrize("command,own", [("train", {"dataset", "on_epoch"}),
-                                         ("partition", {"dataset", "seeds", "k", "measure"})])
+                                         ("partition", {"dataset", "seeds", "k", "measure"}),
+                                         ("check", set())])
 def test_stub_keyword_arguments_are_the_cli_flags_with_their_defaults(command, own):
     fn = stub_function(command)
     args = fn.args.args + fn.args.kwonlyargs

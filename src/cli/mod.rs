@@ -3,6 +3,7 @@
 mod bench;
 mod bench_peak;
 mod cache;
+pub mod check;
 pub mod common;
 pub mod devices;
 mod gen;
@@ -48,6 +49,10 @@ pub enum Command {
     /// List the devices this build can use: wgpu adapters with their limits, then CUDA.
     #[command(after_help = devices::HELP)]
     Devices(devices::DevicesArgs),
+    /// Check each GPU device against the CPU reference: every op, training, memory
+    /// estimates, transfers, out-of-memory splits, and its speed per op.
+    #[command(after_help = check::HELP)]
+    Check(check::CheckArgs),
 }
 
 /// Runs a parsed command line.
@@ -83,5 +88,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Some(Command::Cache(a)) => cache::run(&a),
         Some(Command::Plot(a)) => plot::run(&a),
         Some(Command::Devices(a)) => devices::run(&a),
+        Some(Command::Check(a)) => check::run(&a),
     }
 }

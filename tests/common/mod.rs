@@ -4,61 +4,29 @@
 use std::sync::Arc;
 
 use espalier::graph::Block;
-use espalier::rng::Rng;
-use espalier::{ops, DType, Device, Result, Tensor};
+use espalier::{Device, Result, Tensor};
 
 pub mod emu;
 
 /// Uniform values in [-1, 1) as an f32 CPU tensor.
 pub fn rand_f32(shape: &[usize], seed: u64) -> Tensor {
-    let mut rng = Rng::new(seed);
-    let n = shape.iter().product();
-    Tensor::from_f32(
-        (0..n).map(|_| (rng.uniform() * 2.0 - 1.0) as f32).collect(),
-        shape,
-        Device::Cpu,
-    )
-    .unwrap()
+    espalier::check::zoo::rand_f32(shape, seed).unwrap()
 }
 
 /// Values in ±[0.5, 1.5): bounded away from zero (divisors, logs of |x|, kinks).
 pub fn rand_away_f32(shape: &[usize], seed: u64) -> Tensor {
-    let mut rng = Rng::new(seed);
-    let n = shape.iter().product();
-    let v = (0..n)
-        .map(|_| {
-            let x = (0.5 + rng.uniform()) as f32;
-            if rng.uniform() < 0.5 {
-                -x
-            } else {
-                x
-            }
-        })
-        .collect();
-    Tensor::from_f32(v, shape, Device::Cpu).unwrap()
+    espalier::check::zoo::rand_away_f32(shape, seed).unwrap()
 }
 
 /// Integer values in [-2, 2] as an f32 CPU tensor: every sum of them is exact whatever its
 /// order, so ops that split a sum differently agree bit for bit.
 pub fn rand_ints(shape: &[usize], seed: u64) -> Tensor {
-    let v = rand_f32(shape, seed).to_vec_f32().unwrap();
-    Tensor::from_f32(
-        v.iter().map(|x| (x * 2.4).round()).collect(),
-        shape,
-        Device::Cpu,
-    )
-    .unwrap()
+    espalier::check::zoo::rand_ints(shape, seed).unwrap()
 }
 
 /// Random u32 indices below `n`.
 pub fn rand_idx(len: usize, n: u32, seed: u64) -> Tensor {
-    let mut rng = Rng::new(seed);
-    Tensor::from_u32(
-        (0..len).map(|_| rng.below(n as u64) as u32).collect(),
-        &[len],
-        Device::Cpu,
-    )
-    .unwrap()
+    espalier::check::zoo::rand_idx(len, n, seed).unwrap()
 }
 
 /// Whether `REQUIRE_GPU` (its value `policy`) makes a missing `backend` ("wgpu" or
@@ -258,38 +226,10 @@ pub const ATOL: f32 = 1e-5;
 
 pub type Op = dyn Fn(&[Tensor]) -> Result<Tensor>;
 
-/// Runs `f` on `inputs` moved to `device`; returns the output and each float input's gradient.
+/// Runs `f` on `inputs` moved to `device`; returns the output and each float input's
+/// gradient (the same run `espalier check` compares).
 pub fn run(f: &Op, inputs: &[Tensor], device: Device) -> (Vec<f32>, Vec<Option<Vec<f32>>>) {
-    let leaves: Vec<Tensor> = inputs
-        .iter()
-        .map(|t| {
-            let t = t.clone().to_device(device).unwrap();
-            if t.dtype() == DType::F32 {
-                t.requires_grad_leaf()
-            } else {
-                t
-            }
-        })
-        .collect();
-    let out = f(&leaves).unwrap();
-    let mut rng = Rng::new(99);
-    let w = Tensor::from_f32(
-        (0..out.numel()).map(|_| rng.uniform() as f32).collect(),
-        out.shape(),
-        device,
-    )
-    .unwrap();
-    if out.requires_grad() {
-        ops::sum_all(&ops::mul(&out, &w).unwrap())
-            .unwrap()
-            .backward()
-            .unwrap();
-    }
-    let grads = leaves
-        .iter()
-        .map(|l| l.grad().map(|g| g.to_vec_f32().unwrap()))
-        .collect();
-    (out.to_vec_f32().unwrap(), grads)
+    espalier::check::parity::run_op(f, inputs, device).unwrap()
 }
 
 /// Compares `f` on every GPU backend with the CPU.
