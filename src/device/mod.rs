@@ -122,6 +122,21 @@ impl Device {
         }
     }
 
+    /// True where storage bindings have a size limit that ops split their work at (wgpu).
+    pub fn has_binding_cap(self) -> bool {
+        matches!(self, Device::Wgpu(_))
+    }
+
+    /// Caps every storage binding at `bytes` (`None`: back to the adapter's own limit) on
+    /// a device with a binding limit ([`Device::has_binding_cap`]); nothing elsewhere.
+    /// Tests and `espalier check` use it to make ops split their work on small tensors.
+    pub fn set_binding_cap(self, bytes: Option<u64>) -> Result<()> {
+        if let Device::Wgpu(i) = self {
+            self::wgpu::context(i)?.set_chunk_cap(bytes);
+        }
+        Ok(())
+    }
+
     /// True on a GPU backend (wgpu, CUDA), false on the CPU.
     pub fn is_gpu(self) -> bool {
         !matches!(self, Device::Cpu)
