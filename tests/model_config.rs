@@ -232,11 +232,17 @@ fn checkpoints_of_the_flat_configuration_resume_and_a_changed_setting_is_named()
 }
 
 #[test]
-fn the_readme_model_table_is_the_registry() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn the_training_guides_model_table_is_the_registry() {
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/guide/training.md"
+    ))
+    .unwrap();
     let header = "| `--model` | what it is | its own flags | `--hybrid` |\n|---|---|---|---|\n";
-    let at = readme.find(header).expect("README.md has no model table") + header.len();
+    let at = readme
+        .find(header)
+        .expect("docs/guide/training.md has no model table")
+        + header.len();
     let table: Vec<Vec<String>> = readme[at..]
         .lines()
         .take_while(|l| l.starts_with('|'))
@@ -266,6 +272,6 @@ fn the_readme_model_table_is_the_registry() {
         .collect();
     assert_eq!(
         table, registry,
-        "README.md's model table is not the registry"
+        "docs/guide/training.md's model table is not the registry"
     );
 }
