@@ -307,28 +307,20 @@ fn lstm(b: &Arc<Block>, x: &[Tensor], split: Option<usize>) -> Result<Tensor> {
     p.aggregate(b, &x[0], split)
 }
 
-/// Caps every storage binding of a wgpu device at some bytes until dropped (also when a
-/// check panics); nothing on other devices.
-struct BindingCap(Option<Arc<crate::device::wgpu::Context>>);
+/// Caps every storage binding of a device with binding limits (wgpu) at some bytes until
+/// dropped (also when a check panics); nothing on other devices.
+struct BindingCap(Device);
 
 impl BindingCap {
     fn new(dev: Device, bytes: u64) -> Result<BindingCap> {
-        match dev {
-            Device::Wgpu(i) => {
-                let ctx = crate::device::wgpu::context(i)?;
-                ctx.set_chunk_cap(Some(bytes));
-                Ok(BindingCap(Some(ctx)))
-            }
-            _ => Ok(BindingCap(None)),
-        }
+        dev.set_binding_cap(Some(bytes))?;
+        Ok(BindingCap(dev))
     }
 }
 
 impl Drop for BindingCap {
     fn drop(&mut self) {
-        if let Some(ctx) = &self.0 {
-            ctx.set_chunk_cap(None);
-        }
+        let _ = self.0.set_binding_cap(None);
     }
 }
 
@@ -363,7 +355,7 @@ fn split(
 /// Every op again with its storage bindings capped (wgpu): what an adapter's binding
 /// limit (often 128 MiB) does to a large tensor, on small ones.
 fn splits(ctx: &mut Ctx<'_>, blocks: &[(String, Arc<Block>)], full: bool) {
-    if !matches!(ctx.dev, Device::Wgpu(_)) {
+    if !ctx.dev.has_binding_limit() {
         ctx.check("split bindings", || {
             Ok(Outcome::skip(
                 "storage binding limits are wgpu's: this device has none to split at",

@@ -103,6 +103,22 @@ impl Device {
         }
     }
 
+    /// Whether the device splits an op's work at a storage-binding size (wgpu's
+    /// `max_storage_buffer_binding_size`); false on the CPU and CUDA, which bind no sizes.
+    pub fn has_binding_limit(self) -> bool {
+        matches!(self, Device::Wgpu(_))
+    }
+
+    /// Caps every storage binding at `bytes` (`None`: the adapter's own limit) on a device
+    /// with binding limits, so that ops split their work as they do past that limit on
+    /// large tensors (for `espalier check` and the tests); nothing on other devices.
+    pub fn set_binding_cap(self, bytes: Option<u64>) -> Result<()> {
+        if let Device::Wgpu(i) = self {
+            self::wgpu::context(i)?.set_chunk_cap(bytes);
+        }
+        Ok(())
+    }
+
     /// Device memory free now, as the driver reports it, where it does (CUDA); `None` on
     /// the CPU and on wgpu, which do not say.
     pub fn free_memory(self) -> Result<Option<u64>> {
