@@ -307,7 +307,7 @@ fn lstm(b: &Arc<Block>, x: &[Tensor], split: Option<usize>) -> Result<Tensor> {
     p.aggregate(b, &x[0], split)
 }
 
-/// Caps every storage binding of a device with a binding limit at some bytes until
+/// Caps every storage binding of a device with binding limits (wgpu) at some bytes until
 /// dropped (also when a check panics); nothing on other devices.
 struct BindingCap(Device);
 
@@ -320,7 +320,6 @@ impl BindingCap {
 
 impl Drop for BindingCap {
     fn drop(&mut self) {
-        // Uncapping reads a context the cap already made: it cannot fail here.
         let _ = self.0.set_binding_cap(None);
     }
 }
@@ -356,7 +355,7 @@ fn split(
 /// Every op again with its storage bindings capped (wgpu): what an adapter's binding
 /// limit (often 128 MiB) does to a large tensor, on small ones.
 fn splits(ctx: &mut Ctx<'_>, blocks: &[(String, Arc<Block>)], full: bool) {
-    if !ctx.dev.has_binding_cap() {
+    if !ctx.dev.has_binding_limit() {
         ctx.check("split bindings", || {
             Ok(Outcome::skip(
                 "storage binding limits are wgpu's: this device has none to split at",

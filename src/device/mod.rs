@@ -103,6 +103,22 @@ impl Device {
         }
     }
 
+    /// Whether the device splits an op's work at a storage-binding size (wgpu's
+    /// `max_storage_buffer_binding_size`); false on the CPU and CUDA, which bind no sizes.
+    pub fn has_binding_limit(self) -> bool {
+        matches!(self, Device::Wgpu(_))
+    }
+
+    /// Caps every storage binding at `bytes` (`None`: the adapter's own limit) on a device
+    /// with binding limits, so that ops split their work as they do past that limit on
+    /// large tensors (for `espalier check` and the tests); nothing on other devices.
+    pub fn set_binding_cap(self, bytes: Option<u64>) -> Result<()> {
+        if let Device::Wgpu(i) = self {
+            self::wgpu::context(i)?.set_chunk_cap(bytes);
+        }
+        Ok(())
+    }
+
     /// Device memory free now, as the driver reports it, where it does (CUDA); `None` on
     /// the CPU and on wgpu, which do not say.
     pub fn free_memory(self) -> Result<Option<u64>> {
@@ -120,21 +136,6 @@ impl Device {
             Device::Wgpu(i) => Ok(self::wgpu::context(i)?.trim_pool()),
             Device::Cuda(i) => Ok(self::cuda::context(i)?.trim_pool()),
         }
-    }
-
-    /// True where storage bindings have a size limit that ops split their work at (wgpu).
-    pub fn has_binding_cap(self) -> bool {
-        matches!(self, Device::Wgpu(_))
-    }
-
-    /// Caps every storage binding at `bytes` (`None`: back to the adapter's own limit) on
-    /// a device with a binding limit ([`Device::has_binding_cap`]); nothing elsewhere.
-    /// Tests and `espalier check` use it to make ops split their work on small tensors.
-    pub fn set_binding_cap(self, bytes: Option<u64>) -> Result<()> {
-        if let Device::Wgpu(i) = self {
-            self::wgpu::context(i)?.set_chunk_cap(bytes);
-        }
-        Ok(())
     }
 
     /// True on a GPU backend (wgpu, CUDA), false on the CPU.
