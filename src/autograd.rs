@@ -105,7 +105,7 @@ pub fn record(
     inputs: &[&Tensor],
     backward: impl FnOnce(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
 ) -> Tensor {
-    crate::ops::work::op(inputs, &output);
+    crate::work::op(inputs, &output);
     if !needs_grad(inputs) {
         return output;
     }
@@ -199,7 +199,7 @@ fn run(root: &Tensor, seed: Tensor) -> Result<()> {
                 ))
             })?;
         let shapes = node.parents.iter().map(|(_, s)| s.iter().product());
-        let input_grads = crate::ops::work::rule(&grad, shapes, || rule(&grad))?;
+        let input_grads = crate::work::rule(&grad, shapes, || rule(&grad))?;
         drop(grad);
         if input_grads.len() != node.parents.len() {
             return Err(Error::Autograd(format!(

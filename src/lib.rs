@@ -37,6 +37,7 @@ pub mod prefetch;
 pub mod rng;
 pub mod tensor;
 pub mod train;
+pub mod work;
 
 pub use device::Device;
 pub use error::{Error, Result};

@@ -22,7 +22,7 @@ use espalier::error::{Error, Result};
 use espalier::graph::synth::SynthSpec;
 use espalier::train::{EpochStats, Phases, TrainConfig, Trainer};
 
-use crate::cli::bench_peak::{self, Peak, WorkReport};
+use crate::cli::bench_peak::{self, median, Peak, WorkReport};
 use crate::cli::common::{write_json, CommonArgs, TrainOnly};
 
 /// Flags of `espalier bench`.
@@ -282,15 +282,6 @@ struct Report {
     /// The CPU's limits measured before the runs (`null` on a GPU).
     peak: Option<Peak>,
     runs: Vec<RunReport>,
-}
-
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 fn medians(e: &[EpochStats]) -> Phases {

@@ -12,8 +12,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use espalier::error::Result;
-use espalier::ops::work::Work;
 use espalier::tensor::Tensor;
+use espalier::work::Work;
 use espalier::Device;
 
 /// Side of the square product (`n x n` times `n x n`: `n³` multiply-adds).
@@ -107,7 +107,7 @@ fn stream() -> f64 {
 pub struct PhaseRate {
     /// Multiply-adds of the phase's matrix products per epoch.
     pub madds: f64,
-    /// Bytes the phase's ops read and wrote per epoch (a lower bound, see `ops::work`).
+    /// Bytes the phase's ops read and wrote per epoch (a lower bound, see `work`).
     pub bytes: f64,
     /// Achieved GFLOP/s: `2·madds` over the phase's seconds.
     pub gflops: f64,
@@ -129,8 +129,7 @@ pub struct WorkReport {
 
 /// The rates of a phase whose epochs did `work` in `secs` seconds, against `peak`.
 fn rate(epochs: &[(Work, f64)], peak: Option<&Peak>) -> PhaseRate {
-    let med =
-        |f: &dyn Fn(&(Work, f64)) -> f64| super::bench::median(epochs.iter().map(f).collect());
+    let med = |f: &dyn Fn(&(Work, f64)) -> f64| median(epochs.iter().map(f).collect());
     let per_s = |v: f64, s: f64| if s > 0.0 { v / s } else { 0.0 };
     let gflops = med(&|(w, s)| per_s(2.0 * w.madds as f64, *s) / 1e9);
     let gbps = med(&|(w, s)| per_s(w.bytes as f64, *s) / 1e9);
@@ -161,6 +160,16 @@ pub fn report(epochs: &[(Work, f64, Work, f64)], peak: Option<&Peak>) -> WorkRep
         forward: rate(&fwd, peak),
         backward: rate(&bwd, peak),
         forward_backward: rate(&both, peak),
+    }
+}
+
+/// The median of `v` (the mean of the middle two for an even count; NaN when empty).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 

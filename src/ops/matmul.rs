@@ -87,7 +87,7 @@ fn product(a: &Tensor, prefix: Option<usize>, b: &Tensor, ta: bool, tb: bool) ->
             ),
         ));
     }
-    crate::ops::work::product(m, k, n);
+    crate::work::product(m, k, n);
     let out = match (&*a.storage(), &*b.storage()) {
         (Storage::Cpu(x), Storage::Cpu(y)) => {
             let buf = cpu_matmul(&x.data, &y.data, m, k, n, ta, tb)?;
@@ -230,7 +230,7 @@ fn cpu_matmul(
 /// `c = a·b` on the CPU into a slice the caller owns: `a [m, k]` and `b [k, n]` row-major,
 /// `c [m, n]` overwritten. The bits of [`matmul`]'s CPU arm for the same operands (the
 /// same kernel call), without a buffer of its own: the LSTM's recurrent step writes its
-/// product straight into its gate rows. Counts its multiply-adds ([`crate::ops::work`]).
+/// product straight into its gate rows. Counts its multiply-adds ([`crate::work`]).
 ///
 /// # Panics
 /// If a slice is shorter than its shape.
@@ -243,7 +243,7 @@ pub(crate) fn cpu_product_into<T: Gemm>(
     c: &mut [T],
 ) {
     assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
-    crate::ops::work::product(m, k, n);
+    crate::work::product(m, k, n);
     if m == 0 || n == 0 {
         return;
     }

@@ -62,7 +62,6 @@ mod sgd;
 pub(crate) mod slice;
 mod unary;
 mod widen;
-pub mod work;
 
 /// `dst += src` in place (gradient accumulation, autograd's; not recorded).
 pub use crate::autograd::add_assign;

@@ -39,7 +39,6 @@ use crate::graph::Prepared;
 use crate::graph::{Block, BlockSizes, Csr, Dataset, Slicer};
 use crate::nn::{Forward, Module};
 use crate::ops;
-use crate::ops::work::Work;
 use crate::partition::{self, Batch, Found, MicroBatchStats, PartitionStats};
 use crate::rng::mix64;
 use crate::tensor::Tensor;
@@ -49,6 +48,7 @@ use crate::train::features::FeatureStore;
 use crate::train::held::with_held_grads;
 use crate::train::state::State;
 use crate::train::stats::Phases;
+use crate::work::Work;
 
 /// What `run_batch` does with each micro-batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,9 +7,9 @@ pub use full_graph::{ChunkStats, FullGraphStats, LayerRows};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ops::work::Work;
 use crate::partition::PartitionStats;
 use crate::train::config::TrainConfig;
+use crate::work::Work;
 
 /// Seconds per phase of an epoch, summed over its batches and micro-batches (and the work
 /// of forward and backward). `slice` and
@@ -41,7 +41,7 @@ pub struct Phases {
     #[serde(default)]
     pub feed: f64,
     /// Work of the forward phase: multiply-adds of its matrix products and bytes its ops
-    /// read and wrote (counted by [`crate::ops::work`]).
+    /// read and wrote (counted by [`crate::work`]).
     #[serde(default, skip_serializing_if = "Work::is_zero")]
     pub forward_work: Work,
     /// Work of the backward phase, likewise.
