@@ -3,6 +3,7 @@ corrupted: the finished epochs are kept, and training again gives the same run. 
 in on_epoch stops the run the same way and comes back to the caller."""
 
 import _thread
+import signal
 import threading
 import time
 
@@ -13,7 +14,17 @@ import espalier
 FLAGS = {"hidden": 16, "batch_size": 20}
 
 
-def test_interrupt_from_a_thread_stops_after_the_current_batch(cora):
+@pytest.fixture
+def sigint_raises():
+    """Python's own Ctrl-C handler for the test: a process started with SIGINT ignored (a
+    background job of a non-interactive shell) would otherwise ignore the simulated Ctrl-C,
+    as it would a real one."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_interrupt_from_a_thread_stops_after_the_current_batch(cora, sigint_raises):
     seen = []
     timer = None
 
