@@ -172,10 +172,10 @@ fn backward(
             let (a, c, gv) = (guards.0.cpu(OP)?, guards.1.cpu(OP)?, guards.2.cpu(OP)?);
             let (dxg, hprev) = match (a, c, gv) {
                 (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
-                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
                 }
                 (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
-                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
                 }
                 _ => return Err(g.dtype_error(OP, acts.dtype().name())),
             };
