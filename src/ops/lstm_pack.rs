@@ -20,7 +20,14 @@
 //! within each pack (see [`cpu_forward`]): a step's rows are contiguous, so its recurrent
 //! product is written straight into its gate rows, and the cell passes stream through
 //! memory instead of jumping a node's degree of rows between nodes. `xg`, `x̄g` and
-//! `Hprev` keep the plan's layout, which every backend shares.
+//! `Hprev` keep the plan's layout, which every backend shares; their rows a step touches
+//! are prefetched a node ahead.
+//!
+//! **Chunks.** A step's nodes run over rayon's pool in chunks of about 128 KiB of gate
+//! rows ([`chunk_rows`]): forward, a chunk's recurrent product and then its cells;
+//! backward, its cells and then its rows of `h̄_{t-1} = z̄_t·W_hhᵀ`. A chunk's gates are
+//! read back from cache instead of memory, and one fork serves the product and the
+//! cells.
 
 //! Every value is the one the per-bucket order computes, bit for bit: a row of a GEMM
 //! does not depend on the other rows, and each node's steps read and write only its own
