@@ -19,9 +19,10 @@
 //! **Per bucket and step:** one matmul (`h_{t-1}·W_hh`, skipped at `t = 0` where `h = 0`)
 //! and one fused cell kernel that adds the gathered projection, applies the gates, saves
 //! what backward needs and, at the last step, writes the node's output row. The CPU arm
-//! runs several buckets as one packed sequence instead, step `t` one matmul over the
-//! nodes still running ([`crate::ops::lstm_packs`], `ops/lstm_pack.rs`): the same values,
-//! bit for bit, with far fewer matmuls.
+//! runs several buckets as one packed sequence instead, step `t` one product over the
+//! nodes still running ([`crate::ops::lstm_packs`], `ops/lstm_pack.rs`), split into
+//! chunks of rows that each multiply and then run their cells while in cache: the same
+//! values, bit for bit, with far fewer matmuls.
 //!
 //! **Backward** (per bucket, `t = k-1 … 0`): one fused kernel turns `(h̄_t, c̄_t)` into
 //! `z̄_t` (written to `x̄g` and to a bucket-local buffer) and `c̄_{t-1}`; one matmul
@@ -172,10 +173,10 @@ fn backward(
             let (a, c, gv) = (guards.0.cpu(OP)?, guards.1.cpu(OP)?, guards.2.cpu(OP)?);
             let (dxg, hprev) = match (a, c, gv) {
                 (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
-                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
                 }
                 (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
-                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad, g)?
+                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
                 }
                 _ => return Err(g.dtype_error(OP, acts.dtype().name())),
             };

@@ -20,7 +20,14 @@
 //! within each pack (see [`cpu_forward`]): a step's rows are contiguous, so its recurrent
 //! product is written straight into its gate rows, and the cell passes stream through
 //! memory instead of jumping a node's degree of rows between nodes. `xg`, `x̄g` and
-//! `Hprev` keep the plan's layout, which every backend shares.
+//! `Hprev` keep the plan's layout, which every backend shares; their rows a step touches
+//! are prefetched a node ahead.
+//!
+//! **Chunks.** A step's nodes run over rayon's pool in chunks of about 128 KiB of gate
+//! rows ([`chunk_rows`]): forward, a chunk's recurrent product and then its cells;
+//! backward, its cells and then its rows of `h̄_{t-1} = z̄_t·W_hhᵀ`. A chunk's gates are
+//! read back from cache instead of memory, and one fork serves the product and the
+//! cells.
 
 //! Every value is the one the per-bucket order computes, bit for bit: a row of a GEMM
 //! does not depend on the other rows, and each node's steps read and write only its own
@@ -35,7 +42,6 @@ use crate::graph::{Block, Buckets};
 use crate::ops::lstm_cell::{cell_rows, cell_rows_backward};
 use crate::ops::matmul::{self as matmul_op, Gemm};
 use crate::ops::rows::parallel;
-use crate::ops::{cpu_output, matmul};
 use crate::tensor::Tensor;
 
 /// The op whose plan and CPU arms this file holds.
@@ -190,14 +196,6 @@ struct Pack<'a, T> {
     rows: Vec<&'a mut [T]>,
 }
 
-/// A node of a parallel forward step: (index in the pack, ((its gate row, its cell
-/// row), its row of the next `h`)).
-type CellItem<'b, T> = (usize, ((&'b mut [T], &'b mut [T]), &'b mut [T]));
-
-/// A node of a parallel backward step: (index in the pack, ((its `x̄g` rows, its `c̄`),
-/// its row of `z̄`)).
-type GradItem<'b, 'a, T> = (usize, ((&'b mut &'a mut [T], &'b mut [T]), &'b mut [T]));
-
 /// The packs of `plan` over the per-node rows of a `[rows, w]` buffer.
 fn packs<'a, T>(plan: &LstmPlan, buf: &'a mut [T], w: usize) -> Vec<Pack<'a, T>> {
     let sizes: Vec<_> = plan
@@ -238,30 +236,6 @@ fn packs<'a, T>(plan: &LstmPlan, buf: &'a mut [T], w: usize) -> Vec<Pack<'a, T>>
         .collect()
 }
 
-/// The `[n, cols]` CPU values of `t` as `T`.
-fn with_values<T: CpuElem>(t: Option<&Tensor>, f: impl FnOnce(Option<&[T]>)) -> Result<()> {
-    match t {
-        Some(t) => {
-            let guard = t.storage();
-            let data = guard.cpu(OP)?;
-            f(Some(
-                T::slice(data).ok_or_else(|| t.dtype_error(OP, "f32"))?,
-            ));
-        }
-        None => f(None),
-    }
-    Ok(())
-}
-
-fn wrap<T: CpuElem>(
-    v: Vec<T>,
-    alloc: crate::device::Allocation,
-    shape: Vec<usize>,
-    like: &Tensor,
-) -> Tensor {
-    cpu_output(CpuBuffer::from_reserved(T::wrap(v), alloc), shape, like)
-}
-
 /// Runs `f` over `items`, over rayon's pool when `work` is worth it.
 fn for_each<I, F>(work: usize, items: I, f: F)
 where
@@ -294,6 +268,48 @@ fn step_rows(steps: &[Vec<usize>]) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Asks the CPU to bring `row` into its cache ahead of use: the rows of the plan's layout
+/// that a step reads or writes lie a node's degree of rows apart, a jump the hardware
+/// prefetcher does not predict, so without it each node's first touch of `xg` (forward)
+/// or `x̄g` (backward) waits on memory. No effect on any value.
+#[inline(always)]
+fn prefetch<T>(row: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = row.as_ptr().cast::<i8>();
+        for off in (0..std::mem::size_of_val(row)).step_by(64) {
+            // SAFETY: `p + off` lies inside `row`; a prefetch reads nothing the program
+            // sees and cannot fault.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
+}
+
+/// Nodes of a step that one task runs: its recurrent product and then its cells (forward),
+/// or its cells and then its product with `W_hhᵀ` (backward), while the task's gate rows
+/// (about 128 KiB) are still in cache. At least 16 rows, so that a product's packing of
+/// `W_hh` stays small beside its multiply-adds.
+fn chunk_rows(h: usize) -> usize {
+    (32 * 1024 / (4 * h).max(1)).clamp(16, 512)
+}
+
+/// A chunk of a parallel forward step: (chunk index, ((its gate rows, its cell rows), its
+/// rows of the next `h`)).
+type CellChunk<'b, T> = (usize, ((&'b mut [T], &'b mut [T]), &'b mut [T]));
+
+/// A chunk of a parallel backward step: (chunk index, (((its nodes' `x̄g` rows, their
+/// `c̄`), their rows of `z̄`), their rows of `h̄` for step `t - 1`)).
+type GradChunk<'b, 'a, 'c, T> = (
+    usize,
+    (
+        ((&'b mut [&'a mut [T]], &'b mut [T]), &'b mut [T]),
+        &'b mut Option<&'c mut [T]>,
+    ),
+);
+
 /// Forward: `(out [num_dst, H], activated gates [rows, 4H], cell states [rows, H])`.
 ///
 /// The gates and cell states are kept in the CPU's own row order, which only
@@ -301,7 +317,9 @@ fn step_rows(steps: &[Vec<usize>]) -> Vec<Vec<usize>> {
 /// order, so that a step's rows are contiguous. The recurrent product `h_{t-1}·W_hh` is
 /// then written straight into the step's gate rows (no buffer of its own), and the cell
 /// pass adds the gathered `xg` rows to it in place (the same sum, bit for bit, as adding
-/// a separate product).
+/// a separate product). A step runs as chunks of [`chunk_rows`] nodes over rayon's pool,
+/// each chunk's product followed by its cells (a row of a product has the same bits
+/// whatever rows share it: [`matmul_op::cpu_product_rows`]).
 pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
     xg: &[T],
     w: &Tensor,
@@ -324,6 +342,7 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
         let wv = T::slice(guard.cpu(OP)?).ok_or_else(|| w.dtype_error(OP, "f32"))?;
         let packs = packs::<T>(plan, &mut [], 0);
         let firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
+        let per = chunk_rows(h);
         for (p, first) in packs.iter().zip(&firsts) {
             let mut hb: Option<(Vec<T>, crate::device::Allocation)> = None;
             for (t, &n) in p.steps.iter().enumerate() {
@@ -335,28 +354,43 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
                 };
                 let c_t = &mut rest[..n * h];
                 let a_t = &mut acts[first[t] * 4 * h..(first[t] + n) * 4 * h];
-                if let Some((hv, _)) = &hb {
-                    matmul_op::cpu_product_into(n, h, 4 * h, &hv[..n * h], wv, a_t);
-                }
                 let alloc = cpu::reserve::<T>(n * h)?;
                 let mut next = cpu::try_filled(n * h, T::ZERO)?;
                 let base = &p.base;
-                let recurrent = t > 0;
-                let node = |(i, ((z, c), hrow)): CellItem<'_, T>| {
-                    let x = &xg[(base[i] + t) * 4 * h..(base[i] + t + 1) * 4 * h];
-                    let c_prev = if recurrent {
-                        &cp[i * h..(i + 1) * h]
-                    } else {
-                        &zeros
-                    };
-                    cell_rows(z, x, recurrent, c_prev, c, hrow);
+                let hv = hb.as_ref().map(|(v, _)| &v[..n * h]);
+                let zeros = &zeros;
+                let chunk = |(j, ((z, c), hrow)): CellChunk<'_, T>| {
+                    let (i0, m) = (j * per, c.len() / h);
+                    if let Some(hv) = hv {
+                        let a = &hv[i0 * h..(i0 + m) * h];
+                        matmul_op::cpu_product_rows(m, h, 4 * h, a, (wv, false), z);
+                    }
+                    for i in 0..m {
+                        if let Some(&b) = base.get(i0 + i + 1).filter(|_| i + 1 < m) {
+                            prefetch(&xg[(b + t) * 4 * h..(b + t + 1) * 4 * h]);
+                        }
+                        let r = (base[i0 + i] + t) * 4 * h;
+                        let c_prev = match hv {
+                            Some(_) => &cp[(i0 + i) * h..(i0 + i + 1) * h],
+                            None => zeros,
+                        };
+                        cell_rows(
+                            &mut z[i * 4 * h..(i + 1) * 4 * h],
+                            &xg[r..r + 4 * h],
+                            hv.is_some(),
+                            c_prev,
+                            &mut c[i * h..(i + 1) * h],
+                            &mut hrow[i * h..(i + 1) * h],
+                        );
+                    }
                 };
                 let items = a_t
-                    .par_chunks_mut(4 * h)
-                    .zip(c_t.par_chunks_mut(h))
-                    .zip(next.par_chunks_mut(h))
+                    .par_chunks_mut(per * 4 * h)
+                    .zip(c_t.par_chunks_mut(per * h))
+                    .zip(next.par_chunks_mut(per * h))
                     .enumerate();
-                for_each(n * 9 * h, items, node);
+                let product = if t > 0 { 4 * h * h } else { 0 };
+                for_each(n * (9 * h + product), items, chunk);
                 // Nodes of degree t + 1 end here: their hidden state is the output.
                 let still = p.steps.get(t + 1).copied().unwrap_or(0);
                 for i in still..n {
@@ -375,9 +409,12 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
 }
 
 /// Backward: `(x̄g, Hprev if W_hh needs a gradient)`, from the gates and cell states in
-/// [`cpu_forward`]'s row order; `x̄g` and `Hprev` in the plan's.
+/// [`cpu_forward`]'s row order; `x̄g` and `Hprev` in the plan's. A step runs as chunks of
+/// [`chunk_rows`] nodes, each chunk's cells followed by its rows of `h̄_{t-1} =
+/// z̄_t·W_hhᵀ`, the bits of the whole step's product (the buffer of `h̄` is counted as
+/// the matmul op's output would be, so the memory tracker sees what it saw before).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn cpu_backward<T: Float + CpuElem>(
+pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
     acts: &[T],
     cs: &[T],
     g: &[T],
@@ -385,7 +422,6 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
     plan: &LstmPlan,
     h: usize,
     w_grad: bool,
-    like: &Tensor,
 ) -> Result<(CpuBuffer, Option<CpuBuffer>)> {
     let rows = plan.rows();
     let dxg_alloc = cpu::reserve::<T>(rows * 4 * h)?;
@@ -393,49 +429,82 @@ pub(crate) fn cpu_backward<T: Float + CpuElem>(
     let zeros = vec![T::ZERO; h];
     let mut firsts = Vec::new();
     if h > 0 {
+        let guard = w.storage();
+        let wv = T::slice(guard.cpu(OP)?).ok_or_else(|| w.dtype_error(OP, "f32"))?;
+        let per = chunk_rows(h);
         let mut packs = packs(plan, &mut dxg, 4 * h);
         firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
         for (p, first) in packs.iter_mut().zip(&firsts) {
             let mut dc = cpu::try_filled(p.base.len() * h, T::ZERO)?;
-            let mut dh: Option<Tensor> = None;
+            let mut dh: Option<(Vec<T>, crate::device::Allocation)> = None;
             for t in (0..p.steps.len()).rev() {
                 let n = p.steps[t];
                 // Nodes below `still` ran past step t: their h̄ comes from step t + 1.
                 let still = p.steps.get(t + 1).copied().unwrap_or(0);
                 let alloc = cpu::reserve::<T>(n * 4 * h)?;
                 let mut dz = cpu::try_filled(n * 4 * h, T::ZERO)?;
+                let mut next = if t > 0 {
+                    let alloc = cpu::reserve::<T>(n * h)?;
+                    Some((cpu::try_filled(n * h, T::ZERO)?, alloc))
+                } else {
+                    None
+                };
+                let chunks = n.div_ceil(per);
+                let mut next_rows: Vec<Option<&mut [T]>> = match &mut next {
+                    Some((v, _)) => v.chunks_mut(per * h).map(Some).collect(),
+                    None => (0..chunks).map(|_| None).collect(),
+                };
                 let dst = &p.dst;
                 let (q, qp) = (first[t], if t > 0 { first[t - 1] } else { 0 });
-                with_values::<T>(dh.as_ref(), |dh| {
-                    let node = |(i, ((dx, dcr), dzr)): GradItem<'_, '_, T>| {
+                let dh_in = dh.as_ref().map(|(v, _)| v.as_slice());
+                let zeros = &zeros;
+                let chunk = |(j, (((dx, dcr), dzr), hn)): GradChunk<'_, '_, '_, T>| {
+                    let i0 = j * per;
+                    for l in 0..dx.len() {
+                        if let Some(next) = dx.get(l + 1) {
+                            prefetch(&next[t * 4 * h..(t + 1) * 4 * h]);
+                        }
+                        let dx = &mut dx[l];
+                        let i = i0 + l;
                         let r = q + i;
                         let a = &acts[r * 4 * h..(r + 1) * 4 * h];
                         let c = &cs[r * h..(r + 1) * h];
                         let cp = if t > 0 {
                             &cs[(qp + i) * h..(qp + i + 1) * h]
                         } else {
-                            &zeros
+                            zeros
                         };
-                        let hbar = match dh {
+                        let hbar = match dh_in {
                             Some(dh) if i < still => &dh[i * h..(i + 1) * h],
                             _ => &g[dst[i] * h..(dst[i] + 1) * h],
                         };
-                        cell_rows_backward(a, (c, cp), hbar, dcr, dzr);
+                        let dzr = &mut dzr[l * 4 * h..(l + 1) * 4 * h];
+                        cell_rows_backward(a, (c, cp), hbar, &mut dcr[l * h..(l + 1) * h], dzr);
                         dx[t * 4 * h..(t + 1) * 4 * h].copy_from_slice(dzr);
-                    };
-                    let items = p.rows[..n]
-                        .par_iter_mut()
-                        .zip(dc.par_chunks_mut(h))
-                        .zip(dz.par_chunks_mut(4 * h))
-                        .enumerate();
-                    for_each(n * 12 * h, items, node);
-                })?;
-                dh = if t > 0 {
-                    let dz = wrap(dz, alloc, vec![n, 4 * h], like);
-                    Some(matmul(&dz, w, false, true)?)
-                } else {
-                    None
+                    }
+                    if let Some(hn) = hn {
+                        let m = dx.len();
+                        matmul_op::cpu_product_rows(m, 4 * h, h, dzr, (wv, true), hn);
+                    }
                 };
+                let items = p.rows[..n]
+                    .par_chunks_mut(per)
+                    .zip(dc[..n * h].par_chunks_mut(per * h))
+                    .zip(dz.par_chunks_mut(per * 4 * h))
+                    .zip(next_rows.par_iter_mut())
+                    .enumerate();
+                let product = if t > 0 { 4 * h * h } else { 0 };
+                for_each(n * (12 * h + product), items, chunk);
+                drop(next_rows);
+                // Freed in the order of the matmul op's arm: z̄, then the step's incoming
+                // h̄; at step 0 (no product) the other way round.
+                if t > 0 {
+                    drop((dz, alloc));
+                    dh = next;
+                } else {
+                    dh = next;
+                    drop((dz, alloc));
+                }
             }
         }
     }

@@ -209,7 +209,7 @@ fn cpu_matmul(
             // writes every one of them without reading any, so they are all initialised
             // when the length is set.
             unsafe {
-                cpu_gemm(m, k, n, a, b, c.as_mut_ptr());
+                cpu_gemm(m, k, n, a, b, c.as_mut_ptr(), true);
                 c.set_len(len);
             }
             c
@@ -227,19 +227,23 @@ fn cpu_matmul(
     }
 }
 
-/// `c = a·b` on the CPU into a slice the caller owns: `a [m, k]` and `b [k, n]` row-major,
-/// `c [m, n]` overwritten. The bits of [`matmul`]'s CPU arm for the same operands (the
-/// same kernel call), without a buffer of its own: the LSTM's recurrent step writes its
-/// product straight into its gate rows. Counts its multiply-adds ([`crate::work`]).
+/// `c = a·op(b)` on the CPU, on the calling thread, into a slice the caller owns: `a [m,
+/// k]` row-major, `b` stored `[k, n]`, or `[n, k]` when `tb` (`op(b) = bᵀ`), `c [m, n]`
+/// overwritten. For a caller that splits a product's rows over rayon's pool itself, each
+/// task multiplying its rows and then reading them while they are in cache (the LSTM's
+/// packed steps write theirs straight into their gate rows). A row of C has the same
+/// bits whatever the other rows and the thread count (see [`cpu_gemm`]), so the rows are
+/// those of [`matmul`]'s CPU arm for the whole product. Counts its multiply-adds
+/// ([`crate::work`]).
 ///
 /// # Panics
 /// If a slice is shorter than its shape.
-pub(crate) fn cpu_product_into<T: Gemm>(
+pub(crate) fn cpu_product_rows<T: Gemm>(
     m: usize,
     k: usize,
     n: usize,
     a: &[T],
-    b: &[T],
+    (b, tb): (&[T], bool),
     c: &mut [T],
 ) {
     assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
@@ -256,14 +260,15 @@ pub(crate) fn cpu_product_into<T: Gemm>(
         rs: k as isize,
         cs: 1,
     };
+    let (rs, cs) = if tb { (1, k as isize) } else { (n as isize, 1) };
     let b = Operand {
         ptr: b.as_ptr(),
-        rs: n as isize,
-        cs: 1,
+        rs,
+        cs,
     };
-    // SAFETY: the lengths are checked above; a and b address m x k and k x n values
+    // SAFETY: the lengths are checked above; a and op(b) address m x k and k x n values
     // under these strides, and c has room for m x n.
-    unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr()) };
+    unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr(), false) };
 }
 
 /// A strided read-only matrix operand.
@@ -278,7 +283,7 @@ struct Operand<T> {
 const GEMM_PAR_MIN: usize = 1 << 20;
 
 /// `C = op(A)·op(B)` (C row-major `m x n`, written without being read) by the `gemm`
-/// crate, on rayon's pool when the product is large enough. The crate splits C's rows and
+/// crate, on rayon's pool when `pool` and the product is large enough. The crate splits C's rows and
 /// columns over the pool's threads, never the depth, and sums each element over k in
 /// the same blocks whatever the split, so the bits do not depend on the thread count.
 ///
@@ -291,11 +296,19 @@ const GEMM_PAR_MIN: usize = 1 << 20;
 /// # Safety
 /// `a` and `b` must address `m·k` and `k·n` values under their strides, and `c` must
 /// have room for `m·n` values.
-unsafe fn cpu_gemm<T: Gemm>(m: usize, k: usize, n: usize, a: Operand<T>, b: Operand<T>, c: *mut T) {
+unsafe fn cpu_gemm<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Operand<T>,
+    b: Operand<T>,
+    c: *mut T,
+    pool: bool,
+) {
     let min = general_rows(n, k, a, b);
     if m >= min {
         // SAFETY: the caller's contract.
-        unsafe { gemm_call(m, k, n, a, b, c) };
+        unsafe { gemm_call(m, k, n, a, b, c, pool) };
         return;
     }
     // op(A)'s m rows in a buffer of `min` rows, in the same orientation (the kernels the
@@ -321,7 +334,7 @@ unsafe fn cpu_gemm<T: Gemm>(m: usize, k: usize, n: usize, a: Operand<T>, b: Oper
     };
     // SAFETY: `pad` holds min x k values under (rs, cs), `out` min x n.
     unsafe {
-        gemm_call(min, k, n, padded, b, out.as_mut_ptr());
+        gemm_call(min, k, n, padded, b, out.as_mut_ptr(), pool);
         std::ptr::copy_nonoverlapping(out.as_ptr(), c, m * n);
     }
 }
@@ -347,7 +360,8 @@ fn general_rows<T>(n: usize, k: usize, a: Operand<T>, b: Operand<T>) -> usize {
     min
 }
 
-/// One `gemm` call: `C = op(A)·op(B)`, beta 1 over a C it does not read.
+/// One `gemm` call: `C = op(A)·op(B)`, beta 1 over a C it does not read; threaded as
+/// [`cpu_gemm`] says.
 ///
 /// # Safety
 /// As [`cpu_gemm`].
@@ -358,10 +372,11 @@ unsafe fn gemm_call<T: Gemm>(
     a: Operand<T>,
     b: Operand<T>,
     c: *mut T,
+    pool: bool,
 ) {
     let threads = rayon::current_num_threads();
     let work = m.saturating_mul(n).saturating_mul(k);
-    let par = if threads > 1 && work >= GEMM_PAR_MIN {
+    let par = if pool && threads > 1 && work >= GEMM_PAR_MIN {
         gemm::Parallelism::Rayon(threads)
     } else {
         gemm::Parallelism::None
@@ -462,7 +477,7 @@ mod tests {
             },
         );
         // SAFETY: a holds rows x k values, b k x n, c m x n; m <= rows.
-        unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr()) };
+        unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr(), true) };
         c
     }
 
@@ -514,24 +529,41 @@ mod tests {
     }
 
     #[test]
-    fn cpu_product_into_writes_the_bits_of_matmul() {
-        // Large enough that the product is split over rayon's pool; k = 0 and m = 0 too.
-        for (m, k, n) in [(300, 130, 70), (5, 3, 8), (4, 0, 6), (0, 5, 6)] {
-            let (a, b) = (values(m * k, 1), values(k * n, 2));
-            let want = matmul(
-                &Tensor::from_f32(a.clone(), &[m, k], Device::Cpu).unwrap(),
-                &Tensor::from_f32(b.clone(), &[k, n], Device::Cpu).unwrap(),
-                false,
-                false,
-            )
-            .unwrap()
-            .to_vec_f32()
-            .unwrap();
-            // Garbage first: every value must be overwritten.
-            let mut got = vec![f32::NAN; m * n];
-            cpu_product_into(m, k, n, &a, &b, &mut got);
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n}");
+    fn cpu_product_rows_in_pieces_write_the_bits_of_matmul() {
+        // The whole product split over rayon's pool by matmul, against pieces of rows
+        // multiplied on one thread each (down to one row, which the crate runs through
+        // another kernel unless padded); B plain and transposed; k = 0 and m = 0 too.
+        for (m, k, n) in [
+            (300, 130, 70),
+            (97, 400, 100),
+            (5, 3, 8),
+            (4, 0, 6),
+            (0, 5, 6),
+        ] {
+            for tb in [false, true] {
+                let (a, b) = (values(m * k, 1), values(k * n, 2));
+                let bshape = if tb { [n, k] } else { [k, n] };
+                let want = matmul(
+                    &Tensor::from_f32(a.clone(), &[m, k], Device::Cpu).unwrap(),
+                    &Tensor::from_f32(b.clone(), &bshape, Device::Cpu).unwrap(),
+                    false,
+                    tb,
+                )
+                .unwrap()
+                .to_vec_f32()
+                .unwrap();
+                for piece in [m.max(1), 16, 1] {
+                    // Garbage first: every value must be overwritten.
+                    let mut got = vec![f32::NAN; m * n];
+                    for (i, c) in got.chunks_mut(piece * n.max(1)).enumerate() {
+                        let rows = c.len() / n.max(1);
+                        let a = &a[i * piece * k..(i * piece + rows) * k];
+                        cpu_product_rows(rows, k, n, a, (&b, tb), c);
+                    }
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} tb {tb} by {piece}");
+                }
+            }
         }
     }
 
