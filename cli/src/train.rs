@@ -2,7 +2,7 @@
 //!
 //! Standard output carries the result only: the final line, or with `--json -` the JSON
 //! alone; everything else goes to standard error, as much as the log level asks
-//! ([`crate::cli::log`]). Ctrl-C (or SIGTERM) stops after the current batch, writes the
+//! ([`crate::log`]). Ctrl-C (or SIGTERM) stops after the current batch, writes the
 //! partial JSON (`"interrupted": true`) and exits with code 130; a second one quits at once,
 //! after writing the JSON of the epochs finished so far.
 
@@ -20,8 +20,8 @@ use espalier::train::{
     Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, TrainConfig,
 };
 
-use crate::cli::common::{check_json_path, write_json, CommonArgs, TrainOnly};
-use crate::cli::log::{self, Level};
+use crate::common::{check_json_path, write_json, CommonArgs, TrainOnly};
+use crate::log::{self, Level};
 
 /// The exit code of a run stopped by a signal (128 + SIGINT), as shells report it.
 pub const INTERRUPTED_EXIT: i32 = 130;
