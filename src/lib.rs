@@ -10,20 +10,12 @@
 // (the wgpu context holds an open compute pass); the default limit of 128 overflows there.
 #![recursion_limit = "256"]
 
-// The `espalier::` paths of the command line's files (src/cli/) name this crate.
-extern crate self as espalier;
-
 pub mod admission;
 pub mod atomic;
 pub mod autograd;
 pub mod bytes;
 pub mod check;
 pub mod checksum;
-/// The command line's flags and commands: the binary (src/main.rs) runs them, and other
-/// front ends (the Python package in python/) fill the same flag types, so that they share
-/// their defaults, checks and messages.
-#[allow(missing_docs)]
-pub mod cli;
 pub mod device;
 pub mod dist;
 pub mod error;
@@ -31,6 +23,9 @@ pub mod float;
 pub mod gradcheck;
 pub mod graph;
 pub mod nn;
+// With no GPU backend built (`--no-default-features`), the ops' GPU halves, written once
+// for every backend (`src/ops/gpu.rs`), are not instantiated.
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(unused))]
 pub mod ops;
 pub mod partition;
 pub mod prefetch;

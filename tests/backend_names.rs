@@ -2,7 +2,7 @@
 //! `src/` that name a backend's storage or device variant (`Storage::Wgpu`,
 //! `Device::Cuda`, ...) outside `src/device/`, the ops' one dispatch point
 //! (`src/ops/gpu.rs`), the tensor's storage type (`src/tensor.rs`) and the places where a
-//! backend is inherent (`src/dist/nccl.rs`, the `devices` listing in `src/cli/devices.rs`)
+//! backend is inherent (`src/dist/nccl.rs`, the `devices` listing in `cli/src/devices.rs`)
 //! are at most [`MAX_OTHER`]. An op, the trainer or the estimator that matches on a
 //! backend again fails this test; name the backend through a `Device` method or the seam
 //! instead.
@@ -60,17 +60,21 @@ fn code(text: &str) -> String {
 
 #[test]
 fn backend_variants_are_named_only_in_the_backends_and_the_seam() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
     let variants = gpu_variants(&src);
+    // The library's files, then the command line's (cli/src/, as `cli/<file>`).
     let mut files = Vec::new();
     rust_files(&src, &mut files);
+    let mut cli_files = Vec::new();
+    rust_files(&root.join("cli/src"), &mut cli_files);
     let mut others = Vec::new();
-    for path in files {
-        let rel = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+    for path in files.into_iter().chain(cli_files) {
+        let rel = match path.strip_prefix(&src) {
+            Ok(rel) => rel.to_path_buf(),
+            Err(_) => Path::new("cli").join(path.strip_prefix(root.join("cli/src")).unwrap()),
+        };
+        let rel = rel.to_string_lossy().replace('\\', "/");
         if ALLOWED.iter().any(|a| rel.starts_with(a)) {
             continue;
         }
@@ -81,7 +85,8 @@ fn backend_variants_are_named_only_in_the_backends_and_the_seam() {
             .filter(|p| text.contains(p.as_str()))
             .collect();
         if !named.is_empty() {
-            others.push(format!("src/{rel}: {}", named.join(", ")));
+            let shown = path.strip_prefix(root).unwrap().display();
+            others.push(format!("{shown}: {}", named.join(", ")));
         }
     }
     assert!(

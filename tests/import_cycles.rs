@@ -8,8 +8,8 @@
 //! through `pub use` re-exports to the file that defines the item, and a `pub use` itself is
 //! a dependency only for the names the file's own code uses, so a `mod.rs` that re-exports
 //! its children is not a cycle with them. `#[cfg(test)]` modules are skipped: a
-//! unit test may reach anywhere. The binary (`main.rs`, `cli/`) is its own crate and reaches
-//! the library as `espalier::..`.
+//! unit test may reach anywhere. The command line (`cli/`, the espalier-cli package) is
+//! its own crate and reaches the library as `espalier::..`.
 //!
 //! The test fails on any cycle not in [`ALLOWED`], and on any [`ALLOWED`] edge that no longer
 //! exists (delete it then), printing the edges of each cycle with the path that makes each.

@@ -5,7 +5,7 @@ use clap::Parser;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use espalier::cli::check::{self as cli_check, CheckArgs};
+use espalier_cli::check::{self as cli_check, CheckArgs};
 
 use crate::errors::IntoPy;
 use crate::{flags, log};

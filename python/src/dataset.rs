@@ -10,11 +10,11 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use espalier::cli::common::CommonArgs;
-use espalier::cli::train::TrainArgs;
 use espalier::graph::dataset::UNLABELED;
 use espalier::graph::io::{Arrays, Labels};
 use espalier::graph::{self, Csr, LoadOptions};
+use espalier_cli::common::CommonArgs;
+use espalier_cli::train::TrainArgs;
 
 use crate::errors::IntoPy;
 use crate::numpy::{asarray, hold, kind, new_array, Held};

@@ -1,7 +1,7 @@
 //! Keyword arguments as command-line flags: `train(hidden=64, fanouts=[10, 5])` is parsed as
 //! `espalier train --hidden=64 --fanouts=10,5` by the command line's own parser, so that the
 //! Python package and the CLI share every flag's name, default, check and message (one source
-//! of truth: the clap types in `espalier::cli`).
+//! of truth: the clap types in `espalier_cli`).
 
 use clap::{ArgAction, CommandFactory, Parser};
 use pyo3::exceptions::PyTypeError;

@@ -1,6 +1,6 @@
 //! espalier from Python: the extension module `espalier._espalier` behind the `espalier`
 //! package (`python/espalier/`). It reads the same flag types as the command line
-//! (`espalier::cli`), so keyword arguments, defaults, checks and messages are the CLI's.
+//! (`espalier_cli`), so keyword arguments, defaults, checks and messages are the CLI's.
 
 mod check;
 mod dataset;
@@ -14,14 +14,14 @@ mod run;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use espalier::cli::train::TrainArgs;
+use espalier_cli::train::TrainArgs;
 
 /// What this build can run on, as `espalier devices --json` prints it: `cpu`, `wgpu`
 /// (adapters with their limits, or why there are none) and `cuda` (devices, or why there
 /// are none).
 #[pyfunction]
 fn devices(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    let report = py.detach(espalier::cli::devices::report);
+    let report = py.detach(espalier_cli::devices::report);
     let text = serde_json::to_string(&report)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     py.import("json")?.call_method1("loads", (text,))

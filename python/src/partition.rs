@@ -6,8 +6,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use espalier::cli::partition::{self as cli_partition, PartitionArgs};
 use espalier::partition::PartitionStats;
+use espalier_cli::partition::{self as cli_partition, PartitionArgs};
 
 use crate::dataset::{ids, Dataset};
 use crate::errors::IntoPy;

@@ -16,10 +16,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use self_cell::self_cell;
 
-use espalier::cli::common::CommonArgs;
-use espalier::cli::train::{epoch_line, TrainArgs};
 use espalier::graph::{self, Csr};
 use espalier::train::{EpochStats, Summary, TrainConfig, Trainer};
+use espalier_cli::common::CommonArgs;
+use espalier_cli::train::{epoch_line, TrainArgs};
 
 use crate::dataset::Dataset;
 use crate::errors::IntoPy;

@@ -8,18 +8,35 @@
 //! Each device also counts its blocking host waits ([`Device::host_waits`]): every point
 //! where the host thread stops until the device has done queued work.
 
+mod absent;
 pub mod add;
 pub mod block;
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
+// The GPU seam and the pooled buffer serve the backends built in: parts of them are unused
+// without one of the features.
+#[cfg_attr(not(all(feature = "wgpu", feature = "cuda")), allow(dead_code))]
 pub mod gpu;
 pub mod heap;
 mod id;
 pub mod kernels;
 mod memory;
+#[cfg_attr(not(all(feature = "wgpu", feature = "cuda")), allow(dead_code))]
 pub mod pooled;
+pub mod summary;
+#[cfg(feature = "wgpu")]
 pub mod wgpu;
+#[cfg(feature = "wgpu")]
 pub mod wgpu_shader;
+
+// A backend whose cargo feature is off is its stand-in: the same names, no device
+// (`context` reports the backend missing from this build), so nothing above the device
+// layer changes with the features.
+#[cfg(not(feature = "cuda"))]
+pub use absent::cuda;
+#[cfg(not(feature = "wgpu"))]
+pub use absent::wgpu;
 
 use std::str::FromStr;
 
@@ -98,7 +115,7 @@ impl Device {
     /// `max_buffer_size`); `None` on the CPU and CUDA.
     pub fn max_buffer_bytes(self) -> Result<Option<u64>> {
         match self {
-            Device::Wgpu(i) => Ok(Some(self::wgpu::context(i)?.limits.max_buffer_size)),
+            Device::Wgpu(i) => Ok(Some(self::wgpu::context(i)?.max_buffer_size())),
             Device::Cpu | Device::Cuda(_) => Ok(None),
         }
     }

@@ -9,7 +9,9 @@
 //! (`src/device/kernels/<op>.rs`) is implemented by each backend in its own folder.
 //!
 //! A new GPU backend adds one arm to each form of [`on_gpu!`] and one [`GpuTensors`]
-//! impl here; nothing else in `src/ops/` changes.
+//! impl here; nothing else in `src/ops/` changes. Each arm is built with its backend's cargo
+//! feature (`wgpu`, `cuda`): without it the op's GPU body is not instantiated for the
+//! backend, whose stand-in (`src/device/absent.rs`) implements no kernel trait.
 
 use crate::device::gpu::GpuDevice;
 use crate::device::{cuda, wgpu};
@@ -29,10 +31,12 @@ use crate::tensor::{Storage, Tensor};
 macro_rules! on_gpu {
     (($($s:expr),+ $(,)?), |$D:ident, ($($b:ident),+ $(,)?)| $body:expr, else $other:expr) => {
         match ($($s,)+) {
+            #[cfg(feature = "wgpu")]
             ($($crate::tensor::Storage::Wgpu($b),)+) => {
                 type $D = $crate::device::wgpu::Context;
                 $body
             }
+            #[cfg(feature = "cuda")]
             ($($crate::tensor::Storage::Cuda($b),)+) => {
                 type $D = $crate::device::cuda::Context;
                 $body
@@ -43,30 +47,48 @@ macro_rules! on_gpu {
     };
     ($dev:expr, |$D:ident| $body:expr) => {
         match $dev {
+            #[cfg(feature = "wgpu")]
             $crate::device::Device::Wgpu(_) => {
                 type $D = $crate::device::wgpu::Context;
                 $body
             }
+            #[cfg(feature = "cuda")]
             $crate::device::Device::Cuda(_) => {
                 type $D = $crate::device::cuda::Context;
                 $body
             }
             $crate::device::Device::Cpu => return Err($crate::ops::gpu::not_gpu()),
+            // A backend this build lacks: its `context` says so.
+            #[allow(unreachable_patterns)]
+            other => return Err($crate::ops::gpu::not_built(other)),
         }
     };
     ($s:expr, |$D:ident, $b:ident| $body:expr) => {
         match $s {
+            #[cfg(feature = "wgpu")]
             $crate::tensor::Storage::Wgpu($b) => {
                 type $D = $crate::device::wgpu::Context;
                 $body
             }
+            #[cfg(feature = "cuda")]
             $crate::tensor::Storage::Cuda($b) => {
                 type $D = $crate::device::cuda::Context;
                 $body
             }
-            $crate::tensor::Storage::Cpu(_) => return Err($crate::ops::gpu::not_gpu()),
+            // The CPU, or a backend this build lacks, whose buffers cannot exist.
+            #[allow(unreachable_patterns)]
+            _ => return Err($crate::ops::gpu::not_gpu()),
         }
     };
+}
+
+/// The error of an op asked to run on a device whose backend this build lacks (its cargo
+/// feature off): the backend's stand-in says which feature.
+pub(crate) fn not_built(device: crate::device::Device) -> Error {
+    match device.memory() {
+        Err(e) => e,
+        Ok(_) => Error::invalid(format!("internal: {device} reached no GPU arm")),
+    }
 }
 
 /// The error of a CPU operand reaching an op's GPU path (the op's CPU arm takes CPU

@@ -2,39 +2,10 @@
 //! over f32/f64) and its backward rule. Adding an op means one file here, one line below,
 //! one `shaders/<op>.wgsl`, one `kernels/<op>.cu` and one row in the parity tests.
 
-/// Dispatches on the float type of one CPU operand; `$call` is generic in the slice type.
-macro_rules! float_cpu {
-    ($op:expr, $data:expr, $x:ident => $call:expr) => {
-        match $data {
-            $crate::device::cpu::CpuData::F32($x) => $call,
-            $crate::device::cpu::CpuData::F64($x) => $call,
-            other => {
-                return Err($crate::error::Error::DType {
-                    op: $op,
-                    expected: "f32",
-                    got: other.dtype_name(),
-                })
-            }
-        }
-    };
-}
-
-/// Dispatches on the float type of two CPU operands of the same type.
-macro_rules! float_cpu2 {
-    ($op:expr, $a:expr, $b:expr, ($x:ident, $y:ident) => $call:expr) => {
-        match ($a, $b) {
-            ($crate::device::cpu::CpuData::F32($x), $crate::device::cpu::CpuData::F32($y)) => $call,
-            ($crate::device::cpu::CpuData::F64($x), $crate::device::cpu::CpuData::F64($y)) => $call,
-            _ => {
-                return Err($crate::error::Error::invalid(format!(
-                    "{}: operands must both be f32 (or both f64 on the CPU)",
-                    $op
-                )))
-            }
-        }
-    };
-}
-
+// What every op file shares (the CPU float dispatch macros, the CPU output wrapper, the
+// in-place update check): first, so that its macros are in scope in the files below.
+#[macro_use]
+mod shared;
 #[macro_use]
 pub(crate) mod gpu;
 
@@ -63,6 +34,8 @@ pub(crate) mod slice;
 mod unary;
 mod widen;
 
+pub(crate) use shared::{check_update, cpu_output};
+
 /// `dst += src` in place (gradient accumulation, autograd's; not recorded).
 pub use crate::autograd::add_assign;
 pub use adam::{adam_update, AdamStep};
@@ -90,47 +63,3 @@ pub use unary::{
     add_scalar, elu, exp, leaky_relu, log, mul_scalar, neg, relu, sigmoid, tanh, unary, UnaryOp,
 };
 pub use widen::widen;
-
-use crate::device::cpu::CpuBuffer;
-use crate::error::{Error, Result};
-use crate::tensor::{Storage, Tensor};
-
-/// Wraps an op's CPU result as a tensor shaped `shape`, placed and typed like `like`.
-pub(crate) fn cpu_output(buf: CpuBuffer, shape: Vec<usize>, like: &Tensor) -> Tensor {
-    Tensor::from_storage(Storage::Cpu(buf), shape, like.dtype(), like.device())
-}
-
-/// Checks an in-place update: every operand float, on `param`'s device, of its shape, and
-/// none sharing `param`'s storage (the update holds their locks at once).
-pub(crate) fn check_update(
-    op: &'static str,
-    param: &Tensor,
-    others: &[Option<&Tensor>],
-) -> Result<()> {
-    param.expect_float(op)?;
-    for t in others.iter().flatten() {
-        param.same_device(t, op)?;
-        if t.dtype() != param.dtype() {
-            return Err(Error::DType {
-                op,
-                expected: param.dtype().name(),
-                got: t.dtype().name(),
-            });
-        }
-        if t.shape() != param.shape() {
-            return Err(Error::shape(
-                op,
-                format!("parameter {:?} but operand {:?}", param.shape(), t.shape()),
-            ));
-        }
-    }
-    let all: Vec<&Tensor> = std::iter::once(param)
-        .chain(others.iter().flatten().copied())
-        .collect();
-    for (i, a) in all.iter().enumerate() {
-        if all[i + 1..].iter().any(|b| a.shares_storage(b)) {
-            return Err(Error::invalid(format!("{op}: two operands share storage")));
-        }
-    }
-    Ok(())
-}

@@ -255,9 +255,16 @@ pub fn parity_on(name: &str, f: &Op, inputs: &[Tensor], devices: &[Device]) {
     }
 }
 
-/// `data/NAME` in the repository, or `None` after printing why the caller skips.
+/// `data/NAME` in the repository, or `None` after printing why the caller skips. The
+/// repository's root is the manifest folder of the library's tests and the parent of the
+/// command line's (cli/), which share this module.
 pub fn repo_data(name: &str) -> Option<std::path::PathBuf> {
-    let p = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")).join(name);
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").exists())
+        .unwrap_or(manifest);
+    let p = root.join("data").join(name);
     if p.exists() {
         Some(p)
     } else {

@@ -7,31 +7,9 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
 use crate::device::cuda::driver_err;
 use crate::device::cuda::staging::{PinnedChunk, Ring, MAX_CHUNKS};
+use crate::device::summary::CudaDeviceSummary;
 use crate::device::{BufferPool, Device, MemoryTracker};
 use crate::error::{Error, Result};
-
-/// What `espalier devices` shows of a CUDA device.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct CudaDeviceSummary {
-    /// The `N` of `cuda:N`.
-    pub index: u32,
-    /// The device's name.
-    pub name: String,
-    /// Compute capability (major, minor).
-    pub compute_capability: (i32, i32),
-    /// Total device memory in bytes.
-    pub total_bytes: u64,
-    /// Streaming multiprocessors.
-    pub multiprocessors: u32,
-    /// Theoretical memory bandwidth in bytes/s (memory clock × bus width × 2).
-    pub peak_bandwidth: f64,
-    /// The driver's CUDA version, e.g. (13, 0).
-    pub driver_cuda: (i32, i32),
-    /// NVRTC's version, e.g. (13, 0).
-    pub nvrtc: (i32, i32),
-    /// True for espalier's emulated CUDA device (`cuda-emu/`), which runs on the CPU.
-    pub emulated: bool,
-}
 
 fn unavailable(index: u32, reason: impl Into<String>) -> Error {
     Error::BackendUnavailable {

@@ -21,10 +21,11 @@ mod launch;
 pub mod nvrtc;
 mod staging;
 
+pub use crate::device::summary::CudaDeviceSummary;
 pub use block::BlockBuffers;
 pub use buffer::CudaBuffer;
 pub(crate) use context::is_blas_alloc_failure;
-pub use context::{context, devices, driver_version, probe, Context, CudaDeviceSummary};
+pub use context::{context, devices, driver_version, probe, Context};
 pub use launch::{Arg, Kernel, BLOCK};
 
 use crate::error::Error;

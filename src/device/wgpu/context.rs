@@ -3,37 +3,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::device::summary::AdapterSummary;
 use crate::device::{Device, MemoryTracker};
 use crate::error::{Error, Result};
-
-/// What `espalier devices` shows of an adapter.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct AdapterSummary {
-    /// The `N` of `wgpu:N`.
-    pub index: u32,
-    /// The adapter's name.
-    pub name: String,
-    /// The graphics API (Vulkan, Metal, Dx12, Gl).
-    pub backend: String,
-    /// Discrete, integrated, virtual or CPU.
-    pub device_type: String,
-    /// Driver name and version.
-    pub driver: String,
-    /// Largest storage buffer binding, in bytes.
-    pub max_storage_buffer_binding_size: u64,
-    /// Largest buffer, in bytes.
-    pub max_buffer_size: u64,
-    /// Most workgroups per dispatch dimension.
-    pub max_compute_workgroups_per_dimension: u32,
-    /// Workgroup shared memory, in bytes.
-    pub max_compute_workgroup_storage_size: u32,
-    /// Whether the adapter supports timestamp queries.
-    pub timestamp_queries: bool,
-    /// Whether shaders may use `f16`.
-    pub shader_f16: bool,
-    /// Whether shaders may use subgroup operations (the prelude's reductions do).
-    pub subgroups: bool,
-}
 
 fn instance() -> &'static wgpu::Instance {
     static INSTANCE: OnceLock<wgpu::Instance> = OnceLock::new();
@@ -320,6 +292,11 @@ impl Context {
     /// The memory tracker of this adapter.
     pub fn memory(&self) -> &'static MemoryTracker {
         self.memory
+    }
+
+    /// The largest single buffer the device allocates, in bytes (`max_buffer_size`).
+    pub fn max_buffer_size(&self) -> u64 {
+        self.limits.max_buffer_size
     }
 
     /// Runs `f` inside validation and out-of-memory error scopes; any error wgpu reports

@@ -19,9 +19,10 @@ mod recorder;
 mod split;
 mod state;
 
+pub use crate::device::summary::AdapterSummary;
 pub use block::BlockBuffers;
 pub use buffer::WgpuBuffer;
-pub use context::{adapters, context, resolve_adapter, software_warning, AdapterSummary, Context};
+pub use context::{adapters, context, resolve_adapter, software_warning, Context};
 pub use launch::{Kernel, WG};
 pub use params::*;
 pub use split::{Follow, Window};

@@ -4,6 +4,8 @@
 //! splits batches by default, help texts name the PyG reference script, and a software
 //! wgpu adapter is announced.
 
+// The helpers the library's tests share (tests/common/ at the repository root).
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Output};

@@ -2,10 +2,9 @@
 //! `espalier help <command>` for every flag.
 
 use clap::Parser;
-use espalier::cli;
 
 fn main() {
     espalier::device::heap::keep_freed_memory();
-    let args = cli::Cli::parse();
-    espalier::error::exit_on_error(cli::run(args));
+    let args = espalier_cli::Cli::parse();
+    espalier::error::exit_on_error(espalier_cli::run(args));
 }

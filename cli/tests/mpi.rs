@@ -8,6 +8,8 @@
 //! Without the feature, or without `mpirun`, the MPI runs print why they skip; a launch as
 //! several ranks of a build without the feature must then fail with a clear error.
 
+// The helpers the library's tests share (tests/common/ at the repository root).
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;

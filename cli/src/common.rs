@@ -414,22 +414,22 @@ impl CommonArgs {
         let t = std::time::Instant::now();
         let (data, status) = graph::load_with_status(&self.dataset, &opts)?;
         if let Some(line) = status.message() {
-            if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+            if crate::log::enabled(crate::log::Level::Info) {
                 eprintln!("{line}");
             }
         }
         for note in &data.notes {
-            if crate::cli::log::enabled(crate::cli::log::Level::Warn) {
+            if crate::log::enabled(crate::log::Level::Warn) {
                 eprintln!("note: {note}");
             }
         }
         let (graph, line) = self.graph_of(&data, status.entry())?;
         if let Some(line) = line {
-            if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+            if crate::log::enabled(crate::log::Level::Info) {
                 eprintln!("{line}");
             }
         }
-        if crate::cli::log::enabled(crate::cli::log::Level::Info) {
+        if crate::log::enabled(crate::log::Level::Info) {
             eprintln!(
             "dataset {}: {} nodes, {} edges{}, {} features, {} classes, split {}/{}/{} ({:.2}s)",
             data.name,

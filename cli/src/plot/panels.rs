@@ -281,8 +281,8 @@ pub(super) fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plots: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::plot::data::Bar;
-    use crate::cli::plot::style::register_font;
+    use crate::plot::data::Bar;
+    use crate::plot::style::register_font;
 
     /// The rectangles of an SVG drawn filled in a colour (not white): `(x, y, w, h)`.
     fn filled_rects(svg: &str) -> Vec<[i64; 4]> {

@@ -10,7 +10,7 @@ use espalier::train::{BatchSize, OptimizerKind, TrainConfig, Trainer};
 use espalier::Device;
 
 fn cora() -> Option<Dataset> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/cora"));
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../data/cora"));
     if !dir.exists() {
         println!("skipping: {} is absent", dir.display());
         return None;

@@ -6,6 +6,8 @@
 //! with when everything fits. Skipped, with the reason printed, on a real driver or
 //! without CUDA.
 
+// The helpers the library's tests share (tests/common/ at the repository root).
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;

@@ -5,6 +5,8 @@
 //! binary writes its JSON. CI runs the whole `check --quick` on both devices from the
 //! release build (`.ci/run`).
 
+// The helpers the library's tests share (tests/common/ at the repository root).
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;

@@ -11,7 +11,7 @@ use espalier::check::{self, DeviceInfo, Group, Level, Options, Record, Status};
 use espalier::error::{Error, Result};
 use espalier::Device;
 
-use crate::cli::common::{check_json_path, write_json};
+use crate::common::{check_json_path, write_json};
 
 /// What `espalier check --help` adds below the flags.
 pub const HELP: &str = "\

@@ -22,8 +22,8 @@ use espalier::error::{Error, Result};
 use espalier::graph::synth::SynthSpec;
 use espalier::train::{EpochStats, Phases, TrainConfig, Trainer};
 
-use crate::cli::bench_peak::{self, median, Peak, WorkReport};
-use crate::cli::common::{write_json, CommonArgs, TrainOnly};
+use crate::bench_peak::{self, median, Peak, WorkReport};
+use crate::common::{write_json, CommonArgs, TrainOnly};
 
 /// Flags of `espalier bench`.
 #[derive(Parser, Debug, Clone)]
@@ -335,7 +335,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.epochs == 0 {
         return Err(Error::flag("--epochs", "--epochs must be at least 1"));
     }
-    crate::cli::train::check_optimizer_numbers(a.lr, a.weight_decay)?;
+    crate::train::check_optimizer_numbers(a.lr, a.weight_decay)?;
     if let Some(x) = a.scale {
         let spec = a.common.dataset.strip_prefix("synthetic:").ok_or_else(|| {
             Error::flag(

@@ -13,8 +13,8 @@ use espalier::graph::Dataset;
 use espalier::partition::{self, PartitionStats};
 use espalier::train::TrainConfig;
 
-use crate::cli::common::{write_json, CommonArgs, TrainOnly};
-use crate::cli::partition_graph;
+use crate::common::{write_json, CommonArgs, TrainOnly};
+use crate::partition_graph;
 
 /// Flags of `espalier partition`.
 #[derive(Args, Debug, Clone)]

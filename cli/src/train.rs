@@ -2,7 +2,7 @@
 //!
 //! Standard output carries the result only: the final line, or with `--json -` the JSON
 //! alone; everything else goes to standard error, as much as the log level asks
-//! ([`crate::cli::log`]). Ctrl-C (or SIGTERM) stops after the current batch, writes the
+//! ([`crate::log`]). Ctrl-C (or SIGTERM) stops after the current batch, writes the
 //! partial JSON (`"interrupted": true`) and exits with code 130; a second one quits at once,
 //! after writing the JSON of the epochs finished so far.
 
@@ -14,14 +14,15 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use espalier::bytes::format_bytes;
+use espalier::dist::Collective;
 use espalier::error::{Error, Result};
-use espalier::graph::Dataset;
+use espalier::graph::{Csr, Dataset};
 use espalier::train::{
-    Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, TrainConfig,
+    Dedup, EpochStats, FullGraphConfig, LrSchedule, NodeOrder, OnNan, Summary, TrainConfig, Trainer,
 };
 
-use crate::cli::common::{check_json_path, write_json, CommonArgs, TrainOnly};
-use crate::cli::log::{self, Level};
+use crate::common::{check_json_path, write_json, CommonArgs, TrainOnly};
+use crate::log::{self, Level};
 
 /// The exit code of a run stopped by a signal (128 + SIGINT), as shells report it.
 pub const INTERRUPTED_EXIT: i32 = 130;
@@ -397,13 +398,12 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     result
 }
 
-fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()> {
+fn train(a: &TrainArgs, dist: &Arc<dyn Collective>) -> Result<()> {
     // Rank 0 alone prints the run and writes the JSON and checkpoints; the others print
     // only errors.
     let root = dist.rank() == 0;
     log::init(a.quiet || !root, a.verbose && root)?;
     let json = a.json.as_ref().filter(|_| root);
-    let c = &a.common;
     // Everything checkable before loading and training: a bad output path or flag must not
     // cost the run.
     a.check()?;
@@ -412,6 +412,37 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         dist.split_samplers(a.sampler_ranks)?;
     }
     let sampler = espalier::dist::is_sampler(&**dist);
+    check_outputs(a, json, root)?;
+    let (data, graph) = a.common.load()?;
+    let mut trainer = make_trainer(a, dist, sampler, &data, graph)?;
+    if sampler {
+        // Ctrl-C reaches every rank: a sampler goes on until its trainers, which stop after
+        // their current batch, say they have stopped.
+        stop_flag()?;
+        return trainer.serve_trainers();
+    }
+    if log::enabled(Level::Info) {
+        eprintln!("{}", model_line(a, &trainer));
+        ranks_lines(&trainer, &**dist);
+    }
+    if let Some(w) = trainer.validation_warning() {
+        if log::enabled(Level::Warn) {
+            eprintln!("warning: {w}");
+        }
+    }
+    if let Some(path) = json {
+        let sink = Arc::new(Mutex::new(None));
+        trainer.keep_partial_summary(sink.clone());
+        let _ = PARTIAL.set((path.clone(), sink));
+    }
+    trainer.set_stop_flag(stop_flag()?);
+    let summary = run_epochs(a, &mut trainer)?;
+    report(a, json, &summary, &**dist)
+}
+
+/// Checks the run's output paths (the JSON, `--checkpoint` on rank 0) and that `--resume`
+/// names a file, before anything is loaded.
+fn check_outputs(a: &TrainArgs, json: Option<&String>, root: bool) -> Result<()> {
     if let Some(path) = json {
         check_json_path(path)?;
     }
@@ -431,9 +462,19 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             ));
         }
     }
-    let json_to_stdout = json.map(String::as_str) == Some("-");
-    let (data, graph) = c.load()?;
-    let mut config = a.config(&data)?;
+    Ok(())
+}
+
+/// The trainer of this rank: on its local GPU when ranks share a machine, on the CPU for a
+/// sampler rank, joined to the other ranks, resumed from `--resume`.
+fn make_trainer<'a>(
+    a: &TrainArgs,
+    dist: &Arc<dyn Collective>,
+    sampler: bool,
+    data: &'a Dataset,
+    graph: Csr,
+) -> Result<Trainer<'a>> {
+    let mut config = a.config(data)?;
     if dist.size() > 1 {
         // Ranks sharing a machine spread over its GPUs (see `Device::for_local_rank`).
         if let Some(local) = espalier::dist::local_rank()? {
@@ -444,8 +485,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         // Sampler ranks compute nothing: they need no accelerator.
         config.device = espalier::Device::Cpu;
     }
-    let device = config.device;
-    let mut trainer = c.trainer(&data, graph, config)?;
+    let mut trainer = a.common.trainer(data, graph, config)?;
     trainer.set_collective(dist.clone())?;
     trainer.join_samplers()?;
     if let Some(path) = &a.resume {
@@ -463,48 +503,53 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             );
         }
     }
-    if sampler {
-        // Ctrl-C reaches every rank: a sampler goes on until its trainers, which stop after
-        // their current batch, say they have stopped.
-        stop_flag()?;
-        return trainer.serve_trainers();
-    }
-    let micro = &trainer.state.config.micro;
-    if log::enabled(Level::Info) {
-        let budget = micro
-            .memory_budget
-            .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)));
-        let split = match &trainer.state.config.full_graph {
-            Some(f) => match (f.chunks, micro.memory_budget) {
-                (Some(n), _) => format!("full graph in {n} chunks per layer{budget}"),
-                (None, Some(b)) => {
-                    format!(
-                        "full graph, chunks chosen to fit budget {}",
-                        format_bytes(b)
-                    )
-                }
-                (None, None) => "full graph in 1 chunk per layer".to_string(),
-            },
-            None => format!(
-                "batch {}, micro-batches {} ({}){budget}",
-                c.batch_size, micro.micro_batches, micro.partitioner
-            ),
-        };
-        eprintln!(
-            "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, device {device}{}, {split}",
-            trainer.state.config.model.label(),
-            trainer.state.config.model.shape.layers,
-            c.hidden,
-            espalier::nn::Module::num_parameters(&trainer.state.model),
-            trainer.state.config.fanouts,
-            if trainer.state.resident_features.is_some() {
-                " (features on it)"
-            } else {
-                ""
-            },
-        );
-    }
-    if dist.samplers() > 0 && log::enabled(Level::Info) {
+    Ok(trainer)
+}
+
+/// The run's header line: the model, its size, the device and how batches are split.
+fn model_line(a: &TrainArgs, trainer: &Trainer) -> String {
+    let c = &a.common;
+    let config = &trainer.state.config;
+    let micro = &config.micro;
+    let budget = micro
+        .memory_budget
+        .map_or(String::new(), |b| format!(", budget {}", format_bytes(b)));
+    let split = match &config.full_graph {
+        Some(f) => match (f.chunks, micro.memory_budget) {
+            (Some(n), _) => format!("full graph in {n} chunks per layer{budget}"),
+            (None, Some(b)) => {
+                format!(
+                    "full graph, chunks chosen to fit budget {}",
+                    format_bytes(b)
+                )
+            }
+            (None, None) => "full graph in 1 chunk per layer".to_string(),
+        },
+        None => format!(
+            "batch {}, micro-batches {} ({}){budget}",
+            c.batch_size, micro.micro_batches, micro.partitioner
+        ),
+    };
+    format!(
+        "model {}: {} layers, hidden {}, {} parameters, fanouts {:?}, device {}{}, {split}",
+        config.model.label(),
+        config.model.shape.layers,
+        c.hidden,
+        espalier::nn::Module::num_parameters(&trainer.state.model),
+        config.fanouts,
+        config.device,
+        if trainer.state.resident_features.is_some() {
+            " (features on it)"
+        } else {
+            ""
+        },
+    )
+}
+
+/// The header lines of a run over several ranks: the sampler ranks, how gradients are
+/// summed, and a note when some ranks get no micro-batch.
+fn ranks_lines(trainer: &Trainer, dist: &dyn Collective) {
+    if dist.samplers() > 0 {
         eprintln!(
             "sampler ranks {}: they sample, slice and gather each batch's micro-batches for \
              the {} trainer rank(s)",
@@ -512,39 +557,34 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             dist.size()
         );
     }
-    if dist.size() > 1 && log::enabled(Level::Info) {
-        let params = espalier::nn::Module::num_parameters(&trainer.state.model);
+    if dist.size() <= 1 {
+        return;
+    }
+    let micro = &trainer.state.config.micro;
+    let params = espalier::nn::Module::num_parameters(&trainer.state.model);
+    eprintln!(
+        "ranks {} ({}): micro-batches dealt by estimated cost, gradients summed by one \
+         all-reduce of {} per batch, {}",
+        dist.size(),
+        dist.describe(),
+        format_bytes(4 * params as u64),
+        trainer.state.dist.gradient_path()
+    );
+    if micro.memory_budget.is_none() && micro.micro_batches < dist.size() {
         eprintln!(
-            "ranks {} ({}): micro-batches dealt by estimated cost, gradients summed by one \
-             all-reduce of {} per batch, {}",
+            "note: {} micro-batches for {} ranks: {} rank(s) compute nothing and join the \
+             all-reduce with zeros (--micro-batches {} or more keeps every rank busy)",
+            micro.micro_batches,
             dist.size(),
-            dist.describe(),
-            format_bytes(4 * params as u64),
-            trainer.state.dist.gradient_path()
+            dist.size() - micro.micro_batches,
+            dist.size()
         );
-        if micro.memory_budget.is_none() && micro.micro_batches < dist.size() {
-            eprintln!(
-                "note: {} micro-batches for {} ranks: {} rank(s) compute nothing and join the \
-                 all-reduce with zeros (--micro-batches {} or more keeps every rank busy)",
-                micro.micro_batches,
-                dist.size(),
-                dist.size() - micro.micro_batches,
-                dist.size()
-            );
-        }
     }
-    if let Some(w) = trainer.validation_warning() {
-        if log::enabled(Level::Warn) {
-            eprintln!("warning: {w}");
-        }
-    }
-    if let Some(path) = json {
-        let sink = Arc::new(Mutex::new(None));
-        trainer.keep_partial_summary(sink.clone());
-        let _ = PARTIAL.set((path.clone(), sink));
-    }
-    trainer.set_stop_flag(stop_flag()?);
+}
 
+/// Trains the remaining epochs under a progress bar, printing an epoch line every
+/// 1/25th of the run (every epoch, with its phases, at `--verbose`).
+fn run_epochs(a: &TrainArgs, trainer: &mut Trainer) -> Result<Summary> {
     let total = a.epochs;
     let pb = if log::enabled(Level::Info) {
         ProgressBar::new(total.saturating_sub(trainer.state.start_epoch) as u64)
@@ -578,7 +618,18 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         }
     });
     pb.finish_and_clear();
-    let summary = summary?;
+    summary
+}
+
+/// Reports the run on rank 0 (the result line, the JSON) and, after an interrupt, exits
+/// with [`INTERRUPTED_EXIT`] once every rank is there.
+fn report(
+    a: &TrainArgs,
+    json: Option<&String>,
+    summary: &Summary,
+    dist: &dyn Collective,
+) -> Result<()> {
+    let total = a.epochs;
     let result = if summary.already_finished {
         format!(
             "already finished: {} holds all {} epochs of this run; its final figures: {}",
@@ -586,7 +637,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
                 .as_deref()
                 .map_or("the checkpoint".into(), |p| p.display().to_string()),
             summary.epochs.len(),
-            final_line(&summary)
+            final_line(summary)
         )
     } else if summary.interrupted {
         format!(
@@ -594,9 +645,11 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
             summary.epochs.len()
         )
     } else {
-        final_line(&summary)
+        final_line(summary)
     };
     // Rank 0 alone reports the run.
+    let root = dist.rank() == 0;
+    let json_to_stdout = json.map(String::as_str) == Some("-");
     if root && (json_to_stdout || summary.interrupted) {
         eprintln!("{result}");
     } else if root {
@@ -607,7 +660,7 @@ fn train(a: &TrainArgs, dist: &Arc<dyn espalier::dist::Collective>) -> Result<()
         let sink = PARTIAL
             .get()
             .map(|(_, s)| s.lock().unwrap_or_else(|e| e.into_inner()));
-        write_json(path, &summary)?;
+        write_json(path, summary)?;
         if let Some(mut held) = sink {
             *held = None;
         }
