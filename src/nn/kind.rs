@@ -6,7 +6,7 @@
 //! model table read the entries, and nothing outside a kind's file matches on the kind;
 //! but the CLI declares each kind's own flags (`--aggr`, `--heads`, ...) as fields of its
 //! flag struct, since clap needs them at compile time, so a kind with a new flag also adds
-//! that field in `src/cli/common.rs` (its help and parsing still come from the entry).
+//! that field in `cli/src/common.rs` (its help and parsing still come from the entry).
 
 use std::any::Any;
 use std::fmt::{Debug, Display};
