@@ -418,8 +418,14 @@ impl LayerSpec for GatSpec {
         }))
     }
 
-    fn replay(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>, _: Option<usize>) -> Val {
-        replay_gat(r, h, self, block)
+    fn trace(
+        &self,
+        r: &mut Replay,
+        h: &Val,
+        block: &SymBlock<'_>,
+        _: Option<usize>,
+    ) -> Result<Val> {
+        Ok(replay_gat(r, h, self, block))
     }
 }
 

@@ -285,7 +285,7 @@ impl MemoryEstimator {
         }
         let y = r.input(n, 1);
         let h = x.clone_in(&mut r);
-        let logits = self.forward(&mut r, sizes, h);
+        let logits = self.forward(&mut r, sizes, h)?;
         let ce = r.cross_entropy(&logits, &y);
         let pred = r.alloc(n, 1);
         if !gpu {
@@ -323,17 +323,17 @@ impl MemoryEstimator {
     }
 
     /// Replay of [`crate::nn::Gnn::forward`] in training mode: every layer's own replay
-    /// ([`crate::nn::LayerSpec::replay`]) chained by [`ModelConfig::replay_layer`].
+    /// ([`crate::nn::LayerSpec::trace`]) chained by [`ModelConfig::trace_layer`].
     /// The trainer holds the micro-batch's blocks until its backward has run, so the index
     /// arrays the ops upload stay to the end of the replay.
-    fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Val {
+    fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Result<Val> {
         let specs = self.model.layer_specs();
         let mut h = x;
         for (l, (s, spec)) in sizes.iter().zip(&specs).enumerate() {
             let block = r.block(s);
-            h = self.forward_layer(r, spec.as_ref(), l, &block, h);
+            h = self.forward_layer(r, spec.as_ref(), l, &block, h)?;
         }
-        h
+        Ok(h)
     }
 
     /// Replay of [`crate::nn::Gnn::forward_layer`]: layer `l` (`spec`), then ReLU and
@@ -345,9 +345,9 @@ impl MemoryEstimator {
         l: usize,
         block: &SymBlock<'_>,
         h: Val,
-    ) -> Val {
+    ) -> Result<Val> {
         self.model
-            .replay_layer(spec, r, l, block, h, self.lstm_split)
+            .trace_layer(spec, r, l, block, h, self.lstm_split)
     }
 
     /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
@@ -393,7 +393,7 @@ impl MemoryEstimator {
         // The chunk's block lives through the pass.
         let block = r.block(sizes);
         if let Some(split) = split {
-            self.replay_hybrid(&mut r, split, layer, &block, pass);
+            self.replay_hybrid(&mut r, split, layer, &block, pass)?;
             return Ok(r.peak);
         }
         let leaf = pass != ChunkPass::Forward;
@@ -402,7 +402,7 @@ impl MemoryEstimator {
             ChunkPass::HybridForward | ChunkPass::HybridBackward => unreachable!("replayed above"),
             ChunkPass::Forward => {
                 r.no_grad = true;
-                let out = self.forward_layer(&mut r, spec, layer, &block, x);
+                let out = self.forward_layer(&mut r, spec, layer, &block, x)?;
                 // Read back to the host.
                 r.release(out.buf);
                 return Ok(r.peak);
@@ -411,7 +411,7 @@ impl MemoryEstimator {
                 let n = sizes.num_dst;
                 let y = r.input(n, 1);
                 let h = x.clone_in(&mut r);
-                let logits = self.forward_layer(&mut r, spec, layer, &block, h);
+                let logits = self.forward_layer(&mut r, spec, layer, &block, h)?;
                 let ce = r.cross_entropy(&logits, &y);
                 // The predictions are read at once.
                 let pred = r.alloc(n, 1);
@@ -429,7 +429,7 @@ impl MemoryEstimator {
             }
             ChunkPass::Backward => {
                 let h = x.clone_in(&mut r);
-                let out = self.forward_layer(&mut r, spec, layer, &block, h);
+                let out = self.forward_layer(&mut r, spec, layer, &block, h)?;
                 let g = r.input(out.rows, out.cols);
                 r.backward(&out, Some(g.buf));
                 r.release(g.buf);
@@ -472,20 +472,20 @@ impl MemoryEstimator {
         layer: usize,
         block: &SymBlock<'_>,
         pass: ChunkPass,
-    ) {
+    ) -> Result<()> {
         let sizes = block.sizes;
         let (nd, i) = (sizes.num_dst, self.model.widths(layer).0);
         if pass == ChunkPass::HybridForward {
             let x = self.replay_input(r, layer, sizes.num_src, i, false);
             r.no_grad = true;
-            let a = split.replay_aggregate(r, &x, block);
-            let out = split.replay_update(r, Some(&x), &a, block);
+            let a = split.trace_aggregate(r, &x, block)?;
+            let out = split.trace_update(r, Some(&x), &a, block)?;
             r.release(x.buf);
             // The aggregation is read back to the host, then the output rows.
             r.release(a.buf);
-            let out = self.model.replay_finish(r, layer, sizes, out);
+            let out = self.model.trace_finish(r, layer, block, out)?;
             r.release(out.buf);
-            return;
+            return Ok(());
         }
         let x = split
             .reads_dst_rows()
@@ -495,8 +495,8 @@ impl MemoryEstimator {
             0 => r.input(nd, i),
             _ => r.leaf_input(nd, i),
         };
-        let out = split.replay_update(r, x.as_ref(), &a, block);
-        let out = self.model.replay_finish(r, layer, sizes, out);
+        let out = split.trace_update(r, x.as_ref(), &a, block)?;
+        let out = self.model.trace_finish(r, layer, block, out)?;
         let g = r.input(out.rows, out.cols);
         r.backward(&out, Some(g.buf));
         r.release(g.buf);
@@ -511,7 +511,7 @@ impl MemoryEstimator {
                 leaf: None,
             };
             // The src rows' gradient is read back to the host, then goes.
-            let src = split.replay_aggregate_backward(r, &grad, block);
+            let src = split.trace_aggregate_backward(r, &grad, block)?;
             r.release(src.buf);
             r.release(a_grad);
         }
@@ -523,6 +523,7 @@ impl MemoryEstimator {
             }
             r.release(x.buf);
         }
+        Ok(())
     }
 
     /// `R + A` of one chunk of full-graph training (see
