@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::graph::{Block, Buckets};
+use crate::nn::gat;
 use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::ops;
 use crate::tensor::Tensor;
@@ -118,6 +119,47 @@ pub trait Exec<'b> {
 
     /// [`ops::lstm_aggregate`] of the gathered input projections `xg`.
     fn lstm(&mut self, xg: &Self::T, w_hh: &Self::T, plan: &Self::Plan) -> Result<Self::T>;
+
+    /// `x` viewed as `[rows, cols]` ([`ops::reshape`]: no new buffer).
+    fn reshape(&mut self, x: &Self::T, rows: usize, cols: usize) -> Result<Self::T>;
+
+    /// The sum of each row of `x`, `[r, c]` to `[r]` ([`ops::sum_dim`] over dim 1).
+    fn sum_rows(&mut self, x: &Self::T) -> Result<Self::T>;
+
+    /// [`ops::leaky_relu`] with `slope` (keeps its output).
+    fn leaky_relu(&mut self, x: &Self::T, slope: f64) -> Result<Self::T>;
+
+    /// `block` with a self-loop added to every dst node without one
+    /// ([`Block::with_self_loops`]), held by the caller until [`Exec::free_block`].
+    fn self_looped(&mut self, block: &Self::Block) -> Result<Self::Block>;
+
+    /// The caller lets go of a block it holds.
+    fn free_block(&mut self, block: Self::Block);
+
+    /// The src and the dst row of every edge of `block`, as two u32 `[E]` uploads.
+    fn edge_ends(&mut self, block: &Self::Block, like: &Self::T) -> Result<(Self::T, Self::T)>;
+
+    /// [`ops::dropout`] of per-edge values, the mask keyed by a per-edge id from global
+    /// ids (uploaded as u32 `[E]`, kept by the rule).
+    fn dropout_edges(
+        &mut self,
+        x: &Self::T,
+        p: f64,
+        key: u32,
+        block: &Self::Block,
+    ) -> Result<Self::T>;
+
+    /// [`ops::segment_softmax`] of per-edge scores over each dst node's in-edges.
+    fn segment_softmax(&mut self, x: &Self::T, block: &Self::Block) -> Result<Self::T>;
+
+    /// [`ops::segment_weighted_sum`]: per dst node, its in-neighbours' rows of `x` weighted
+    /// by the edges' `a`.
+    fn segment_weighted_sum(
+        &mut self,
+        x: &Self::T,
+        a: &Self::T,
+        block: &Self::Block,
+    ) -> Result<Self::T>;
 }
 
 /// The executor of tensors: every method is the op itself.
@@ -223,6 +265,57 @@ impl<'b> Exec<'b> for Eager {
     fn lstm(&mut self, xg: &Tensor, w_hh: &Tensor, plan: &Arc<ops::LstmPlan>) -> Result<Tensor> {
         ops::lstm_aggregate(xg, w_hh, plan)
     }
+
+    fn reshape(&mut self, x: &Tensor, rows: usize, cols: usize) -> Result<Tensor> {
+        ops::reshape(x, &[rows, cols])
+    }
+
+    fn sum_rows(&mut self, x: &Tensor) -> Result<Tensor> {
+        ops::sum_dim(x, 1)
+    }
+
+    fn leaky_relu(&mut self, x: &Tensor, slope: f64) -> Result<Tensor> {
+        ops::leaky_relu(x, slope)
+    }
+
+    fn self_looped(&mut self, block: &Arc<Block>) -> Result<Arc<Block>> {
+        Ok(Arc::new(block.with_self_loops()?))
+    }
+
+    fn free_block(&mut self, block: Arc<Block>) {
+        drop(block);
+    }
+
+    fn edge_ends(&mut self, block: &Arc<Block>, like: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (e, dev) = (block.num_edges(), like.device());
+        let src = Tensor::from_u32(block.indices.clone(), &[e], dev)?;
+        let dst = Tensor::from_u32(gat::edge_dst(block), &[e], dev)?;
+        Ok((src, dst))
+    }
+
+    fn dropout_edges(
+        &mut self,
+        x: &Tensor,
+        p: f64,
+        key: u32,
+        block: &Arc<Block>,
+    ) -> Result<Tensor> {
+        let ids = Tensor::from_u32(gat::edge_ids(block), &[block.num_edges()], x.device())?;
+        ops::dropout(x, p, key, Some(&ids))
+    }
+
+    fn segment_softmax(&mut self, x: &Tensor, block: &Arc<Block>) -> Result<Tensor> {
+        ops::segment_softmax(x, block)
+    }
+
+    fn segment_weighted_sum(
+        &mut self,
+        x: &Tensor,
+        a: &Tensor,
+        block: &Arc<Block>,
+    ) -> Result<Tensor> {
+        ops::segment_weighted_sum(x, a, block)
+    }
 }
 
 /// The estimator's executor: every method is the op's replay, which cannot fail.
@@ -233,7 +326,7 @@ impl<'b> Exec<'b> for Replay {
 
     fn block_rows(block: &SymBlock<'b>) -> (usize, usize, usize) {
         let s = block.sizes;
-        (s.num_src, s.num_dst, s.num_edges)
+        (s.num_src, s.num_dst, block.edges)
     }
 
     fn dims(x: &Val) -> (usize, usize) {
@@ -319,6 +412,46 @@ impl<'b> Exec<'b> for Replay {
 
     fn lstm(&mut self, xg: &Val, w_hh: &Val, (nd, buckets): &Self::Plan) -> Result<Val> {
         Ok(Replay::lstm(self, xg, w_hh, *nd, buckets.clone()))
+    }
+
+    fn reshape(&mut self, x: &Val, rows: usize, cols: usize) -> Result<Val> {
+        Ok(self.view(x, rows, cols))
+    }
+
+    fn sum_rows(&mut self, x: &Val) -> Result<Val> {
+        Ok(Replay::sum_rows(self, x))
+    }
+
+    fn leaky_relu(&mut self, x: &Val, _slope: f64) -> Result<Val> {
+        Ok(self.unary_saving_output(x))
+    }
+
+    fn self_looped(&mut self, block: &SymBlock<'b>) -> Result<SymBlock<'b>> {
+        Ok(Replay::self_looped(self, block))
+    }
+
+    fn free_block(&mut self, block: SymBlock<'b>) {
+        self.drop_block(&block);
+    }
+
+    fn edge_ends(&mut self, block: &SymBlock<'b>, _like: &Val) -> Result<(Val, Val)> {
+        Ok((self.input(block.edges, 1), self.input(block.edges, 1)))
+    }
+
+    /// The ids `[E]`, the dropout (keeps them), then the caller's holder of the ids goes.
+    fn dropout_edges(&mut self, x: &Val, _p: f64, _key: u32, block: &SymBlock<'b>) -> Result<Val> {
+        let ids = self.input(block.edges, 1);
+        let out = self.dropout(x, &ids);
+        self.release(ids.buf);
+        Ok(out)
+    }
+
+    fn segment_softmax(&mut self, x: &Val, block: &SymBlock<'b>) -> Result<Val> {
+        Ok(Replay::segment_softmax(self, x, block))
+    }
+
+    fn segment_weighted_sum(&mut self, x: &Val, a: &Val, block: &SymBlock<'b>) -> Result<Val> {
+        Ok(Replay::segment_weighted_sum(self, x, a, block))
     }
 }
 
