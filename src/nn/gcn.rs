@@ -64,7 +64,6 @@ fn gcn_forward<'b, E: Exec<'b>>(
     (n_src, n_dst): (E::T, E::T),
 ) -> Result<E::T> {
     let (i, o) = E::dims(w);
-    let nd = E::block_rows(block).1;
     // Project first when it shrinks what is aggregated (the maths is linear).
     let project_first = i > o;
     let x = if project_first {
@@ -73,11 +72,7 @@ fn gcn_forward<'b, E: Exec<'b>>(
         e.share(h)
     };
     let xs = e.mul(&x, &n_src)?;
-    let seg = e.segment(&xs, block, Reduce::Sum)?;
-    let own = e.slice_rows(&xs, nd)?;
-    let agg = e.add(&seg, &own)?;
-    e.free(seg);
-    e.free(own);
+    let agg = with_self_loop(e, &xs, block)?;
     let agg2 = e.mul(&agg, &n_dst)?;
     let out = if project_first {
         e.share(&agg2)
@@ -91,6 +86,17 @@ fn gcn_forward<'b, E: Exec<'b>>(
     Ok(res)
 }
 
+/// `segment_sum(xs) + xs[..nd]`: the in-neighbours' rows and the node's own (its
+/// self-loop), the two parts freed once summed.
+fn with_self_loop<'b, E: Exec<'b>>(e: &mut E, xs: &E::T, block: &E::Block) -> Result<E::T> {
+    let seg = e.segment(xs, block, Reduce::Sum)?;
+    let own = e.slice_rows(xs, E::block_rows(block).1)?;
+    let agg = e.add(&seg, &own)?;
+    e.free(seg);
+    e.free(own);
+    Ok(agg)
+}
+
 /// [`HybridLayer::aggregate`] of GCN on either executor: `n_dst ⊙ (segment_sum(h ⊙ n_src) +
 /// (h ⊙ n_src)[..nd])`.
 fn gcn_aggregate<'b, E: Exec<'b>>(
@@ -99,13 +105,8 @@ fn gcn_aggregate<'b, E: Exec<'b>>(
     block: &E::Block,
     (n_src, n_dst): (E::T, E::T),
 ) -> Result<E::T> {
-    let nd = E::block_rows(block).1;
     let xs = e.mul(h, &n_src)?;
-    let seg = e.segment(&xs, block, Reduce::Sum)?;
-    let own = e.slice_rows(&xs, nd)?;
-    let agg = e.add(&seg, &own)?;
-    e.free(seg);
-    e.free(own);
+    let agg = with_self_loop(e, &xs, block)?;
     let out = e.mul(&agg, &n_dst)?;
     for v in [agg, xs, n_dst, n_src] {
         e.free(v);
