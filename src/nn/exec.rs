@@ -14,13 +14,14 @@
 //! An op a layer calls is one method here, with its two arms: the op itself, and its
 //! [`Replay`] (what it allocates, keeps and what its backward rule allocates).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::graph::{Block, Buckets};
-use crate::nn::gat;
 use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::ops;
+use crate::rng::hash3;
 use crate::tensor::Tensor;
 
 /// How a segment op reduces a dst node's in-neighbours.
@@ -289,7 +290,7 @@ impl<'b> Exec<'b> for Eager {
     fn edge_ends(&mut self, block: &Arc<Block>, like: &Tensor) -> Result<(Tensor, Tensor)> {
         let (e, dev) = (block.num_edges(), like.device());
         let src = Tensor::from_u32(block.indices.clone(), &[e], dev)?;
-        let dst = Tensor::from_u32(gat::edge_dst(block), &[e], dev)?;
+        let dst = Tensor::from_u32(edge_dst(block), &[e], dev)?;
         Ok((src, dst))
     }
 
@@ -300,7 +301,7 @@ impl<'b> Exec<'b> for Eager {
         key: u32,
         block: &Arc<Block>,
     ) -> Result<Tensor> {
-        let ids = Tensor::from_u32(gat::edge_ids(block), &[block.num_edges()], x.device())?;
+        let ids = Tensor::from_u32(edge_ids(block), &[block.num_edges()], x.device())?;
         ops::dropout(x, p, key, Some(&ids))
     }
 
@@ -474,4 +475,32 @@ fn lstm_buckets(hist: &[usize], split: Option<usize>) -> Vec<(usize, usize)> {
         }
     }
     v
+}
+
+/// The local dst node of every edge position.
+pub fn edge_dst(block: &Block) -> Vec<u32> {
+    let mut v = Vec::with_capacity(block.num_edges());
+    for d in 0..block.num_dst {
+        v.extend(std::iter::repeat_n(d as u32, block.degree(d)));
+    }
+    v
+}
+
+/// A 32-bit id per edge position from global ids: `hash3(global dst, global src,
+/// occurrence)`, where occurrence counts earlier edges of the same dst from the same src.
+/// It depends only on the graph and the dst node's in-edges, not on the batch.
+pub fn edge_ids(block: &Block) -> Vec<u32> {
+    let mut ids = Vec::with_capacity(block.num_edges());
+    let mut seen: HashMap<u32, u32> = HashMap::new();
+    for d in 0..block.num_dst {
+        let gd = block.src_nodes[d];
+        seen.clear();
+        for &u in block.neighbors(d) {
+            let gu = block.src_nodes[u as usize];
+            let occ = seen.entry(gu).or_insert(0);
+            ids.push(hash3(gd, gu, *occ));
+            *occ += 1;
+        }
+    }
+    ids
 }

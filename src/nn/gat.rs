@@ -19,7 +19,6 @@
 //! micro-batch, which keeps every in-edge of its dst nodes in order, drops exactly the
 //! attention weights the full batch drops.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::device::Device;
@@ -34,7 +33,7 @@ use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::ops::dropout_key;
-use crate::rng::{hash3, Rng};
+use crate::rng::Rng;
 use crate::tensor::Tensor;
 
 /// Slope of the LeakyReLU on attention scores (the paper's and PyG's default).
@@ -226,33 +225,7 @@ pub fn headwise_dot(z: &Tensor, a: &Tensor, heads: usize) -> Result<Tensor> {
     headwise(&mut Eager, z, a, heads)
 }
 
-/// The local dst node of every edge position.
-pub fn edge_dst(block: &Block) -> Vec<u32> {
-    let mut v = Vec::with_capacity(block.num_edges());
-    for d in 0..block.num_dst {
-        v.extend(std::iter::repeat_n(d as u32, block.degree(d)));
-    }
-    v
-}
-
-/// A 32-bit id per edge position from global ids: `hash3(global dst, global src,
-/// occurrence)`, where occurrence counts earlier edges of the same dst from the same src.
-/// It depends only on the graph and the dst node's in-edges, not on the batch.
-pub fn edge_ids(block: &Block) -> Vec<u32> {
-    let mut ids = Vec::with_capacity(block.num_edges());
-    let mut seen: HashMap<u32, u32> = HashMap::new();
-    for d in 0..block.num_dst {
-        let gd = block.src_nodes[d];
-        seen.clear();
-        for &u in block.neighbors(d) {
-            let gu = block.src_nodes[u as usize];
-            let occ = seen.entry(gu).or_insert(0);
-            ids.push(hash3(gd, gu, *occ));
-            *occ += 1;
-        }
-    }
-    ids
-}
+pub use crate::nn::exec::{edge_dst, edge_ids};
 
 impl Module for GatLayer {
     fn named_parameters(&self, prefix: &str) -> Vec<(String, Tensor)> {
