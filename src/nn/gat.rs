@@ -19,22 +19,21 @@
 //! micro-batch, which keeps every in-edge of its dst nodes in order, drops exactly the
 //! attention weights the full batch drops.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::{Block, BlockSizes};
+use crate::graph::Block;
 use crate::nn::config::{Forward, ModelKind};
+use crate::nn::exec::{Eager, Exec};
 use crate::nn::init;
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags, WidthFlag};
 use crate::nn::layer::{BuildCtx, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, SymBlock, Val};
-use crate::ops;
 use crate::ops::dropout_key;
-use crate::rng::{hash3, Rng};
+use crate::rng::Rng;
 use crate::tensor::Tensor;
 
 /// Slope of the LeakyReLU on attention scores (the paper's and PyG's default).
@@ -119,89 +118,114 @@ impl GatLayer {
                 self.heads
             )));
         }
-        let block = if self.self_loops {
-            Arc::new(block.with_self_loops()?)
-        } else {
-            block.clone()
+        let p = GatParams {
+            w: &self.fc.weight,
+            attn_src: &self.attn_src,
+            attn_dst: &self.attn_dst,
+            bias: &self.bias,
         };
-        let dev = h.device();
-        let e = block.num_edges();
-        let z = self.fc.forward(h)?;
-        let el = headwise_dot(&z, &self.attn_src, self.heads)?;
-        let er = headwise_dot(
-            &ops::slice(&z, 0, 0, block.num_dst)?,
-            &self.attn_dst,
+        gat_forward(
+            &mut Eager,
+            &p,
             self.heads,
-        )?;
-        let src = Tensor::from_u32(block.indices.clone(), &[e], dev)?;
-        let dst = Tensor::from_u32(edge_dst(&block), &[e], dev)?;
-        let s = ops::leaky_relu(
-            &ops::add(
-                &ops::index_select(&el, &src)?,
-                &ops::index_select(&er, &dst)?,
-            )?,
-            NEGATIVE_SLOPE,
-        )?;
-        let mut alpha = ops::segment_softmax(&s, &block)?;
-        if let Some(d) = dropout.filter(|d| d.p > 0.0) {
-            let ids = Tensor::from_u32(edge_ids(&block), &[e], dev)?;
-            alpha = ops::dropout(&alpha, d.p, d.key, Some(&ids))?;
-        }
-        let out = ops::segment_weighted_sum(&z, &alpha, &block)?;
-        ops::add(&out, &self.bias)
+            self.self_loops,
+            dropout,
+            h,
+            block,
+        )
     }
 }
 
-/// Per row and head, `Σ_j z[n, k·D + j] · a[k·D + j]`: `[n, H·D]` and `[H·D]` to `[n, H]`.
-pub fn headwise_dot(z: &Tensor, a: &Tensor, heads: usize) -> Result<Tensor> {
-    let (n, width) = match z.shape() {
-        [n, w] => (*n, *w),
-        s => {
-            return Err(Error::shape(
-                "gat",
-                format!("features must be 2-D, got {s:?}"),
-            ))
-        }
+/// A GAT layer's parameters on either executor.
+struct GatParams<'p, T> {
+    w: &'p T,
+    attn_src: &'p T,
+    attn_dst: &'p T,
+    bias: &'p T,
+}
+
+/// [`GatLayer::forward`] on either executor (see the module docs): `z = h·W`; per side
+/// [`headwise_dot`] (the dst side on the copy `z[..nd]`); the two edge index tensors;
+/// both sides gathered to `[E, H]`, `add`, `leaky_relu`, `segment_softmax`, attention
+/// dropout, `segment_weighted_sum`, `+ bias`. With `self_loops` the two segment ops read
+/// the self-looped block, which lives until the forward returns and both ops' backward
+/// rules have run (on a GPU, with its index arrays).
+fn gat_forward<'b, E: Exec<'b>>(
+    e: &mut E,
+    p: &GatParams<'_, E::T>,
+    heads: usize,
+    self_loops: bool,
+    dropout: Option<AttnDropout>,
+    h: &E::T,
+    block: &E::Block,
+) -> Result<E::T> {
+    let looped = match self_loops {
+        true => Some(e.self_looped(block)?),
+        false => None,
     };
+    let edges = looped.as_ref().unwrap_or(block);
+    let z = e.matmul(h, p.w)?;
+    let el = headwise(e, &z, p.attn_src, heads)?;
+    let z_dst = e.slice_rows(&z, E::block_rows(block).1)?;
+    let er = headwise(e, &z_dst, p.attn_dst, heads)?;
+    e.free(z_dst);
+    let (src, dst) = e.edge_ends(edges, h)?;
+    let sl = e.gather(&el, &src)?;
+    let sr = e.gather(&er, &dst)?;
+    let sum = e.add(&sl, &sr)?;
+    let score = e.leaky_relu(&sum, NEGATIVE_SLOPE)?;
+    for v in [sum, sr, sl] {
+        e.free(v);
+    }
+    let mut alpha = e.segment_softmax(&score, edges)?;
+    if let Some(d) = dropout.filter(|d| d.p > 0.0) {
+        let dropped = e.dropout_edges(&alpha, d.p, d.key, edges)?;
+        e.free(alpha);
+        alpha = dropped;
+    }
+    let out = e.segment_weighted_sum(&z, &alpha, edges)?;
+    let res = e.add(&out, p.bias)?;
+    for v in [out, alpha, score, dst, src, er, el, z] {
+        e.free(v);
+    }
+    if let Some(b) = looped {
+        e.free_block(b);
+    }
+    Ok(res)
+}
+
+/// [`headwise_dot`] on either executor: `z ⊙ a`, viewed `[n·H, D]`, summed per row,
+/// viewed `[n, H]`.
+fn headwise<'b, E: Exec<'b>>(e: &mut E, z: &E::T, a: &E::T, heads: usize) -> Result<E::T> {
+    let (n, width) = E::dims(z);
     if heads == 0 || width % heads != 0 {
         return Err(Error::shape(
             "gat",
             format!("width {width} does not split into {heads} heads"),
         ));
     }
-    let d = width / heads;
-    let prod = ops::mul(z, a)?;
-    let sums = ops::sum_dim(&ops::reshape(&prod, &[n * heads, d])?, 1)?;
-    ops::reshape(&sums, &[n, heads])
+    let prod = e.mul(z, a)?;
+    let flat = e.reshape(&prod, n * heads, width / heads)?;
+    let sums = e.sum_rows(&flat)?;
+    e.free(flat);
+    let out = e.reshape(&sums, n, heads)?;
+    e.free(sums);
+    e.free(prod);
+    Ok(out)
 }
 
-/// The local dst node of every edge position.
-pub fn edge_dst(block: &Block) -> Vec<u32> {
-    let mut v = Vec::with_capacity(block.num_edges());
-    for d in 0..block.num_dst {
-        v.extend(std::iter::repeat_n(d as u32, block.degree(d)));
+/// Per row and head, `Σ_j z[n, k·D + j] · a[k·D + j]`: `[n, H·D]` and `[H·D]` to `[n, H]`.
+pub fn headwise_dot(z: &Tensor, a: &Tensor, heads: usize) -> Result<Tensor> {
+    if z.shape().len() != 2 {
+        return Err(Error::shape(
+            "gat",
+            format!("features must be 2-D, got {:?}", z.shape()),
+        ));
     }
-    v
+    headwise(&mut Eager, z, a, heads)
 }
 
-/// A 32-bit id per edge position from global ids: `hash3(global dst, global src,
-/// occurrence)`, where occurrence counts earlier edges of the same dst from the same src.
-/// It depends only on the graph and the dst node's in-edges, not on the batch.
-pub fn edge_ids(block: &Block) -> Vec<u32> {
-    let mut ids = Vec::with_capacity(block.num_edges());
-    let mut seen: HashMap<u32, u32> = HashMap::new();
-    for d in 0..block.num_dst {
-        let gd = block.src_nodes[d];
-        seen.clear();
-        for &u in block.neighbors(d) {
-            let gu = block.src_nodes[u as usize];
-            let occ = seen.entry(gu).or_insert(0);
-            ids.push(hash3(gd, gu, *occ));
-            *occ += 1;
-        }
-    }
-    ids
-}
+pub use crate::nn::exec::{edge_dst, edge_ids};
 
 impl Module for GatLayer {
     fn named_parameters(&self, prefix: &str) -> Vec<(String, Tensor)> {
@@ -418,89 +442,30 @@ impl LayerSpec for GatSpec {
         }))
     }
 
-    fn replay(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>, _: Option<usize>) -> Val {
-        replay_gat(r, h, self, block)
+    fn trace(
+        &self,
+        r: &mut Replay,
+        h: &Val,
+        block: &SymBlock<'_>,
+        _: Option<usize>,
+    ) -> Result<Val> {
+        let (i, heads) = (self.in_dim, self.heads.max(1));
+        let o = heads.saturating_mul(self.out_per_head);
+        let (w, attn_src, attn_dst, bias) =
+            (r.param(i, o), r.param(1, o), r.param(1, o), r.param(1, o));
+        let p = GatParams {
+            w: &w,
+            attn_src: &attn_src,
+            attn_dst: &attn_dst,
+            bias: &bias,
+        };
+        // Training: the attention dropout runs where it is set (its key does not matter).
+        let dropout = (self.attn_dropout > 0.0).then_some(AttnDropout {
+            p: self.attn_dropout,
+            key: 0,
+        });
+        gat_forward(r, &p, heads, self.self_loops, dropout, h, block)
     }
-}
-
-/// Replay of [`GatLayer::forward`] in training mode.
-///
-/// **GAT** (`H` heads, 1 in the output layer; `E` = edges plus one self-loop per dst node
-/// without one): `z = matmul(h, W)`; per side `headwise_dot` (`z ⊙ a` `[n, H·D]` keeping
-/// `z`, viewed `[n·H, D]`, `sum_dim`, viewed `[n, H]`; the dst side on the copy `z[..nd]`,
-/// kept by its product); two u32 `[E]` edge index tensors; both sides gathered to `[E, H]`,
-/// `add`, `leaky_relu`, `segment_softmax`, attention dropout (u32 `[E]` edge ids),
-/// `segment_weighted_sum`, `+ bias`. On a GPU the two segment ops read the self-looped
-/// block's arrays, uploaded by the first of them, and the block (with them) lives until
-/// the forward returns and both ops' backward rules have run; the layer's own block is
-/// never uploaded (with `--self-loops false` the ops read it instead).
-fn replay_gat(r: &mut Replay, h: &Val, g: &GatSpec, block: &SymBlock) -> Val {
-    let sizes = block.sizes;
-    let (i, heads) = (g.in_dim, g.heads.max(1));
-    let o = heads.saturating_mul(g.out_per_head);
-    let w = r.param(i, o);
-    let attn_src = r.param(1, o);
-    let attn_dst = r.param(1, o);
-    let bias = r.param(1, o);
-    // `Block::with_self_loops` adds one edge to every dst node without a self-loop.
-    let e = if g.self_loops {
-        sizes.num_edges + sizes.num_dst - sizes.self_loops.min(sizes.num_dst)
-    } else {
-        sizes.num_edges
-    };
-    let looped_sizes = BlockSizes {
-        num_edges: e,
-        degree_hist: Vec::new(),
-        self_loops: sizes.num_dst,
-        ..*sizes
-    };
-    let looped = g.self_loops.then(|| r.block(&looped_sizes));
-    let edges = looped.unwrap_or(*block);
-    let z = r.matmul(h, &w);
-    let el = replay_headwise_dot(r, &z, &attn_src, heads);
-    let z_dst = r.slice_rows(&z, sizes.num_dst);
-    let er = replay_headwise_dot(r, &z_dst, &attn_dst, heads);
-    r.release(z_dst.buf);
-    let src = r.input(e, 1);
-    let dst = r.input(e, 1);
-    let sl = r.gather(&el, &src);
-    let sr = r.gather(&er, &dst);
-    let sum = r.add(&sl, &sr);
-    let score = r.unary_saving_output(&sum);
-    for v in [sum, sr, sl] {
-        r.release(v.buf);
-    }
-    let mut alpha = r.segment_softmax(&score, &edges);
-    if g.attn_dropout > 0.0 {
-        let ids = r.input(e, 1);
-        let d = r.dropout(&alpha, &ids);
-        r.release(alpha.buf);
-        r.release(ids.buf);
-        alpha = d;
-    }
-    let out = r.segment_weighted_sum(&z, &alpha, &edges);
-    let res = r.add(&out, &bias);
-    for v in [out, alpha, score, dst, src, er, el, z] {
-        r.release(v.buf);
-    }
-    if let Some(b) = looped {
-        r.drop_block(&b);
-    }
-    res
-}
-
-/// Replay of [`headwise_dot`]: `z ⊙ a`, viewed `[n·H, D]`, summed per row,
-/// viewed `[n, H]`.
-fn replay_headwise_dot(r: &mut Replay, z: &Val, a: &Val, heads: usize) -> Val {
-    let n = z.rows;
-    let prod = r.mul(z, a);
-    let flat = r.view(&prod, n * heads, z.cols / heads);
-    let sums = r.sum_rows(&flat);
-    r.release(flat.buf);
-    let out = r.view(&sums, n, heads);
-    r.release(sums.buf);
-    r.release(prod.buf);
-    out
 }
 
 #[cfg(test)]

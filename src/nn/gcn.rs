@@ -11,13 +11,13 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::Block;
 use crate::nn::config::{Forward, ModelKind};
+use crate::nn::exec::{Eager, Exec, Reduce};
 use crate::nn::init;
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry};
 use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, SymBlock, Val};
-use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
 
@@ -49,27 +49,99 @@ impl GcnLayer {
 
     /// `h` holds the block's `num_src` rows; `norm` is [`gcn_norm`] of the whole graph.
     pub fn forward(&self, block: &Arc<Block>, h: &Tensor, norm: &[f32]) -> Result<Tensor> {
-        let (n_src, n_dst) = norms(block, h, norm)?;
-        // Project first when it shrinks what is aggregated (the maths is linear).
-        let project_first = self.fc.fan_in() > self.fc.fan_out();
-        let x = if project_first {
-            self.fc.forward(h)?
-        } else {
-            h.clone()
-        };
-        let xs = ops::mul(&x, &n_src)?;
-        let agg = ops::add(
-            &ops::segment_sum(&xs, block)?,
-            &ops::slice(&xs, 0, 0, block.num_dst)?,
-        )?;
-        let agg = ops::mul(&agg, &n_dst)?;
-        let out = if project_first {
-            agg
-        } else {
-            self.fc.forward(&agg)?
-        };
-        ops::add(&out, &self.bias)
+        let norms = norms(block, h, norm)?;
+        gcn_forward(&mut Eager, (&self.fc.weight, &self.bias), h, block, norms)
     }
+}
+
+/// [`GcnLayer::forward`] on either executor, from the weight `w` `[in, out]`, the bias and
+/// the degree norms `(n_src [ns, 1], n_dst [nd, 1])` (which it frees).
+fn gcn_forward<'b, E: Exec<'b>>(
+    e: &mut E,
+    (w, bias): (&E::T, &E::T),
+    h: &E::T,
+    block: &E::Block,
+    (n_src, n_dst): (E::T, E::T),
+) -> Result<E::T> {
+    let (i, o) = E::dims(w);
+    // Project first when it shrinks what is aggregated (the maths is linear).
+    let project_first = i > o;
+    let x = if project_first {
+        e.matmul(h, w)?
+    } else {
+        e.share(h)
+    };
+    let xs = e.mul(&x, &n_src)?;
+    let agg = with_self_loop(e, &xs, block)?;
+    let agg2 = e.mul(&agg, &n_dst)?;
+    let out = if project_first {
+        e.share(&agg2)
+    } else {
+        e.matmul(&agg2, w)?
+    };
+    let res = e.add(&out, bias)?;
+    for v in [out, agg2, agg, xs, x, n_dst, n_src] {
+        e.free(v);
+    }
+    Ok(res)
+}
+
+/// `segment_sum(xs) + xs[..nd]`: the in-neighbours' rows and the node's own (its
+/// self-loop), the two parts freed once summed.
+fn with_self_loop<'b, E: Exec<'b>>(e: &mut E, xs: &E::T, block: &E::Block) -> Result<E::T> {
+    let seg = e.segment(xs, block, Reduce::Sum)?;
+    let own = e.slice_rows(xs, E::block_rows(block).1)?;
+    let agg = e.add(&seg, &own)?;
+    e.free(seg);
+    e.free(own);
+    Ok(agg)
+}
+
+/// [`HybridLayer::aggregate`] of GCN on either executor: `n_dst ⊙ (segment_sum(h ⊙ n_src) +
+/// (h ⊙ n_src)[..nd])`.
+fn gcn_aggregate<'b, E: Exec<'b>>(
+    e: &mut E,
+    h: &E::T,
+    block: &E::Block,
+    (n_src, n_dst): (E::T, E::T),
+) -> Result<E::T> {
+    let xs = e.mul(h, &n_src)?;
+    let agg = with_self_loop(e, &xs, block)?;
+    let out = e.mul(&agg, &n_dst)?;
+    for v in [agg, xs, n_dst, n_src] {
+        e.free(v);
+    }
+    Ok(out)
+}
+
+/// The update `a·W + b` on either executor.
+fn gcn_update<'b, E: Exec<'b>>(e: &mut E, (w, bias): (&E::T, &E::T), a: &E::T) -> Result<E::T> {
+    let m = e.matmul(a, w)?;
+    let out = e.add(&m, bias)?;
+    e.free(m);
+    Ok(out)
+}
+
+/// [`HybridLayer::aggregate_backward`] of GCN on either executor:
+/// `h̄ = n_src ⊙ (segment_sumᵀ(t) + t padded to num_src rows)`, `t = n_dst ⊙ ā`.
+fn gcn_aggregate_backward<'b, E: Exec<'b>>(
+    e: &mut E,
+    a_grad: &E::T,
+    block: &E::Block,
+    (n_src, n_dst): (E::T, E::T),
+) -> Result<E::T> {
+    let ns = E::block_rows(block).0;
+    let t = e.mul(a_grad, &n_dst)?;
+    let seg = e.segment_transposed(&t, block, false)?;
+    let own = e.pad_rows(&t, ns)?;
+    let sum = e.add(&seg, &own)?;
+    e.free(seg);
+    e.free(own);
+    let out = e.mul(&sum, &n_src)?;
+    for v in [sum, t, n_dst, n_src] {
+        e.free(v);
+    }
+    Ok(out)
 }
 
 /// The degree norms of the block's src nodes `[num_src, 1]` and dst nodes `[num_dst, 1]`,
@@ -133,14 +205,8 @@ impl Layer for GcnNormed {
 /// `a·W + b`, which reads no row of `h`.
 impl HybridLayer for GcnNormed {
     fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
-        let (n_src, n_dst) = norms(block, h, &self.norm)?;
-        let xs = ops::mul(h, &n_src)?;
-        let seg = ops::segment_sum(&xs, block)?;
-        let own = ops::slice(&xs, 0, 0, block.num_dst)?;
-        let agg = ops::add(&seg, &own)?;
-        drop(seg);
-        drop(own);
-        ops::mul(&agg, &n_dst)
+        let norms = norms(block, h, &self.norm)?;
+        gcn_aggregate(&mut Eager, h, block, norms)
     }
 
     fn reads_dst_rows(&self) -> bool {
@@ -148,20 +214,13 @@ impl HybridLayer for GcnNormed {
     }
 
     fn update(&self, _block: &Arc<Block>, _h: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
-        ops::add(&self.layer.fc.forward(a)?, &self.layer.bias)
+        let l = &self.layer;
+        gcn_update(&mut Eager, (&l.fc.weight, &l.bias), a)
     }
 
-    /// `h̄ = n_src ⊙ (segment_sumᵀ(t) + t padded to num_src rows)`, `t = n_dst ⊙ ā`.
     fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor> {
-        let (n_src, n_dst) = norms(block, a_grad, &self.norm)?;
-        let t = ops::mul(a_grad, &n_dst)?;
-        let seg = ops::segment_sum_transposed(&t, block, false)?;
-        let (rows, cols) = (block.num_src, a_grad.shape().get(1).copied().unwrap_or(1));
-        let own = ops::slice::slice_backward(&t, 0, 0, &[rows, cols])?;
-        let sum = ops::add(&seg, &own)?;
-        drop(seg);
-        drop(own);
-        ops::mul(&sum, &n_src)
+        let norms = norms(block, a_grad, &self.norm)?;
+        gcn_aggregate_backward(&mut Eager, a_grad, block, norms)
     }
 }
 
@@ -222,8 +281,16 @@ impl LayerSpec for GcnSpec {
         Ok(Box::new(GcnNormed { layer, norm }))
     }
 
-    fn replay(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>, _: Option<usize>) -> Val {
-        replay_gcn(r, h, (self.in_dim, self.out_dim), block)
+    fn trace(
+        &self,
+        r: &mut Replay,
+        h: &Val,
+        block: &SymBlock<'_>,
+        _: Option<usize>,
+    ) -> Result<Val> {
+        let (w, bias) = self.params(r);
+        let norms = sym_norms(r, block);
+        gcn_forward(r, (&w, &bias), h, block, norms)
     }
 
     fn hybrid(&self) -> Option<&dyn HybridSpec> {
@@ -231,94 +298,50 @@ impl LayerSpec for GcnSpec {
     }
 }
 
-/// Replays of [`GcnNormed`]'s [`HybridLayer`] split: the aggregation (norms `[ns, 1]`,
-/// `[nd, 1]`, `h ⊙ n_src`, the segment sum and the dst rows, their sum, `⊙ n_dst`); the
-/// update's parameters, `a·W`, `+ b`; the aggregation's backward (norms, `t = ā ⊙ n_dst`,
-/// `segment_sumᵀ(t)` and `t` padded, their sum, `⊙ n_src`).
+impl GcnSpec {
+    /// The weight and bias on symbolic buffers.
+    fn params(&self, r: &mut Replay) -> (Val, Val) {
+        (r.param(self.in_dim, self.out_dim), r.param(1, self.out_dim))
+    }
+}
+
+/// The degree norms `[ns, 1]` and `[nd, 1]` on symbolic buffers (uploaded from the host).
+fn sym_norms(r: &mut Replay, block: &SymBlock<'_>) -> (Val, Val) {
+    (
+        r.input(block.sizes.num_src, 1),
+        r.input(block.sizes.num_dst, 1),
+    )
+}
+
+/// [`GcnNormed`]'s [`HybridLayer`] split on symbolic buffers.
 impl HybridSpec for GcnSpec {
-    fn replay_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Val {
-        let sizes = block.sizes;
-        let n_src = r.input(sizes.num_src, 1);
-        let n_dst = r.input(sizes.num_dst, 1);
-        let xs = r.mul(h, &n_src);
-        let seg = r.segment(&xs, block, false);
-        let own = r.slice_rows(&xs, sizes.num_dst);
-        let agg = r.add(&seg, &own);
-        r.release(seg.buf);
-        r.release(own.buf);
-        let out = r.mul(&agg, &n_dst);
-        for v in [agg, xs, n_dst, n_src] {
-            r.release(v.buf);
-        }
-        out
+    fn trace_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Result<Val> {
+        let norms = sym_norms(r, block);
+        gcn_aggregate(r, h, block, norms)
     }
 
     fn reads_dst_rows(&self) -> bool {
         false
     }
 
-    fn replay_update(&self, r: &mut Replay, _h: Option<&Val>, a: &Val, _: &SymBlock<'_>) -> Val {
-        let w = r.param(self.in_dim, self.out_dim);
-        let bias = r.param(1, self.out_dim);
-        let m = r.matmul(a, &w);
-        let out = r.add(&m, &bias);
-        r.release(m.buf);
-        out
+    fn trace_update(
+        &self,
+        r: &mut Replay,
+        _h: Option<&Val>,
+        a: &Val,
+        _: &SymBlock<'_>,
+    ) -> Result<Val> {
+        let (w, bias) = self.params(r);
+        gcn_update(r, (&w, &bias), a)
     }
 
-    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, block: &SymBlock<'_>) -> Val {
-        let (ns, nd) = (block.sizes.num_src, block.sizes.num_dst);
-        let n_src = r.input(ns, 1);
-        let n_dst = r.input(nd, 1);
-        let t = r.mul(a_grad, &n_dst);
-        // `segment_sum_transposed`: the block's arrays (uploaded by the first op that
-        // reads them), then `[ns, c]`.
-        r.block_upload(block);
-        let seg = r.input(ns, a_grad.cols);
-        let own = r.input(ns, a_grad.cols);
-        let sum = r.add(&seg, &own);
-        r.release(seg.buf);
-        r.release(own.buf);
-        let out = r.mul(&sum, &n_src);
-        for v in [sum, t, n_dst, n_src] {
-            r.release(v.buf);
-        }
-        out
+    fn trace_aggregate_backward(
+        &self,
+        r: &mut Replay,
+        a_grad: &Val,
+        block: &SymBlock<'_>,
+    ) -> Result<Val> {
+        let norms = sym_norms(r, block);
+        gcn_aggregate_backward(r, a_grad, block, norms)
     }
-}
-
-/// Replay of [`GcnLayer::forward`].
-///
-/// **GCN**: norms `[ns, 1]`, `[nd, 1]`; `x = matmul(h, W)` when `i > o` (projection
-/// first), `xs = x ⊙ norm_src`, `agg = segment_sum(xs) + xs[..nd]`, `agg ⊙ norm_dst`,
-/// then `matmul(·, W)` when not projected, `+ bias`.
-fn replay_gcn(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
-    let sizes = block.sizes;
-    let w = r.param(i, o);
-    let bias = r.param(1, o);
-    let n_src = r.input(sizes.num_src, 1);
-    let n_dst = r.input(sizes.num_dst, 1);
-    let project_first = i > o;
-    let x = if project_first {
-        r.matmul(h, &w)
-    } else {
-        h.clone_in(r)
-    };
-    let xs = r.mul(&x, &n_src);
-    let seg = r.segment(&xs, block, false);
-    let sl = r.slice_rows(&xs, sizes.num_dst);
-    let agg = r.add(&seg, &sl);
-    r.release(seg.buf);
-    r.release(sl.buf);
-    let agg2 = r.mul(&agg, &n_dst);
-    let out = if project_first {
-        agg2.clone_in(r)
-    } else {
-        r.matmul(&agg2, &w)
-    };
-    let res = r.add(&out, &bias);
-    for v in [out, agg2, agg, xs, x, n_dst, n_src] {
-        r.release(v.buf);
-    }
-    res
 }

@@ -1,15 +1,15 @@
 //! A model is a stack of layers, and a layer kind is one file that holds, side by side:
 //!
 //! - its **spec** ([`LayerSpec`]): what the layer is before it has weights (widths and
-//!   options), the shapes of its parameters, how to build it, and the **replay** of its
-//!   forward on the symbolic buffers of [`crate::nn::replay`], which the memory estimator
-//!   runs instead of the layer;
+//!   options), the shapes of its parameters, how to build it, and its **trace**: the
+//!   layer's own forward, written once over [`crate::nn::exec::Exec`], run on the
+//!   symbolic buffers of [`crate::nn::replay`] for the memory estimator;
 //! - the **layer** itself ([`Layer`]): its parameters and its `forward`;
 //! - its model kind's own configuration and registry entry ([`crate::nn::kind`], listed in
 //!   [`crate::nn::model::MODELS`]).
 //!
 //! [`crate::nn::Gnn`] builds its layers from the specs and the estimator
-//! ([`crate::train::MemoryEstimator`]) replays the same specs, so a model cannot train
+//! ([`crate::train::MemoryEstimator`]) traces the same specs, so a model cannot train
 //! without an estimate, and the two change in one place.
 
 use std::fmt::Debug;
@@ -79,32 +79,33 @@ pub trait LayerSpec: Debug + Send + Sync {
     /// The layer with seeded initial weights.
     fn build(&self, ctx: &mut BuildCtx<'_>) -> Result<Box<dyn Layer>>;
 
-    /// The layer's forward in training mode on symbolic buffers: its parameters declared
-    /// ([`Replay::param`]), then every allocation its [`Layer::forward`] makes, in order,
-    /// with what each backward rule keeps. `h` is the input (kept by the caller, which
-    /// releases it after); `block` the block (held by the caller; its sizes, and its index
-    /// arrays as the ops upload them on a GPU); `bucket_split` as
+    /// The layer's forward in training mode on the estimator's symbolic buffers: what the
+    /// layer holds before its forward starts (its parameters, [`Replay::param`]; inputs
+    /// computed on the host), then the same forward the layer runs, on [`Replay`] (the
+    /// forward is written once over [`crate::nn::exec::Exec`]). `h` is the input (kept by
+    /// the caller, which releases it after); `block` the block (held by the caller; its
+    /// sizes, and its index arrays as the ops upload them on a GPU); `bucket_split` as
     /// [`Layer::set_bucket_split`]. Returns the output.
-    fn replay(
+    fn trace(
         &self,
         r: &mut Replay,
         h: &Val,
         block: &SymBlock<'_>,
         bucket_split: Option<usize>,
-    ) -> Val;
+    ) -> Result<Val>;
 
-    /// The replays of the layer's [`HybridLayer`] split, where it has one.
+    /// The layer's [`HybridLayer`] split on symbolic buffers, where it has one.
     fn hybrid(&self) -> Option<&dyn HybridSpec> {
         None
     }
 }
 
-/// Replays of a [`HybridLayer`]'s three parts, as [`LayerSpec::replay`] replays the
-/// forward.
+/// A [`HybridLayer`]'s three parts on symbolic buffers, as [`LayerSpec::trace`] runs the
+/// forward: the same functions the layer runs, on [`Replay`].
 pub trait HybridSpec {
     /// [`HybridLayer::aggregate`]: its parameters declared first (as in
-    /// [`LayerSpec::replay`]), then its allocations; returns the aggregation.
-    fn replay_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Val;
+    /// [`LayerSpec::trace`]), then its allocations; returns the aggregation.
+    fn trace_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Result<Val>;
 
     /// [`HybridLayer::reads_dst_rows`].
     fn reads_dst_rows(&self) -> bool {
@@ -112,10 +113,21 @@ pub trait HybridSpec {
     }
 
     /// [`HybridLayer::update`] from `h` (its dst rows first) and the aggregation `a`.
-    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, block: &SymBlock<'_>) -> Val;
+    fn trace_update(
+        &self,
+        r: &mut Replay,
+        h: Option<&Val>,
+        a: &Val,
+        block: &SymBlock<'_>,
+    ) -> Result<Val>;
 
     /// [`HybridLayer::aggregate_backward`] of `a_grad`.
-    fn replay_aggregate_backward(&self, r: &mut Replay, a_grad: &Val, block: &SymBlock<'_>) -> Val;
+    fn trace_aggregate_backward(
+        &self,
+        r: &mut Replay,
+        a_grad: &Val,
+        block: &SymBlock<'_>,
+    ) -> Result<Val>;
 }
 
 /// What building a model's layers shares: the weights' random stream, the device, and the

@@ -1,6 +1,7 @@
 //! Neural-network layers and models built from ops.
 
 pub mod config;
+pub mod exec;
 pub mod gat;
 pub mod gcn;
 pub mod init;

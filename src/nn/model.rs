@@ -17,8 +17,9 @@ use serde::ser::{Error as _, SerializeMap};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::{Block, BlockSizes};
+use crate::graph::Block;
 pub use crate::nn::config::{Forward, ModelKind, ModelShape};
+use crate::nn::exec::{Eager, Exec};
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
 use crate::nn::layer::{BuildCtx, HybridLayer, Layer, LayerAt, LayerSpec};
 use crate::nn::module::{join, Module};
@@ -470,17 +471,10 @@ impl Gnn {
         out: Tensor,
         f: &Forward,
     ) -> Result<Tensor> {
-        let mut h = out;
-        if l + 1 < self.layers.len() {
-            h = ops::relu(&h)?;
-            if f.training && self.config.shape.dropout > 0.0 {
-                let key = ops::dropout_key(f.seed, f.epoch, l as u64);
-                let ids =
-                    Tensor::from_u32(block.dst_nodes().to_vec(), &[block.num_dst], h.device())?;
-                h = ops::dropout(&h, self.config.shape.dropout, key, Some(&ids))?;
-            }
-        }
-        Ok(h)
+        let p = self.config.shape.dropout;
+        let dropout =
+            (f.training && p > 0.0).then(|| (p, ops::dropout_key(f.seed, f.epoch, l as u64)));
+        finish(&mut Eager, l + 1 >= self.layers.len(), dropout, block, out)
     }
 
     /// Layer `l`'s split for full-graph training's hybrid mode
@@ -490,12 +484,35 @@ impl Gnn {
     }
 }
 
+/// What follows a layer's output `out` on either executor: nothing after the output layer
+/// (`last`), else the ReLU and, where `dropout` gives its probability and key, the dropout
+/// keyed by the block's dst nodes; each input is freed once its successor exists.
+pub fn finish<'b, E: Exec<'b>>(
+    e: &mut E,
+    last: bool,
+    dropout: Option<(f64, u32)>,
+    block: &E::Block,
+    out: E::T,
+) -> Result<E::T> {
+    if last {
+        return Ok(out);
+    }
+    let h = e.relu(&out)?;
+    e.free(out);
+    let Some((p, key)) = dropout else {
+        return Ok(h);
+    };
+    let d = e.dropout_dst(&h, p, key, block)?;
+    e.free(h);
+    Ok(d)
+}
+
 impl ModelConfig {
-    /// Replay of [`Gnn::forward_layer`] in training mode on symbolic buffers: layer `l`
-    /// (`spec`, one of [`ModelConfig::layer_specs`]) on `block`, its input `h`
-    /// released, then the ReLU and the dropout between layers except after the output
-    /// layer. The memory estimator chains it as [`Gnn::forward`] chains the layers.
-    pub fn replay_layer(
+    /// [`Gnn::forward_layer`] in training mode on symbolic buffers: layer `l` (`spec`, one
+    /// of [`ModelConfig::layer_specs`]) traced on `block`, its input `h` released, then
+    /// [`ModelConfig::trace_finish`]. The memory estimator chains it as [`Gnn::forward`]
+    /// chains the layers.
+    pub fn trace_layer(
         &self,
         spec: &dyn LayerSpec,
         r: &mut Replay,
@@ -503,29 +520,23 @@ impl ModelConfig {
         block: &SymBlock<'_>,
         h: Val,
         bucket_split: Option<usize>,
-    ) -> Val {
-        let out = spec.replay(r, &h, block, bucket_split);
+    ) -> Result<Val> {
+        let out = spec.trace(r, &h, block, bucket_split)?;
         r.release(h.buf);
-        self.replay_finish(r, l, block.sizes, out)
+        self.trace_finish(r, l, block, out)
     }
 
-    /// Replay of [`Gnn::finish_layer`] in training mode: the ReLU and the dropout between
-    /// layers (releasing each input), nothing after the output layer.
-    pub fn replay_finish(&self, r: &mut Replay, l: usize, sizes: &BlockSizes, out: Val) -> Val {
-        let mut out = out;
-        if l + 1 < self.shape.layers {
-            let a = r.relu(&out);
-            r.release(out.buf);
-            out = a;
-            if self.shape.dropout > 0.0 {
-                let ids = r.input(sizes.num_dst, 1);
-                let d = r.dropout(&out, &ids);
-                r.release(out.buf);
-                r.release(ids.buf);
-                out = d;
-            }
-        }
-        out
+    /// [`Gnn::finish_layer`] in training mode on symbolic buffers ([`finish`]).
+    pub fn trace_finish(
+        &self,
+        r: &mut Replay,
+        l: usize,
+        block: &SymBlock<'_>,
+        out: Val,
+    ) -> Result<Val> {
+        let p = self.shape.dropout;
+        let dropout = (p > 0.0).then_some((p, 0));
+        finish(r, l + 1 >= self.shape.layers, dropout, block, out)
     }
 }
 

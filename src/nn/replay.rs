@@ -1,6 +1,7 @@
 //! Symbolic replay of the engine's allocations: buffers with sizes and reference counts,
-//! no data, and a symbolic autograd graph. Each layer replays its own forward with these
-//! ops beside its real forward ([`crate::nn::LayerSpec::replay`]); the memory estimator
+//! no data, and a symbolic autograd graph. The layers' forward functions, written once
+//! over [`crate::nn::exec::Exec`], run on these ops through their specs
+//! ([`crate::nn::LayerSpec::trace`]); the memory estimator
 //! ([`crate::train::MemoryEstimator`]) adds the trainer's steps around the layers and
 //! reads the highest live total.
 //!
@@ -57,8 +58,9 @@
 //! adapters other than CPU ones, for dst rows of at least `Context::long_row` edges). Not
 //! compared with a real GPU's peak yet.
 //!
-//! Adding an op that a layer calls means adding its replay here: its forward allocations,
-//! what its closure keeps, what its rule allocates, and on a GPU what it uploads.
+//! Adding an op that a layer calls means adding its replay here (its forward allocations,
+//! what its closure keeps, what its rule allocates, and on a GPU what it uploads) and a
+//! method of [`crate::nn::exec::Exec`] whose two arms are the op and this replay.
 
 use std::collections::{HashMap, HashSet};
 
@@ -152,6 +154,9 @@ pub struct Replay {
 pub struct SymBlock<'a> {
     /// The block's sizes.
     pub sizes: &'a BlockSizes,
+    /// Its edges: `sizes.num_edges`, or more for a block with self-loops added
+    /// ([`Replay::self_looped`]).
+    pub edges: usize,
     buf: usize,
 }
 
@@ -198,8 +203,18 @@ impl Replay {
         self.refs.push(1);
         SymBlock {
             sizes,
+            edges: sizes.num_edges,
             buf: self.bytes.len() - 1,
         }
+    }
+
+    /// [`crate::graph::Block::with_self_loops`] of `block`, held by its caller: one more
+    /// edge for every dst node without a self-loop, nothing on the device yet.
+    pub fn self_looped<'a>(&mut self, block: &SymBlock<'a>) -> SymBlock<'a> {
+        let s = block.sizes;
+        let mut looped = self.block(s);
+        looped.edges = s.num_edges + s.num_dst - s.self_loops.min(s.num_dst);
+        looped
     }
 
     /// The caller lets go of `block`; its index arrays go with its last holder.
@@ -215,14 +230,8 @@ impl Replay {
         if !self.gpu || !self.uploaded.insert(block.buf) {
             return;
         }
-        let s = block.sizes;
-        let words = [
-            s.num_dst + 1,
-            s.num_edges,
-            s.num_src + 1,
-            s.num_edges,
-            s.num_edges,
-        ];
+        let (s, e) = (block.sizes, block.edges);
+        let words = [s.num_dst + 1, e, s.num_src + 1, e, e];
         let b = words
             .iter()
             .fold(0u64, |a, &n| a.saturating_add((self.round)(bytes_of(n, 1))));

@@ -13,8 +13,8 @@
 //! and hidden width = the layer's input width) runs over its sampled neighbours in edge
 //! order for exactly `degree` steps from zero states; the last hidden state is the
 //! aggregate (zeros without neighbours), then `fc_neigh`. It runs per degree bucket as a
-//! dense batch ([`ops::lstm_aggregate`]): the input projection `x·W_ih + b` is computed
-//! once per src row, gathered per (node, step) with [`ops::index_select`] in the buckets'
+//! dense batch ([`crate::ops::lstm_aggregate`]): the input projection `x·W_ih + b` is computed
+//! once per src row, gathered per (node, step) with [`crate::ops::index_select`] in the buckets'
 //! row order ([`crate::graph::Bucket::src_indices`]), and each step is one matmul
 //! (`h·W_hh`) plus the fused cell. Parameters: `lstm.weight_ih [F, 4F]`,
 //! `lstm.weight_hh [F, 4F]`, `lstm.bias [4F]` (gates i, f, g, o; one bias, the sum of
@@ -24,15 +24,15 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::graph::{Block, BlockSizes, Buckets};
+use crate::graph::Block;
 use crate::nn::config::{Forward, ModelKind};
+use crate::nn::exec::{Eager, Exec, Reduce};
 use crate::nn::init::{self, Init};
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
 use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::nn::replay::{Replay, SymBlock, Val};
-use crate::ops;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
 
@@ -158,18 +158,8 @@ impl LstmParams {
         h: &Tensor,
         split: Option<usize>,
     ) -> Result<Tensor> {
-        let max_degree = (0..block.num_dst).map(|d| block.degree(d)).max();
-        let buckets = Buckets::new(block, max_degree);
-        let buckets = match split {
-            Some(n) => buckets.split_explosion(n)?,
-            None => buckets,
-        };
-        let plan = Arc::new(ops::LstmPlan::new(block, &buckets)?);
-        let xw = ops::add(&ops::matmul(h, &self.weight_ih, false, false)?, &self.bias)?;
-        let idx = Tensor::from_u32(plan.src.clone(), &[plan.rows()], h.device())?;
-        let xg = ops::index_select(&xw, &idx)?;
-        drop(xw);
-        ops::lstm_aggregate(&xg, &self.weight_hh, &plan)
+        let w = (&self.weight_ih, &self.weight_hh, &self.bias);
+        lstm_aggregate(&mut Eager, w, h, block, split)
     }
 }
 
@@ -222,67 +212,162 @@ impl SageLayer {
 
     /// `h` holds the block's `num_src` rows; returns `num_dst` rows.
     pub fn forward(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
-        if matches!(self.aggr, Aggregator::Mean | Aggregator::Sum) {
-            return self.forward_mean_sum(block, h);
-        }
-        let h_dst = ops::slice(h, 0, 0, block.num_dst)?;
-        let neigh = match self.aggr {
-            Aggregator::Mean | Aggregator::Sum => unreachable!("handled above"),
+        let p = SageParams {
+            w_self: &self.fc_self.weight,
+            w_neigh: &self.fc_neigh.weight,
+            bias: &self.bias,
+        };
+        let e = &mut Eager;
+        match self.aggr {
+            Aggregator::Mean | Aggregator::Sum => {
+                sage_mean_sum(e, &p, h, block, self.aggr == Aggregator::Mean)
+            }
+            Aggregator::Max => sage_max(e, &p, None, h, block),
             Aggregator::Pool => {
                 let pool = self
                     .fc_pool
                     .as_ref()
                     .ok_or_else(|| Error::invalid("sage pool layer without fc_pool"))?;
-                let z = ops::relu(&pool.forward(h)?)?;
-                self.fc_neigh.forward(&ops::segment_max(&z, block)?)?
+                let b_pool = pool
+                    .bias
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("sage pool layer without its bias"))?;
+                sage_max(e, &p, Some((&pool.weight, b_pool)), h, block)
             }
-            Aggregator::Max => self.fc_neigh.forward(&ops::segment_max(h, block)?)?,
             Aggregator::Lstm => {
                 let lstm = self
                     .lstm
                     .as_ref()
                     .ok_or_else(|| Error::invalid("sage lstm layer without lstm weights"))?;
-                self.fc_neigh
-                    .forward(&lstm.aggregate(block, h, self.lstm_split)?)?
+                let w = (&lstm.weight_ih, &lstm.weight_hh, &lstm.bias);
+                sage_lstm(e, &p, w, h, block, self.lstm_split)
             }
-        };
-        ops::add(
-            &ops::add(&self.fc_self.forward(&h_dst)?, &neigh)?,
-            &self.bias,
-        )
+        }
     }
 }
 
-impl SageLayer {
-    /// `mean` and `sum`: the neighbour term in the cheaper order ([`projects_first`]);
-    /// the self term reads `h`'s dst rows in place ([`ops::matmul_rows`]) where `h` is
-    /// kept anyway, by the projection's product or as the features (no gradient: they
-    /// live until the micro-batch ends), and from a copy otherwise (which holds only the
-    /// dst rows until backward, where keeping all of `h` would hold more).
-    fn forward_mean_sum(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
-        let nd = block.num_dst;
-        let (i, o) = (self.fc_neigh.fan_in(), self.fc_neigh.fan_out());
-        let project = projects_first(block.num_src, nd, block.num_edges(), i, o);
-        let h_dst = if project || !h.requires_grad() {
-            None
-        } else {
-            Some(ops::slice(h, 0, 0, nd)?)
-        };
-        let reduce = |x: &Tensor| match self.aggr {
-            Aggregator::Mean => ops::segment_mean(x, block),
-            _ => ops::segment_sum(x, block),
-        };
-        let neigh = if project {
-            reduce(&self.fc_neigh.forward(h)?)?
-        } else {
-            self.fc_neigh.forward(&reduce(h)?)?
-        };
-        let own = match &h_dst {
-            Some(x) => self.fc_self.forward(x)?,
-            None => ops::matmul_rows(h, nd, &self.fc_self.weight)?,
-        };
-        ops::add(&ops::add(&own, &neigh)?, &self.bias)
+/// A SAGE layer's weights on either executor.
+struct SageParams<'p, T> {
+    w_self: &'p T,
+    w_neigh: &'p T,
+    bias: &'p T,
+}
+
+/// `mean` and `sum` on either executor: the neighbour term in the cheaper order
+/// ([`projects_first`]); the self term reads `h`'s dst rows in place
+/// ([`crate::ops::matmul_rows`]) where `h` is kept anyway, by the projection's product or as the
+/// features (no gradient: they live until the micro-batch ends), and from a copy otherwise
+/// (which holds only the dst rows until backward, where keeping all of `h` would hold
+/// more).
+fn sage_mean_sum<'b, E: Exec<'b>>(
+    e: &mut E,
+    p: &SageParams<'_, E::T>,
+    h: &E::T,
+    block: &E::Block,
+    mean: bool,
+) -> Result<E::T> {
+    let (ns, nd, ne) = E::block_rows(block);
+    let (i, o) = E::dims(p.w_neigh);
+    let project = projects_first(ns, nd, ne, i, o);
+    let h_dst = if project || !E::needs_grad(h) {
+        None
+    } else {
+        Some(e.slice_rows(h, nd)?)
+    };
+    let how = if mean { Reduce::Mean } else { Reduce::Sum };
+    let neigh = if project {
+        let t = e.matmul(h, p.w_neigh)?;
+        let n = e.segment(&t, block, how)?;
+        e.free(t);
+        n
+    } else {
+        let t = e.segment(h, block, how)?;
+        let n = e.matmul(&t, p.w_neigh)?;
+        e.free(t);
+        n
+    };
+    let own = match &h_dst {
+        Some(x) => e.matmul(x, p.w_self)?,
+        None => e.matmul_rows(h, nd, p.w_self)?,
+    };
+    let a1 = e.add(&own, &neigh)?;
+    let out = e.add(&a1, p.bias)?;
+    for v in [own, a1, neigh] {
+        e.free(v);
     }
+    if let Some(x) = h_dst {
+        e.free(x);
+    }
+    Ok(out)
+}
+
+/// `max` (PyG's: `segment_max(h)·W_neigh`) or, with `pool`'s weight and bias, `pool`
+/// (DGL's: `segment_max(relu(h·W_pool + b_pool))·W_neigh`), on either executor; the copy
+/// `h_dst = h[..nd]` first, then [`sage_self_term`].
+fn sage_max<'b, E: Exec<'b>>(
+    e: &mut E,
+    p: &SageParams<'_, E::T>,
+    pool: Option<(&E::T, &E::T)>,
+    h: &E::T,
+    block: &E::Block,
+) -> Result<E::T> {
+    let h_dst = e.slice_rows(h, E::block_rows(block).1)?;
+    let neigh = match pool {
+        None => {
+            let mx = e.segment(h, block, Reduce::Max)?;
+            let neigh = e.matmul(&mx, p.w_neigh)?;
+            e.free(mx);
+            neigh
+        }
+        Some((w_pool, b_pool)) => {
+            let m = e.matmul(h, w_pool)?;
+            let z1 = e.add(&m, b_pool)?;
+            e.free(m);
+            let z = e.relu(&z1)?;
+            e.free(z1);
+            let mx = e.segment(&z, block, Reduce::Max)?;
+            let neigh = e.matmul(&mx, p.w_neigh)?;
+            e.free(mx);
+            e.free(z);
+            neigh
+        }
+    };
+    sage_self_term(e, p, h_dst, neigh)
+}
+
+/// `(h_dst·W_self + neigh) + bias` (three `[nd, o]` outputs, the first two transient), then
+/// the layer's locals go.
+fn sage_self_term<'b, E: Exec<'b>>(
+    e: &mut E,
+    p: &SageParams<'_, E::T>,
+    h_dst: E::T,
+    neigh: E::T,
+) -> Result<E::T> {
+    let s = e.matmul(&h_dst, p.w_self)?;
+    let a1 = e.add(&s, &neigh)?;
+    let out = e.add(&a1, p.bias)?;
+    for v in [s, a1, neigh, h_dst] {
+        e.free(v);
+    }
+    Ok(out)
+}
+
+/// The hybrid update `h[..nd]·W_self + a·W_neigh + b` on either executor.
+fn sage_update<'b, E: Exec<'b>>(
+    e: &mut E,
+    p: &SageParams<'_, E::T>,
+    h: &E::T,
+    a: &E::T,
+    block: &E::Block,
+) -> Result<E::T> {
+    let neigh = e.matmul(a, p.w_neigh)?;
+    let own = e.matmul_rows(h, E::block_rows(block).1, p.w_self)?;
+    let a1 = e.add(&own, &neigh)?;
+    let out = e.add(&a1, p.bias)?;
+    for v in [own, a1, neigh] {
+        e.free(v);
+    }
+    Ok(out)
 }
 
 impl Module for SageLayer {
@@ -321,25 +406,35 @@ impl Layer for SageLayer {
 /// [`SageLayer::forward`]).
 impl HybridLayer for SageLayer {
     fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
-        match self.aggr {
-            Aggregator::Mean => ops::segment_mean(h, block),
-            Aggregator::Sum => ops::segment_sum(h, block),
-            other => Err(Error::invalid(format!(
-                "sage-{}: the aggregation has weights, so there is no hybrid split",
-                other.name()
-            ))),
-        }
+        let how = hybrid_reduce(self.aggr)?;
+        Eager.segment(h, block, how)
     }
 
     fn update(&self, block: &Arc<Block>, h: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
         let h = h.ok_or_else(|| Error::invalid("sage update: its self term needs the dst rows"))?;
-        let neigh = self.fc_neigh.forward(a)?;
-        let own = ops::matmul_rows(h, block.num_dst, &self.fc_self.weight)?;
-        ops::add(&ops::add(&own, &neigh)?, &self.bias)
+        let p = SageParams {
+            w_self: &self.fc_self.weight,
+            w_neigh: &self.fc_neigh.weight,
+            bias: &self.bias,
+        };
+        sage_update(&mut Eager, &p, h, a, block)
     }
 
     fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor> {
-        ops::segment_sum_transposed(a_grad, block, self.aggr == Aggregator::Mean)
+        Eager.segment_transposed(a_grad, block, self.aggr == Aggregator::Mean)
+    }
+}
+
+/// The reduction of the hybrid split's aggregation: mean or sum; the other aggregators
+/// have weights, so no split.
+fn hybrid_reduce(aggr: Aggregator) -> Result<Reduce> {
+    match aggr {
+        Aggregator::Mean => Ok(Reduce::Mean),
+        Aggregator::Sum => Ok(Reduce::Sum),
+        other => Err(Error::invalid(format!(
+            "sage-{}: the aggregation has weights, so there is no hybrid split",
+            other.name()
+        ))),
     }
 }
 
@@ -461,19 +556,30 @@ impl LayerSpec for SageSpec {
         Ok(Box::new(layer))
     }
 
-    fn replay(
+    fn trace(
         &self,
         r: &mut Replay,
         h: &Val,
         block: &SymBlock<'_>,
         bucket_split: Option<usize>,
-    ) -> Val {
-        let io = (self.in_dim, self.out_dim);
+    ) -> Result<Val> {
+        let (w_self, w_neigh, bias) = self.params(r);
+        let p = SageParams {
+            w_self: &w_self,
+            w_neigh: &w_neigh,
+            bias: &bias,
+        };
+        let i = self.in_dim;
         match self.aggr {
-            Aggregator::Mean | Aggregator::Sum => replay_mean_sum(r, h, io, block),
-            Aggregator::Pool => replay_pool(r, h, io, block),
-            Aggregator::Max => replay_max(r, h, io, block),
-            Aggregator::Lstm => replay_lstm(r, h, io, block.sizes, bucket_split),
+            Aggregator::Mean | Aggregator::Sum => {
+                sage_mean_sum(r, &p, h, block, self.aggr == Aggregator::Mean)
+            }
+            Aggregator::Max => sage_max(r, &p, None, h, block),
+            Aggregator::Pool => {
+                let (w_pool, b_pool) = (r.param(i, i), r.param(1, i));
+                sage_max(r, &p, Some((&w_pool, &b_pool)), h, block)
+            }
+            Aggregator::Lstm => lstm_trace(r, &p, h, i, block, bucket_split),
         }
     }
 
@@ -483,198 +589,100 @@ impl LayerSpec for SageSpec {
     }
 }
 
-/// Replays of [`SageLayer`]'s [`HybridLayer`] split: the aggregation `[nd, i]` (what
-/// its autograd rule keeps: nothing but the block); the update's three parameters, then
-/// `a·W_neigh`, `matmul_rows(h, nd, W_self)` (keeps `h`), two adds; the transposed
-/// aggregation `[ns, i]`.
-impl HybridSpec for SageSpec {
-    fn replay_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Val {
-        r.segment(h, block, false)
-    }
-
-    fn replay_update(&self, r: &mut Replay, h: Option<&Val>, a: &Val, block: &SymBlock<'_>) -> Val {
-        let sizes = block.sizes;
+impl SageSpec {
+    /// `W_self`, `W_neigh` and the bias on symbolic buffers.
+    fn params(&self, r: &mut Replay) -> (Val, Val, Val) {
         let (i, o) = (self.in_dim, self.out_dim);
-        // The trainer gives the dst rows to a layer that reads them ([`HybridSpec`]).
-        let h = h.copied().unwrap_or(*a);
-        let w_self = r.param(i, o);
-        let w_neigh = r.param(i, o);
-        let bias = r.param(1, o);
-        let neigh = r.matmul(a, &w_neigh);
-        let own = r.matmul_rows(&h, sizes.num_dst, &w_self);
-        let a1 = r.add(&own, &neigh);
-        let out = r.add(&a1, &bias);
-        for v in [own, a1, neigh] {
-            r.release(v.buf);
-        }
-        out
+        (r.param(i, o), r.param(i, o), r.param(1, o))
+    }
+}
+
+/// [`SageLayer`]'s [`HybridLayer`] split on symbolic buffers.
+impl HybridSpec for SageSpec {
+    fn trace_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Result<Val> {
+        let how = hybrid_reduce(self.aggr)?;
+        Exec::segment(r, h, block, how)
     }
 
-    /// `segment_sum_transposed`: the block's arrays (uploaded by the first op that reads
-    /// them), then `[ns, i]`.
-    fn replay_aggregate_backward(
+    fn trace_update(
         &self,
         r: &mut Replay,
-        _a_grad: &Val,
+        h: Option<&Val>,
+        a: &Val,
         block: &SymBlock<'_>,
-    ) -> Val {
-        r.block_upload(block);
-        r.input(block.sizes.num_src, self.in_dim)
+    ) -> Result<Val> {
+        let h = h.ok_or_else(|| Error::invalid("sage update: its self term needs the dst rows"))?;
+        let (w_self, w_neigh, bias) = self.params(r);
+        let p = SageParams {
+            w_self: &w_self,
+            w_neigh: &w_neigh,
+            bias: &bias,
+        };
+        sage_update(r, &p, h, a, block)
+    }
+
+    fn trace_aggregate_backward(
+        &self,
+        r: &mut Replay,
+        a_grad: &Val,
+        block: &SymBlock<'_>,
+    ) -> Result<Val> {
+        Exec::segment_transposed(r, a_grad, block, self.aggr == Aggregator::Mean)
     }
 }
 
-/// Replay of [`SageLayer::forward`] with `mean` or `sum` ([`SageLayer::forward_mean_sum`]),
-/// `i`/`o` the layer's widths, `ns`/`nd` the block's src/dst counts.
-///
-/// **SAGE mean/sum**: the self term is `matmul_rows(h, nd, W_self)` when `h` is kept
-/// anyway (projecting first, or `h` without gradient: the features), else
-/// `h_dst = slice(h)` `[nd, i]` first, kept by `matmul(h_dst, W_self)`, computed after
-/// the neighbours. Neighbours, projecting first when that takes fewer multiply-adds
-/// ([`projects_first`]): `segment(matmul(h, W_neigh))` (keeps `h`, a
-/// transient `[ns, o]`) else `matmul(segment(h), W_neigh)` (keeps the aggregate
-/// `[nd, i]`). Then `(self + neigh) + bias`: three `[nd, o]` outputs, the first two
-/// transient.
-fn replay_mean_sum(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
-    let sizes = block.sizes;
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let bias = r.param(1, o);
-    let project = projects_first(sizes.num_src, sizes.num_dst, sizes.num_edges, i, o);
-    let h_dst = if project || !h.grad {
-        None
-    } else {
-        Some(r.slice_rows(h, sizes.num_dst))
-    };
-    let neigh = if project {
-        let t = r.matmul(h, &w_neigh);
-        let n = r.segment(&t, block, false);
-        r.release(t.buf);
-        n
-    } else {
-        let t = r.segment(h, block, false);
-        let n = r.matmul(&t, &w_neigh);
-        r.release(t.buf);
-        n
-    };
-    let own = match &h_dst {
-        Some(x) => r.matmul(x, &w_self),
-        None => r.matmul_rows(h, sizes.num_dst, &w_self),
-    };
-    let a1 = r.add(&own, &neigh);
-    let out = r.add(&a1, &bias);
-    r.release(own.buf);
-    r.release(a1.buf);
-    r.release(neigh.buf);
-    if let Some(x) = h_dst {
-        r.release(x.buf);
-    }
-    out
-}
-
-/// Replay of the `max` arm of [`SageLayer::forward`]: the copy `h_dst = h[..nd]` `[nd, i]`
-/// first, `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then
-/// [`replay_finish`].
-fn replay_max(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, block.sizes.num_dst);
-    let mx = r.segment(h, block, true);
-    let neigh = r.matmul(&mx, &w_neigh);
-    r.release(mx.buf);
-    replay_finish(r, h_dst, neigh, &w_self, &bias)
-}
-
-/// Replay of the `pool` arm of [`SageLayer::forward`].
-///
-/// **SAGE pool**: `relu(matmul(h, W_pool) + b_pool)` `[ns, i]` (kept by relu),
-/// `segment_max` `[nd, i]` + argmax, `matmul(max, W_neigh)`, then [`replay_finish`].
-fn replay_pool(r: &mut Replay, h: &Val, (i, o): (usize, usize), block: &SymBlock) -> Val {
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let w_pool = r.param(i, i);
-    let b_pool = r.param(1, i);
-    let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, block.sizes.num_dst);
-    let m = r.matmul(h, &w_pool);
-    let z1 = r.add(&m, &b_pool);
-    r.release(m.buf);
-    let z = r.relu(&z1);
-    r.release(z1.buf);
-    let mx = r.segment(&z, block, true);
-    let neigh = r.matmul(&mx, &w_neigh);
-    r.release(mx.buf);
-    r.release(z.buf);
-    replay_finish(r, h_dst, neigh, &w_self, &bias)
-}
-
-/// `(fc_self(h_dst) + neigh) + bias` (three `[nd, o]` outputs, the first two transient),
-/// then the layer's locals go.
-fn replay_finish(r: &mut Replay, h_dst: Val, neigh: Val, w_self: &Val, bias: &Val) -> Val {
-    let s = r.matmul(&h_dst, w_self);
-    let a1 = r.add(&s, &neigh);
-    let out = r.add(&a1, bias);
-    r.release(s.buf);
-    r.release(a1.buf);
-    r.release(neigh.buf);
-    r.release(h_dst.buf);
-    out
-}
-
-/// The LSTM's dense batches `(nodes, degree)` from the degree histogram, in the order of
-/// [`crate::graph::Buckets`] (increasing degree; the largest degree's bucket, the
-/// explosion bucket, cut into pieces of at most `split` nodes).
-fn lstm_buckets(hist: &[usize], split: Option<usize>) -> Vec<(usize, usize)> {
-    let max = hist.iter().rposition(|&n| n > 0).unwrap_or(0);
-    let mut v = Vec::new();
-    for (k, &m) in hist.iter().enumerate().skip(1).filter(|&(_, &m)| m > 0) {
-        match split.filter(|&n| k == max && n > 0) {
-            Some(n) => {
-                let mut left = m;
-                while left > 0 {
-                    v.push((left.min(n), k));
-                    left -= left.min(n);
-                }
-            }
-            None => v.push((m, k)),
-        }
-    }
-    v
-}
-
-/// Replay of the `lstm` arm of [`SageLayer::forward`] ([`LstmParams::aggregate`]).
-///
-/// **SAGE-LSTM**: `xw = matmul(h, W_ih) + b` `[ns, 4F]` (the product transient), the
-/// per-(node, step) rows `xg = index_select(xw, idx)` `[R, 4F]` (`R = Σ` nodes × degree over
-/// the buckets of `degree_hist`, the explosion bucket cut by `lstm_split`; `idx` u32 `[R]`
-/// kept by the gather), then `lstm_aggregate`; `xw` and `xg` go after it, and
-/// `matmul(agg, W_neigh)` keeps the aggregate. Then [`replay_finish`].
-fn replay_lstm(
+/// The `lstm` arm of [`SageLayer::forward`] on symbolic buffers: the LSTM's parameters,
+/// then the same [`sage_lstm`] the layer runs.
+fn lstm_trace(
     r: &mut Replay,
+    p: &SageParams<'_, Val>,
     h: &Val,
-    (i, o): (usize, usize),
-    sizes: &BlockSizes,
+    i: usize,
+    block: &SymBlock<'_>,
     split: Option<usize>,
-) -> Val {
-    let w_self = r.param(i, o);
-    let w_neigh = r.param(i, o);
-    let w_ih = r.param(i, i.saturating_mul(4));
-    let w_hh = r.param(i, i.saturating_mul(4));
-    let b = r.param(1, i.saturating_mul(4));
-    let bias = r.param(1, o);
-    let h_dst = r.slice_rows(h, sizes.num_dst);
-    let buckets = lstm_buckets(&sizes.degree_hist, split);
-    let rows = buckets.iter().map(|&(m, k)| m * k).sum();
-    let mm = r.matmul(h, &w_ih);
-    let xw = r.add(&mm, &b);
-    r.release(mm.buf);
-    let idx = r.input(rows, 1);
-    let xg = r.gather(&xw, &idx);
-    r.release(xw.buf);
-    let agg = r.lstm(&xg, &w_hh, sizes.num_dst, buckets);
-    r.release(xg.buf);
-    r.release(idx.buf);
-    let neigh = r.matmul(&agg, &w_neigh);
-    r.release(agg.buf);
-    replay_finish(r, h_dst, neigh, &w_self, &bias)
+) -> Result<Val> {
+    let i4 = i.saturating_mul(4);
+    let (w_ih, w_hh, b) = (r.param(i, i4), r.param(i, i4), r.param(1, i4));
+    sage_lstm(r, p, (&w_ih, &w_hh, &b), h, block, split)
+}
+
+/// The `lstm` arm of [`SageLayer::forward`] on either executor: the copy `h_dst`, the
+/// aggregate ([`lstm_aggregate`]), `agg·W_neigh` (the aggregate goes after it), then
+/// [`sage_self_term`].
+fn sage_lstm<'b, E: Exec<'b>>(
+    e: &mut E,
+    p: &SageParams<'_, E::T>,
+    lstm: (&E::T, &E::T, &E::T),
+    h: &E::T,
+    block: &E::Block,
+    split: Option<usize>,
+) -> Result<E::T> {
+    let h_dst = e.slice_rows(h, E::block_rows(block).1)?;
+    let agg = lstm_aggregate(e, lstm, h, block, split)?;
+    let neigh = e.matmul(&agg, p.w_neigh)?;
+    e.free(agg);
+    sage_self_term(e, p, h_dst, neigh)
+}
+
+/// [`LstmParams::aggregate`] on either executor: `xw = h·W_ih + b` `[ns, 4F]` (the
+/// product transient), the per-(node, step) rows `xg = index_select(xw, idx)` `[R, 4F]`
+/// in the buckets' row order ([`Exec::lstm_plan`]: the index `idx` u32 `[R]`, kept by the
+/// gather), then [`crate::ops::lstm_aggregate`]; `xg` and `idx` go after it.
+fn lstm_aggregate<'b, E: Exec<'b>>(
+    e: &mut E,
+    (w_ih, w_hh, b): (&E::T, &E::T, &E::T),
+    h: &E::T,
+    block: &E::Block,
+    split: Option<usize>,
+) -> Result<E::T> {
+    let m = e.matmul(h, w_ih)?;
+    let xw = e.add(&m, b)?;
+    e.free(m);
+    let (idx, plan) = e.lstm_plan(block, split, h)?;
+    let xg = e.gather(&xw, &idx)?;
+    e.free(xw);
+    let agg = e.lstm(&xg, w_hh, &plan)?;
+    e.free(xg);
+    e.free(idx);
+    Ok(agg)
 }

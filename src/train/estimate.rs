@@ -22,10 +22,13 @@
 //! # The engine's allocation pattern
 //!
 //! What each op allocates, keeps and frees, and how autograd's backward walks the graph,
-//! is replayed by [`crate::nn::replay`]. Each layer kind replays its own forward with those
-//! ops in its own file, beside the forward it replays ([`crate::nn::LayerSpec::replay`]:
-//! `src/nn/sage.rs`, `gcn.rs`, `gat.rs`), and the estimator walks the same layer specs
-//! the trainer builds its model from ([`ModelConfig::layer_specs`]). Around the layers:
+//! is replayed by [`crate::nn::replay`]. The layers are not replayed by hand: each layer
+//! kind writes its forward once, generic over [`crate::nn::exec::Exec`], and the
+//! estimator runs that same function on the symbolic buffers through the layer's spec
+//! ([`crate::nn::LayerSpec::trace`]: the parameters, then the forward), walking the same
+//! layer specs the trainer builds its model from ([`ModelConfig::layer_specs`]); the
+//! ReLU and dropout between layers are one function too ([`crate::nn::model::finish`]).
+//! Around the layers:
 //!
 //! - **Between layers**: `relu` (keeps its `[nd, o]` output), then dropout with the dst
 //!   nodes' global ids as a u32 `[nd]` tensor (keeps the ids). The layer's input `h` is
@@ -55,14 +58,13 @@
 //!
 //! # Adding a layer
 //!
-//! A new model kind is one file in `src/nn/`: its layer ([`crate::nn::Layer`]), its spec
-//! ([`crate::nn::LayerSpec`]) whose `replay` repeats the layer's forward with the
-//! [`crate::nn::replay::Replay`] ops (add a `Replay` op for a new primitive: its forward
-//! allocations, what its closure keeps, what its rule allocates), its configuration
-//! ([`crate::nn::KindConfig`]) and its registry entry in [`crate::nn::MODELS`]. Layers
-//! that need more than widths read the block's [`BlockSizes`]: the LSTM its per-degree
-//! histogram, GAT `num_edges` and `self_loops`. The estimator needs no edit.
-//!
+//! A new model kind is one file in `src/nn/`: its layer ([`crate::nn::Layer`]) whose
+//! forward is a function generic over [`crate::nn::exec::Exec`] (called with
+//! [`crate::nn::exec::Eager`] by the layer), its spec ([`crate::nn::LayerSpec`]) whose
+//! `trace` declares the parameters and calls the same function, its configuration
+//! ([`crate::nn::KindConfig`]) and its registry entry in [`crate::nn::MODELS`]. A new
+//! primitive is one method of `Exec` with its two arms (the op, and its replay in
+//! [`crate::nn::replay`]). The estimator needs no edit.
 
 use crate::device::{AllocPolicy, Device};
 use crate::error::{Error, Result};
@@ -173,7 +175,7 @@ impl MemoryEstimator {
 
     /// A replay with the device's rules: on a GPU, pool size classes and the uploads of
     /// index arrays; on the CPU, exact bytes and no uploads.
-    fn replay(&self) -> Replay {
+    fn symbolic(&self) -> Replay {
         match self.device.alloc_policy() {
             AllocPolicy { gpu: false, .. } => Replay::new(self.round()),
             AllocPolicy {
@@ -195,7 +197,7 @@ impl MemoryEstimator {
             self_loops: 0,
         };
         let sizes = vec![one; self.model.shape.layers];
-        let mut r = self.replay();
+        let mut r = self.symbolic();
         let x = r.input(1, self.model.shape.in_dim);
         let _ = self.forward(&mut r, &sizes, x);
         r.params.iter().fold(0u64, |a, &b| a.saturating_add(b))
@@ -271,7 +273,7 @@ impl MemoryEstimator {
             }
         }
         let n = sizes[sizes.len() - 1].num_dst;
-        let mut r = self.replay();
+        let mut r = self.symbolic();
         // Trainer: features (gathered on the device by id, or uploaded), labels, forward,
         // loss, prediction, scaling, backward.
         // On a GPU the losses and predictions of the batch's earlier micro-batches are
@@ -285,7 +287,7 @@ impl MemoryEstimator {
         }
         let y = r.input(n, 1);
         let h = x.clone_in(&mut r);
-        let logits = self.forward(&mut r, sizes, h);
+        let logits = self.forward(&mut r, sizes, h)?;
         let ce = r.cross_entropy(&logits, &y);
         let pred = r.alloc(n, 1);
         if !gpu {
@@ -323,17 +325,17 @@ impl MemoryEstimator {
     }
 
     /// Replay of [`crate::nn::Gnn::forward`] in training mode: every layer's own replay
-    /// ([`crate::nn::LayerSpec::replay`]) chained by [`ModelConfig::replay_layer`].
+    /// ([`crate::nn::LayerSpec::trace`]) chained by [`ModelConfig::trace_layer`].
     /// The trainer holds the micro-batch's blocks until its backward has run, so the index
     /// arrays the ops upload stay to the end of the replay.
-    fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Val {
+    fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Result<Val> {
         let specs = self.model.layer_specs();
         let mut h = x;
         for (l, (s, spec)) in sizes.iter().zip(&specs).enumerate() {
             let block = r.block(s);
-            h = self.forward_layer(r, spec.as_ref(), l, &block, h);
+            h = self.forward_layer(r, spec.as_ref(), l, &block, h)?;
         }
-        h
+        Ok(h)
     }
 
     /// Replay of [`crate::nn::Gnn::forward_layer`]: layer `l` (`spec`), then ReLU and
@@ -345,9 +347,9 @@ impl MemoryEstimator {
         l: usize,
         block: &SymBlock<'_>,
         h: Val,
-    ) -> Val {
+    ) -> Result<Val> {
         self.model
-            .replay_layer(spec, r, l, block, h, self.lstm_split)
+            .trace_layer(spec, r, l, block, h, self.lstm_split)
     }
 
     /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
@@ -389,20 +391,20 @@ impl MemoryEstimator {
                 )))
             }
         };
-        let mut r = self.replay();
+        let mut r = self.symbolic();
         // The chunk's block lives through the pass.
         let block = r.block(sizes);
         if let Some(split) = split {
-            self.replay_hybrid(&mut r, split, layer, &block, pass);
+            self.trace_hybrid(&mut r, split, layer, &block, pass)?;
             return Ok(r.peak);
         }
         let leaf = pass != ChunkPass::Forward;
-        let x = self.replay_input(&mut r, layer, sizes.num_src, i, leaf);
+        let x = self.trace_input(&mut r, layer, sizes.num_src, i, leaf);
         match pass {
             ChunkPass::HybridForward | ChunkPass::HybridBackward => unreachable!("replayed above"),
             ChunkPass::Forward => {
                 r.no_grad = true;
-                let out = self.forward_layer(&mut r, spec, layer, &block, x);
+                let out = self.forward_layer(&mut r, spec, layer, &block, x)?;
                 // Read back to the host.
                 r.release(out.buf);
                 return Ok(r.peak);
@@ -411,7 +413,7 @@ impl MemoryEstimator {
                 let n = sizes.num_dst;
                 let y = r.input(n, 1);
                 let h = x.clone_in(&mut r);
-                let logits = self.forward_layer(&mut r, spec, layer, &block, h);
+                let logits = self.forward_layer(&mut r, spec, layer, &block, h)?;
                 let ce = r.cross_entropy(&logits, &y);
                 // The predictions are read at once.
                 let pred = r.alloc(n, 1);
@@ -429,7 +431,7 @@ impl MemoryEstimator {
             }
             ChunkPass::Backward => {
                 let h = x.clone_in(&mut r);
-                let out = self.forward_layer(&mut r, spec, layer, &block, h);
+                let out = self.forward_layer(&mut r, spec, layer, &block, h)?;
                 let g = r.input(out.rows, out.cols);
                 r.backward(&out, Some(g.buf));
                 r.release(g.buf);
@@ -447,7 +449,7 @@ impl MemoryEstimator {
     /// `rows` input rows of layer `layer` uploaded for a chunk: the input layer's features
     /// (gathered on the device by id, or uploaded), a deeper layer's rows from the host, a
     /// leaf where `leaf` (their gradient goes back to the host).
-    fn replay_input(&self, r: &mut Replay, layer: usize, rows: usize, i: usize, leaf: bool) -> Val {
+    fn trace_input(&self, r: &mut Replay, layer: usize, rows: usize, i: usize, leaf: bool) -> Val {
         if layer == 0 {
             let ids = self.device_gather.then(|| r.input(rows, 1));
             let x = r.input(rows, i);
@@ -465,38 +467,38 @@ impl MemoryEstimator {
     /// Hybrid mode's passes of layer `layer` (below the output layer) in the order
     /// [`crate::train::full_graph`] runs them: forward from every src row; backward from
     /// the dst rows (where the update reads them) and the cached aggregation.
-    fn replay_hybrid(
+    fn trace_hybrid(
         &self,
         r: &mut Replay,
         split: &dyn HybridSpec,
         layer: usize,
         block: &SymBlock<'_>,
         pass: ChunkPass,
-    ) {
+    ) -> Result<()> {
         let sizes = block.sizes;
         let (nd, i) = (sizes.num_dst, self.model.widths(layer).0);
         if pass == ChunkPass::HybridForward {
-            let x = self.replay_input(r, layer, sizes.num_src, i, false);
+            let x = self.trace_input(r, layer, sizes.num_src, i, false);
             r.no_grad = true;
-            let a = split.replay_aggregate(r, &x, block);
-            let out = split.replay_update(r, Some(&x), &a, block);
+            let a = split.trace_aggregate(r, &x, block)?;
+            let out = split.trace_update(r, Some(&x), &a, block)?;
             r.release(x.buf);
             // The aggregation is read back to the host, then the output rows.
             r.release(a.buf);
-            let out = self.model.replay_finish(r, layer, sizes, out);
+            let out = self.model.trace_finish(r, layer, block, out)?;
             r.release(out.buf);
-            return;
+            return Ok(());
         }
         let x = split
             .reads_dst_rows()
-            .then(|| self.replay_input(r, layer, nd, i, true));
+            .then(|| self.trace_input(r, layer, nd, i, true));
         // The cached aggregation, a leaf when its gradient flows on to a lower layer.
         let a = match layer {
             0 => r.input(nd, i),
             _ => r.leaf_input(nd, i),
         };
-        let out = split.replay_update(r, x.as_ref(), &a, block);
-        let out = self.model.replay_finish(r, layer, sizes, out);
+        let out = split.trace_update(r, x.as_ref(), &a, block)?;
+        let out = self.model.trace_finish(r, layer, block, out)?;
         let g = r.input(out.rows, out.cols);
         r.backward(&out, Some(g.buf));
         r.release(g.buf);
@@ -511,7 +513,7 @@ impl MemoryEstimator {
                 leaf: None,
             };
             // The src rows' gradient is read back to the host, then goes.
-            let src = split.replay_aggregate_backward(r, &grad, block);
+            let src = split.trace_aggregate_backward(r, &grad, block)?;
             r.release(src.buf);
             r.release(a_grad);
         }
@@ -523,6 +525,7 @@ impl MemoryEstimator {
             }
             r.release(x.buf);
         }
+        Ok(())
     }
 
     /// `R + A` of one chunk of full-graph training (see
