@@ -188,23 +188,21 @@ impl MemoryEstimator {
 
     /// Bytes of the parameters on the device (each tensor rounded to the allocation unit).
     pub fn param_bytes(&self) -> u64 {
-        // The layer replays declare the parameters; one-node blocks are enough to see them.
-        let one = BlockSizes {
-            num_src: 1,
-            num_dst: 1,
-            num_edges: 1,
-            degree_hist: vec![0, 1],
-            self_loops: 0,
-        };
-        let sizes = vec![one; self.model.shape.layers];
-        let mut r = self.symbolic();
-        let x = r.input(1, self.model.shape.in_dim);
-        let _ = self.forward(&mut r, &sizes, x);
-        r.params.iter().fold(0u64, |a, &b| a.saturating_add(b))
+        let params = self.declared_params(self.symbolic());
+        params.iter().fold(0u64, |a, &b| a.saturating_add(b))
     }
 
     /// Number of parameter values the replay declares (checked against the model).
     pub fn num_parameters(&self) -> usize {
+        let params = self.declared_params(Replay::new(|b| b));
+        params
+            .iter()
+            .fold(0usize, |a, &b| a.saturating_add((b / WORD) as usize))
+    }
+
+    /// The bytes of each parameter `r` sees declared by a forward over one-node blocks
+    /// (the layers' traces declare their parameters whatever the block sizes).
+    fn declared_params(&self, mut r: Replay) -> Vec<u64> {
         let one = BlockSizes {
             num_src: 1,
             num_dst: 1,
@@ -213,12 +211,9 @@ impl MemoryEstimator {
             self_loops: 0,
         };
         let sizes = vec![one; self.model.shape.layers];
-        let mut r = Replay::new(|b| b);
         let x = r.input(1, self.model.shape.in_dim);
         let _ = self.forward(&mut r, &sizes, x);
         r.params
-            .iter()
-            .fold(0usize, |a, &b| a.saturating_add((b / WORD) as usize))
     }
 
     /// `R`: parameters, plus held gradients and optimizer state as `state` says.
