@@ -61,9 +61,10 @@ fn lstm_buckets(c: &mut Criterion) {
         for (m, k) in [(4096, 1), (2048, 4), (512, 10), (256, 25)] {
             let b = bucket_block(m, k);
             let plan = Arc::new(ops::LstmPlan::new(&b, &Buckets::new(&b, Some(k))).unwrap());
-            let xg = randn(&[m * k, 4 * F], 1, dev);
+            let xw = randn(&[b.num_src, 4 * F], 1, dev);
+            let idx = Tensor::from_u32(plan.src.clone(), &[plan.rows()], dev).unwrap();
             let w = randn(&[F, 4 * F], 2, dev);
-            if let Err(e) = ops::lstm_aggregate(&xg, &w, &plan) {
+            if let Err(e) = ops::lstm_aggregate(&xw, &idx, &w, &plan) {
                 println!("skipping {dev} lstm_bucket m={m} k={k}: {e}");
                 continue;
             }
@@ -71,16 +72,16 @@ fn lstm_buckets(c: &mut Criterion) {
             let id = format!("m={m},k={k},F={F}");
             g.bench_function(BenchmarkId::new("forward", &id), |bench| {
                 bench.iter(|| {
-                    let y = ops::lstm_aggregate(black_box(&xg), &w, &plan).unwrap();
+                    let y = ops::lstm_aggregate(black_box(&xw), &idx, &w, &plan).unwrap();
                     sync(dev);
                     y
                 })
             });
             if dev == Device::Cpu {
-                let (xl, wl) = (xg.requires_grad_leaf(), w.requires_grad_leaf());
+                let (xl, wl) = (xw.requires_grad_leaf(), w.requires_grad_leaf());
                 g.bench_function(BenchmarkId::new("forward+backward", &id), |bench| {
                     bench.iter(|| {
-                        let y = ops::lstm_aggregate(&xl, &wl, &plan).unwrap();
+                        let y = ops::lstm_aggregate(&xl, &idx, &wl, &plan).unwrap();
                         ops::sum_all(&y).unwrap().backward().unwrap();
                         xl.zero_grad();
                         wl.zero_grad();

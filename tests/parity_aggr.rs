@@ -157,11 +157,12 @@ fn lstm_aggregate_forward_without_recurrence() {
     let b = Arc::new(Block::new(5, vec![0, 1, 1, 2, 3], vec![4, 0, 3], (0..5).collect()).unwrap());
     let plan = Arc::new(ops::LstmPlan::new(&b, &Buckets::new(&b, None)).unwrap());
     let h = 8;
-    let xg = rand_f32(&[plan.rows(), 4 * h], 10);
+    let xw = rand_f32(&[b.num_src, 4 * h], 10);
     let w = rand_f32(&[h, 4 * h], 11);
-    let want = ops::lstm_aggregate(&xg, &w, &plan).unwrap();
+    let idx = |dev| Tensor::from_u32(plan.src.clone(), &[plan.rows()], dev).unwrap();
+    let want = ops::lstm_aggregate(&xw, &idx(Device::Cpu), &w, &plan).unwrap();
     for dev in gpu_devices() {
-        let got = ops::lstm_aggregate(&on(&xg, dev), &on(&w, dev), &plan).unwrap();
+        let got = ops::lstm_aggregate(&on(&xw, dev), &idx(dev), &on(&w, dev), &plan).unwrap();
         close(
             &format!("lstm_aggregate one-step forward on {dev}"),
             &want,

@@ -118,8 +118,15 @@ pub trait Exec<'b> {
         like: &Self::T,
     ) -> Result<(Self::T, Self::Plan)>;
 
-    /// [`ops::lstm_aggregate`] of the gathered input projections `xg`.
-    fn lstm(&mut self, xg: &Self::T, w_hh: &Self::T, plan: &Self::Plan) -> Result<Self::T>;
+    /// [`ops::lstm_aggregate`] of the src rows' input projections `xw`, each row of the
+    /// plan reading the row of `xw` that `idx` names (kept by the rule).
+    fn lstm(
+        &mut self,
+        xw: &Self::T,
+        idx: &Self::T,
+        w_hh: &Self::T,
+        plan: &Self::Plan,
+    ) -> Result<Self::T>;
 
     /// `x` viewed as `[rows, cols]` ([`ops::reshape`]: no new buffer).
     fn reshape(&mut self, x: &Self::T, rows: usize, cols: usize) -> Result<Self::T>;
@@ -263,8 +270,14 @@ impl<'b> Exec<'b> for Eager {
         Ok((idx, plan))
     }
 
-    fn lstm(&mut self, xg: &Tensor, w_hh: &Tensor, plan: &Arc<ops::LstmPlan>) -> Result<Tensor> {
-        ops::lstm_aggregate(xg, w_hh, plan)
+    fn lstm(
+        &mut self,
+        xw: &Tensor,
+        idx: &Tensor,
+        w_hh: &Tensor,
+        plan: &Arc<ops::LstmPlan>,
+    ) -> Result<Tensor> {
+        ops::lstm_aggregate(xw, idx, w_hh, plan)
     }
 
     fn reshape(&mut self, x: &Tensor, rows: usize, cols: usize) -> Result<Tensor> {
@@ -411,8 +424,8 @@ impl<'b> Exec<'b> for Replay {
         Ok((self.input(rows, 1), (s.num_dst, buckets)))
     }
 
-    fn lstm(&mut self, xg: &Val, w_hh: &Val, (nd, buckets): &Self::Plan) -> Result<Val> {
-        Ok(Replay::lstm(self, xg, w_hh, *nd, buckets.clone()))
+    fn lstm(&mut self, xw: &Val, idx: &Val, w_hh: &Val, (nd, b): &Self::Plan) -> Result<Val> {
+        Ok(Replay::lstm(self, xw, idx, w_hh, *nd, b.clone()))
     }
 
     fn reshape(&mut self, x: &Val, rows: usize, cols: usize) -> Result<Val> {

@@ -28,7 +28,7 @@
 //! | `leaky_relu` | `[r, c]` | its output | `[r, c]` |
 //! | `segment_softmax` | `[E, H]` | its output, the block | `[E, H]` |
 //! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z`, `α`, the block | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
-//! | `lstm_aggregate` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) the next `h` `[n_t, F]` (the product `h·W_hh` goes into the gates) | gates, cells | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh` |
+//! | `lstm_aggregate(xw, idx)` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) the next `h` `[n_t, F]` (the product `h·W_hh` goes into the gates); rows of `xw` read through `idx`, never gathered | gates, cells, `idx` | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh`; then `x̄w` `[ns, 4F]` (the scatter of `x̄g`) and `x̄g` goes |
 //! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
 //!
 //! Autograd's backward allocates the scalar seed, then visits nodes in the topological
@@ -49,7 +49,9 @@
 //! - the transposed index of a gather's backward (`t_indptr`, `t_pos`, transient);
 //! - the partial rows of a column sum over more than `COL_BLOCK` rows (a bias's or an
 //!   attention vector's gradient);
-//! - the LSTM's bucket-by-bucket buffers and index uploads (`replay/lstm_gpu.rs`).
+//! - the LSTM's gathered rows `xg` `[R, 4F]` (transient in its forward), its
+//!   bucket-by-bucket buffers and index uploads, and its scatter's transposed index
+//!   (`replay/lstm_gpu.rs`).
 //!
 //! This makes the estimate equal to the measured peak on lavapipe and on the emulated CUDA
 //! device (`tests/estimator_gpu.rs`), where the LSTM's arm differs
@@ -559,15 +561,19 @@ impl Replay {
             (m, cols),
             &[x],
             saved,
-            Box::new(move |r, _| {
-                let index = [r.gpu_upload(rows + 1), r.gpu_upload(m)];
-                let g = r.alloc(rows, cols);
-                for b in index.into_iter().flatten() {
-                    r.release(b);
-                }
-                vec![Some(g)]
-            }),
+            Box::new(move |r, _| vec![Some(r.scatter(rows, cols, m))]),
         )
+    }
+
+    /// `scatter_add` of `m` rows into `[rows, cols]` (a gather's backward): on a GPU the
+    /// transposed index (`t_indptr`, `t_pos`, transient), then the output.
+    fn scatter(&mut self, rows: usize, cols: usize, m: usize) -> usize {
+        let index = [self.gpu_upload(rows + 1), self.gpu_upload(m)];
+        let g = self.alloc(rows, cols);
+        for b in index.into_iter().flatten() {
+            self.release(b);
+        }
+        g
     }
 
     /// `segment_softmax` over `[E, H]` scores: its output, then the block's arrays; keeps
@@ -590,24 +596,27 @@ impl Replay {
     }
 
     /// [`crate::ops::lstm_aggregate`] over dense `(nodes, degree)` buckets, run as the packs
-    /// of [`crate::ops::lstm_packs`]: the output, 5 saved values per (row, unit) (gates and
-    /// cell state) and, per step of a pack, the next `h` `[n_t, F]` beside the previous one
-    /// (the product `h·W_hh` is written into the step's gate rows). Backward: `x̄g` `[rows, 4F]`, per step `z̄` `[n_t, 4F]` and
-    /// `h̄` `[n_t, F]` beside the previous one, then `Hprev` `[rows, F]`; the saved values
-    /// go before `W̄_hh = Hprevᵀ·x̄g`. On a GPU, bucket by bucket instead
+    /// of [`crate::ops::lstm_packs`], reading the rows of `xw` through `idx` (kept): the
+    /// output, 5 saved values per (row, unit) (gates and cell state) and, per step of a
+    /// pack, the next `h` `[n_t, F]` beside the previous one (the product `h·W_hh` is
+    /// written into the step's gate rows). Backward: `x̄g` `[rows, 4F]`, per step `z̄`
+    /// `[n_t, 4F]` and `h̄` `[n_t, F]` beside the previous one, then `Hprev` `[rows, F]`;
+    /// the saved values go before `W̄_hh = Hprevᵀ·x̄g`; then `x̄w`, `x̄g` scattered into the
+    /// src rows ([`Replay::scatter`]), and `x̄g` goes. On a GPU, bucket by bucket instead
     /// ([`Replay::lstm_gpu`]).
     pub fn lstm(
         &mut self,
-        xg: &Val,
+        xw: &Val,
+        idx: &Val,
         w_hh: &Val,
         num_dst: usize,
         buckets: Vec<(usize, usize)>,
     ) -> Val {
         if self.gpu {
-            return self.lstm_gpu(xg, w_hh, num_dst, buckets);
+            return self.lstm_gpu(xw, idx, w_hh, num_dst, buckets);
         }
         let f = w_hh.rows;
-        let rows = xg.rows;
+        let rows = idx.rows;
         let out = self.alloc(num_dst, f);
         let acts = self.alloc(rows, f.saturating_mul(4));
         let cs = self.alloc(rows, f);
@@ -617,12 +626,13 @@ impl Replay {
         for steps in &packs {
             self.lstm_forward_steps(steps.iter().copied(), f, false);
         }
-        let w_grad = w_hh.grad;
+        let (x_grad, w_grad, ns) = (xw.grad, w_hh.grad, xw.rows);
+        let saved = vec![self.share(idx.buf)];
         self.record(
             out,
             (num_dst, f),
-            &[xg, w_hh],
-            vec![],
+            &[xw, w_hh],
+            saved,
             Box::new(move |r, _| {
                 let dxg = r.alloc(rows, f.saturating_mul(4));
                 for steps in &packs {
@@ -650,9 +660,23 @@ impl Replay {
                     r.release(hp);
                     dw
                 });
-                vec![Some(dxg), dw]
+                r.lstm_input_grad(dxg, x_grad, (ns, f.saturating_mul(4), rows), dw)
             }),
         )
+    }
+
+    /// The end of the LSTM's rule on either arm: when `xw` needs a gradient, `x̄w` `[ns,
+    /// 4F]`, the scatter of `x̄g`'s `rows` rows; then `x̄g` goes. The rule's gradients.
+    fn lstm_input_grad(
+        &mut self,
+        dxg: usize,
+        x_grad: bool,
+        (ns, f4, rows): (usize, usize, usize),
+        dw: Option<usize>,
+    ) -> Vec<Option<usize>> {
+        let dxw = x_grad.then(|| self.scatter(ns, f4, rows));
+        self.release(dxg);
+        vec![dxw, dw]
     }
 
     /// The forward steps of one LSTM sequence of `F = f` units over `m` nodes a step: from

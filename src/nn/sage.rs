@@ -14,9 +14,9 @@
 //! order for exactly `degree` steps from zero states; the last hidden state is the
 //! aggregate (zeros without neighbours), then `fc_neigh`. It runs per degree bucket as a
 //! dense batch ([`crate::ops::lstm_aggregate`]): the input projection `x·W_ih + b` is computed
-//! once per src row, gathered per (node, step) with [`crate::ops::index_select`] in the buckets'
-//! row order ([`crate::graph::Bucket::src_indices`]), and each step is one matmul
-//! (`h·W_hh`) plus the fused cell. Parameters: `lstm.weight_ih [F, 4F]`,
+//! once per src row, read per (node, step) through an index in the buckets' row order
+//! ([`crate::graph::Bucket::src_indices`]) by the op itself (no gathered copy on the CPU),
+//! and each step is one matmul (`h·W_hh`) plus the fused cell. Parameters: `lstm.weight_ih [F, 4F]`,
 //! `lstm.weight_hh [F, 4F]`, `lstm.bias [4F]` (gates i, f, g, o; one bias, the sum of
 //! PyTorch's two), initialised U(−1/√F, 1/√F) as in PyTorch.
 
@@ -665,9 +665,10 @@ fn sage_lstm<'b, E: Exec<'b>>(
 }
 
 /// [`LstmParams::aggregate`] on either executor: `xw = h·W_ih + b` `[ns, 4F]` (the
-/// product transient), the per-(node, step) rows `xg = index_select(xw, idx)` `[R, 4F]`
-/// in the buckets' row order ([`Exec::lstm_plan`]: the index `idx` u32 `[R]`, kept by the
-/// gather), then [`crate::ops::lstm_aggregate`]; `xg` and `idx` go after it.
+/// product transient), the buckets' plan ([`Exec::lstm_plan`]: the index `idx` u32 `[R]`
+/// of the src row each (node, step) reads, in the buckets' row order), then
+/// [`crate::ops::lstm_aggregate`], which reads the rows of `xw` through `idx` (keeping
+/// `idx`); `xw` and `idx` go after it.
 fn lstm_aggregate<'b, E: Exec<'b>>(
     e: &mut E,
     (w_ih, w_hh, b): (&E::T, &E::T, &E::T),
@@ -679,10 +680,8 @@ fn lstm_aggregate<'b, E: Exec<'b>>(
     let xw = e.add(&m, b)?;
     e.free(m);
     let (idx, plan) = e.lstm_plan(block, split, h)?;
-    let xg = e.gather(&xw, &idx)?;
+    let agg = e.lstm(&xw, &idx, w_hh, &plan)?;
     e.free(xw);
-    let agg = e.lstm(&xg, w_hh, &plan)?;
-    e.free(xg);
     e.free(idx);
     Ok(agg)
 }

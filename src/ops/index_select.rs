@@ -187,7 +187,7 @@ fn mismatch(op: &'static str, a: &Tensor, b: &Tensor) -> Error {
 }
 
 /// Errors on the first index `>= n`, naming its position and value.
-fn check_indices(op: &'static str, idx: &[u32], n: usize) -> Result<()> {
+pub(crate) fn check_indices(op: &'static str, idx: &[u32], n: usize) -> Result<()> {
     match idx.iter().position(|&v| v as usize >= n) {
         None => Ok(()),
         Some(p) => Err(Error::invalid(format!(

@@ -4,7 +4,7 @@
 //! LSTM runs exactly `k` steps from `h = c = 0`, step `t` reading neighbour `src(e_t)`:
 //!
 //! ```text
-//! z_t = xg[row(d, t)] + h_{t-1}·W_hh           (xg = gathered x·W_ih + b, see below)
+//! z_t = xw[idx[row(d, t)]] + h_{t-1}·W_hh     (xw = x·W_ih + b per src row, see below)
 //! (h_t, c_t) = cell(z_t, c_{t-1})               (ops::lstm_cell's maths)
 //! out[d] = h_{k-1}                               (zero for a node without in-edges)
 //! ```
@@ -12,9 +12,15 @@
 //! **Layout.** The dst nodes are grouped by in-degree ([`Buckets`]); each bucket of `m`
 //! nodes and degree `k` is one dense `[m, k, ·]` batch. An [`LstmPlan`] lays the buckets'
 //! rows one after another, node-major inside a bucket: `row(b, i, t) = offset_b + i·k + t`,
-//! which is the order of [`crate::graph::Bucket::src_indices`]. The caller gathers the
-//! input projections in that order (`xg = index_select(x·W_ih + b, plan.src)`), so the op
-//! itself needs no scatter, and `x̄g` comes back in the same layout.
+//! which is the order of [`crate::graph::Bucket::src_indices`]. The caller passes the
+//! input projections of the src rows, `xw [ns, 4H]`, and the src row of every row of the
+//! layout, `idx = plan.src` (u32 `[R]`); the op reads row `idx[row]` of `xw` where a
+//! step needs it. The CPU arm reads it inside the cell step, so the gathered rows `xg =
+//! xw[idx]` `[R, 4H]` never exist there; the GPU arms gather them into a transient
+//! (`index_select`'s kernel) that goes when the forward ends. Backward computes the rows'
+//! gradient `x̄g` `[R, 4H]` in the layout and sums it into the src rows with
+//! `index_select`'s backward (`scatter_add`, each src row's rows in increasing order), so
+//! every value has the bits of a gather followed by the op on the gathered rows.
 //!
 //! **Per bucket and step:** one matmul (`h_{t-1}·W_hh`, skipped at `t = 0` where `h = 0`)
 //! and one fused cell kernel that adds the gathered projection, applies the gates, saves
@@ -32,8 +38,9 @@
 //! **Saved for backward: 5 f32 values per (node, step, hidden unit)**: the activated gates
 //! (4) and the cell state `c` (1); `h_{t-1}` is recomputed as `o·tanh(c)`. Transients: in
 //! backward `x̄g` (4 per (node, step, unit)) and `Hprev` (1) live together with the saved
-//! 5; the forward input `xg` (4) is not saved. Buckets are processed one after another, so
-//! splitting the explosion bucket ([`Buckets::split_explosion`]) bounds the per-step
+//! 5, then `x̄g` with `x̄w` (4 per src row and unit); on a GPU the forward's gathered
+//! `xg` (4) lives while the forward runs and is not saved. Buckets are processed one
+//! after another, so splitting the explosion bucket ([`Buckets::split_explosion`]) bounds the per-step
 //! buffers (`[m, 4H]`) of one launch (on the CPU, a pack's steps hold at most the
 //! largest bucket's nodes or `rows / 6`, whichever is more).
 //!
@@ -62,60 +69,86 @@ use crate::device::kernels::lstm_aggregate::{LstmKernels, Step, StepBackwardBuff
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::ops::gpu::GpuTensors;
+use crate::ops::index_select::check_indices;
 use crate::ops::lstm_pack;
 pub use crate::ops::lstm_pack::{LstmPlan, PlanBucket};
-use crate::ops::rows::{dims2, u32_count};
-use crate::ops::{cpu_output, matmul};
+use crate::ops::rows::{dims2, expect_vector, u32_count, u32_data};
+use crate::ops::{cpu_output, index_select, matmul, scatter_add};
 use crate::tensor::Tensor;
 
 pub(crate) const OP: &str = "lstm_aggregate";
-/// LSTM aggregation (see the module docs): `xg [rows, 4H]` in the plan's row layout (the
-/// gathered `x·W_ih + b`), `w_hh [H, 4H]`; returns `[num_dst, H]`, the last hidden state of
-/// each dst node (zeros without in-edges). Gradients flow to `xg` and `w_hh`.
-pub fn lstm_aggregate(xg: &Tensor, w_hh: &Tensor, plan: &Arc<LstmPlan>) -> Result<Tensor> {
-    xg.expect_float(OP)?;
-    xg.same_device(w_hh, OP)?;
-    let (rows, g4) = dims2(OP, "xg", xg)?;
+/// LSTM aggregation (see the module docs): `xw [num_src, 4H]` the input projections `x·W_ih
+/// + b` of the block's src rows, `idx` u32 `[rows]` the src row each row of the plan's
+/// layout reads (`plan.src`, on `xw`'s device), `w_hh [H, 4H]`; returns `[num_dst, H]`,
+/// the last hidden state of each dst node (zeros without in-edges). Gradients flow to `xw`
+/// (the rows' gradients `x̄g` summed into their src rows, as `index_select`'s backward
+/// does) and `w_hh`.
+pub fn lstm_aggregate(
+    xw: &Tensor,
+    idx: &Tensor,
+    w_hh: &Tensor,
+    plan: &Arc<LstmPlan>,
+) -> Result<Tensor> {
+    xw.expect_float(OP)?;
+    xw.same_device(w_hh, OP)?;
+    xw.same_device(idx, OP)?;
+    let (ns, g4) = dims2(OP, "xw", xw)?;
     let (h, w4) = dims2(OP, "w_hh", w_hh)?;
-    if rows != plan.rows() || g4 != 4 * h || w4 != 4 * h || xg.dtype() != w_hh.dtype() {
+    if g4 != 4 * h || w4 != 4 * h || xw.dtype() != w_hh.dtype() {
         return Err(Error::shape(
             OP,
             format!(
-                "xg must be [{}, 4H] and w_hh [H, 4H] of one dtype; got {:?} ({}) and {:?} ({})",
-                plan.rows(),
-                xg.shape(),
-                xg.dtype().name(),
+                "xw must be [src rows, 4H] and w_hh [H, 4H] of one dtype; got {:?} ({}) and {:?} ({})",
+                xw.shape(),
+                xw.dtype().name(),
                 w_hh.shape(),
                 w_hh.dtype().name()
             ),
         ));
     }
+    expect_vector(OP, "idx", idx, plan.rows())?;
+    let rows = plan.rows();
     let w = w_hh.detach();
     let (out, saved) = no_grad(|| -> Result<(Tensor, Saved)> {
-        match xg.device() {
+        match xw.device() {
             Device::Cpu => {
-                let (o, a, c) = match xg.storage().cpu(OP)? {
-                    CpuData::F32(v) => lstm_pack::cpu_forward(v, &w, plan, h)?,
-                    CpuData::F64(v) => lstm_pack::cpu_forward(v, &w, plan, h)?,
-                    _ => return Err(xg.dtype_error(OP, "f32")),
+                let guards = (xw.storage(), idx.storage());
+                let src = u32_data(OP, idx, guards.1.cpu(OP)?)?;
+                check_indices(OP, src, ns)?;
+                let (o, a, c) = match guards.0.cpu(OP)? {
+                    CpuData::F32(v) => lstm_pack::cpu_forward(v, src, &w, plan, h)?,
+                    CpuData::F64(v) => lstm_pack::cpu_forward(v, src, &w, plan, h)?,
+                    _ => return Err(xw.dtype_error(OP, "f32")),
                 };
                 Ok((
-                    cpu_output(o, vec![plan.num_dst, h], xg),
+                    cpu_output(o, vec![plan.num_dst, h], xw),
                     Saved {
-                        acts: cpu_output(a, vec![rows, 4 * h], xg),
-                        cs: cpu_output(c, vec![rows, h], xg),
+                        acts: cpu_output(a, vec![rows, 4 * h], xw),
+                        cs: cpu_output(c, vec![rows, h], xw),
                         gpu: None,
                     },
                 ))
             }
-            dev => on_gpu!(dev, |D| gpu_forward::<D>(xg, &w, plan, h)),
+            // The GPUs' step kernels read the rows gathered into a transient, which goes
+            // when the forward ends.
+            dev => {
+                let xg = index_select(xw, idx)?;
+                on_gpu!(dev, |D| gpu_forward::<D>(&xg, &w, plan, h))
+            }
         }
     })?;
     let plan = plan.clone();
-    let w_grad = w_hh.requires_grad();
-    Ok(record(OP, out, &[xg, w_hh], move |g| {
+    let (x_grad, w_grad) = (xw.requires_grad(), w_hh.requires_grad());
+    let idx = idx.clone();
+    Ok(record(OP, out, &[xw, w_hh], move |g| {
         let (dxg, dw) = backward(saved, &w, &plan, g, w_grad)?;
-        Ok(vec![Some(dxg), dw])
+        // `index_select`'s backward: each src row sums its rows' gradients in row order.
+        let dxw = match x_grad {
+            true => Some(scatter_add(&dxg, &idx, ns)?),
+            false => None,
+        };
+        drop(dxg);
+        Ok(vec![dxw, dw])
     }))
 }
 
@@ -362,21 +395,71 @@ mod tests {
     }
 
     #[test]
-    fn zero_degree_rows_are_zero_and_shapes_are_checked() {
+    fn zero_degree_rows_are_zero_and_shapes_and_indices_are_checked() {
         let b = block();
         let plan = Arc::new(LstmPlan::new(&b, &Buckets::new(&b, None)).unwrap());
         let h = 2;
-        let xg = Tensor::from_f64(vec![0.3; 5 * 4 * h], &[5, 4 * h]).unwrap();
+        let xw = Tensor::from_f64(vec![0.3; 6 * 4 * h], &[6, 4 * h]).unwrap();
+        let idx = Tensor::from_u32(plan.src.clone(), &[5], Device::Cpu).unwrap();
         let w = Tensor::from_f64(vec![0.1; h * 4 * h], &[h, 4 * h]).unwrap();
-        let out = lstm_aggregate(&xg, &w, &plan).unwrap();
+        let out = lstm_aggregate(&xw, &idx, &w, &plan).unwrap();
         assert_eq!(out.shape(), &[4, h]);
         let v = out.to_vec_f64().unwrap();
         assert_eq!(&v[2..4], &[0.0, 0.0]);
         assert!(v[0] != 0.0);
-        let short = Tensor::from_f64(vec![0.3; 4 * 4 * h], &[4, 4 * h]).unwrap();
+        let narrow = Tensor::from_f64(vec![0.3; 6 * 3 * h], &[6, 3 * h]).unwrap();
         assert!(matches!(
-            lstm_aggregate(&short, &w, &plan),
+            lstm_aggregate(&narrow, &idx, &w, &plan),
             Err(Error::Shape { .. })
         ));
+        let short = Tensor::from_u32(vec![0; 4], &[4], Device::Cpu).unwrap();
+        assert!(matches!(
+            lstm_aggregate(&xw, &short, &w, &plan),
+            Err(Error::Shape { .. })
+        ));
+        let beyond = Tensor::from_u32(vec![0, 4, 6, 1, 4], &[5], Device::Cpu).unwrap();
+        assert!(matches!(
+            lstm_aggregate(&xw, &beyond, &w, &plan),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    /// The rows read through `idx` give the bits of the rows gathered first (the op's
+    /// input before the gather moved into it): output, and `x̄w` = the scatter of `x̄g`.
+    #[test]
+    fn reading_through_the_index_gives_the_bits_of_gathered_rows() {
+        let b = block();
+        let plan = Arc::new(LstmPlan::new(&b, &Buckets::new(&b, None)).unwrap());
+        let (h, rows) = (3, plan.rows());
+        let vals = |n: usize, salt: u32| -> Vec<f32> {
+            (0..n as u32)
+                .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
+                .collect()
+        };
+        let xw = Tensor::from_f32(vals(6 * 4 * h, 1), &[6, 4 * h], Device::Cpu)
+            .unwrap()
+            .requires_grad_leaf();
+        let w = Tensor::from_f32(vals(h * 4 * h, 2), &[h, 4 * h], Device::Cpu)
+            .unwrap()
+            .requires_grad_leaf();
+        let idx = Tensor::from_u32(plan.src.clone(), &[rows], Device::Cpu).unwrap();
+        let g = Tensor::from_f32(vals(4 * h, 3), &[4, h], Device::Cpu).unwrap();
+        let run = |x: &Tensor, i: &Tensor| -> (Vec<f32>, Vec<f32>) {
+            let out = lstm_aggregate(x, i, &w, &plan).unwrap();
+            let loss = crate::ops::sum_all(&crate::ops::mul(&out, &g).unwrap()).unwrap();
+            loss.backward().unwrap();
+            let dw = w.grad().unwrap().to_vec_f32().unwrap();
+            w.zero_grad();
+            (out.to_vec_f32().unwrap(), dw)
+        };
+        let fused = run(&xw, &idx);
+        let dxw = xw.grad().unwrap().to_vec_f32().unwrap();
+        let xg = index_select(&xw.detach(), &idx)
+            .unwrap()
+            .requires_grad_leaf();
+        let identity = Tensor::from_u32((0..rows as u32).collect(), &[rows], Device::Cpu).unwrap();
+        assert_eq!(fused, run(&xg, &identity));
+        let scattered = scatter_add(&xg.grad().unwrap(), &idx, 6).unwrap();
+        assert_eq!(dxw, scattered.to_vec_f32().unwrap());
     }
 }

@@ -19,9 +19,10 @@
 //! **The CPU's row order** for the saved gates and cell states is its own, step-major
 //! within each pack (see [`cpu_forward`]): a step's rows are contiguous, so its recurrent
 //! product is written straight into its gate rows, and the cell passes stream through
-//! memory instead of jumping a node's degree of rows between nodes. `xg`, `x̄g` and
-//! `Hprev` keep the plan's layout, which every backend shares; their rows a step touches
-//! are prefetched a node ahead.
+//! memory instead of jumping a node's degree of rows between nodes. `x̄g` and `Hprev`
+//! keep the plan's layout, which every backend shares. The forward reads each node's
+//! projected row `xw[src[row]]` in place (the gather fused into the cell step); the rows a
+//! step touches, of `xw` forward and of `x̄g` backward, are prefetched a node ahead.
 //!
 //! **Chunks.** A step's nodes run over rayon's pool in chunks of about 128 KiB of gate
 //! rows ([`chunk_rows`]): forward, a chunk's recurrent product and then its cells;
@@ -270,8 +271,9 @@ fn step_rows(steps: &[Vec<usize>]) -> Vec<Vec<usize>> {
 
 /// Asks the CPU to bring `row` into its cache ahead of use: the rows of the plan's layout
 /// that a step reads or writes lie a node's degree of rows apart, a jump the hardware
-/// prefetcher does not predict, so without it each node's first touch of `xg` (forward)
-/// or `x̄g` (backward) waits on memory. No effect on any value.
+/// prefetcher does not predict (nor the src rows of `xw` they read), so without it each
+/// node's first touch of its `xw` row (forward) or `x̄g` row (backward) waits on memory.
+/// No effect on any value.
 #[inline(always)]
 fn prefetch<T>(row: &[T]) {
     #[cfg(target_arch = "x86_64")]
@@ -316,12 +318,14 @@ type GradChunk<'b, 'a, 'c, T> = (
 /// [`cpu_backward`] reads: pack after pack, step after step, the nodes of a step in pack
 /// order, so that a step's rows are contiguous. The recurrent product `h_{t-1}·W_hh` is
 /// then written straight into the step's gate rows (no buffer of its own), and the cell
-/// pass adds the gathered `xg` rows to it in place (the same sum, bit for bit, as adding
-/// a separate product). A step runs as chunks of [`chunk_rows`] nodes over rayon's pool,
-/// each chunk's product followed by its cells (a row of a product has the same bits
-/// whatever rows share it: [`matmul_op::cpu_product_rows`]).
+/// pass adds each node's projected row `xw[src[row]]` to it in place (the same sum, bit
+/// for bit, as adding a separate product to a gathered copy of the rows; `src` is the
+/// plan's `src`, each row's row of `xw`). A step runs as chunks of [`chunk_rows`] nodes
+/// over rayon's pool, each chunk's product followed by its cells (a row of a product has
+/// the same bits whatever rows share it: [`matmul_op::cpu_product_rows`]).
 pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
-    xg: &[T],
+    xw: &[T],
+    src: &[u32],
     w: &Tensor,
     plan: &LstmPlan,
     h: usize,
@@ -367,16 +371,17 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
                     }
                     for i in 0..m {
                         if let Some(&b) = base.get(i0 + i + 1).filter(|_| i + 1 < m) {
-                            prefetch(&xg[(b + t) * 4 * h..(b + t + 1) * 4 * h]);
+                            let s = src[b + t] as usize;
+                            prefetch(&xw[s * 4 * h..(s + 1) * 4 * h]);
                         }
-                        let r = (base[i0 + i] + t) * 4 * h;
+                        let r = src[base[i0 + i] + t] as usize * 4 * h;
                         let c_prev = match hv {
                             Some(_) => &cp[(i0 + i) * h..(i0 + i + 1) * h],
                             None => zeros,
                         };
                         cell_rows(
                             &mut z[i * 4 * h..(i + 1) * 4 * h],
-                            &xg[r..r + 4 * h],
+                            &xw[r..r + 4 * h],
                             hv.is_some(),
                             c_prev,
                             &mut c[i * h..(i + 1) * h],
@@ -508,32 +513,44 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
             }
         }
     }
-    let hprev = if w_grad {
-        let alloc = cpu::reserve::<T>(rows * h)?;
-        let mut hp = cpu::try_filled(rows * h, T::ZERO)?;
-        if h > 0 {
-            // Row t ≥ 1 of a node: o·tanh(c) of its step t - 1 (row 0 stays 0).
-            for (p, first) in packs(plan, &mut hp, h).iter_mut().zip(&firsts) {
-                let fill = |(i, row): (usize, &mut &mut [T])| {
-                    for t in 1..row.len() / h {
-                        let r = first[t - 1] + i;
-                        let o = &acts[r * 4 * h + 3 * h..(r + 1) * 4 * h];
-                        let c = &cs[r * h..(r + 1) * h];
-                        let out = &mut row[t * h..(t + 1) * h];
-                        for ((y, &o), &c) in out.iter_mut().zip(o).zip(c) {
-                            *y = o * c.tanh();
-                        }
-                    }
-                };
-                let work = p.steps.iter().sum::<usize>() * 3 * h;
-                for_each(work, p.rows.par_iter_mut().enumerate(), fill);
-            }
-        }
-        Some(CpuBuffer::from_reserved(T::wrap(hp), alloc))
-    } else {
-        None
+    let hprev = match w_grad {
+        true => Some(cpu_hprev(acts, cs, plan, h, &firsts)?),
+        false => None,
     };
     Ok((CpuBuffer::from_reserved(T::wrap(dxg), dxg_alloc), hprev))
+}
+
+/// `Hprev [rows, H]` in the plan's layout: row `t ≥ 1` of a node is `o·tanh(c)` of its
+/// step `t - 1` (row 0 stays 0), from the gates and cell states in [`cpu_forward`]'s row
+/// order, whose steps begin at `firsts` ([`step_rows`]).
+fn cpu_hprev<T: Float + CpuElem>(
+    acts: &[T],
+    cs: &[T],
+    plan: &LstmPlan,
+    h: usize,
+    firsts: &[Vec<usize>],
+) -> Result<CpuBuffer> {
+    let rows = plan.rows();
+    let alloc = cpu::reserve::<T>(rows * h)?;
+    let mut hp = cpu::try_filled(rows * h, T::ZERO)?;
+    if h > 0 {
+        for (p, first) in packs(plan, &mut hp, h).iter_mut().zip(firsts) {
+            let fill = |(i, row): (usize, &mut &mut [T])| {
+                for t in 1..row.len() / h {
+                    let r = first[t - 1] + i;
+                    let o = &acts[r * 4 * h + 3 * h..(r + 1) * 4 * h];
+                    let c = &cs[r * h..(r + 1) * h];
+                    let out = &mut row[t * h..(t + 1) * h];
+                    for ((y, &o), &c) in out.iter_mut().zip(o).zip(c) {
+                        *y = o * c.tanh();
+                    }
+                }
+            };
+            let work = p.steps.iter().sum::<usize>() * 3 * h;
+            for_each(work, p.rows.par_iter_mut().enumerate(), fill);
+        }
+    }
+    Ok(CpuBuffer::from_reserved(T::wrap(hp), alloc))
 }
 
 #[cfg(test)]
@@ -550,7 +567,8 @@ mod tests {
             .collect()
     }
 
-    /// `(output, x̄g by (dst, step))` of the op over `plan`, `xg` given by (dst, step).
+    /// `(output, x̄g by (dst, step))` of the op over `plan`, the projected row of each
+    /// (dst, step) given by the pair: row `r` of the layout reads row `pair(r)` of `xw`.
     fn run(block: &Block, plan: &LstmPlan, h: usize) -> (Vec<f32>, Vec<Vec<f32>>) {
         // Row of each (dst, step) in the plan's layout.
         let mut row = vec![Vec::new(); block.num_dst];
@@ -559,21 +577,17 @@ mod tests {
                 row[d as usize] = (0..b.degree).map(|t| b.offset + i * b.degree + t).collect();
             }
         }
-        let by_pair = values(plan.rows() * 4 * h, 7);
-        let mut xg = vec![0.0; plan.rows() * 4 * h];
-        let mut pair = 0;
-        for rows in &row {
-            for &r in rows {
-                xg[r * 4 * h..(r + 1) * 4 * h]
-                    .copy_from_slice(&by_pair[pair * 4 * h..(pair + 1) * 4 * h]);
-                pair += 1;
-            }
+        let mut idx = vec![0u32; plan.rows()];
+        for (pair, &r) in row.iter().flatten().enumerate() {
+            idx[r] = pair as u32;
         }
-        let xg = Tensor::from_f32(xg, &[plan.rows(), 4 * h], Device::Cpu)
+        let idx = Tensor::from_u32(idx, &[plan.rows()], Device::Cpu).unwrap();
+        let xw = values(plan.rows() * 4 * h, 7);
+        let xw = Tensor::from_f32(xw, &[plan.rows(), 4 * h], Device::Cpu)
             .unwrap()
             .requires_grad_leaf();
         let w = Tensor::from_f32(values(h * 4 * h, 3), &[h, 4 * h], Device::Cpu).unwrap();
-        let out = lstm_aggregate(&xg, &w, &Arc::new(plan.clone())).unwrap();
+        let out = lstm_aggregate(&xw, &idx, &w, &Arc::new(plan.clone())).unwrap();
         let g = Tensor::from_f32(
             values(block.num_dst * h, 5),
             &[block.num_dst, h],
@@ -584,12 +598,8 @@ mod tests {
             .unwrap()
             .backward()
             .unwrap();
-        let dxg = xg.grad().unwrap().to_vec_f32().unwrap();
-        let grads = row
-            .iter()
-            .flatten()
-            .map(|&r| dxg[r * 4 * h..(r + 1) * 4 * h].to_vec())
-            .collect();
+        let dxw = xw.grad().unwrap().to_vec_f32().unwrap();
+        let grads = dxw.chunks(4 * h).map(<[f32]>::to_vec).collect();
         (out.to_vec_f32().unwrap(), grads)
     }
 
