@@ -8,6 +8,10 @@
 //     one invocation per (src u, column c), summing over u's out-edges in CSR order.
 // Both run a row group of `lanes` threads per output row (row_group in the prelude): its
 // lanes walk the row's edges together in edge order, each over its own columns.
+// The forward and backward_x loops are twins over different bindings (x/out against g/dx,
+// indices against t_dst/t_edges) and the scalar/vec4 pairs twins over element types: naga 30
+// rejects storage pointers as function parameters (WGSL's unrestricted_pointer_parameters,
+// gfx-rs/wgpu#5158) and WGSL has no generics, so each loop is written per binding and type.
 // segment_weighted_sum_vec4_f32, segment_weighted_sum_backward_x_vec4_f32: the same for
 // D % 4 == 0 (four columns of one head at once), through 12 x4, 13 out4 (forward) and
 // 14 g4, 15 dx4 (backward_x), the same buffers as vec4 arrays (every window base is then a
