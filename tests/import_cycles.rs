@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 #[path = "common/lex.rs"]
 mod lex;
 
-use lex::{lex, Tok};
+use lex::{lex, rust_files, Tok};
 
 /// Edges a known cycle still needs, as (from, to) files under `src/`. Each entry says which
 /// change removes it; delete the entry when that change lands (the test fails on a stale one).
@@ -276,35 +276,27 @@ impl Crate {
     /// if any, is `src/main.rs`.
     fn load(src: &Path, lib_name: &'static str) -> Crate {
         let mut files = BTreeMap::new();
-        let mut stack = vec![src.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let p = entry.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|e| e == "rs") {
-                    let rel = p.strip_prefix(src).unwrap().to_path_buf();
-                    let mut module: Vec<String> = rel
-                        .with_extension("")
-                        .iter()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .collect();
-                    if matches!(
-                        module.last().map(String::as_str),
-                        Some("mod" | "lib" | "main")
-                    ) {
-                        module.pop();
-                    }
-                    let bin = rel == Path::new("main.rs");
-                    let mut info = FileInfo {
-                        module,
-                        krate: if bin { "bin" } else { "lib" },
-                        ..FileInfo::default()
-                    };
-                    scan(&mut info, &std::fs::read_to_string(&p).unwrap());
-                    files.insert(rel, info);
-                }
+        for p in rust_files(src) {
+            let rel = p.strip_prefix(src).unwrap().to_path_buf();
+            let mut module: Vec<String> = rel
+                .with_extension("")
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                module.pop();
             }
+            let bin = rel == Path::new("main.rs");
+            let mut info = FileInfo {
+                module,
+                krate: if bin { "bin" } else { "lib" },
+                ..FileInfo::default()
+            };
+            scan(&mut info, &std::fs::read_to_string(&p).unwrap());
+            files.insert(rel, info);
         }
         let by_module = files
             .iter()
@@ -565,7 +557,10 @@ fn cli_has_no_import_cycle_outside_the_allow_list() {
     // Not an empty scan: the binary reaches its library, the library its commands.
     for (from, to) in [("main.rs", "lib.rs"), ("lib.rs", "train.rs")] {
         let e = (PathBuf::from(from), PathBuf::from(to));
-        assert!(edges.contains_key(&e), "no edge {from} -> {to} in {edges:?}");
+        assert!(
+            edges.contains_key(&e),
+            "no edge {from} -> {to} in {edges:?}"
+        );
     }
     let report = report(&edges, ALLOWED_CLI, "ALLOWED_CLI");
     assert!(report.is_empty(), "import cycles in cli/src/:\n{report}");

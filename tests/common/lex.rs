@@ -1,7 +1,27 @@
-//! A small lexer of Rust source for the tests that read the code itself (import cycles,
-//! file and function sizes): identifiers, `::` and punctuation, with comments, strings,
-//! chars and lifetimes removed.
+//! Reading the code itself, for the tests that do (import cycles, file and function
+//! sizes): the Rust files under a folder, and a small lexer of Rust source (identifiers,
+//! `::` and punctuation, with comments, strings, chars and lifetimes removed).
 #![allow(dead_code)] // each test binary that includes it uses part of it
+
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `root`, sorted.
+pub fn rust_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tok {
