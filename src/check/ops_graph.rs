@@ -219,13 +219,13 @@ fn aggregators(ctx: &mut Ctx<'_>, blocks: &[(String, Arc<Block>)], full: bool) {
         Ok(())
     });
     ctx.op("segment_weighted_sum", |c| {
-        // Heads of 16 columns over the 5,000-edge star make 80,000 loop iterations in
-        // one invocation of the weight-gradient kernel: past what llvmpipe runs (see
-        // docs/GPU.md), so only the full check has them.
+        // Heads of 16 columns over the 5,000-edge star: 80,000 loop iterations when one
+        // invocation of the weight-gradient kernel took a whole row, past llvmpipe's
+        // 65,535 (docs/GPU.md); the quick check keeps them so that CI sees a return of it.
         let shapes: &[(usize, usize)] = if full {
             &[(1, 1), (2, 3), (4, 16)]
         } else {
-            &[(1, 3), (4, 4)]
+            &[(1, 3), (4, 16)]
         };
         for (name, b) in blocks {
             for &(heads, d) in shapes {
