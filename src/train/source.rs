@@ -216,3 +216,97 @@ impl Preparer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::local::Local;
+    use super::*;
+    use crate::graph::{self, LoadOptions};
+    use crate::nn::Module;
+    use crate::train::config::{BatchSize, MicroConfig, TrainConfig};
+    use crate::train::micro::run_batch;
+
+    /// Hands over the local source's micro-batches prepared, as a sampler rank's feed
+    /// does, with the K they were cut into as made elsewhere.
+    struct Relay(Local);
+
+    impl MicroSource for Relay {
+        fn next_batch(
+            &mut self,
+            tr: &mut State<'_>,
+            epoch: usize,
+            b: usize,
+            seeds: &[u32],
+            pass: Pass,
+        ) -> Result<SourcedBatch> {
+            let mut batch = self.0.next_batch(tr, epoch, b, seeds, pass)?;
+            let micro = std::mem::replace(&mut batch.micro, MicroBatches::Prepared(Vec::new()));
+            let MicroBatches::Seeds { prep, parts, whole } = micro else {
+                return Err(Error::invalid(
+                    "the local source handed over prepared batches",
+                ));
+            };
+            let prepared = parts
+                .into_iter()
+                .map(|p| prep.prepare(tr.data, tr.host_features(), p, whole))
+                .collect::<Result<Vec<_>>>()?;
+            batch.micro = MicroBatches::Prepared(prepared);
+            batch.made = Some(batch.stats.k);
+            Ok(batch)
+        }
+
+        fn release(self: Box<Self>, _: &State<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Each batch's loss sum over two epochs of batches from `source`, and the parameters
+    /// after them.
+    fn train(
+        data: &Dataset,
+        graph: Arc<Csr>,
+        source: &mut dyn MicroSource,
+    ) -> (Vec<f64>, Vec<Vec<f32>>) {
+        let config = TrainConfig {
+            fanouts: vec![5, 5],
+            batch_size: BatchSize::Seeds(40),
+            epochs: 2,
+            seed: 11,
+            eval_every: 0,
+            micro: MicroConfig {
+                micro_batches: 3,
+                ..MicroConfig::default()
+            },
+            ..Default::default()
+        };
+        let mut tr = State::new(data, graph, config).unwrap();
+        let mut losses = Vec::new();
+        for epoch in 0..2 {
+            for (b, seeds) in tr.batches(epoch).iter().enumerate() {
+                let batch = run_batch(&mut tr, source, epoch, b, seeds, Pass::Train).unwrap();
+                assert_eq!(batch.stats.k, 3.min(seeds.len()));
+                losses.push(batch.loss_sum);
+            }
+        }
+        let params = tr.model.parameters();
+        (
+            losses,
+            params.iter().map(|p| p.to_vec_f32().unwrap()).collect(),
+        )
+    }
+
+    #[test]
+    fn micro_batches_handed_over_prepared_train_exactly_as_the_local_source() {
+        let data = graph::load(
+            "synthetic:products-like,scale=0.0005,seed=3",
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let g = Arc::new(data.graph.symmetrize());
+        let local = train(&data, g.clone(), &mut Local);
+        assert!(local.0.len() > 1, "more than one batch");
+        assert_eq!(train(&data, g, &mut Relay(Local)), local);
+    }
+}
