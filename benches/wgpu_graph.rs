@@ -87,130 +87,196 @@ fn graph(c: &mut Criterion) {
     g.finish();
 }
 
-/// Every benchmark at feature width `f`.
-fn widths_of(
-    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-    gpu: Device,
-    b: &Arc<Block>,
+type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>;
+
+/// The CPU inputs of every benchmark at feature width `f` over block `b`.
+struct Inputs {
     f: usize,
-) {
-    let (e, n_src, n_dst) = (b.num_edges(), b.num_src, b.num_dst);
-    let x_cpu = randn(&[n_src, f], 1);
-    let mut rng = Rng::new(2);
-    let m = e;
-    let idx_cpu = Tensor::from_u32(
-        (0..m).map(|_| rng.below(n_src as u64) as u32).collect(),
-        &[m],
-        Device::Cpu,
-    )
-    .unwrap();
-    let src_cpu = randn(&[m, f], 3);
-    // GAT: 4 heads of f / 4 columns each (rounded down: 11 at f = 47, a scalar width).
-    let heads = 4;
-    let scores_cpu = randn(&[e, heads], 4);
-    let ws_cols = f / heads * heads;
-    let ws_x_cpu = randn(&[n_src, ws_cols], 5);
-    let ws_g_cpu = randn(&[n_dst, ws_cols], 6);
-    // Gathered rows read, output rows written, indptr and indices read.
-    let seg = (e * f * 4 + n_dst * f * 4 + (n_dst + 1) * 4 + e * 4) as u64;
+    /// Source rows, `n_src` x `f`.
+    x: Tensor,
+    /// `m = E` random source row ids (gather and scatter).
+    idx: Tensor,
+    /// `m` x `f` rows to scatter.
+    src: Tensor,
+    /// GAT: per-edge scores of `HEADS` heads.
+    scores: Tensor,
+    /// Source rows and output gradients of `HEADS` heads of `f / HEADS` columns each.
+    ws_x: Tensor,
+    ws_g: Tensor,
+}
+
+/// GAT's heads in these benchmarks.
+const HEADS: usize = 4;
+
+impl Inputs {
+    fn new(b: &Block, f: usize) -> Inputs {
+        let (e, n_src, n_dst) = (b.num_edges(), b.num_src, b.num_dst);
+        let x = randn(&[n_src, f], 1);
+        let mut rng = Rng::new(2);
+        let idx = Tensor::from_u32(
+            (0..e).map(|_| rng.below(n_src as u64) as u32).collect(),
+            &[e],
+            Device::Cpu,
+        )
+        .unwrap();
+        let src = randn(&[e, f], 3);
+        // GAT: 4 heads of f / 4 columns each (rounded down: 11 at f = 47, a scalar width).
+        let scores = randn(&[e, HEADS], 4);
+        let ws_cols = f / HEADS * HEADS;
+        let ws_x = randn(&[n_src, ws_cols], 5);
+        let ws_g = randn(&[n_dst, ws_cols], 6);
+        Inputs {
+            f,
+            x,
+            idx,
+            src,
+            scores,
+            ws_x,
+            ws_g,
+        }
+    }
+}
+
+/// Runs `f` and waits for `dev` to finish it.
+fn timed(dev: Device, f: &dyn Fn() -> Tensor) {
+    drop(black_box(f()));
+    dev.sync().unwrap();
+}
+
+/// `t` on `dev`.
+fn on(t: &Tensor, dev: Device) -> Tensor {
+    t.clone().to_device(dev).unwrap()
+}
+
+/// Every benchmark at feature width `f`, on the GPU and (unless large) the CPU.
+fn widths_of(g: &mut Group<'_>, gpu: Device, b: &Arc<Block>, f: usize) {
+    let inputs = Inputs::new(b, f);
     let devices = if large() {
         vec![gpu]
     } else {
         vec![gpu, Device::Cpu]
     };
     for dev in devices {
-        let x = x_cpu.clone().to_device(dev).unwrap();
-        let idx = idx_cpu.clone().to_device(dev).unwrap();
-        let src = src_cpu.clone().to_device(dev).unwrap();
-        let size = format!("{dev}/E={e},f={f}");
-        let run = |f: &dyn Fn() -> Tensor| {
-            drop(black_box(f()));
-            dev.sync().unwrap();
-        };
-        let b = b.clone();
-        g.throughput(Throughput::Bytes(seg));
-        g.bench_function(BenchmarkId::new("segment_sum", &size), |bench| {
-            bench.iter(|| run(&|| ops::segment_sum(&x, &b).unwrap()))
-        });
-        g.bench_function(BenchmarkId::new("segment_mean", &size), |bench| {
-            bench.iter(|| run(&|| ops::segment_mean(&x, &b).unwrap()))
-        });
-        // Plus the argmax written.
-        g.throughput(Throughput::Bytes(seg + (n_dst * f * 4) as u64));
-        g.bench_function(BenchmarkId::new("segment_max", &size), |bench| {
-            bench.iter(|| run(&|| ops::segment_max(&x, &b).unwrap()))
-        });
-        // The forward, then its backward (the argmax scatter over the transposed CSR, plus
-        // the gradient of ones the loss seeds): gathered rows and gradient read twice.
-        g.throughput(Throughput::Bytes(2 * seg + (n_src * f * 4) as u64));
-        let xg = x.requires_grad_leaf();
-        g.bench_function(BenchmarkId::new("segment_max_fwd_bwd", &size), |bench| {
+        segments(g, dev, b, &inputs);
+        attention(g, dev, b, &inputs);
+        gathers(g, dev, b, &inputs);
+    }
+}
+
+/// Bytes a segment reduction moves: gathered rows read, output rows written, indptr and
+/// indices read.
+fn segment_bytes(b: &Block, f: usize) -> u64 {
+    let (e, n_dst) = (b.num_edges(), b.num_dst);
+    (e * f * 4 + n_dst * f * 4 + (n_dst + 1) * 4 + e * 4) as u64
+}
+
+/// segment_sum, segment_mean, segment_max and its backward.
+fn segments(g: &mut Group<'_>, dev: Device, b: &Arc<Block>, inputs: &Inputs) {
+    let (f, n_src, n_dst) = (inputs.f, b.num_src, b.num_dst);
+    let x = on(&inputs.x, dev);
+    let size = format!("{dev}/E={},f={f}", b.num_edges());
+    let seg = segment_bytes(b, f);
+    g.throughput(Throughput::Bytes(seg));
+    g.bench_function(BenchmarkId::new("segment_sum", &size), |bench| {
+        bench.iter(|| timed(dev, &|| ops::segment_sum(&x, b).unwrap()))
+    });
+    g.bench_function(BenchmarkId::new("segment_mean", &size), |bench| {
+        bench.iter(|| timed(dev, &|| ops::segment_mean(&x, b).unwrap()))
+    });
+    // Plus the argmax written.
+    g.throughput(Throughput::Bytes(seg + (n_dst * f * 4) as u64));
+    g.bench_function(BenchmarkId::new("segment_max", &size), |bench| {
+        bench.iter(|| timed(dev, &|| ops::segment_max(&x, b).unwrap()))
+    });
+    // The forward, then its backward (the argmax scatter over the transposed CSR, plus
+    // the gradient of ones the loss seeds): gathered rows and gradient read twice.
+    g.throughput(Throughput::Bytes(2 * seg + (n_src * f * 4) as u64));
+    let xg = x.requires_grad_leaf();
+    g.bench_function(BenchmarkId::new("segment_max_fwd_bwd", &size), |bench| {
+        bench.iter(|| {
+            timed(dev, &|| {
+                xg.zero_grad();
+                let y = ops::segment_max(&xg, b).unwrap();
+                ops::sum_all(&y).unwrap().backward().unwrap();
+                xg.grad().unwrap()
+            })
+        })
+    });
+}
+
+/// GAT's ops: segment_softmax and segment_weighted_sum, each with its backward.
+fn attention(g: &mut Group<'_>, dev: Device, b: &Arc<Block>, inputs: &Inputs) {
+    let (e, n_src, n_dst) = (b.num_edges(), b.num_src, b.num_dst);
+    let (f, heads) = (inputs.f, HEADS);
+    let ws_cols = f / heads * heads;
+    // Scores read, written; indptr read (per head).
+    g.throughput(Throughput::Bytes(
+        (2 * e * heads * 4 + (n_dst + 1) * 4) as u64,
+    ));
+    let scores = on(&inputs.scores, dev);
+    let size_h = format!("{dev}/E={e},heads={heads},f={f}");
+    g.bench_function(BenchmarkId::new("segment_softmax", &size_h), |bench| {
+        bench.iter(|| timed(dev, &|| ops::segment_softmax(&scores, b).unwrap()))
+    });
+    let att = ops::segment_softmax(&scores, b).unwrap();
+    g.bench_function(
+        BenchmarkId::new("segment_softmax_backward", &size_h),
+        |bench| {
             bench.iter(|| {
-                run(&|| {
-                    xg.zero_grad();
-                    let y = ops::segment_max(&xg, &b).unwrap();
-                    ops::sum_all(&y).unwrap().backward().unwrap();
-                    xg.grad().unwrap()
+                timed(dev, &|| {
+                    ops::segment_softmax_backward(&att, &scores, b).unwrap()
                 })
             })
-        });
-        // Scores read, written; indptr read (per head).
-        g.throughput(Throughput::Bytes(
-            (2 * e * heads * 4 + (n_dst + 1) * 4) as u64,
-        ));
-        let scores = scores_cpu.clone().to_device(dev).unwrap();
-        let size_h = format!("{dev}/E={e},heads={heads},f={f}");
-        g.bench_function(BenchmarkId::new("segment_softmax", &size_h), |bench| {
-            bench.iter(|| run(&|| ops::segment_softmax(&scores, &b).unwrap()))
-        });
-        let att = ops::segment_softmax(&scores, &b).unwrap();
-        g.bench_function(
-            BenchmarkId::new("segment_softmax_backward", &size_h),
-            |bench| {
-                bench.iter(|| run(&|| ops::segment_softmax_backward(&att, &scores, &b).unwrap()))
-            },
-        );
-        // Gathered rows and weights read, output rows written.
-        let ws_x = ws_x_cpu.clone().to_device(dev).unwrap();
-        let ws_g = ws_g_cpu.clone().to_device(dev).unwrap();
-        g.throughput(Throughput::Bytes(
-            (e * ws_cols * 4 + e * heads * 4 + n_dst * ws_cols * 4 + e * 4) as u64,
-        ));
-        g.bench_function(BenchmarkId::new("segment_weighted_sum", &size_h), |bench| {
-            bench.iter(|| run(&|| ops::segment_weighted_sum(&ws_x, &att, &b).unwrap()))
-        });
-        g.throughput(Throughput::Bytes(
-            (2 * e * ws_cols * 4 + 2 * e * heads * 4 + n_src * ws_cols * 4) as u64,
-        ));
-        g.bench_function(
-            BenchmarkId::new("segment_weighted_sum_backward", &size_h),
-            |bench| {
-                bench.iter(|| {
-                    run(&|| {
-                        let (gx, ga) =
-                            ops::segment_weighted_sum_backward(&ws_x, &att, &ws_g, &b, true, true)
-                                .unwrap();
-                        drop(ga);
-                        gx.unwrap()
-                    })
+        },
+    );
+    // Gathered rows and weights read, output rows written.
+    let ws_x = on(&inputs.ws_x, dev);
+    let ws_g = on(&inputs.ws_g, dev);
+    g.throughput(Throughput::Bytes(
+        (e * ws_cols * 4 + e * heads * 4 + n_dst * ws_cols * 4 + e * 4) as u64,
+    ));
+    g.bench_function(BenchmarkId::new("segment_weighted_sum", &size_h), |bench| {
+        bench.iter(|| timed(dev, &|| ops::segment_weighted_sum(&ws_x, &att, b).unwrap()))
+    });
+    g.throughput(Throughput::Bytes(
+        (2 * e * ws_cols * 4 + 2 * e * heads * 4 + n_src * ws_cols * 4) as u64,
+    ));
+    g.bench_function(
+        BenchmarkId::new("segment_weighted_sum_backward", &size_h),
+        |bench| {
+            bench.iter(|| {
+                timed(dev, &|| {
+                    let (gx, ga) =
+                        ops::segment_weighted_sum_backward(&ws_x, &att, &ws_g, b, true, true)
+                            .unwrap();
+                    drop(ga);
+                    gx.unwrap()
                 })
-            },
-        );
-        // Rows read and written, indices read.
-        g.throughput(Throughput::Bytes((2 * m * f * 4 + m * 4) as u64));
-        let size = format!("{dev}/m={m},f={f}");
-        g.bench_function(BenchmarkId::new("index_select", &size), |bench| {
-            bench.iter(|| run(&|| ops::index_select(&x, &idx).unwrap()))
-        });
-        // Same bytes plus the output rows; on a GPU this includes reading the indices back
-        // and transposing them on the host, which is part of the op's cost.
-        g.throughput(Throughput::Bytes(
-            (m * f * 4 + m * 4 + n_src * f * 4) as u64,
-        ));
-        g.bench_function(BenchmarkId::new("scatter_add", &size), |bench| {
-            bench.iter(|| run(&|| ops::scatter_add(&src, &idx, n_src).unwrap()))
-        });
-    }
+            })
+        },
+    );
+}
+
+/// index_select and scatter_add of `m = E` rows.
+fn gathers(g: &mut Group<'_>, dev: Device, b: &Arc<Block>, inputs: &Inputs) {
+    let (m, n_src, f) = (b.num_edges(), b.num_src, inputs.f);
+    let x = on(&inputs.x, dev);
+    let idx = on(&inputs.idx, dev);
+    let src = on(&inputs.src, dev);
+    // Rows read and written, indices read.
+    g.throughput(Throughput::Bytes((2 * m * f * 4 + m * 4) as u64));
+    let size = format!("{dev}/m={m},f={f}");
+    g.bench_function(BenchmarkId::new("index_select", &size), |bench| {
+        bench.iter(|| timed(dev, &|| ops::index_select(&x, &idx).unwrap()))
+    });
+    // Same bytes plus the output rows; on a GPU this includes reading the indices back
+    // and transposing them on the host, which is part of the op's cost.
+    g.throughput(Throughput::Bytes(
+        (m * f * 4 + m * 4 + n_src * f * 4) as u64,
+    ));
+    g.bench_function(BenchmarkId::new("scatter_add", &size), |bench| {
+        bench.iter(|| timed(dev, &|| ops::scatter_add(&src, &idx, n_src).unwrap()))
+    });
 }
 
 criterion_group! {

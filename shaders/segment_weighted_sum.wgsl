@@ -8,6 +8,10 @@
 //     one invocation per (src u, column c), summing over u's out-edges in CSR order.
 // Both run a row group of `lanes` threads per output row (row_group in the prelude): its
 // lanes walk the row's edges together in edge order, each over its own columns.
+// The forward and backward_x loops are twins over different bindings (x/out against g/dx,
+// indices against t_dst/t_edges) and the scalar/vec4 pairs twins over element types: naga 30
+// rejects storage pointers as function parameters (WGSL's unrestricted_pointer_parameters,
+// gfx-rs/wgpu#5158) and WGSL has no generics, so each loop is written per binding and type.
 // segment_weighted_sum_vec4_f32, segment_weighted_sum_backward_x_vec4_f32: the same for
 // D % 4 == 0 (four columns of one head at once), through 12 x4, 13 out4 (forward) and
 // 14 g4, 15 dx4 (backward_x), the same buffers as vec4 arrays (every window base is then a
@@ -22,7 +26,12 @@
 // out-edges in increasing dst and edge order, so its sums keep their order); backward_a
 // writes each edge's weight gradient in the tile of its src row. `*_base` are the windows'
 // first elements; indices are global.
-// backward_a: linear index over the 2-D grid, idx = gid.x + gid.y * nwg.x * 256.
+// backward_a: one invocation per (edge, head) of the dispatch's rows, linear over the 2-D grid
+// (idx = gid.x + gid.y * nwg.x * 256), the edge's dst row found by bisection of the offsets:
+// an invocation per (dst, head) looped over a hub's edges, 80,000 iterations for a
+// 5,000-edge row of 16-wide heads: serial on any GPU, and past llvmpipe's limit of 65,535
+// loop iterations an invocation (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS), after which it
+// leaves its loops and wrote wrong gradients.
 
 struct Params {
     rows: u32,       // output rows in this dispatch
@@ -178,21 +187,38 @@ fn segment_weighted_sum_backward_x_vec4_f32(ids: RowIds) {
 @compute @workgroup_size(256)
 fn segment_weighted_sum_backward_a_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let idx = linear(gid, nwg);
-    if idx >= p.rows * p.heads {
+    let e0 = indptr[p.row0 - p.ptr_base];
+    let e1 = indptr[p.row0 + p.rows - p.ptr_base];
+    if idx >= (e1 - e0) * p.heads {
         return;
     }
-    let d = p.row0 + idx / p.heads;
+    let e = e0 + idx / p.heads;
+    let u = indices[e - p.edge_base];
+    if !in_tile(u, p.t0, p.t1) {
+        return;
+    }
+    let d = dst_of(e);
     let h = idx % p.heads;
     let base = h * p.per_head;
-    let r = in_edges(d);
-    for (var e = r.x; e < r.y; e++) {
-        let u = indices[e - p.edge_base];
-        if in_tile(u, p.t0, p.t1) {
-            var acc = 0.0;
-            for (var j = 0u; j < p.per_head; j++) {
-                acc += g[d * p.cols + base + j - p.w_base] * x[u * p.cols + base + j - p.in_base];
-            }
-            da[e * p.heads + h - p.out_base] = acc;
+    var acc = 0.0;
+    for (var j = 0u; j < p.per_head; j++) {
+        acc += g[d * p.cols + base + j - p.w_base] * x[u * p.cols + base + j - p.in_base];
+    }
+    da[e * p.heads + h - p.out_base] = acc;
+}
+
+// The dst row of edge e among this dispatch's rows: the last d with indptr[d] <= e, by
+// bisection over the offsets window (rows without edges share their next row's offset).
+fn dst_of(e: u32) -> u32 {
+    var lo = p.row0;
+    var hi = p.row0 + p.rows;
+    while hi - lo > 1u {
+        let mid = lo + (hi - lo) / 2u;
+        if indptr[mid - p.ptr_base] <= e {
+            lo = mid;
+        } else {
+            hi = mid;
         }
     }
+    return lo;
 }

@@ -1,5 +1,6 @@
 //! No import cycles between the files of `src/`, nor between its modules (each top-level
-//! file or folder of `src/`: `device/`, `train/`, `error.rs`, ...).
+//! file or folder of `src/`: `device/`, `train/`, `error.rs`, ...); the same for the
+//! command line's crate, `cli/src/` (`espalier_cli` and its binary, `main.rs`).
 //!
 //! A file depends on another when it names one of that file's items through the crate's own
 //! module paths: `use crate::..`, `use super::..`, `use self::..`, relative `use child::..`,
@@ -9,13 +10,20 @@
 //! a dependency only for the names the file's own code uses, so a `mod.rs` that re-exports
 //! its children is not a cycle with them. `#[cfg(test)]` modules are skipped: a
 //! unit test may reach anywhere. The command line (`cli/`, the espalier-cli package) is
-//! its own crate and reaches the library as `espalier::..`.
+//! its own crate and reaches the library as `espalier::..`: another crate's paths, which
+//! cannot make a cycle with it, so its scan follows only its own (`crate::..`, `super::..`,
+//! and `espalier_cli::..` from its binary).
 //!
 //! The test fails on any cycle not in [`ALLOWED`], and on any [`ALLOWED`] edge that no longer
 //! exists (delete it then), printing the edges of each cycle with the path that makes each.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+#[path = "common/lex.rs"]
+mod lex;
+
+use lex::{lex, rust_files, Tok};
 
 /// Edges a known cycle still needs, as (from, to) files under `src/`. Each entry says which
 /// change removes it; delete the entry when that change lands (the test fails on a stale one).
@@ -30,110 +38,19 @@ const ALLOWED: &[(&str, &str)] = &[
     ("tensor.rs", "autograd.rs"),
 ];
 
+/// Edges a known cycle between the files of `cli/src/` still needs, as in [`ALLOWED`].
+const ALLOWED_CLI: &[(&str, &str)] = &[];
+
+/// Edges a known cycle between the top-level modules of `cli/src/` still needs, as in
+/// [`ALLOWED`].
+const ALLOWED_CLI_MODULES: &[(&str, &str)] = &[];
+
 /// Edges a known cycle between the top-level modules of `src/` still needs, as (from, to)
 /// module names; each entry says why, as in [`ALLOWED`].
 const ALLOWED_MODULES: &[(&str, &str)] = &[
     // The recursion between a tensor and its autograd node ([`ALLOWED`]).
     ("tensor", "autograd"),
 ];
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Tok {
-    Ident(String),
-    Punct(char),
-    PathSep,
-}
-
-/// Tokens of Rust source with comments, strings, chars and lifetimes removed.
-fn lex(src: &str) -> Vec<Tok> {
-    let c: Vec<char> = src.chars().collect();
-    let (mut i, mut out) = (0, Vec::new());
-    let ident_start = |ch: char| ch.is_alphabetic() || ch == '_';
-    while i < c.len() {
-        let ch = c[i];
-        let next = c.get(i + 1).copied().unwrap_or(' ');
-        if ch.is_whitespace() {
-            i += 1;
-        } else if ch == '/' && next == '/' {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-        } else if ch == '/' && next == '*' {
-            let mut depth = 0;
-            while i < c.len() {
-                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-        } else if ch == '"' {
-            i = skip_string(&c, i + 1, 0);
-        } else if ch == '\'' {
-            if next == '\\' {
-                i += 2;
-                while i < c.len() && c[i] != '\'' {
-                    i += 1;
-                }
-                i += 1;
-            } else if c.get(i + 2) == Some(&'\'') {
-                i += 3;
-            } else {
-                i += 1; // a lifetime: its name lexes as an identifier nobody looks up
-            }
-        } else if ident_start(ch) {
-            let s = i;
-            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
-                i += 1;
-            }
-            let word: String = c[s..i].iter().collect();
-            let raw = matches!(word.as_str(), "r" | "br" | "b" | "c" | "cr");
-            if raw && i < c.len() && (c[i] == '"' || c[i] == '#') {
-                let mut hashes = 0;
-                while i < c.len() && c[i] == '#' {
-                    hashes += 1;
-                    i += 1;
-                }
-                if i < c.len() && c[i] == '"' {
-                    i = skip_string(&c, i + 1, hashes);
-                    continue;
-                }
-            }
-            if word == "b" && i < c.len() && c[i] == '\'' {
-                continue; // b'x': the quote lexes as a char literal next
-            }
-            out.push(Tok::Ident(word));
-        } else if ch == ':' && next == ':' {
-            out.push(Tok::PathSep);
-            i += 2;
-        } else {
-            out.push(Tok::Punct(ch));
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The index after a string literal whose opening quote ends at `i`; `hashes` > 0 for raw.
-fn skip_string(c: &[char], mut i: usize, hashes: usize) -> usize {
-    while i < c.len() {
-        if hashes == 0 && c[i] == '\\' {
-            i += 2;
-        } else if c[i] == '"' && (0..hashes).all(|k| c.get(i + 1 + k) == Some(&'#')) {
-            return i + 1 + hashes;
-        } else {
-            i += 1;
-        }
-    }
-    i
-}
 
 /// A module: which crate (`lib` or `bin`) and its path from the crate root.
 type Module = (&'static str, Vec<String>);
@@ -350,46 +267,46 @@ fn scan(file: &mut FileInfo, src: &str) {
 struct Crate {
     files: BTreeMap<PathBuf, FileInfo>,
     by_module: BTreeMap<Module, PathBuf>,
+    /// The library's name, as a `main.rs` beside its `lib.rs` reaches it.
+    lib_name: &'static str,
 }
 
 impl Crate {
-    fn load(src: &Path) -> Crate {
+    /// The files under `src` of a package whose library is `lib_name` and whose binary,
+    /// if any, is `src/main.rs`.
+    fn load(src: &Path, lib_name: &'static str) -> Crate {
         let mut files = BTreeMap::new();
-        let mut stack = vec![src.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let p = entry.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|e| e == "rs") {
-                    let rel = p.strip_prefix(src).unwrap().to_path_buf();
-                    let mut module: Vec<String> = rel
-                        .with_extension("")
-                        .iter()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .collect();
-                    if matches!(
-                        module.last().map(String::as_str),
-                        Some("mod" | "lib" | "main")
-                    ) {
-                        module.pop();
-                    }
-                    let bin = rel == Path::new("main.rs") || rel.starts_with("cli");
-                    let mut info = FileInfo {
-                        module,
-                        krate: if bin { "bin" } else { "lib" },
-                        ..FileInfo::default()
-                    };
-                    scan(&mut info, &std::fs::read_to_string(&p).unwrap());
-                    files.insert(rel, info);
-                }
+        for p in rust_files(src) {
+            let rel = p.strip_prefix(src).unwrap().to_path_buf();
+            let mut module: Vec<String> = rel
+                .with_extension("")
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                module.pop();
             }
+            let bin = rel == Path::new("main.rs");
+            let mut info = FileInfo {
+                module,
+                krate: if bin { "bin" } else { "lib" },
+                ..FileInfo::default()
+            };
+            scan(&mut info, &std::fs::read_to_string(&p).unwrap());
+            files.insert(rel, info);
         }
         let by_module = files
             .iter()
             .map(|(p, f)| ((f.krate, f.module.clone()), p.clone()))
             .collect();
-        Crate { files, by_module }
+        Crate {
+            files,
+            by_module,
+            lib_name,
+        }
     }
 
     /// The crate and absolute path `path` names from module `from`, or `None` for another
@@ -405,7 +322,7 @@ impl Crate {
         let rest = || path[1..].to_vec();
         match first {
             "crate" => Some((krate, rest())),
-            "espalier" if krate == "bin" => Some(("lib", rest())),
+            name if krate == "bin" && name == self.lib_name => Some(("lib", rest())),
             "self" => Some((krate, from.iter().cloned().chain(rest()).collect())),
             "super" => {
                 let ups = path.iter().take_while(|s| *s == "super").count();
@@ -616,9 +533,67 @@ fn report(
 
 #[test]
 fn src_has_no_import_cycle_outside_the_allow_list() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let report = report(&Crate::load(&src).edges(), ALLOWED, "ALLOWED");
+    let report = report(&library().edges(), ALLOWED, "ALLOWED");
     assert!(report.is_empty(), "import cycles in src/:\n{report}");
+}
+
+/// The library's files.
+fn library() -> Crate {
+    Crate::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        "espalier",
+    )
+}
+
+/// The command line's files (the library `espalier_cli` and the binary `main.rs`).
+fn command_line() -> Crate {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cli/src");
+    Crate::load(&src, "espalier_cli")
+}
+
+#[test]
+fn cli_has_no_import_cycle_outside_the_allow_list() {
+    let edges = command_line().edges();
+    // Not an empty scan: the binary reaches its library, the library its commands.
+    for (from, to) in [("main.rs", "lib.rs"), ("lib.rs", "train.rs")] {
+        let e = (PathBuf::from(from), PathBuf::from(to));
+        assert!(
+            edges.contains_key(&e),
+            "no edge {from} -> {to} in {edges:?}"
+        );
+    }
+    let report = report(&edges, ALLOWED_CLI, "ALLOWED_CLI");
+    assert!(report.is_empty(), "import cycles in cli/src/:\n{report}");
+}
+
+#[test]
+fn cli_modules_have_no_import_cycle_outside_the_allow_list() {
+    let edges = module_edges(&command_line().edges());
+    let report = report(&edges, ALLOWED_CLI_MODULES, "ALLOWED_CLI_MODULES");
+    assert!(
+        report.is_empty(),
+        "import cycles between the modules of cli/src/:\n{report}"
+    );
+}
+
+#[test]
+fn the_binary_reaches_its_library_by_name_and_another_crate_not_at_all() {
+    let dir = std::env::temp_dir().join(format!("espalier-cycles-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("lib.rs"), "pub mod a;\npub mod b;\n").unwrap();
+    std::fs::write(dir.join("main.rs"), "fn main() { app::a::run(); }\n").unwrap();
+    // `espalier::b` is the other crate's `b`, not this one's.
+    std::fs::write(dir.join("a.rs"), "pub fn run() { espalier::b::go(); }\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "pub fn go() { crate::a::run(); }\n").unwrap();
+    let edges = Crate::load(&dir, "app").edges();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let keys: Vec<_> = edges.keys().cloned().collect();
+    let p = PathBuf::from;
+    assert_eq!(
+        keys,
+        vec![(p("b.rs"), p("a.rs")), (p("main.rs"), p("a.rs"))],
+        "{edges:?}"
+    );
 }
 
 #[test]
@@ -641,7 +616,7 @@ fn the_cycle_check_sees_a_cycle_through_super_and_a_module_alias() {
         "pub fn y() { let _ = super::a::X; }\n#[cfg(test)]\nmod tests { use crate::a::C; }\n",
     )
     .unwrap();
-    let edges = Crate::load(&dir).edges();
+    let edges = Crate::load(&dir, "espalier").edges();
     std::fs::remove_dir_all(&dir).unwrap();
     let keys: BTreeSet<_> = edges.keys().cloned().collect();
     let found = cycles(&keys);
@@ -652,9 +627,13 @@ fn the_cycle_check_sees_a_cycle_through_super_and_a_module_alias() {
     );
 }
 
-/// The top-level module of a file under `src/`: its first path component without `.rs`.
+/// The top-level module of a file under a crate's `src/`: its first path component
+/// without `.rs`.
 fn top_module(file: &Path) -> PathBuf {
-    let first = file.components().next().expect("a path under src/");
+    let first = file
+        .components()
+        .next()
+        .expect("a path under a crate's src/");
     let name = first.as_os_str().to_string_lossy();
     PathBuf::from(name.strip_suffix(".rs").unwrap_or(&name))
 }
@@ -677,8 +656,7 @@ fn module_edges(
 
 #[test]
 fn src_modules_have_no_import_cycle_outside_the_allow_list() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let edges = module_edges(&Crate::load(&src).edges());
+    let edges = module_edges(&library().edges());
     let report = report(&edges, ALLOWED_MODULES, "ALLOWED_MODULES");
     assert!(
         report.is_empty(),
@@ -696,7 +674,7 @@ fn the_module_check_sees_a_cycle_that_no_two_files_make() {
     std::fs::write(dir.join("a/x.rs"), "use crate::b::B;\npub struct X(B);\n").unwrap();
     std::fs::write(dir.join("a/y.rs"), "pub struct Y;\n").unwrap();
     std::fs::write(dir.join("b.rs"), "use crate::a::y::Y;\npub struct B(Y);\n").unwrap();
-    let file_edges = Crate::load(&dir).edges();
+    let file_edges = Crate::load(&dir, "espalier").edges();
     std::fs::remove_dir_all(&dir).unwrap();
     let files: BTreeSet<_> = file_edges.keys().cloned().collect();
     assert!(cycles(&files).is_empty(), "{file_edges:?}");

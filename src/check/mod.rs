@@ -18,6 +18,7 @@
 //! A check never panics the caller: a panic, like an error, becomes a failed record with its
 //! message. The same functions serve `espalier check` and the test suite.
 
+pub mod cases;
 pub mod compare;
 mod ctx;
 pub mod memory;

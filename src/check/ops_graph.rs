@@ -219,13 +219,13 @@ fn aggregators(ctx: &mut Ctx<'_>, blocks: &[(String, Arc<Block>)], full: bool) {
         Ok(())
     });
     ctx.op("segment_weighted_sum", |c| {
-        // Heads of 16 columns over the 5,000-edge star make 80,000 loop iterations in
-        // one invocation of the weight-gradient kernel: past what llvmpipe runs (see
-        // docs/GPU.md), so only the full check has them.
+        // Heads of 16 columns over the 5,000-edge star: 80,000 loop iterations when one
+        // invocation of the weight-gradient kernel took a whole row, past llvmpipe's
+        // 65,535 (docs/GPU.md); the quick check keeps them so that CI sees a return of it.
         let shapes: &[(usize, usize)] = if full {
             &[(1, 1), (2, 3), (4, 16)]
         } else {
-            &[(1, 3), (4, 4)]
+            &[(1, 3), (4, 16)]
         };
         for (name, b) in blocks {
             for &(heads, d) in shapes {
@@ -363,156 +363,168 @@ fn splits(ctx: &mut Ctx<'_>, blocks: &[(String, Arc<Block>)], full: bool) {
         });
         return;
     }
-    ctx.op("split bindings: dense ops", |c| {
-        const CAP: u64 = 1 << 20;
-        let (r, w) = if full { (4615, 130) } else { (2100, 130) };
-        let x = rand_away_f32(&[r, w], 200)?;
-        let xi = rand_ints(&[r, w], 205)?;
-        let one = std::slice::from_ref(&x);
-        split(c, "relu", &|x| ops::relu(&x[0]), one, CAP, true)?;
-        let same = rand_away_f32(&[r, w], 201)?;
-        split(
-            c,
-            "mul",
-            &|x| ops::mul(&x[0], &x[1]),
-            &[x.clone(), same],
-            CAP,
-            true,
-        )?;
-        let col = rand_away_f32(&[r, 1], 203)?;
-        split(
-            c,
-            "div col",
-            &|x| ops::div(&x[0], &x[1]),
-            &[x.clone(), col],
-            CAP,
-            true,
-        )?;
-        let ione = std::slice::from_ref(&xi);
-        split(c, "sum_dim 0", &|x| ops::sum_dim(&x[0], 0), ione, CAP, true)?;
-        split(c, "sum_dim 1", &|x| ops::sum_dim(&x[0], 1), ione, CAP, true)?;
-        let logits = ops::mul_scalar(&x, 4.0)?;
-        let lone = std::slice::from_ref(&logits);
-        split(
-            c,
-            "log_softmax",
-            &|x| ops::log_softmax(&x[0]),
-            lone,
-            CAP,
-            true,
-        )?;
-        let y = rand_idx(r, w as u32, 216)?;
-        let ce = |x: &[Tensor]| ops::cross_entropy(&x[0], &x[1], None);
-        split(c, "cross_entropy", &ce, &[logits.clone(), y], CAP, true)?;
-        let sl = |x: &[Tensor]| ops::slice(&x[0], 1, 7, 100);
-        split(c, "slice", &sl, one, CAP, true)?;
-        // Small integers keep every sum of the forward exact whatever the order (the
-        // backward's random weights would not), so the split forward is the CPU's exactly.
-        for (label, ta, b) in [
-            ("matmul rows", false, rand_ints(&[w, 20], 206)?),
-            ("matmul k", true, rand_ints(&[r, 20], 208)?),
-        ] {
-            let inputs = [xi.clone(), b];
-            let f = |x: &[Tensor]| ops::matmul(&x[0], &x[1], ta, false);
-            let _cap = BindingCap::new(c.dev, CAP)?;
-            c.forward(label, &inputs, f, Tol::EXACT)?;
-        }
-        if full {
-            let tall = rand_f32(&[300_000, 2], 219)?;
-            let tall_col = rand_away_f32(&[300_000, 1], 220)?;
-            let f = |x: &[Tensor]| ops::sub(&x[0], &x[1]);
-            split(c, "tall sub col", &f, &[tall, tall_col], CAP, true)?;
-        }
-        Ok(())
-    });
-    ctx.op("split bindings: graph ops", |c| {
-        const CAP: u64 = 32 << 10;
-        for (name, b) in blocks {
-            let x = rand_ints(&[b.num_src, 16], b.num_edges() as u64)?;
-            for (op, f) in SEGMENT_OPS {
-                let b = b.clone();
-                let g = move |x: &[Tensor]| f(&x[0], &b);
-                split(
-                    c,
-                    &format!("{op}, {name}"),
-                    &g,
-                    std::slice::from_ref(&x),
-                    CAP,
-                    true,
-                )?;
-            }
-        }
-        let gather = |t: &[Tensor]| ops::index_select(&t[0], &t[1]);
-        let inputs = [rand_f32(&[5000, 16], 30)?, rand_idx(7000, 5000, 31)?];
-        split(c, "index_select", &gather, &inputs, CAP, true)?;
-        let scatter = |t: &[Tensor]| ops::scatter_add(&t[0], &t[1], 3000);
-        let inputs = [rand_f32(&[7000, 16], 32)?, rand_idx(7000, 3000, 33)?];
-        split(c, "scatter_add", &scatter, &inputs, CAP, true)
-    });
+    ctx.op("split bindings: dense ops", |c| split_dense(c, full));
+    ctx.op("split bindings: graph ops", |c| split_graph(c, blocks));
     ctx.op("split bindings: aggregators", |c| {
-        const CAP: u64 = 16 << 10;
-        let graph = SynthSpec::parse("cora-like")?
-            .generate()?
-            .graph
-            .symmetrize();
-        let seeds: Vec<u32> = if full {
-            (0..graph.num_nodes as u32).collect()
-        } else {
-            (0..graph.num_nodes as u32).step_by(3).collect()
-        };
-        let b = sample_blocks(&graph, &seeds, &[-1], 3)?;
-        let b = Arc::new(b.into_iter().next().ok_or(Error::invalid("no block"))?);
-        let e = b.num_edges();
-        let f = |x: &[Tensor]| ops::lstm_cell(&x[0], &x[1]);
-        let inputs = [rand_f32(&[5000, 16], 40)?, rand_f32(&[5000, 4], 41)?];
-        split(c, "lstm_cell", &f, &inputs, CAP, true)?;
-        let bb = b.clone();
-        let f = move |x: &[Tensor]| ops::segment_softmax(&x[0], &bb);
-        split(
-            c,
-            "segment_softmax",
-            &f,
-            &[rand_f32(&[e, 2], 42)?],
-            CAP,
-            true,
-        )?;
-        let bb = b.clone();
-        let f = move |x: &[Tensor]| ops::segment_weighted_sum(&x[0], &x[1], &bb);
-        for (d, seed) in [(6, 43), (8, 49)] {
-            let inputs = [
-                rand_ints(&[b.num_src, d], seed)?,
-                rand_ints(&[e, 2], seed + 1)?,
-            ];
+        split_aggregators(c, full)
+    });
+}
+
+/// The dense ops at 1 MiB bindings: elementwise, broadcasts, reductions, row-wise ops,
+/// slices, and matmul's row and k splits.
+fn split_dense(c: &mut OpCheck, full: bool) -> Result<()> {
+    const CAP: u64 = 1 << 20;
+    let (r, w) = if full { (4615, 130) } else { (2100, 130) };
+    let x = rand_away_f32(&[r, w], 200)?;
+    let xi = rand_ints(&[r, w], 205)?;
+    let one = std::slice::from_ref(&x);
+    split(c, "relu", &|x| ops::relu(&x[0]), one, CAP, true)?;
+    let same = rand_away_f32(&[r, w], 201)?;
+    split(
+        c,
+        "mul",
+        &|x| ops::mul(&x[0], &x[1]),
+        &[x.clone(), same],
+        CAP,
+        true,
+    )?;
+    let col = rand_away_f32(&[r, 1], 203)?;
+    split(
+        c,
+        "div col",
+        &|x| ops::div(&x[0], &x[1]),
+        &[x.clone(), col],
+        CAP,
+        true,
+    )?;
+    let ione = std::slice::from_ref(&xi);
+    split(c, "sum_dim 0", &|x| ops::sum_dim(&x[0], 0), ione, CAP, true)?;
+    split(c, "sum_dim 1", &|x| ops::sum_dim(&x[0], 1), ione, CAP, true)?;
+    let logits = ops::mul_scalar(&x, 4.0)?;
+    let lone = std::slice::from_ref(&logits);
+    split(
+        c,
+        "log_softmax",
+        &|x| ops::log_softmax(&x[0]),
+        lone,
+        CAP,
+        true,
+    )?;
+    let y = rand_idx(r, w as u32, 216)?;
+    let ce = |x: &[Tensor]| ops::cross_entropy(&x[0], &x[1], None);
+    split(c, "cross_entropy", &ce, &[logits.clone(), y], CAP, true)?;
+    let sl = |x: &[Tensor]| ops::slice(&x[0], 1, 7, 100);
+    split(c, "slice", &sl, one, CAP, true)?;
+    // Small integers keep every sum of the forward exact whatever the order (the
+    // backward's random weights would not), so the split forward is the CPU's exactly.
+    for (label, ta, b) in [
+        ("matmul rows", false, rand_ints(&[w, 20], 206)?),
+        ("matmul k", true, rand_ints(&[r, 20], 208)?),
+    ] {
+        let inputs = [xi.clone(), b];
+        let f = |x: &[Tensor]| ops::matmul(&x[0], &x[1], ta, false);
+        let _cap = BindingCap::new(c.dev, CAP)?;
+        c.forward(label, &inputs, f, Tol::EXACT)?;
+    }
+    if full {
+        let tall = rand_f32(&[300_000, 2], 219)?;
+        let tall_col = rand_away_f32(&[300_000, 1], 220)?;
+        let f = |x: &[Tensor]| ops::sub(&x[0], &x[1]);
+        split(c, "tall sub col", &f, &[tall, tall_col], CAP, true)?;
+    }
+    Ok(())
+}
+
+/// The segment ops over each block, gather and scatter at 32 KiB bindings.
+fn split_graph(c: &mut OpCheck, blocks: &[(String, Arc<Block>)]) -> Result<()> {
+    const CAP: u64 = 32 << 10;
+    for (name, b) in blocks {
+        let x = rand_ints(&[b.num_src, 16], b.num_edges() as u64)?;
+        for (op, f) in SEGMENT_OPS {
+            let b = b.clone();
+            let g = move |x: &[Tensor]| f(&x[0], &b);
             split(
                 c,
-                &format!("segment_weighted_sum, 2 heads of {}", d / 2),
-                &f,
-                &inputs,
+                &format!("{op}, {name}"),
+                &g,
+                std::slice::from_ref(&x),
                 CAP,
                 true,
             )?;
         }
-        // The LSTM's weight gradient adds k in chunks: split and whole agree within
-        // tolerance, not bit for bit.
-        let bb = b.clone();
-        let split_at = if full {
-            vec![None, Some(3)]
-        } else {
-            vec![Some(3)]
-        };
-        for s in split_at {
-            let bb = bb.clone();
-            let f = move |x: &[Tensor]| lstm(&bb, x, s);
-            let inputs = lstm_inputs(b.num_src, 45)?;
-            split(
-                c,
-                &format!("lstm aggregator, explosion split {s:?}"),
-                &f,
-                &inputs,
-                CAP,
-                false,
-            )?;
-        }
-        Ok(())
-    });
+    }
+    let gather = |t: &[Tensor]| ops::index_select(&t[0], &t[1]);
+    let inputs = [rand_f32(&[5000, 16], 30)?, rand_idx(7000, 5000, 31)?];
+    split(c, "index_select", &gather, &inputs, CAP, true)?;
+    let scatter = |t: &[Tensor]| ops::scatter_add(&t[0], &t[1], 3000);
+    let inputs = [rand_f32(&[7000, 16], 32)?, rand_idx(7000, 3000, 33)?];
+    split(c, "scatter_add", &scatter, &inputs, CAP, true)
+}
+
+/// The attention and LSTM aggregators' ops over a cora-like block at 16 KiB bindings.
+fn split_aggregators(c: &mut OpCheck, full: bool) -> Result<()> {
+    const CAP: u64 = 16 << 10;
+    let graph = SynthSpec::parse("cora-like")?
+        .generate()?
+        .graph
+        .symmetrize();
+    let seeds: Vec<u32> = if full {
+        (0..graph.num_nodes as u32).collect()
+    } else {
+        (0..graph.num_nodes as u32).step_by(3).collect()
+    };
+    let b = sample_blocks(&graph, &seeds, &[-1], 3)?;
+    let b = Arc::new(b.into_iter().next().ok_or(Error::invalid("no block"))?);
+    let e = b.num_edges();
+    let f = |x: &[Tensor]| ops::lstm_cell(&x[0], &x[1]);
+    let inputs = [rand_f32(&[5000, 16], 40)?, rand_f32(&[5000, 4], 41)?];
+    split(c, "lstm_cell", &f, &inputs, CAP, true)?;
+    let bb = b.clone();
+    let f = move |x: &[Tensor]| ops::segment_softmax(&x[0], &bb);
+    split(
+        c,
+        "segment_softmax",
+        &f,
+        &[rand_f32(&[e, 2], 42)?],
+        CAP,
+        true,
+    )?;
+    let bb = b.clone();
+    let f = move |x: &[Tensor]| ops::segment_weighted_sum(&x[0], &x[1], &bb);
+    for (d, seed) in [(6, 43), (8, 49)] {
+        let inputs = [
+            rand_ints(&[b.num_src, d], seed)?,
+            rand_ints(&[e, 2], seed + 1)?,
+        ];
+        split(
+            c,
+            &format!("segment_weighted_sum, 2 heads of {}", d / 2),
+            &f,
+            &inputs,
+            CAP,
+            true,
+        )?;
+    }
+    // The LSTM's weight gradient adds k in chunks: split and whole agree within
+    // tolerance, not bit for bit.
+    let bb = b.clone();
+    let split_at = if full {
+        vec![None, Some(3)]
+    } else {
+        vec![Some(3)]
+    };
+    for s in split_at {
+        let bb = bb.clone();
+        let f = move |x: &[Tensor]| lstm(&bb, x, s);
+        let inputs = lstm_inputs(b.num_src, 45)?;
+        split(
+            c,
+            &format!("lstm aggregator, explosion split {s:?}"),
+            &f,
+            &inputs,
+            CAP,
+            false,
+        )?;
+    }
+    Ok(())
 }

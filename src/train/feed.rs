@@ -3,6 +3,8 @@
 //! ranks by estimated cost (as [`crate::dist::deal`] does among trainers without samplers),
 //! slice them, gather their input rows and send each trainer its share in one message
 //! ([`crate::dist::wire`]); trainers only compute and sum gradients among themselves.
+//! On a trainer, [`Feed`] is the [`MicroSource`] the micro-batch run takes its batches
+//! from; on a sampler, [`serve_trainers`] plans with the local source's planner.
 //!
 //! Batches are counted over the run (`g`, from the resumed epoch on) and batch `g` is
 //! sampler `g mod S`'s. Protocol, per trainer and sampler, in order (MPI keeps the order
@@ -22,8 +24,8 @@ use crate::dist::{deal, is_sampler, part_costs};
 use crate::error::{Error, Result};
 use crate::graph::{Prepared, Slicer};
 use crate::partition::PartitionStats;
-use crate::train::micro::{finish_batch, plan, prepare, run_prepared, source};
-use crate::train::micro::{BatchOutcome, Pass, Run};
+use crate::train::source::local::plan;
+use crate::train::source::{MicroBatches, MicroSource, Pass, Preparer, SourcedBatch};
 use crate::train::state::State;
 use crate::train::stats::Phases;
 
@@ -33,7 +35,7 @@ const BATCH: i32 = 22;
 /// A request for this "batch" ends the trainer's run.
 const STOP: u64 = u64::MAX;
 
-/// A trainer rank's sampler ranks.
+/// A trainer rank's sampler ranks: where its micro-batches come from.
 pub(crate) struct Feed {
     /// World ranks of the samplers.
     samplers: Vec<usize>,
@@ -74,26 +76,23 @@ pub(crate) fn join(tr: &State<'_>) -> Result<Option<Feed>> {
     Ok(Some(Feed { samplers, next: 0 }))
 }
 
-impl Feed {
-    /// Tells the sampler ranks that this trainer has finished.
-    pub(crate) fn release(self, tr: &State<'_>) -> Result<()> {
-        for &s in &self.samplers {
-            tr.dist
-                .collective
-                .send_bytes(s, REQUEST, &STOP.to_le_bytes())?;
-        }
-        Ok(())
-    }
-
-    /// A trainer's batch `b` of `epoch` (`total` seeds), received from its sampler rank
-    /// and run: the same micro-batches, in the same order, as this rank would have made.
-    pub(crate) fn run_batch(
+impl MicroSource for Feed {
+    /// A trainer's batch `b` of `epoch`, received from its sampler rank: the same
+    /// micro-batches, in the same order, as this rank would have made (`made`: the run
+    /// checks that the trainers ran all of them).
+    fn next_batch(
         &mut self,
         tr: &mut State<'_>,
         epoch: usize,
         b: usize,
-        total: usize,
-    ) -> Result<BatchOutcome> {
+        _seeds: &[u32],
+        pass: Pass,
+    ) -> Result<SourcedBatch> {
+        if pass != Pass::Train {
+            return Err(Error::invalid(
+                "sampler ranks feed training batches only (partition and measure here)",
+            ));
+        }
         let c = tr.dist.collective.clone();
         let g = self.next;
         self.next += 1;
@@ -114,7 +113,7 @@ impl Feed {
             feed: t.elapsed().as_secs_f64(),
             ..Default::default()
         };
-        let mut stats = PartitionStats {
+        let stats = PartitionStats {
             epoch: epoch + 1,
             batch: b,
             k: fed.parts.len(),
@@ -122,19 +121,23 @@ impl Feed {
             partition_s: fed.partition_s,
             ..Default::default()
         };
-        let mut run = Run::new(None, total, epoch, phases);
-        run_prepared(tr, fed.parts, &mut run, &mut stats)?;
-        let out = finish_batch(tr, run, stats, Pass::Train, fed.full_inputs as usize)?;
-        if out.stats.k as u64 != fed.k {
-            return Err(Error::invalid(format!(
-                "batch {b} of epoch {}: the trainers ran {} micro-batches of the {} the \
-                 sampler made",
-                epoch + 1,
-                out.stats.k,
-                fed.k
-            )));
+        Ok(SourcedBatch {
+            stats,
+            phases,
+            full_inputs: fed.full_inputs as usize,
+            made: Some(fed.k as usize),
+            micro: MicroBatches::Prepared(fed.parts),
+        })
+    }
+
+    /// Tells the sampler ranks that this trainer has finished.
+    fn release(self: Box<Self>, tr: &State<'_>) -> Result<()> {
+        for &s in &self.samplers {
+            tr.dist
+                .collective
+                .send_bytes(s, REQUEST, &STOP.to_le_bytes())?;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -209,12 +212,12 @@ fn prepare_for_trainers(
     let owner = deal(&costs, wants_rows.len());
     let partition_s = t.elapsed().as_secs_f64();
     let (k, whole) = (parts.len(), parts.len() == 1);
-    let source = source(tr, Some(&slicer), key);
+    let prep = Preparer::new(tr, Some(slicer), key);
     let (data, features) = (tr.data, &tr.features);
     let prepared: Vec<Prepared> = parts
         .into_par_iter()
         .zip(owner.par_iter())
-        .map(|(p, &o)| prepare(&source, data, wants_rows[o].then_some(features), p, whole))
+        .map(|(p, &o)| prep.prepare(data, wants_rows[o].then_some(features), p, whole))
         .collect::<Result<_>>()?;
     let mut shares: Vec<Vec<Prepared>> = wants_rows.iter().map(|_| Vec::new()).collect();
     for (p, o) in prepared.into_iter().zip(owner) {

@@ -12,6 +12,7 @@ pub mod micro;
 pub mod optim;
 pub mod row_reuse;
 pub mod schedule;
+pub(crate) mod source;
 pub mod state;
 pub mod stats;
 pub mod trainer;

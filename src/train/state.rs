@@ -1,10 +1,11 @@
 //! The state every stage of training reads: the dataset and its features, the graph, the
 //! configuration, the model and its optimizer, the partitioner and the memory estimator,
-//! the ranks, and the device's peak tracking. The stages (the micro-batch run and its
-//! planner in [`crate::train::micro`], full-graph epochs in [`crate::train::full_graph`],
-//! evaluation and prediction in [`crate::train::inference`], sampler ranks in
-//! [`crate::dist`]'s feed) take it as `&State` or `&mut State`;
-//! [`crate::train::Trainer`] owns it and composes them. This file imports no stage.
+//! the ranks, and the device's peak tracking. The stages (the micro-batch run in
+//! [`crate::train::micro`], the micro-batch sources and the planner in
+//! [`crate::train::source`], sampler ranks in [`crate::train::feed`], full-graph epochs in
+//! [`crate::train::full_graph`], evaluation and prediction in [`crate::train::inference`])
+//! take it as `&State` or `&mut State`; [`crate::train::Trainer`] owns it and composes
+//! them. This file imports no stage.
 
 use std::cell::Cell;
 use std::sync::Arc;

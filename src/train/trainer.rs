@@ -5,10 +5,11 @@
 //! timing; memory budget and per-micro-batch memory statistics.
 //!
 //! [`Trainer`] owns the [`State`] every stage reads ([`crate::train::state`]) and composes
-//! the stages: the micro-batch run ([`crate::train::micro`]), full-graph epochs
-//! ([`crate::train::full_graph`]), evaluation and prediction ([`crate::train::inference`])
-//! and the sampler-rank feed ([`crate::train::feed`]), each a set of functions over that
-//! state. Its methods live here and in the folder beside this file: the run loop
+//! the stages: the micro-batch run ([`crate::train::micro`]) over a micro-batch source
+//! ([`crate::train::source`]: sampled here, or on a trainer rank the sampler ranks' feed,
+//! [`crate::train::feed`]), full-graph epochs ([`crate::train::full_graph`]), and
+//! evaluation and prediction ([`crate::train::inference`]), each a set of functions over
+//! that state. Its methods live here and in the folder beside this file: the run loop
 //! (`run.rs`), one epoch (`epoch.rs`), and resuming and checkpointing (`resume.rs`), which
 //! restore the run loop's history with the state.
 
@@ -28,10 +29,12 @@ use crate::partition::{PartitionStats, Partitioner};
 use crate::tensor::Tensor;
 use crate::train::config::TrainConfig;
 use crate::train::features::gather_host;
-use crate::train::feed::{self, Feed};
+use crate::train::feed;
 use crate::train::full_graph::{FullGraph, FullGraphStats};
 use crate::train::inference;
 use crate::train::micro::{self, Pass};
+use crate::train::source::local::Local;
+use crate::train::source::MicroSource;
 use crate::train::state::State;
 use crate::train::stats::{EpochStats, Summary};
 
@@ -45,8 +48,9 @@ pub struct Trainer<'a> {
     pub state: State<'a>,
     /// Full-graph training: the training nodes' chunks, made at the first epoch.
     full: FullGraph,
-    /// On a trainer rank fed by sampler ranks: where its micro-batches come from.
-    feed: Option<Feed>,
+    /// Where the training batches' micro-batches come from: sampled here ([`Local`]), or
+    /// on a trainer rank fed by sampler ranks, received from them.
+    source: Box<dyn MicroSource>,
     /// Partition statistics of the batches run so far.
     micro_log: Vec<PartitionStats>,
     /// Figures of the finished epochs (from a resumed checkpoint, then the run's).
@@ -94,7 +98,7 @@ impl<'a> Trainer<'a> {
         Ok(Trainer {
             state: State::new(data, graph, config)?,
             full: FullGraph::default(),
-            feed: None,
+            source: Box::new(Local),
             micro_log: Vec::new(),
             history: Vec::new(),
             stored_final: None,
@@ -172,17 +176,15 @@ impl<'a> Trainer<'a> {
     /// from now on (tells each whether to gather the input rows). Nothing otherwise.
     pub fn join_samplers(&mut self) -> Result<()> {
         if let Some(feed) = feed::join(&self.state)? {
-            self.feed = Some(feed);
+            self.source = Box::new(feed);
         }
         Ok(())
     }
 
-    /// Tells the sampler ranks that this trainer has finished (nothing without them).
+    /// Tells the sampler ranks that this trainer has finished (nothing without them);
+    /// batches after that are sampled here.
     fn release_samplers(&mut self) -> Result<()> {
-        match self.feed.take() {
-            Some(feed) => feed.release(&self.state),
-            None => Ok(()),
-        }
+        std::mem::replace(&mut self.source, Box::new(Local)).release(&self.state)
     }
 
     /// A sampler rank's run: serves every batch of the run that is its own to the trainer
@@ -206,7 +208,7 @@ impl<'a> Trainer<'a> {
         let batches = self.state.batches(epoch);
         let mut out = Vec::with_capacity(batches.len());
         for (b, seeds) in batches.iter().enumerate() {
-            out.push(micro::run_batch(&mut self.state, epoch, b, seeds, pass)?.stats);
+            out.push(micro::run_batch(&mut self.state, &mut Local, epoch, b, seeds, pass)?.stats);
         }
         Ok(out)
     }
@@ -244,7 +246,7 @@ impl<'a> Trainer<'a> {
         }
         let pass = if run { Pass::Measure } else { Pass::Plan };
         self.state.keep_parts = true;
-        let out = micro::run_batch(&mut self.state, epoch, batch, seeds, pass);
+        let out = micro::run_batch(&mut self.state, &mut Local, epoch, batch, seeds, pass);
         self.state.keep_parts = false;
         Ok(out?.stats)
     }

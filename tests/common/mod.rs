@@ -196,6 +196,17 @@ pub fn assert_close(what: &str, expected: &[f32], got: &[f32], rtol: f32, atol: 
     }
 }
 
+/// Asserts that two f32 vectors are bit-identical (NaN included).
+pub fn assert_bits(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    if let Some(i) = (0..a.len()).find(|&i| a[i].to_bits() != b[i].to_bits()) {
+        panic!(
+            "{what}: first difference at {i}: cpu {} vs device {}",
+            a[i], b[i]
+        );
+    }
+}
+
 /// `|a - b| <= rel · max|b|` elementwise: relative to the tensor's magnitude, the
 /// tolerance of sums taken in another order (micro-batches, chunks).
 pub fn assert_close_scaled(what: &str, a: &[f32], b: &[f32], rel: f32) {

@@ -64,10 +64,8 @@ impl Trainer<'_> {
             full_graph = Some(out.stats);
         }
         for (b, seeds) in batches.iter().enumerate() {
-            let out = match &mut self.feed {
-                Some(feed) => feed.run_batch(&mut self.state, epoch, b, seeds.len())?,
-                None => micro::run_batch(&mut self.state, epoch, b, seeds, Pass::Train)?,
-            };
+            let source = &mut *self.source;
+            let out = micro::run_batch(&mut self.state, source, epoch, b, seeds, Pass::Train)?;
             ph.add(&out.phases);
             micro += out.stats.k;
             self.micro_log.push(out.stats);

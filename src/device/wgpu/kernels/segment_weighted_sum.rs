@@ -183,7 +183,7 @@ impl SegmentWeightedSumKernels for Context {
     }
 
     /// `ā` over ranges of dst rows whose windows (offsets, edges and their gradients, rows of
-    /// `ḡ`) fit one binding, each once per tile of `x`'s rows.
+    /// `ḡ`) fit one binding, each once per tile of `x`'s rows; one thread per (edge, head).
     fn backward_a(
         self: &Arc<Self>,
         b: &Block,
@@ -216,7 +216,7 @@ impl SegmentWeightedSumKernels for Context {
                     ..Default::default()
                 };
                 let binds = [(1, &pw), (2, &ew), (3, &xw), (9, &gw), (11, &ow)];
-                let n = ((d1 - d0) * heads) as u64;
+                let n = ((at(d1) - at(d0)) * heads) as u64;
                 ctx.launch_windows(&BACKWARD_A, &params(dims, range, rest), &binds, n)?;
             }
         }
