@@ -2,10 +2,11 @@
 // layout: row(i, t) = offset + i * k + t for node i of a bucket of degree k. Gates in
 // PyTorch's order (i, f, g, o); the cell maths is the one of shaders/lstm_cell.wgsl.
 //
-// lstm_step_f32 (one bucket, step t): 0 params, 1 xg [rows, 4H] (read), 2 hw [m, 4H] (read;
-//     unused at t = 0), 3 acts [rows, 4H] (write), 4 cs [rows, H] (write), 5 h_next [m, H]
-//     (write). The host puts the last step's h_next into the output rows of the bucket's
-//     dst nodes.
+// lstm_step_f32 (one bucket, step t): 0 params, 1 xw [num_src, 4H] (read), 6 src_row [rows]
+//     u32 (read; the op's idx), 2 hw [m, 4H] (read; unused at t = 0), 3 acts [rows, 4H]
+//     (write), 4 cs [rows, H] (write), 5 h_next [m, H] (write). A row's input projection is
+//     row src_row[row] of xw, read in place (no gathered copy). The host puts the last
+//     step's h_next into the output rows of the bucket's dst nodes.
 // lstm_step_backward_f32 (one bucket, step t, run for t = k-1 down to 0): 0 params,
 //     8 acts (read), 9 cs (read), 11 dh [m, H] (read: h̄ of the step, at t = k - 1 the
 //     output gradient's rows of the bucket's dst nodes), 12 dc [m, H] (read_write; the
@@ -20,7 +21,11 @@
 // layout for lstm_hprev_f32); every buffer is bound as the window those nodes read and
 // write (src/device/wgpu/split.rs), indexed with global indices less its first element:
 // row_base for the [rows, 4H] buffers, cs_base for [rows, H], wide_base for [m, 4H]
-// (steps for lstm_hprev_f32), node_base for [m, H] (hprev for lstm_hprev_f32).
+// (steps for lstm_hprev_f32), node_base for [m, H] (hprev for lstm_hprev_f32), idx_base
+// for src_row. xw, read at arbitrary rows, is bound as the window of its tile of rows
+// t0 .. t1 (first element x_base): lstm_step_f32 runs once per tile, and an invocation
+// whose src row lies outside the tile returns at once, so over the tiles each (node,
+// unit) runs once, and with one tile (xw within one binding) there is one dispatch.
 
 struct Params {
     m: u32,          // nodes in this dispatch (rows for lstm_hprev_f32)
@@ -33,14 +38,19 @@ struct Params {
     cs_base: u32,
     wide_base: u32,
     node_base: u32,
+    idx_base: u32,   // lstm_step_f32: first element of the src_row window
+    t0: u32,         // lstm_step_f32: the tile of xw's rows
+    t1: u32,
+    x_base: u32,     // lstm_step_f32: first element of the xw window
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> xg: array<f32>;
+@group(0) @binding(1) var<storage, read> xw: array<f32>;
 @group(0) @binding(2) var<storage, read> hw: array<f32>;
 @group(0) @binding(3) var<storage, read_write> acts_out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> cs_out: array<f32>;
 @group(0) @binding(5) var<storage, read_write> h_next: array<f32>;
+@group(0) @binding(6) var<storage, read> src_row: array<u32>;
 @group(0) @binding(8) var<storage, read> acts: array<f32>;
 @group(0) @binding(9) var<storage, read> cs: array<f32>;
 @group(0) @binding(11) var<storage, read> dh_in: array<f32>;
@@ -59,11 +69,16 @@ fn lstm_step_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     let i = p.i0 + idx / p.h;
     let j = idx % p.h;
     let row = p.offset + i * p.k + p.t;
+    let s = src_row[row - p.idx_base];
+    if s < p.t0 || s >= p.t1 {
+        return;
+    }
+    let x = s * 4u * p.h + j - p.x_base;
     let z = row * 4u * p.h + j - p.row_base;
-    var zi = xg[z];
-    var zf = xg[z + p.h];
-    var zg = xg[z + 2u * p.h];
-    var zo = xg[z + 3u * p.h];
+    var zi = xw[x];
+    var zf = xw[x + p.h];
+    var zg = xw[x + 2u * p.h];
+    var zo = xw[x + 3u * p.h];
     var cp = 0.0;
     if p.t > 0u {
         let r = i * 4u * p.h + j - p.wide_base;

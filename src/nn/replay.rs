@@ -49,9 +49,8 @@
 //! - the transposed index of a gather's backward (`t_indptr`, `t_pos`, transient);
 //! - the partial rows of a column sum over more than `COL_BLOCK` rows (a bias's or an
 //!   attention vector's gradient);
-//! - the LSTM's gathered rows `xg` `[R, 4F]` (transient in its forward), its
-//!   bucket-by-bucket buffers and index uploads, and its scatter's transposed index
-//!   (`replay/lstm_gpu.rs`).
+//! - the LSTM's bucket-by-bucket buffers and index uploads, and its scatter's transposed
+//!   index (`replay/lstm_gpu.rs`).
 //!
 //! This makes the estimate equal to the measured peak on lavapipe and on the emulated CUDA
 //! device (`tests/estimator_gpu.rs`), where the LSTM's arm differs

@@ -15,7 +15,7 @@
 //! aggregate (zeros without neighbours), then `fc_neigh`. It runs per degree bucket as a
 //! dense batch ([`crate::ops::lstm_aggregate`]): the input projection `x·W_ih + b` is computed
 //! once per src row, read per (node, step) through an index in the buckets' row order
-//! ([`crate::graph::Bucket::src_indices`]) by the op itself (no gathered copy on the CPU),
+//! ([`crate::graph::Bucket::src_indices`]) by the op itself (no gathered copy),
 //! and each step is one matmul (`h·W_hh`) plus the fused cell. Parameters: `lstm.weight_ih [F, 4F]`,
 //! `lstm.weight_hh [F, 4F]`, `lstm.bias [4F]` (gates i, f, g, o; one bias, the sum of
 //! PyTorch's two), initialised U(−1/√F, 1/√F) as in PyTorch.

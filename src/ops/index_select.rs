@@ -177,6 +177,20 @@ fn host_indices(
     }
 }
 
+/// The values of the GPU index tensor `idx` (its buffer `ib`), each checked below `n`: the
+/// host copy its upload kept, else read back (a synchronisation point). For ops that read
+/// rows through an index inside their own kernels (`lstm_aggregate`).
+pub(crate) fn gpu_checked_indices<D: GpuTensors>(
+    op: &'static str,
+    idx: &Tensor,
+    ib: &D::Buffer,
+    n: usize,
+) -> Result<Arc<Vec<u32>>> {
+    let host = host_indices(op, idx, None, D::host_u32(ib), || D::read(ib))?;
+    check_indices(op, &host, n)?;
+    Ok(host)
+}
+
 /// Operands whose storages are on different backends.
 fn mismatch(op: &'static str, a: &Tensor, b: &Tensor) -> Error {
     Error::DeviceMismatch {

@@ -15,12 +15,12 @@
 //! which is the order of [`crate::graph::Bucket::src_indices`]. The caller passes the
 //! input projections of the src rows, `xw [ns, 4H]`, and the src row of every row of the
 //! layout, `idx = plan.src` (u32 `[R]`); the op reads row `idx[row]` of `xw` where a
-//! step needs it. The CPU arm reads it inside the cell step, so the gathered rows `xg =
-//! xw[idx]` `[R, 4H]` never exist there; the GPU arms gather them into a transient
-//! (`index_select`'s kernel) that goes when the forward ends. Backward computes the rows'
-//! gradient `x̄g` `[R, 4H]` in the layout and sums it into the src rows with
-//! `index_select`'s backward (`scatter_add`, each src row's rows in increasing order), so
-//! every value has the bits of a gather followed by the op on the gathered rows.
+//! step needs it: every arm reads it inside the cell step (the CPU's cell pass, the GPUs'
+//! step kernels), so the gathered rows `xg = xw[idx]` `[R, 4H]` never exist. Backward
+//! computes the rows' gradient `x̄g` `[R, 4H]` in the layout and sums it into the src rows
+//! with `index_select`'s backward (`scatter_add`, each src row's rows in increasing
+//! order), so every value has the bits of a gather followed by the op on the gathered
+//! rows.
 //!
 //! **Per bucket and step:** one matmul (`h_{t-1}·W_hh`, skipped at `t = 0` where `h = 0`)
 //! and one fused cell kernel that adds the gathered projection, applies the gates, saves
@@ -38,8 +38,7 @@
 //! **Saved for backward: 5 f32 values per (node, step, hidden unit)**: the activated gates
 //! (4) and the cell state `c` (1); `h_{t-1}` is recomputed as `o·tanh(c)`. Transients: in
 //! backward `x̄g` (4 per (node, step, unit)) and `Hprev` (1) live together with the saved
-//! 5, then `x̄g` with `x̄w` (4 per src row and unit); on a GPU the forward's gathered
-//! `xg` (4) lives while the forward runs and is not saved. Buckets are processed one
+//! 5, then `x̄g` with `x̄w` (4 per src row and unit). Buckets are processed one
 //! after another, so splitting the explosion bucket ([`Buckets::split_explosion`]) bounds the per-step
 //! buffers (`[m, 4H]`) of one launch (on the CPU, a pack's steps hold at most the
 //! largest bucket's nodes or `rows / 6`, whichever is more).
@@ -52,8 +51,9 @@
 //! which is then put into the output rows of its dst nodes, and backward gathers those rows
 //! of the output gradient once per bucket (the row gather and put of `index_select`'s
 //! wgpu kernels), so the step kernels only touch rows of the layout and of the bucket. Past the
-//! storage-binding limit they run over ranges of a bucket's nodes (see
-//! `src/device/wgpu/split.rs`); the results do not change.
+//! storage-binding limit they run over ranges of a bucket's nodes, and the forward step
+//! reads `xw`, whose rows it reads at arbitrary positions, a tile of rows per pass, as a
+//! gather reads its table (see `src/device/wgpu/split.rs`); the results do not change.
 //!
 //! The bucket and step loop of the GPUs is written once, [`gpu_forward`] and
 //! [`gpu_backward`], generic over a backend implementing [`LstmKernels`] (the GPU seam,
@@ -69,11 +69,11 @@ use crate::device::kernels::lstm_aggregate::{LstmKernels, Step, StepBackwardBuff
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::ops::gpu::GpuTensors;
-use crate::ops::index_select::check_indices;
+use crate::ops::index_select::{check_indices, gpu_checked_indices};
 use crate::ops::lstm_pack;
 pub use crate::ops::lstm_pack::{LstmPlan, PlanBucket};
 use crate::ops::rows::{dims2, expect_vector, u32_count, u32_data};
-use crate::ops::{cpu_output, index_select, matmul, scatter_add};
+use crate::ops::{cpu_output, matmul, scatter_add};
 use crate::tensor::Tensor;
 
 pub(crate) const OP: &str = "lstm_aggregate";
@@ -129,12 +129,7 @@ pub fn lstm_aggregate(
                     },
                 ))
             }
-            // The GPUs' step kernels read the rows gathered into a transient, which goes
-            // when the forward ends.
-            dev => {
-                let xg = index_select(xw, idx)?;
-                on_gpu!(dev, |D| gpu_forward::<D>(&xg, &w, plan, h))
-            }
+            dev => on_gpu!(dev, |D| gpu_forward::<D>(xw, idx, &w, plan, h)),
         }
     })?;
     let plan = plan.clone();
@@ -233,18 +228,23 @@ fn backward(
 }
 
 /// The forward pass on a GPU backend: per bucket and step, the matmul `h_{t-1}·W_hh` and
-/// the backend's step kernel.
+/// the backend's step kernel, which reads each row's input projection `xw[idx[row]]` in
+/// place (the indices checked on the host first, from their upload's copy).
 fn gpu_forward<D: GpuTensors + LstmKernels>(
-    xg: &Tensor,
+    xw: &Tensor,
+    idx: &Tensor,
     w: &Tensor,
     plan: &LstmPlan,
     h: usize,
 ) -> Result<(Tensor, Saved)> {
-    let guard = xg.storage();
-    let x = D::buffer(&guard, OP)?;
+    let guards = (xw.storage(), idx.storage());
+    let (x, ib) = (D::buffer(&guards.0, OP)?, D::buffer(&guards.1, OP)?);
+    let ns = xw.shape()[0];
+    gpu_checked_indices::<D>(OP, idx, ib, ns)?;
+    u32_count(OP, "xw", ns * 4 * h)?;
     let ctx = D::context_of(x).clone();
     let rows = plan.rows();
-    u32_count(OP, "xg", rows * 4 * h)?;
+    u32_count(OP, "the gates", rows * 4 * h)?;
     u32_count(OP, "the output", plan.num_dst * h)?;
     let out = ctx.zeros((plan.num_dst * h * 4) as u64)?;
     let acts = ctx.alloc((rows * 4 * h * 4) as u64)?;
@@ -266,7 +266,9 @@ fn gpu_forward<D: GpuTensors + LstmKernels>(
                 let hw = hw_guard.as_deref().map(|s| D::buffer(s, OP)).transpose()?;
                 let step = step_of(plan, bucket, h, t);
                 let bufs = StepBuffers {
-                    xg: x,
+                    xw: x,
+                    num_src: ns,
+                    idx: ib,
                     hw,
                     acts: &acts,
                     cs: &cs,
@@ -275,16 +277,16 @@ fn gpu_forward<D: GpuTensors + LstmKernels>(
                 };
                 ctx.step(step, &dst, bufs)?;
             }
-            hb = Some(D::output(next, vec![m, h], xg));
+            hb = Some(D::output(next, vec![m, h], xw));
         }
     }
     let steps = ctx.upload_u32(&plan.steps)?;
     let index: GpuIndex<D> = GpuIndex { dst, steps };
     Ok((
-        D::output(out, vec![plan.num_dst, h], xg),
+        D::output(out, vec![plan.num_dst, h], xw),
         Saved {
-            acts: D::output(acts, vec![rows, 4 * h], xg),
-            cs: D::output(cs, vec![rows, h], xg),
+            acts: D::output(acts, vec![rows, 4 * h], xw),
+            cs: D::output(cs, vec![rows, h], xw),
             gpu: Some(Box::new(index)),
         },
     ))
@@ -359,6 +361,7 @@ fn gpu_backward<D: GpuTensors + LstmKernels>(
 mod tests {
     use super::*;
     use crate::graph::{Block, Buckets};
+    use crate::ops::index_select;
 
     /// Dst degrees 2, 0, 1, 2 over 2 extra sources.
     fn block() -> Block {

@@ -147,7 +147,7 @@ cuda_args! {
         indptr: ptr, y: ptr, g: ptr, dx: ptr, num_dst: u32, heads: u32
     }
     "lstm_aggregate"::"lstm_step_f32" => LstmStepArgs {
-        xg: ptr, hw: ptr, acts: ptr, cs: ptr, h_next: ptr, out: ptr, dst: ptr,
+        xw: ptr, idx: ptr, hw: ptr, acts: ptr, cs: ptr, h_next: ptr, out: ptr, dst: ptr,
         m: u32, h: u32, k: u32, t: u32, offset: u32
     }
     "lstm_aggregate"::"lstm_step_backward_f32" => LstmStepBackwardArgs {

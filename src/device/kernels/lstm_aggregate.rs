@@ -26,12 +26,16 @@ pub struct Step {
     pub num_dst: usize,
 }
 
-/// The buffers of a forward step: `xg`, `acts [rows, 4H]` and `cs [rows, H]` in the
-/// plan's layout; `hw = h_{t-1}·W_hh [m, 4H]` (none at `t = 0`); the bucket's next hidden
-/// state `next [m, H]`; the output `out [num_dst, H]`.
+/// The buffers of a forward step: the src rows' input projections `xw [num_src, 4H]`
+/// (`num_src` given beside it), read at the rows the index `idx` (u32 `[rows]`, the
+/// plan's layout) names, each below `num_src`; `acts
+/// [rows, 4H]` and `cs [rows, H]` in the plan's layout; `hw = h_{t-1}·W_hh [m, 4H]` (none
+/// at `t = 0`); the bucket's next hidden state `next [m, H]`; the output `out [num_dst, H]`.
 #[allow(missing_docs)]
 pub struct StepBuffers<'a, B> {
-    pub xg: &'a B,
+    pub xw: &'a B,
+    pub num_src: usize,
+    pub idx: &'a B,
     pub hw: Option<&'a B>,
     pub acts: &'a B,
     pub cs: &'a B,
@@ -62,8 +66,9 @@ pub trait LstmKernels: GpuDevice {
     /// Uploads the dst ids of every bucket of the plan (`dst[b]`: bucket `b`'s).
     fn upload_dst(self: &Arc<Self>, dst: &[&[u32]]) -> Result<Self::DstIds>;
 
-    /// One forward step (`lstm_step_f32`): gates, `c` and `h` of every node of the bucket;
-    /// at the last step also the bucket's rows of `out`.
+    /// One forward step (`lstm_step_f32`): gates, `c` and `h` of every node of the bucket,
+    /// each row's input read as `xw[idx[row]]` (no gathered copy); at the last step also
+    /// the bucket's rows of `out`.
     fn step(&self, s: Step, dst: &Self::DstIds, b: StepBuffers<Self::Buffer>) -> Result<()>;
 
     /// One backward step (`lstm_step_backward_f32`): `z̄` into `dz` and `dxg`, `c̄_{t-1}`

@@ -78,7 +78,7 @@ params! {
     "dropout" => DropoutParams { n, base, same_base, follow_base, c, key, threshold, scale }
     "index_select" => IndexSelectParams { n, f, r0, idx_base, out_base, t0, t1, x_base, pos_base, first }
     "log_softmax" => LogSoftmaxParams { r, c, r0, base }
-    "lstm_aggregate" => LstmAggregateParams { m, h, k, t, offset, i0, row_base, cs_base, wide_base, node_base }
+    "lstm_aggregate" => LstmAggregateParams { m, h, k, t, offset, i0, row_base, cs_base, wide_base, node_base, idx_base, t0, t1, x_base }
     "lstm_cell" => LstmCellParams { n, h, r0, base4, base1, base2 }
     "matmul" => MatmulParams { m, n, k, ta, tb, accumulate, count, w, tr, tc, r0, c0, srs, scs, drs, dcs, off, src_base, dst_base }
     "reduce" => ReduceParams { n, base, same_base, follow_base, c, d, r, row_lo, row_hi }

@@ -6,16 +6,15 @@
 use super::{Replay, Val};
 
 impl Replay {
-    /// The GPU arm over dense `(nodes, degree)` buckets: the rows of `xw` gathered through
-    /// `idx` (kept) into `xg` `[rows, 4F]` (transient, freed when the forward ends), the
-    /// output, gates `[rows, 4F]` and
-    /// cells `[rows, F]`, the buckets' dst ids (u32 `[m]` each, or one buffer of them all
-    /// where the kernels index rows themselves; uploaded and kept for the backward); per
-    /// bucket and step, `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` beside
-    /// the previous one; then the rows' step numbers (u32 `[rows]`, kept). Backward: `x̄g`
-    /// `[rows, 4F]`; per bucket `c̄` `[m, F]` and per step, last first, `z̄` `[m, 4F]` (at
-    /// the last step with the gradient's rows of the bucket gathered, `[m, F]`,
-    /// transient, unless the kernels read them) and `h̄` `[m, F]` beside the previous one; `Hprev` `[rows, F]`; the saved
+    /// The GPU arm over dense `(nodes, degree)` buckets, its step kernels reading the rows
+    /// of `xw` through `idx` (kept) in place: the output, gates `[rows, 4F]` and cells
+    /// `[rows, F]`, the buckets' dst ids (u32 `[m]` each, or one buffer of them all where
+    /// the kernels index rows themselves; uploaded and kept for the backward); per bucket
+    /// and step, `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` beside the previous one; then
+    /// the rows' step numbers (u32 `[rows]`, kept). Backward: `x̄g` `[rows, 4F]`; per
+    /// bucket `c̄` `[m, F]` and per step, last first, `z̄` `[m, 4F]` (at the last step with
+    /// the gradient's rows of the bucket gathered, `[m, F]`, transient, unless the kernels
+    /// read them) and `h̄` `[m, F]` beside the previous one; `Hprev` `[rows, F]`; the saved
     /// values and ids go before `W̄_hh = Hprevᵀ·x̄g`; then `x̄w` and `x̄g` goes
     /// ([`Replay::lstm_input_grad`]).
     pub(super) fn lstm_gpu(
@@ -29,7 +28,6 @@ impl Replay {
         let f = w_hh.rows;
         let f4 = f.saturating_mul(4);
         let rows = idx.rows;
-        let xg = self.alloc(rows, f4);
         let out = self.alloc(num_dst, f);
         let acts = self.alloc(rows, f4);
         let cs = self.alloc(rows, f);
@@ -42,7 +40,6 @@ impl Replay {
             self.lstm_forward_steps(std::iter::repeat_n(m, k), f, true);
         }
         let steps = self.alloc(rows, 1);
-        self.release(xg);
         let (x_grad, w_grad, ns) = (xw.grad, w_hh.grad, xw.rows);
         let saved = vec![self.share(idx.buf)];
         self.record(

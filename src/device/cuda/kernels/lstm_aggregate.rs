@@ -41,9 +41,10 @@ impl LstmKernels for Context {
     fn step(&self, s: Step, dst: &CudaDstIds, b: StepBuffers<CudaBuffer>) -> Result<()> {
         // Every count below is at most rows * 4H, which fits u32 (checked by the caller).
         let args = LstmStepArgs {
-            xg: b.xg.into(),
-            // Not read at t = 0: pass xg there so that the pointer is valid.
-            hw: b.hw.unwrap_or(b.xg).into(),
+            xw: b.xw.into(),
+            idx: b.idx.into(),
+            // Not read at t = 0: pass xw there so that the pointer is valid.
+            hw: b.hw.unwrap_or(b.xw).into(),
             acts: b.acts.into(),
             cs: b.cs.into(),
             h_next: b.next.into(),
