@@ -1,8 +1,10 @@
 //! Exact memory accounting on the CPU backend. The CPU tracker is process-wide, so these
 //! tests live in their own binary and take a lock against each other.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use espalier::graph::{sample_blocks, synth::SynthSpec, Buckets};
+use espalier::nn::replay::Replay;
 use espalier::nn::{Activation, Mlp, Module};
 use espalier::rng::Rng;
 use espalier::{ops, DType, Device, Error, Tensor};
@@ -96,4 +98,48 @@ fn allocation_past_budget_is_a_typed_error_and_the_device_stays_usable() {
     drop(small);
     mem.set_budget(None);
     assert!(Tensor::zeros(&[4096], DType::F32, Device::Cpu).is_ok());
+}
+
+/// The LSTM aggregation's forward on the CPU allocates what the estimator's replay of it
+/// says: the tracker's peak and live bytes when the forward ends, over those live before
+/// it, equal the replay's to the byte (gates, cell states, output, and each packed step's
+/// next hidden state beside the previous one). A training step's CPU peak lies in the
+/// LSTM's backward, so the exact-peak tests of the estimator (`estimator_aggr.rs`) pass
+/// whatever the forward's replay allocates below it; this pins the forward itself.
+#[test]
+fn lstm_forward_allocates_what_its_replay_says() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let data = SynthSpec::parse("cora-like").unwrap().generate().unwrap();
+    let seeds: Vec<u32> = data.split.train.iter().copied().take(300).collect();
+    let blocks = sample_blocks(&data.graph, &seeds, &[10], 1).unwrap();
+    let b = &blocks[0];
+    let plan = Arc::new(ops::LstmPlan::new(b, &Buckets::new(b, None)).unwrap());
+    let (ns, h, rows) = (b.num_src, 16, plan.rows());
+    assert!(plan.buckets.len() > 3, "{} buckets", plan.buckets.len());
+    let values = |n: usize| (0..n).map(|i| (i % 13) as f32 * 0.05 - 0.3).collect();
+    let xw = Tensor::from_f32(values(ns * 4 * h), &[ns, 4 * h], Device::Cpu)
+        .unwrap()
+        .requires_grad_leaf();
+    let w = Tensor::from_f32(values(h * 4 * h), &[h, 4 * h], Device::Cpu)
+        .unwrap()
+        .requires_grad_leaf();
+    let idx = Tensor::from_u32(plan.src.clone(), &[rows], Device::Cpu).unwrap();
+
+    let mem = Device::Cpu.memory().unwrap();
+    let base = live();
+    mem.reset_peak();
+    let out = ops::lstm_aggregate(&xw, &idx, &w, &plan).unwrap();
+    let measured = (mem.peak() - base, live() - base);
+    drop(out);
+
+    let mut r = Replay::new(|b| b);
+    let (xr, ir, wr) = (r.leaf_input(ns, 4 * h), r.input(rows, 1), r.param(h, 4 * h));
+    let before = r.live();
+    let buckets = plan.buckets.iter().map(|p| (p.dst.len(), p.degree));
+    r.lstm(&xr, &ir, &wr, b.num_dst, buckets.collect());
+    let replayed = (r.peak() - before, r.live() - before);
+    assert_eq!(
+        measured, replayed,
+        "LSTM forward (peak, live after) over {rows} rows: measured vs replayed"
+    );
 }

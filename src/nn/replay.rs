@@ -278,6 +278,16 @@ impl Replay {
         }
     }
 
+    /// Bytes live now.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// The highest live bytes so far.
+    pub fn peak(&self) -> u64 {
+        self.peak
+    }
+
     /// A tensor that needs no gradient (features, labels, ids, norms).
     pub fn input(&mut self, rows: usize, cols: usize) -> Val {
         Val {
