@@ -109,26 +109,77 @@ pub fn record(
     if !needs_grad(inputs) {
         return output;
     }
-    let parents = inputs
-        .iter()
-        .map(|t| {
-            let p = if !t.requires_grad() {
-                Parent::None
-            } else if let Some(n) = t.grad_fn() {
-                Parent::Node(n.clone())
-            } else {
-                Parent::Leaf((*t).clone())
-            };
-            (p, t.shape().to_vec())
-        })
+    let parents = inputs.iter().map(|t| parent_of(t)).collect();
+    output.with_grad_fn(Arc::new(node(op, parents, Box::new(backward))))
+}
+
+/// An input that an op reads through a step it never builds (the LSTM aggregation reads
+/// `x·W_ih + b` through an index, with no gathered copy): the tensor read, `from`; the
+/// shape of the intermediate the op's rule gives a gradient for; and the rule, named
+/// `op`, that turns that gradient into `from`'s.
+pub struct Through<'a> {
+    /// The step's name (as an op's).
+    pub op: &'static str,
+    /// The tensor the op reads through the step.
+    pub from: &'a Tensor,
+    /// The shape of the step's output, never built.
+    pub shape: Vec<usize>,
+    /// The step's backward rule: the intermediate's gradient in, `from`'s out.
+    pub backward: BackwardFn,
+}
+
+/// [`record`] for an op whose first input it reads [`Through`] a step: the op's rule gives
+/// its first gradient for the step's output, and that gradient goes to a node of the
+/// step's own, whose rule runs after the op's rule has returned and the op's incoming
+/// gradient and saved tensors are gone, as if the step had been an op of its own (the
+/// memory a backward holds at once is the same as with the intermediate built).
+pub fn record_through(
+    op: &'static str,
+    output: Tensor,
+    through: Through,
+    rest: &[&Tensor],
+    backward: impl FnOnce(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+) -> Tensor {
+    let inputs: Vec<&Tensor> = std::iter::once(through.from)
+        .chain(rest.iter().copied())
         .collect();
-    let node = Node {
+    crate::work::op(&inputs, &output);
+    if !needs_grad(&inputs) {
+        return output;
+    }
+    let first = match through.from.requires_grad() {
+        true => {
+            let step = node(through.op, vec![parent_of(through.from)], through.backward);
+            Parent::Node(Arc::new(step))
+        }
+        false => Parent::None,
+    };
+    let parents = std::iter::once((first, through.shape))
+        .chain(rest.iter().map(|t| parent_of(t)))
+        .collect();
+    output.with_grad_fn(Arc::new(node(op, parents, Box::new(backward))))
+}
+
+/// Where the gradient of the input `t` goes, with its shape.
+fn parent_of(t: &Tensor) -> (Parent, Vec<usize>) {
+    let p = if !t.requires_grad() {
+        Parent::None
+    } else if let Some(n) = t.grad_fn() {
+        Parent::Node(n.clone())
+    } else {
+        Parent::Leaf(t.clone())
+    };
+    (p, t.shape().to_vec())
+}
+
+/// A new node of `op` over `parents` with its rule.
+fn node(op: &'static str, parents: Vec<(Parent, Vec<usize>)>, backward: BackwardFn) -> Node {
+    Node {
         id: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
         op,
         parents,
-        backward: Mutex::new(Some(Box::new(backward))),
-    };
-    output.with_grad_fn(Arc::new(node))
+        backward: Mutex::new(Some(backward)),
+    }
 }
 
 /// Backward from a one-element tensor: the gradient of every leaf it depends on is

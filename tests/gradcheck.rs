@@ -133,6 +133,34 @@ fn a_wrong_backward_rule_is_caught() {
     assert!(check(wrong, &[rand(&[3, 2], 50)], EPS, TOL).is_err());
 }
 
+/// `autograd::record_through`: an op that reads its first input through a step it never
+/// builds (here the rows `x[idx]`, times `w`) gives the gradient of the step's output, and
+/// the step's own rule (the scatter) turns it into `x`'s; `w`'s comes straight from the
+/// op's rule.
+#[test]
+fn an_input_read_through_a_step_gets_its_gradient_from_the_steps_rule() {
+    let f = |x: &[Tensor]| -> Result<Tensor> {
+        let i = idx(&[2, 0, 2, 1]);
+        let rows = ops::index_select(&x[0].detach(), &i)?;
+        let y = ops::mul(&rows, &x[1].detach())?;
+        let w = x[1].detach();
+        let through = espalier::autograd::Through {
+            op: "rows",
+            from: &x[0],
+            shape: vec![4, 3],
+            backward: Box::new(move |g| Ok(vec![Some(ops::scatter_add(g, &i, 3)?)])),
+        };
+        Ok(espalier::autograd::record_through(
+            "rows times w",
+            y,
+            through,
+            &[&x[1]],
+            move |g| Ok(vec![Some(ops::mul(g, &w)?), Some(ops::mul(g, &rows)?)]),
+        ))
+    };
+    ok(f, &[rand(&[3, 3], 60), rand(&[4, 3], 61)]);
+}
+
 fn idx(v: &[u32]) -> Tensor {
     Tensor::from_u32(v.to_vec(), &[v.len()], espalier::Device::Cpu).unwrap()
 }

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use espalier::graph::{sample_blocks, synth::SynthSpec, Buckets};
+use espalier::graph::{sample_blocks, synth::SynthSpec, Block, Buckets};
 use espalier::nn::replay::Replay;
 use espalier::nn::{Activation, Mlp, Module};
 use espalier::rng::Rng;
@@ -100,6 +100,23 @@ fn allocation_past_budget_is_a_typed_error_and_the_device_stays_usable() {
     assert!(Tensor::zeros(&[4096], DType::F32, Device::Cpu).is_ok());
 }
 
+/// Values in [-0.3, 0.3).
+fn values(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i % 13) as f32 * 0.05 - 0.3).collect()
+}
+
+/// The LSTM's inputs over `plan`: `xw [ns, 4h]` and `w_hh [h, 4h]` needing gradients, and
+/// the plan's index.
+fn lstm_inputs(plan: &ops::LstmPlan, ns: usize, h: usize) -> (Tensor, Tensor, Tensor) {
+    let leaf = |shape: &[usize]| {
+        Tensor::from_f32(values(shape.iter().product()), shape, Device::Cpu)
+            .unwrap()
+            .requires_grad_leaf()
+    };
+    let idx = Tensor::from_u32(plan.src.clone(), &[plan.rows()], Device::Cpu).unwrap();
+    (leaf(&[ns, 4 * h]), leaf(&[h, 4 * h]), idx)
+}
+
 /// The LSTM aggregation's forward on the CPU allocates what the estimator's replay of it
 /// says: the tracker's peak and live bytes when the forward ends, over those live before
 /// it, equal the replay's to the byte (gates, cell states, output, and each packed step's
@@ -116,14 +133,7 @@ fn lstm_forward_allocates_what_its_replay_says() {
     let plan = Arc::new(ops::LstmPlan::new(b, &Buckets::new(b, None)).unwrap());
     let (ns, h, rows) = (b.num_src, 16, plan.rows());
     assert!(plan.buckets.len() > 3, "{} buckets", plan.buckets.len());
-    let values = |n: usize| (0..n).map(|i| (i % 13) as f32 * 0.05 - 0.3).collect();
-    let xw = Tensor::from_f32(values(ns * 4 * h), &[ns, 4 * h], Device::Cpu)
-        .unwrap()
-        .requires_grad_leaf();
-    let w = Tensor::from_f32(values(h * 4 * h), &[h, 4 * h], Device::Cpu)
-        .unwrap()
-        .requires_grad_leaf();
-    let idx = Tensor::from_u32(plan.src.clone(), &[rows], Device::Cpu).unwrap();
+    let (xw, w, idx) = lstm_inputs(&plan, ns, h);
 
     let mem = Device::Cpu.memory().unwrap();
     let base = live();
@@ -141,5 +151,51 @@ fn lstm_forward_allocates_what_its_replay_says() {
     assert_eq!(
         measured, replayed,
         "LSTM forward (peak, live after) over {rows} rows: measured vs replayed"
+    );
+}
+
+/// The LSTM aggregation's backward on the CPU holds what its replay says, to the byte, on a
+/// block whose src rows far outnumber its edges (3,000 src rows, 1,500 dst nodes, 100
+/// edges), so that the moment the rows' gradient is scattered into the src rows' is the
+/// backward's peak: the scatter runs as a step of its own after the op's rule, when the
+/// op's incoming gradient `[dst, H]` (here of a scaling after the op) is already gone (a
+/// replay that scatters inside the rule, with that gradient still held, counts it in the
+/// peak).
+#[test]
+fn lstm_backward_holds_what_its_replay_says() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ns, nd, h) = (3000, 1500, 8);
+    let mut indptr: Vec<u32> = (0..=50).map(|d| 2 * d).collect();
+    indptr.resize(nd + 1, 100);
+    let indices = (0..100).map(|e| (e * 29 + 7) % ns as u32).collect();
+    let b = Block::new(ns, indptr, indices, (0..ns as u32).collect()).unwrap();
+    let plan = Arc::new(ops::LstmPlan::new(&b, &Buckets::new(&b, None)).unwrap());
+    let rows = plan.rows();
+    let (xw, w, idx) = lstm_inputs(&plan, ns, h);
+    // Scaled, so that the LSTM's incoming gradient is a buffer of autograd's own.
+    let out = ops::lstm_aggregate(&xw, &idx, &w, &plan).unwrap();
+    let y = ops::mul_scalar(&out, 2.0).unwrap();
+    let g = Tensor::from_f32(values(nd * h), &[nd, h], Device::Cpu).unwrap();
+
+    let mem = Device::Cpu.memory().unwrap();
+    let base = live();
+    mem.reset_peak();
+    espalier::autograd::backward_with(&y, &g).unwrap();
+    let measured = (mem.peak() - base, live() - base);
+    drop((out, y, g));
+
+    let mut r = Replay::new(|b| b);
+    let (xr, ir, wr) = (r.leaf_input(ns, 4 * h), r.input(rows, 1), r.param(h, 4 * h));
+    let buckets = plan.buckets.iter().map(|p| (p.dst.len(), p.degree));
+    let out = r.lstm(&xr, &ir, &wr, nd, buckets.collect());
+    let y = r.mul_scalar(&out);
+    let seed = r.input(nd, h);
+    let before = r.live();
+    r.reset_peak();
+    r.backward(&y, Some(seed.buf));
+    let replayed = (r.peak() - before, r.live() - before);
+    assert_eq!(
+        measured, replayed,
+        "LSTM backward (peak, live after) over {rows} rows: measured vs replayed"
     );
 }

@@ -28,7 +28,7 @@
 //! | `leaky_relu` | `[r, c]` | its output | `[r, c]` |
 //! | `segment_softmax` | `[E, H]` | its output, the block | `[E, H]` |
 //! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z`, `α`, the block | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
-//! | `lstm_aggregate(xw, idx)` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) the next `h` `[n_t, F]` (the product `h·W_hh` goes into the gates); rows of `xw` read through `idx`, never gathered | gates, cells, `idx` | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh`; then `x̄w` `[ns, 4F]` (the scatter of `x̄g`) and `x̄g` goes |
+//! | `lstm_aggregate(xw, idx)` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) the next `h` `[n_t, F]` (the product `h·W_hh` goes into the gates); rows of `xw` read through `idx`, never gathered | gates, cells; its rows' step keeps `idx` | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh`; then, as a node of its own (`autograd::Through`), `x̄w` `[ns, 4F]` (the scatter of `x̄g`) and `x̄g` goes |
 //! | `cross_entropy` | `[n, 2]` scratch, `lse [n]`, the loss | logits, `lse`, labels | `[n, classes]` |
 //!
 //! Autograd's backward allocates the scalar seed, then visits nodes in the topological
@@ -283,9 +283,14 @@ impl Replay {
         self.live
     }
 
-    /// The highest live bytes so far.
+    /// The highest live bytes so far (since [`Replay::reset_peak`]).
     pub fn peak(&self) -> u64 {
         self.peak
+    }
+
+    /// Restarts the peak from the live bytes, as the device trackers' `reset_peak`.
+    pub fn reset_peak(&mut self) {
+        self.peak = self.live;
     }
 
     /// A tensor that needs no gradient (features, labels, ids, norms).
@@ -610,9 +615,9 @@ impl Replay {
     /// pack, the next `h` `[n_t, F]` beside the previous one (the product `h·W_hh` is
     /// written into the step's gate rows). Backward: `x̄g` `[rows, 4F]`, per step `z̄`
     /// `[n_t, 4F]` and `h̄` `[n_t, F]` beside the previous one, then `Hprev` `[rows, F]`;
-    /// the saved values go before `W̄_hh = Hprevᵀ·x̄g`; then `x̄w`, `x̄g` scattered into the
-    /// src rows ([`Replay::scatter`]), and `x̄g` goes. On a GPU, bucket by bucket instead
-    /// ([`Replay::lstm_gpu`]).
+    /// the saved values go before `W̄_hh = Hprevᵀ·x̄g`; `x̄g` goes to the rows' step
+    /// ([`Replay::lstm_rows`]), whose rule scatters it into the src rows after this one.
+    /// On a GPU, bucket by bucket instead ([`Replay::lstm_gpu`]).
     pub fn lstm(
         &mut self,
         xw: &Val,
@@ -635,13 +640,13 @@ impl Replay {
         for steps in &packs {
             self.lstm_forward_steps(steps.iter().copied(), f, false);
         }
-        let (x_grad, w_grad, ns) = (xw.grad, w_hh.grad, xw.rows);
-        let saved = vec![self.share(idx.buf)];
-        self.record(
+        let w_grad = w_hh.grad;
+        let xr = self.lstm_rows(xw, idx, f.saturating_mul(4));
+        let agg = self.record(
             out,
             (num_dst, f),
-            &[xw, w_hh],
-            saved,
+            &[&xr, w_hh],
+            vec![],
             Box::new(move |r, _| {
                 let dxg = r.alloc(rows, f.saturating_mul(4));
                 for steps in &packs {
@@ -669,23 +674,23 @@ impl Replay {
                     r.release(hp);
                     dw
                 });
-                r.lstm_input_grad(dxg, x_grad, (ns, f.saturating_mul(4), rows), dw)
+                vec![Some(dxg), dw]
             }),
-        )
+        );
+        self.release(xr.buf);
+        agg
     }
 
-    /// The end of the LSTM's rule on either arm: when `xw` needs a gradient, `x̄w` `[ns,
-    /// 4F]`, the scatter of `x̄g`'s `rows` rows; then `x̄g` goes. The rule's gradients.
-    fn lstm_input_grad(
-        &mut self,
-        dxg: usize,
-        x_grad: bool,
-        (ns, f4, rows): (usize, usize, usize),
-        dw: Option<usize>,
-    ) -> Vec<Option<usize>> {
-        let dxw = x_grad.then(|| self.scatter(ns, f4, rows));
-        self.release(dxg);
-        vec![dxw, dw]
+    /// The step through which the LSTM reads `xw` on either arm ([`crate::autograd::Through`]):
+    /// a node over `xw` that keeps `idx` and whose rule scatters the rows' gradient `x̄g`
+    /// `[rows, 4F]` into `x̄w` `[ns, 4F]` ([`Replay::scatter`]). Its output, the rows, is
+    /// never built: a buffer of no bytes, which the caller releases.
+    fn lstm_rows(&mut self, xw: &Val, idx: &Val, f4: usize) -> Val {
+        let (ns, rows) = (xw.rows, idx.rows);
+        let saved = vec![self.share(idx.buf)];
+        let none = self.alloc_bytes(0);
+        let rule: Rule = Box::new(move |r, _| vec![Some(r.scatter(ns, f4, rows))]);
+        self.record(none, (rows, f4), &[xw], saved, rule)
     }
 
     /// The forward steps of one LSTM sequence of `F = f` units over `m` nodes a step: from

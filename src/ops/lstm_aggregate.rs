@@ -20,7 +20,9 @@
 //! computes the rows' gradient `x̄g` `[R, 4H]` in the layout and sums it into the src rows
 //! with `index_select`'s backward (`scatter_add`, each src row's rows in increasing
 //! order), so every value has the bits of a gather followed by the op on the gathered
-//! rows.
+//! rows. The sum runs as a step of its own in the autograd graph
+//! ([`crate::autograd::Through`]), after the op's rule, as the gather's backward ran: the
+//! op's incoming gradient is gone by then.
 //!
 //! **Per bucket and step:** one matmul (`h_{t-1}·W_hh`, skipped at `t = 0` where `h = 0`)
 //! and one fused cell kernel that adds the gathered projection, applies the gates, saves
@@ -63,7 +65,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::autograd::{no_grad, record};
+use crate::autograd::{no_grad, record_through, Through};
 use crate::device::cpu::CpuData;
 use crate::device::kernels::lstm_aggregate::{LstmKernels, Step, StepBackwardBuffers, StepBuffers};
 use crate::device::Device;
@@ -77,6 +79,8 @@ use crate::ops::{cpu_output, matmul, scatter_add};
 use crate::tensor::Tensor;
 
 pub(crate) const OP: &str = "lstm_aggregate";
+/// The step through which the op reads the rows of `xw` (its backward: the scatter).
+const ROWS: &str = "lstm_aggregate rows";
 /// LSTM aggregation (see the module docs): `xw [num_src, 4H]` the input projections `x·W_ih
 /// + b` of the block's src rows, `idx` u32 `[rows]` the src row each row of the plan's
 /// layout reads (`plan.src`, on `xw`'s device), `w_hh [H, 4H]`; returns `[num_dst, H]`,
@@ -133,17 +137,20 @@ pub fn lstm_aggregate(
         }
     })?;
     let plan = plan.clone();
-    let (x_grad, w_grad) = (xw.requires_grad(), w_hh.requires_grad());
+    let w_grad = w_hh.requires_grad();
     let idx = idx.clone();
-    Ok(record(OP, out, &[xw, w_hh], move |g| {
+    // The rows' gradient x̄g goes to a step of its own, `index_select`'s backward (each src
+    // row sums its rows' gradients in row order), which runs once this rule's incoming
+    // gradient and saved states are freed, as the gather's did.
+    let through = Through {
+        op: ROWS,
+        from: xw,
+        shape: vec![rows, 4 * h],
+        backward: Box::new(move |dxg| Ok(vec![Some(scatter_add(dxg, &idx, ns)?)])),
+    };
+    Ok(record_through(OP, out, through, &[w_hh], move |g| {
         let (dxg, dw) = backward(saved, &w, &plan, g, w_grad)?;
-        // `index_select`'s backward: each src row sums its rows' gradients in row order.
-        let dxw = match x_grad {
-            true => Some(scatter_add(&dxg, &idx, ns)?),
-            false => None,
-        };
-        drop(dxg);
-        Ok(vec![dxw, dw])
+        Ok(vec![Some(dxg), dw])
     }))
 }
 

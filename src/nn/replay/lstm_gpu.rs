@@ -15,8 +15,8 @@ impl Replay {
     /// bucket `c̄` `[m, F]` and per step, last first, `z̄` `[m, 4F]` (at the last step with
     /// the gradient's rows of the bucket gathered, `[m, F]`, transient, unless the kernels
     /// read them) and `h̄` `[m, F]` beside the previous one; `Hprev` `[rows, F]`; the saved
-    /// values and ids go before `W̄_hh = Hprevᵀ·x̄g`; then `x̄w` and `x̄g` goes
-    /// ([`Replay::lstm_input_grad`]).
+    /// values and ids go before `W̄_hh = Hprevᵀ·x̄g`; `x̄g` goes to the rows' step
+    /// ([`Replay::lstm_rows`]).
     pub(super) fn lstm_gpu(
         &mut self,
         xw: &Val,
@@ -40,13 +40,13 @@ impl Replay {
             self.lstm_forward_steps(std::iter::repeat_n(m, k), f, true);
         }
         let steps = self.alloc(rows, 1);
-        let (x_grad, w_grad, ns) = (xw.grad, w_hh.grad, xw.rows);
-        let saved = vec![self.share(idx.buf)];
-        self.record(
+        let w_grad = w_hh.grad;
+        let xr = self.lstm_rows(xw, idx, f4);
+        let agg = self.record(
             out,
             (num_dst, f),
-            &[xw, w_hh],
-            saved,
+            &[&xr, w_hh],
+            vec![],
             Box::new(move |r, _| {
                 let dxg = r.alloc(rows, f4);
                 for &(m, k) in &buckets {
@@ -76,8 +76,10 @@ impl Replay {
                     r.release(hp);
                     dw
                 });
-                r.lstm_input_grad(dxg, x_grad, (ns, f4, rows), dw)
+                vec![Some(dxg), dw]
             }),
-        )
+        );
+        self.release(xr.buf);
+        agg
     }
 }
