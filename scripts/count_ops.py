@@ -13,15 +13,18 @@ from the shaders) under "shader" and everything else under "host".
     scripts/count_ops.py [--iters N] [--filter S] [--keep DIR] LABEL=BIN [LABEL=BIN ...]
 
 BIN: a bench binary of `benches/wgpu_graph.rs` with the count mode (built with
-`cargo bench --bench wgpu_graph --no-run`; its path is the one cargo prints), or a
+`cargo bench --bench wgpu_graph --no-run`; its path is the one cargo prints: two checkouts
+of the same package version get the same path in one target folder, so copy each binary
+away before building the next), or a
 directory of callgrind dumps kept by an earlier `--keep` run (`DIR/LABEL`), so that builds
 can be counted one at a time, in parallel, and compared afterwards. Ratios are each build's
 over the first one's. Pass the same binary twice to see how repeatable the count is.
 
 Environment given to the binaries: LP_NUM_THREADS=0 (llvmpipe runs compute in the calling
-thread), MESA_SHADER_CACHE_DISABLE=true, RAYON_NUM_THREADS=1. Under callgrind a
-benchmark iteration takes ~1-10 s on a 2-core machine; N=2 over the 20 rows takes about 15
-minutes a build. What the counts do and do not show: docs/BENCHMARKS.md, issue 34.
+thread), MESA_SHADER_CACHE_DISABLE=true, RAYON_NUM_THREADS=1. With N=1 the 20 rows took
+about 10 minutes a build under callgrind (three builds at once on a shared 2-core machine);
+two runs of one binary agreed to 0.003% a row. What the counts do and do not show:
+docs/BENCHMARKS.md, issue 34.
 """
 
 import argparse
@@ -153,7 +156,7 @@ def per_iter(row, iters):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--iters", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=1)
     ap.add_argument("--filter", default=None)
     ap.add_argument("--keep", default=None, help="keep the dumps under this folder")
     ap.add_argument("builds", nargs="+", help="LABEL=BIN (or LABEL=DIR of a kept run)")
