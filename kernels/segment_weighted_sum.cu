@@ -14,10 +14,11 @@
 // are multiples of 4 and the buffers 16-byte aligned, so the 4 columns share a head; lanes
 // stride over wider rows), edge lists loaded 32 at a time and broadcast by shuffles; each
 // value summed in the CPU's edge order, products rounded before the add as on the CPU.
-// Backward a: a warp per dst node looping over its edges; when D divides 32 the lanes stride
-// over the columns and each head's dot product is a butterfly over its D lanes, otherwise the
-// warp loops over heads, lanes over the head's columns. One owner per value: no atomics,
-// deterministic.
+// Backward a: a warp per edge, its dst row found by bisection of indptr (a warp per dst row
+// worked through a hub's edges one after another: serial where the work is largest); when D
+// divides 32 the lanes stride over the columns and each head's dot product is a butterfly over
+// its D lanes, otherwise the warp loops over heads, lanes over the head's columns. One owner
+// per value: no atomics, deterministic.
 
 // acc += w · v with the product rounded on its own (never fused into an FMA), like the CPU.
 __device__ __forceinline__ void add_scaled(float& acc, float w, float v) {
@@ -120,38 +121,49 @@ extern "C" __global__ void segment_weighted_sum_backward_x_f32(const u32* t_indp
     }
 }
 
+// The dst row of edge e: the last d < rows with indptr[d] <= e (rows without edges share
+// their next row's offset, so the row found is the one that holds e).
+__device__ __forceinline__ u32 dst_of(const u32* indptr, u32 rows, u64 e) {
+    u32 lo = 0, hi = rows;
+    while (hi - lo > 1u) {
+        const u32 mid = lo + (hi - lo) / 2u;
+        if ((u64)indptr[mid] <= e) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 extern "C" __global__ void segment_weighted_sum_backward_a_f32(const u32* indptr,
                                                                const u32* indices,
                                                                const float* x, const float* g,
                                                                float* da, u32 rows, u32 cols,
                                                                u32 heads, u32 per_head) {
-    if (heads == 0 || per_head == 0) return;
+    if (heads == 0 || per_head == 0 || rows == 0) return;
     const u32 lane = lane_id();
     const bool packed = per_head <= 32u && 32u % per_head == 0;
-    FOR_EACH_ROW_WARP(d, rows) {
-        const u32 start = indptr[d], end = indptr[d + 1];
-        const float* gd = g + d * cols;
-        for (u32 e = start; e < end; ++e) {
-            const float* xu = x + (u64)indices[e] * cols;
-            float* dae = da + (u64)e * heads;
-            if (packed) {
-                // Chunks of 32 columns start on a head boundary (D divides 32), so each head
-                // lies in D consecutive lanes and is wholly in or out of range.
-                for (u32 c0 = 0; c0 < cols; c0 += 32) {
-                    const u32 c = c0 + lane;
-                    float p = c < cols ? gd[c] * xu[c] : 0.0f;
-                    for (u32 o = per_head >> 1; o > 0; o >>= 1)
-                        p += __shfl_xor_sync(0xffffffffu, p, o);
-                    if (c < cols && c % per_head == 0) dae[c / per_head] = p;
-                }
-            } else {
-                for (u32 h = 0; h < heads; ++h) {
-                    const u32 col = h * per_head;
-                    float p = 0.0f;
-                    for (u32 j = lane; j < per_head; j += 32) p += gd[col + j] * xu[col + j];
-                    p = warp_sum(p);
-                    if (lane == 0) dae[h] = p;
-                }
+    const u64 edges = indptr[rows];
+    FOR_EACH_ROW_WARP(e, edges) {
+        const u32 d = dst_of(indptr, rows, e);
+        const float* gd = g + (u64)d * cols;
+        const float* xu = x + (u64)indices[e] * cols;
+        float* dae = da + e * heads;
+        if (packed) {
+            // Chunks of 32 columns start on a head boundary (D divides 32), so each head
+            // lies in D consecutive lanes and is wholly in or out of range.
+            for (u32 c0 = 0; c0 < cols; c0 += 32) {
+                const u32 c = c0 + lane;
+                float p = c < cols ? gd[c] * xu[c] : 0.0f;
+                for (u32 o = per_head >> 1; o > 0; o >>= 1)
+                    p += __shfl_xor_sync(0xffffffffu, p, o);
+                if (c < cols && c % per_head == 0) dae[c / per_head] = p;
+            }
+        } else {
+            for (u32 h = 0; h < heads; ++h) {
+                const u32 col = h * per_head;
+                float p = 0.0f;
+                for (u32 j = lane; j < per_head; j += 32) p += gd[col + j] * xu[col + j];
+                p = warp_sum(p);
+                if (lane == 0) dae[h] = p;
             }
         }
     }

@@ -95,6 +95,10 @@ rows = [
     ("sample", p["sample"], q["sample"]),
     # The peer's build = micro-batch blocks + host gather; ours split in three.
     ("build (partition+slice+gather)", p["partition"] + p["slice"] + p["gather"], q["build"]),
+    # Ours slices and gathers on a helper thread while the micro-batch before computes;
+    # what the trainer waited for is the part on the epoch's path (the peer's build is
+    # all on it).
+    ("build not hidden (partition+wait)", p["partition"] + p.get("wait", 0.0), q["build"]),
     # Our upload is timed inside forward.
     ("forward (+h2d)", p["forward"], q["forward"] + q.get("h2d", 0.0)),
     ("backward", p["backward"], q["backward"]),

@@ -291,6 +291,7 @@ fn medians(e: &[EpochStats]) -> Phases {
         partition: m(|p| p.partition),
         slice: m(|p| p.slice),
         gather: m(|p| p.gather),
+        wait: m(|p| p.wait),
         forward: m(|p| p.forward),
         backward: m(|p| p.backward),
         optimizer: m(|p| p.optimizer),
@@ -499,6 +500,7 @@ fn table(runs: &[RunReport], peak: Option<&Peak>) -> String {
         ),
         ("slice ms", Box::new(move |r| ms(r.phase_median_s.slice))),
         ("gather ms¹", Box::new(move |r| ms(r.phase_median_s.gather))),
+        ("waited ms³", Box::new(move |r| ms(r.phase_median_s.wait))),
         (
             "forward ms¹",
             Box::new(move |r| ms(r.phase_median_s.forward)),
@@ -556,6 +558,10 @@ fn table(runs: &[RunReport], peak: Option<&Peak>) -> String {
     out.push_str(
         "² two operations per multiply-add of the matrix products; bytes are each op's inputs \
          read and output written once (a lower bound)\n",
+    );
+    out.push_str(
+        "³ slice and gather run on a helper thread while the micro-batch before computes; \
+         waited is the time the trainer spent waiting for them (what the compute did not hide)\n",
     );
     if let Some(p) = peak {
         out.push_str(&format!(

@@ -32,6 +32,7 @@ fn check_run(run: &serde_json::Value) {
         "partition",
         "slice",
         "gather",
+        "wait",
         "forward",
         "backward",
         "optimizer",

@@ -126,6 +126,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<FedBatch> {
             // The sampler's seconds, not this trainer's: its phases count its own.
             slice_s: 0.0,
             gather_s: 0.0,
+            wait_s: 0.0,
         });
     }
     if r.at != bytes.len() {
@@ -232,6 +233,7 @@ mod tests {
                 labels: vec![1, 0],
                 slice_s: 0.125,
                 gather_s: 0.0625,
+                wait_s: 0.0,
             }],
         }
     }

@@ -32,4 +32,7 @@ pub struct Prepared {
     pub slice_s: f64,
     /// Seconds spent gathering its rows.
     pub gather_s: f64,
+    /// Seconds the trainer waited for it once ready to run it: the part of its slicing
+    /// and gathering that the compute before it did not hide (0 until it is received).
+    pub wait_s: f64,
 }

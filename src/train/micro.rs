@@ -265,6 +265,7 @@ fn run_micro(
     let mut todo = vec![first];
     while let Some(p) = todo.pop() {
         run.out.phases.gather += p.gather_s;
+        run.out.phases.wait += p.wait_s;
         stats.slice_s += p.slice_s;
         let seeds = p.seeds.clone();
         let sizes: Vec<BlockSizes> = p.blocks.iter().map(|b| BlockSizes::of(b)).collect();
@@ -317,9 +318,13 @@ fn run_micro(
                         seeds.len()
                     )));
                 };
+                // Prepared here, on the trainer's thread: nothing hides their preparation.
                 let f = tr.host_features();
-                todo.push(prep.prepare(tr.data, f, b.to_vec(), false)?);
-                todo.push(prep.prepare(tr.data, f, a.to_vec(), false)?);
+                for half in [b, a] {
+                    let mut p = prep.prepare(tr.data, f, half.to_vec(), false)?;
+                    p.wait_s = p.slice_s + p.gather_s;
+                    todo.push(p);
+                }
             }
             Err(Error::OutOfMemory {
                 requested,

@@ -128,8 +128,12 @@ impl MicroBatches {
                     }
                 }
             });
-            for p in rx {
-                each(p?, Some(prep))?;
+            loop {
+                let t = Instant::now();
+                let Ok(p) = rx.recv() else { break };
+                let mut p = p?;
+                p.wait_s = t.elapsed().as_secs_f64();
+                each(p, Some(prep))?;
             }
             Ok(())
         })
@@ -213,6 +217,7 @@ impl Preparer {
             labels,
             slice_s,
             gather_s: t.elapsed().as_secs_f64(),
+            wait_s: 0.0,
         })
     }
 }

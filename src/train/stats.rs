@@ -14,7 +14,8 @@ use crate::work::Work;
 /// Seconds per phase of an epoch, summed over its batches and micro-batches (and the work
 /// of forward and backward). `slice` and
 /// `gather` (host work) run on a helper thread while the previous micro-batch computes,
-/// so the phases can add up to more than the epoch. On a GPU without
+/// so the phases can add up to more than the epoch; `wait` is the part the trainer waited
+/// for. On a GPU without
 /// [`TrainConfig::profile`], `forward`, `backward` and `optimizer` are the host's time to
 /// enqueue the work; the device time lands in `backward` through the batch's closing read.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
@@ -27,6 +28,11 @@ pub struct Phases {
     pub slice: f64,
     /// Host feature gather.
     pub gather: f64,
+    /// Waiting for the next micro-batch from the helper thread that slices and gathers
+    /// it: the part of `slice` and `gather` the compute did not hide (all of it for the
+    /// first micro-batch of a batch and for the halves of one that ran out of memory).
+    #[serde(default)]
+    pub wait: f64,
     /// Upload, forward and loss.
     pub forward: f64,
     /// Backward of every micro-batch.
@@ -55,6 +61,7 @@ impl Phases {
         self.partition += o.partition;
         self.slice += o.slice;
         self.gather += o.gather;
+        self.wait += o.wait;
         self.forward += o.forward;
         self.backward += o.backward;
         self.optimizer += o.optimizer;

@@ -100,6 +100,7 @@ impl SegmentWeightedSumKernels for Context {
             heads,
             per_head,
         };
-        self.launch_args_rows(&args, rows as u64)
+        // A warp per edge (the kernel finds each edge's dst row by bisection).
+        self.launch_args_rows(&args, b.num_edges() as u64)
     }
 }
