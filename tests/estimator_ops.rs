@@ -9,8 +9,7 @@
 //!
 //! The same case code runs on both executors: `Eager` (the op on tensors, measured by the
 //! device's tracker) and `Replay` (its symbolic buffers). The trackers are process-wide, so
-//! the tests take a lock against each other. The LSTM aggregation is checked by the
-//! model-level tests and `tests/memory_aggr.rs`.
+//! the tests take a lock against each other.
 
 use std::sync::{Arc, Mutex};
 
@@ -116,9 +115,11 @@ fn eager<C: Case>(case: &C, inputs: &[In], dev: Device) -> Life {
 
 /// The same case on the replay for `dev`.
 fn replay<C: Case>(case: &C, inputs: &[In], dev: Device) -> Life {
-    let mut r = match dev {
-        Device::Cpu => Replay::new(|b| b),
-        _ => Replay::gpu(),
+    let policy = dev.alloc_policy();
+    let mut r = match (policy.gpu, policy.lstm_rows_in_kernel) {
+        (false, _) => Replay::new(|b| b),
+        (true, false) => Replay::gpu(),
+        (true, true) => Replay::gpu().lstm_rows_in_kernel(),
     };
     let sizes = BlockSizes::of(&block());
     let b = r.block(&sizes);
@@ -288,4 +289,24 @@ case!(
     segment_weighted_sum_matches,
     [In::Leaf(SRC, 8), In::Leaf(EDGES, 2)],
     |e, x, b| { e.segment_weighted_sum(&x[0], &x[1], b) }
+);
+case!(
+    lstm_matches,
+    [In::Leaf(SRC, 8), In::Leaf(2, 8)],
+    |e, x, b| {
+        let (idx, plan) = e.lstm_plan(b, None, &x[0])?;
+        let out = e.lstm(&x[0], &idx, &x[1], &plan)?;
+        e.free(idx);
+        Ok(out)
+    }
+);
+case!(
+    lstm_with_its_largest_bucket_split_matches,
+    [In::Leaf(SRC, 8), In::Leaf(2, 8)],
+    |e, x, b| {
+        let (idx, plan) = e.lstm_plan(b, Some(1), &x[0])?;
+        let out = e.lstm(&x[0], &idx, &x[1], &plan)?;
+        e.free(idx);
+        Ok(out)
+    }
 );
