@@ -284,6 +284,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_mask_over_a_gradient_nothing_else_holds_is_in_place_with_the_same_bits() {
+        // Past PAR_MIN, so that both paths split their rows over the pool.
+        let (r, c) = (300, 200);
+        let v: Vec<f32> = (0..r * c).map(|i| (i % 97) as f32 - 48.0).collect();
+        let g = Tensor::from_f32(v, &[r, c], Device::Cpu).unwrap();
+        let ids: Vec<u32> = (0..r as u32).map(|i| i * 7 + 3).collect();
+        let ids = Tensor::from_u32(ids, &[r], Device::Cpu).unwrap();
+        let fresh = apply_mask(&g, 0.3, 11, Some(&ids)).unwrap();
+        let other = g.clone();
+        assert!(mask_in_place(&g, 0.3, 11, Some(&ids)).unwrap().is_none());
+        drop(other);
+        let in_place = mask_in_place(&g, 0.3, 11, Some(&ids)).unwrap().unwrap();
+        assert!(in_place.shares_storage(&g));
+        let bits = |t: &Tensor| {
+            let v = t.to_vec_f32().unwrap();
+            v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&fresh), bits(&in_place));
+    }
+
     fn ones(r: usize, c: usize) -> Tensor {
         Tensor::from_f32(vec![1.0; r * c], &[r, c], Device::Cpu).unwrap()
     }

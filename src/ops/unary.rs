@@ -305,10 +305,10 @@ fn cpu_backward_in_place(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Opti
     };
     match (&mut gb.data, &sb.data) {
         (CpuData::F32(g), CpuData::F32(s)) => {
-            by_op!(op, o => update_from(g, s, |y, sv| *y = *y * o.derivative(sv)))
+            by_op!(op, o => update_from(g, s, |y, sv| *y *= o.derivative(sv)))
         }
         (CpuData::F64(g), CpuData::F64(s)) => {
-            by_op!(op, o => update_from(g, s, |y, sv| *y = *y * o.derivative(sv)))
+            by_op!(op, o => update_from(g, s, |y, sv| *y *= o.derivative(sv)))
         }
         _ => return Ok(None),
     }
@@ -363,4 +363,39 @@ pub fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 /// `c · x`.
 pub fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     unary(UnaryOp::MulScalar(c), x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, salt: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 250.0 - 2.0)
+            .collect()
+    }
+
+    #[test]
+    fn a_backward_over_a_gradient_nothing_else_holds_is_in_place_with_the_same_bits() {
+        // Past PAR_MIN, so that both paths run in parallel chunks.
+        let (r, c) = (300, 200);
+        for op in [UnaryOp::Relu, UnaryOp::Elu(0.5), UnaryOp::Tanh] {
+            let saved = Tensor::from_f32(values(r * c, 1), &[r, c], Device::Cpu).unwrap();
+            let g = Tensor::from_f32(values(r * c, 2), &[r, c], Device::Cpu).unwrap();
+            let other = g.clone();
+            let fresh = unary_backward(op, &g, &saved).unwrap();
+            assert!(
+                !fresh.shares_storage(&g),
+                "{op:?}: a held gradient is not written"
+            );
+            drop(other);
+            let in_place = unary_backward(op, &g, &saved).unwrap();
+            assert!(in_place.shares_storage(&g), "{op:?}");
+            let bits = |t: &Tensor| {
+                let v = t.to_vec_f32().unwrap();
+                v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&fresh), bits(&in_place), "{op:?}");
+        }
+    }
 }
