@@ -704,6 +704,12 @@ impl Replay {
     pub fn unary_saving_output(&mut self, x: &Val) -> Val {
         let out = self.alloc(x.rows, x.cols);
         let saved = vec![self.share(out)];
+        self.unary_over_gradient(x, out, saved)
+    }
+
+    /// An elementwise op's `out` from `x` alone, its closure keeping `saved`; its rule's
+    /// gradient is [`Replay::over_gradient`]'s.
+    fn unary_over_gradient(&mut self, x: &Val, out: usize, saved: Vec<usize>) -> Val {
         let (rows, cols) = (x.rows, x.cols);
         self.record(
             out,
@@ -741,14 +747,7 @@ impl Replay {
     pub fn dropout(&mut self, x: &Val, ids: &Val) -> Val {
         let out = self.alloc(x.rows, x.cols);
         let saved = vec![self.share(ids.buf)];
-        let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            (rows, cols),
-            &[x],
-            saved,
-            Box::new(move |r, g| vec![Some(r.over_gradient(g, rows, cols))]),
-        )
+        self.unary_over_gradient(x, out, saved)
     }
 
     /// `cross_entropy(logits, labels)`: `[n, 2]` scratch, `lse [n]` and the loss; keeps logits, `lse`, labels.
