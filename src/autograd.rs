@@ -8,7 +8,8 @@
 //! gradient across backward calls until [`Tensor::zero_grad`]; between micro-batches nothing
 //! else survives. Gradients are computed with recording off (no higher-order gradients).
 //!
-//! Gradients are summed here ([`add_assign`], and a new sum where a gradient is shared)
+//! Gradients are summed here ([`add_assign`], in place where nothing else holds a
+//! gradient, and a new sum where both are shared)
 //! with the device layer's element-wise addition (`crate::device::add`), not through the
 //! ops: the ops record nodes, and autograd does not import them.
 
@@ -275,7 +276,7 @@ fn run(root: &Tensor, seed: Tensor) -> Result<()> {
                 Parent::Leaf(t) => accumulate(t, g)?,
                 Parent::Node(n) => {
                     let merged = match grads.remove(&n.id) {
-                        Some(prev) => sum(&prev, &g)?,
+                        Some(prev) => merge(prev, g)?,
                         None => g,
                     };
                     grads.insert(n.id, merged);
@@ -286,7 +287,6 @@ fn run(root: &Tensor, seed: Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Nodes reachable from `root`, each after every node that consumes it.
 /// Adds `g` to the accumulated gradient of `leaf`: in place when nothing else holds that
 /// gradient (the common case between micro-batches), else into a new tensor.
 fn accumulate(leaf: &Tensor, g: Tensor) -> Result<()> {
@@ -360,6 +360,26 @@ fn sum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     ))
 }
 
+/// `prev + g`, the two gradients flowing into one node: added in place into the one of
+/// them that nothing else holds (the other goes), and into a new tensor only when both
+/// are held elsewhere (two handles of one gradient, as `add`'s rule gives both of its
+/// inputs). Float addition commutes bit for bit, so every way gives the same values; in
+/// place it saves a buffer of the gradient's size and a pass writing it.
+/// `nn::replay`'s backward takes the same decision from its reference counts.
+fn merge(prev: Tensor, g: Tensor) -> Result<Tensor> {
+    let owned = |t: &Tensor| t.storage_is_unique() && t.is_sole_handle();
+    if owned(&prev) {
+        add_assign(&prev, &g)?;
+        Ok(prev)
+    } else if owned(&g) {
+        add_assign(&g, &prev)?;
+        Ok(g)
+    } else {
+        sum(&prev, &g)
+    }
+}
+
+/// Nodes reachable from `root`, each after every node that consumes it.
 fn topological_order(root: &Arc<Node>) -> Vec<Arc<Node>> {
     let mut seen: HashMap<u64, ()> = HashMap::new();
     let mut post: Vec<Arc<Node>> = Vec::new();

@@ -20,12 +20,12 @@
 //! | `mul(a, col)` | `[r, c]` | `col` (and `a` if `col` needs a gradient) | `ā` `[r, c]` |
 //! | `segment_mean/sum` | `[num_dst, c]` | the block | `[num_src, c]` |
 //! | `segment_max` | `[num_dst, c]` + argmax u32 `[num_dst, c]` | argmax, the block | `[num_src, c]` |
-//! | `relu`, `mul_scalar` | `[r, c]` | their output | `[r, c]` |
-//! | `dropout` | `[r, c]` | the u32 row ids `[r]` | `[r, c]` (mask recomputed) |
+//! | `relu`, `mul_scalar` | `[r, c]` | their output | `[r, c]`; on the CPU none where nothing else holds ḡ (written over it) |
+//! | `dropout` | `[r, c]` | the u32 row ids `[r]` | `[r, c]` (mask recomputed), as `relu` |
 //! | `reshape` | nothing (a view) | nothing | nothing (a view of ḡ) |
 //! | `sum_dim(x, 1)` | `[r]` | nothing | `[r, c]` |
 //! | `index_select(x, idx)` | `[m, c]` | `idx` | `[rows of x, c]` (scatter) |
-//! | `leaky_relu` | `[r, c]` | its output | `[r, c]` |
+//! | `leaky_relu` | `[r, c]` | its output | as `relu` |
 //! | `segment_softmax` | `[E, H]` | its output, the block | `[E, H]` |
 //! | `segment_weighted_sum(z, α)` | `[nd, H·D]` | `z`, `α`, the block | `z̄` `[ns, H·D]`, then `ᾱ` `[E, H]` |
 //! | `lstm_aggregate(xw, idx)` | `[nd, F]`, gates `[R, 4F]`, cells `[R, F]`; per step of a pack (`ops::lstm_packs`) the next `h` `[n_t, F]` (the product `h·W_hh` goes into the gates); rows of `xw` read through `idx`, never gathered | gates, cells; its rows' step keeps `idx` | `x̄g` `[R, 4F]`; per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]`; `Hprev` `[R, F]`; gates and cells go before `W̄_hh`; then, as a node of its own (`autograd::Through`), `x̄w` `[ns, 4F]` (the scatter of `x̄g`) and `x̄g` goes |
@@ -34,8 +34,10 @@
 //! Autograd's backward allocates the scalar seed, then visits nodes in the topological
 //! order of [`crate::autograd`] (depth-first from the loss, first input first, reversed
 //! post-order). After a node's rule it frees the node's saved tensors and its incoming
-//! gradient; a gradient flowing into a tensor that already has one is merged with `add`
-//! (a new buffer, then both parts freed); a parameter's first gradient is kept.
+//! gradient; a gradient flowing into a tensor that already has one is added in place into
+//! whichever of the two has no other holder (the other freed), or, when both are held
+//! elsewhere, into a new buffer (then both parts freed); a parameter's first gradient is
+//! kept.
 //!
 //! # On a GPU
 //!
@@ -737,10 +739,36 @@ impl Replay {
     }
 
     /// A unary op whose rule reads its output (`relu`, `mul_scalar`).
+    /// Its rule writes over the incoming gradient on the CPU where nothing else holds it
+    /// ([`Replay::over_gradient`]).
     pub fn unary_saving_output(&mut self, x: &Val) -> Val {
         let out = self.alloc(x.rows, x.cols);
         let saved = vec![self.share(out)];
-        self.unary(x, out, (x.rows, x.cols), saved)
+        self.unary_over_gradient(x, out, saved)
+    }
+
+    /// An elementwise op's `out` from `x` alone, its closure keeping `saved`; its rule's
+    /// gradient is [`Replay::over_gradient`]'s.
+    fn unary_over_gradient(&mut self, x: &Val, out: usize, saved: Vec<usize>) -> Val {
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (rows, cols),
+            &[x],
+            saved,
+            Box::new(move |r, g| vec![Some(r.over_gradient(g, rows, cols))]),
+        )
+    }
+
+    /// The gradient of an elementwise rule that the CPU writes over its incoming gradient
+    /// `g` when nothing else holds `g` (one holder: the pass's): `g` itself, shared; a new
+    /// `[rows, cols]` buffer otherwise, and always on a GPU.
+    fn over_gradient(&mut self, g: usize, rows: usize, cols: usize) -> usize {
+        if !self.gpu && self.refs[g] == 1 {
+            self.share(g)
+        } else {
+            self.alloc(rows, cols)
+        }
     }
 
     /// `relu` (keeps its output).
@@ -754,10 +782,12 @@ impl Replay {
     }
 
     /// `dropout(x)` with per-row ids `ids` (kept; the mask is recomputed in backward).
+    /// Its rule writes over the incoming gradient on the CPU where nothing else holds it
+    /// ([`Replay::over_gradient`]).
     pub fn dropout(&mut self, x: &Val, ids: &Val) -> Val {
         let out = self.alloc(x.rows, x.cols);
         let saved = vec![self.share(ids.buf)];
-        self.unary(x, out, (x.rows, x.cols), saved)
+        self.unary_over_gradient(x, out, saved)
     }
 
     /// `cross_entropy(logits, labels)`: `[n, 2]` scratch, `lse [n]` and the loss; keeps logits, `lse`, labels.

@@ -14,14 +14,15 @@
 //! Keys: [`dropout_key`] derives one per (seed, epoch, layer).
 
 use crate::autograd::record;
-use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::gpu::GpuDevice;
 use crate::device::kernels::dropout::{DropoutKernels, Mask};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
-use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_data};
+use crate::ops::rows::{dims2, expect_vector, fill_rows, rows_from_fn, u32_data};
 #[cfg(test)]
 use crate::rng::uniform3;
 use crate::rng::{mix64, pcg};
@@ -60,7 +61,12 @@ pub fn dropout(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result
     let out = apply_mask(x, p, key, row_ids)?;
     let row_ids = row_ids.cloned();
     Ok(record(OP, out, &[x], move |g| {
-        Ok(vec![Some(apply_mask(g, p, key, row_ids.as_ref())?)])
+        let ids = row_ids.as_ref();
+        let gx = match mask_in_place(g, p, key, ids)? {
+            Some(gx) => gx,
+            None => apply_mask(g, p, key, ids)?,
+        };
+        Ok(vec![Some(gx)])
     }))
 }
 
@@ -112,6 +118,60 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
     }
 }
 
+/// The backward kernel written over `g` on the CPU when nothing else holds `g` (see
+/// `ops::unary`'s `cpu_backward_in_place`): the bits of [`apply_mask`], no new buffer.
+/// `None` (nothing done) on a GPU or where `g` is held elsewhere; `nn::replay` takes the
+/// same decision (`Replay::dropout`).
+fn mask_in_place(g: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<Option<Tensor>> {
+    if g.device() != Device::Cpu || !(g.storage_is_unique() && g.is_sole_handle()) {
+        return Ok(None);
+    }
+    let c = dims2(OP, "g", g)?.1;
+    let ids_guard = row_ids.map(|t| t.storage());
+    let ids = match (row_ids, &ids_guard) {
+        (Some(t), Some(s)) => match &**s {
+            Storage::Cpu(b) => Some(u32_data(OP, t, &b.data)?),
+            _ => return Ok(None),
+        },
+        _ => None,
+    };
+    let mut gs = g.storage_mut();
+    let Storage::Cpu(b) = &mut *gs else {
+        return Ok(None);
+    };
+    match &mut b.data {
+        CpuData::F32(v) => cpu_mask_in_place(v, c, p, key, ids),
+        CpuData::F64(v) => cpu_mask_in_place(v, c, p, key, ids),
+        _ => return Ok(None),
+    }
+    drop(gs);
+    Ok(Some(g.clone()))
+}
+
+/// [`cpu_mask`] over `x`'s own values, rows in parallel when large.
+fn cpu_mask_in_place<T: Float + CpuElem>(
+    x: &mut [T],
+    c: usize,
+    p: f64,
+    key: u32,
+    ids: Option<&[u32]>,
+) {
+    let keep_from = keep_threshold(p);
+    let scale = T::from_f64(1.0 / (1.0 - p));
+    let key_hash = pcg(key);
+    fill_rows(x, c, 2 * x.len(), |i, row: &mut [T]| {
+        let id = ids.map_or(i as u32, |ids| ids[i]);
+        let row_hash = pcg(key_hash ^ id);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe { mask_row_in_place_avx2(row, row_hash, keep_from, scale) };
+            return;
+        }
+        mask_row_in_place(row, row_hash, keep_from, scale);
+    })
+}
+
 fn cpu_mask<T: Float + CpuElem>(
     x: &[T],
     r: usize,
@@ -160,6 +220,25 @@ unsafe fn mask_row_avx2<T: Float>(out: &mut [T], x: &[T], row_hash: u32, keep_fr
     mask_row(out, x, row_hash, keep_from, scale)
 }
 
+/// [`mask_row`] over the row's own values.
+#[inline(always)]
+fn mask_row_in_place<T: Float>(row: &mut [T], row_hash: u32, keep_from: u32, scale: T) {
+    for (o, j) in row.iter_mut().zip(0u32..) {
+        let keep = pcg(row_hash ^ j) >> 8 >= keep_from;
+        *o = if keep { *o * scale } else { T::ZERO };
+    }
+}
+
+/// [`mask_row_in_place`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mask_row_in_place_avx2<T: Float>(row: &mut [T], row_hash: u32, keep_from: u32, scale: T) {
+    mask_row_in_place(row, row_hash, keep_from, scale)
+}
+
 /// The integer form of the keep test `uniform3(..) >= p as f32`: `uniform3` is
 /// `(h >> 8) · 2⁻²⁴` with `h >> 8 < 2²⁴`, exact in f32, so it is at least `t = p as f32`
 /// exactly when `h >> 8 ≥ ⌈t · 2²⁴⌉` (`t · 2²⁴` is exact in f64).
@@ -203,6 +282,27 @@ mod tests {
                 assert_eq!(v >= from, u >= t, "p {p} v {v}");
             }
         }
+    }
+
+    #[test]
+    fn the_mask_over_a_gradient_nothing_else_holds_is_in_place_with_the_same_bits() {
+        // Past PAR_MIN, so that both paths split their rows over the pool.
+        let (r, c) = (300, 200);
+        let v: Vec<f32> = (0..r * c).map(|i| (i % 97) as f32 - 48.0).collect();
+        let g = Tensor::from_f32(v, &[r, c], Device::Cpu).unwrap();
+        let ids: Vec<u32> = (0..r as u32).map(|i| i * 7 + 3).collect();
+        let ids = Tensor::from_u32(ids, &[r], Device::Cpu).unwrap();
+        let fresh = apply_mask(&g, 0.3, 11, Some(&ids)).unwrap();
+        let other = g.clone();
+        assert!(mask_in_place(&g, 0.3, 11, Some(&ids)).unwrap().is_none());
+        drop(other);
+        let in_place = mask_in_place(&g, 0.3, 11, Some(&ids)).unwrap().unwrap();
+        assert!(in_place.shares_storage(&g));
+        let bits = |t: &Tensor| {
+            let v = t.to_vec_f32().unwrap();
+            v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&fresh), bits(&in_place));
     }
 
     fn ones(r: usize, c: usize) -> Tensor {

@@ -34,8 +34,14 @@ pub(crate) fn rows_from_fn<T: CpuElem + Default>(
 }
 
 /// Runs `f(i, row)` over the rows of `out` (`cols` values each), in parallel when `work`
-/// is large enough. Nothing runs when `cols` is zero: such rows hold no values.
-fn fill_rows<T: Send>(out: &mut [T], cols: usize, work: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+/// is large enough (a new buffer's rows, or a buffer updated in place). Nothing runs when
+/// `cols` is zero: such rows hold no values.
+pub(crate) fn fill_rows<T: Send>(
+    out: &mut [T],
+    cols: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
     if cols == 0 {
         return;
     }
@@ -71,6 +77,24 @@ pub(crate) fn map_from_fn<T: CpuElem + Default>(
         f(0, &mut out);
     }
     Ok(CpuBuffer::from_reserved(T::wrap(out), alloc))
+}
+
+/// `f(&mut out[i], other[i])` over every value of `out` (as long as `other`), in chunks of
+/// [`map_from_fn`]'s size, in parallel for large `out`: an update in place, of a buffer
+/// nothing else holds, whose every value depends on its own value and the other's alone.
+pub(crate) fn update_from<T: Send, S: Copy + Sync>(
+    out: &mut [T],
+    other: &[S],
+    f: impl Fn(&mut T, S) + Sync,
+) {
+    let chunk = |o: &mut [T], s: &[S]| o.iter_mut().zip(s).for_each(|(y, &v)| f(y, v));
+    if parallel(out.len()) {
+        out.par_chunks_mut(MAP_CHUNK)
+            .zip(other.par_chunks(MAP_CHUNK))
+            .for_each(|(o, s)| chunk(o, s));
+    } else {
+        chunk(out, other);
+    }
 }
 
 /// The indices of `t`, a u32 tensor whose CPU data is `data`; a dtype error naming `op`

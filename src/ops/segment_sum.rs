@@ -29,14 +29,15 @@
 use std::sync::Arc;
 
 use crate::autograd::record;
-use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::kernels::segment_sum::{SegmentPass, SegmentSumKernels};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
-use crate::ops::rows::{dims2, rows_from_fn, u32_count};
+use crate::ops::rows::{dims2, fill_rows, rows_from_fn, u32_count};
 use crate::tensor::{Storage, Tensor};
 
 /// Per dst node, the sum of its in-neighbours' rows of `x` (`[num_src, f]` to `[num_dst, f]`).
@@ -63,7 +64,10 @@ fn segment(x: &Tensor, block: &Arc<Block>, mean: bool) -> Result<Tensor> {
     };
     let block = block.clone();
     Ok(record(op, out, &[x], move |g| {
-        Ok(vec![Some(transposed(op, g, &block, f, mean)?)])
+        // The mean's scaling goes into the gradient autograd hands the rule, where nothing
+        // else holds it: once per dst row rather than once per edge.
+        let scaled = mean && cpu_scale_in_place(g, &block, f)?;
+        Ok(vec![Some(transposed(op, g, &block, f, mean && !scaled)?)])
     }))
 }
 
@@ -186,6 +190,37 @@ fn cpu_forward<T: Float + CpuElem>(x: &[T], b: &Block, f: usize, mean: bool) -> 
             row.iter_mut().for_each(|o| *o = *o / deg);
         }
     })
+}
+
+/// Divides each row `d` of `g` (`[num_dst, f]`, on the CPU, held by nothing else) by
+/// `|N(d)|` in place (rows without in-edges, which no src row reads, stay): the values
+/// [`cpu_backward`]'s mean computes per edge, `g[d, j] / |N(d)|`, computed once each, so
+/// the sum over `g`'s scaled rows has the bits of the mean's. False (nothing done) on a
+/// GPU, where `g` is held elsewhere, or in another dtype.
+fn cpu_scale_in_place(g: &Tensor, b: &Block, f: usize) -> Result<bool> {
+    fn go<T: Float>(g: &mut [T], b: &Block, f: usize) {
+        let work = 2 * g.len();
+        fill_rows(g, f, work, |d, row: &mut [T]| {
+            let deg = b.degree(d);
+            if deg > 0 {
+                let deg = T::from_f64(deg as f64);
+                row.iter_mut().for_each(|v| *v = *v / deg);
+            }
+        });
+    }
+    if g.device() != Device::Cpu || !(g.storage_is_unique() && g.is_sole_handle()) {
+        return Ok(false);
+    }
+    let mut gs = g.storage_mut();
+    let Storage::Cpu(buf) = &mut *gs else {
+        return Ok(false);
+    };
+    match &mut buf.data {
+        CpuData::F32(v) => go(v, b, f),
+        CpuData::F64(v) => go(v, b, f),
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 fn cpu_backward<T: Float + CpuElem>(g: &[T], b: &Block, f: usize, mean: bool) -> Result<CpuBuffer> {

@@ -17,14 +17,15 @@
 //! the next op usually keeps anyway), so no extra activation is saved.
 
 use crate::autograd::record;
-use crate::device::cpu::{CpuBuffer, CpuElem};
+use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::gpu::GpuDevice;
 use crate::device::kernels::unary::UnaryKernels;
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
-use crate::ops::rows::map_from_fn;
+use crate::ops::rows::{map_from_fn, update_from};
 use crate::tensor::{Storage, Tensor};
 
 /// Which unary op, with its parameter.
@@ -257,9 +258,13 @@ fn cpu_forward<T: Float + CpuElem + Default>(op: UnaryOp, x: &[T]) -> Result<Cpu
     }))
 }
 
-/// `ḡ · f'(saved)`: the fused backward kernel of every unary op.
+/// `ḡ · f'(saved)`: the fused backward kernel of every unary op; on the CPU written over
+/// `ḡ` where nothing else holds it ([`cpu_backward_in_place`]).
 fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
     g.same_device(saved, op.name())?;
+    if let Some(t) = cpu_backward_in_place(op, g, saved)? {
+        return Ok(t);
+    }
     match (&*g.storage(), &*saved.storage()) {
         (Storage::Cpu(gb), Storage::Cpu(sb)) => {
             let buf = float_cpu2!(op.name(), &gb.data, &sb.data, (g, s) => cpu_backward(op, g, s)?);
@@ -280,6 +285,35 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
             })
         ),
     }
+}
+
+/// `ḡ · f'(saved)` written over `ḡ` on the CPU when nothing else holds `ḡ` (autograd
+/// hands a rule the gradient it alone holds, unless the gradient is shared, as `add`'s
+/// rule shares its own with both inputs): the input's gradient is `ḡ`'s buffer, with the
+/// bits of [`cpu_backward`] and no new buffer of its size. `None` (nothing done) on a GPU
+/// or where `ḡ` is held elsewhere. `nn::replay` takes the same decision
+/// (`Replay::unary_saving_output`).
+fn cpu_backward_in_place(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Option<Tensor>> {
+    let owned = g.storage_is_unique() && g.is_sole_handle();
+    if g.device() != Device::Cpu || !owned || g.shares_storage(saved) {
+        return Ok(None);
+    }
+    let s = saved.storage();
+    let mut gs = g.storage_mut();
+    let (Storage::Cpu(gb), Storage::Cpu(sb)) = (&mut *gs, &*s) else {
+        return Ok(None);
+    };
+    match (&mut gb.data, &sb.data) {
+        (CpuData::F32(g), CpuData::F32(s)) => {
+            by_op!(op, o => update_from(g, s, |y, sv| *y *= o.derivative(sv)))
+        }
+        (CpuData::F64(g), CpuData::F64(s)) => {
+            by_op!(op, o => update_from(g, s, |y, sv| *y *= o.derivative(sv)))
+        }
+        _ => return Ok(None),
+    }
+    drop(gs);
+    Ok(Some(g.clone()))
 }
 
 fn cpu_backward<T: Float + CpuElem + Default>(op: UnaryOp, g: &[T], s: &[T]) -> Result<CpuBuffer> {
@@ -329,4 +363,39 @@ pub fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 /// `c · x`.
 pub fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     unary(UnaryOp::MulScalar(c), x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, salt: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 250.0 - 2.0)
+            .collect()
+    }
+
+    #[test]
+    fn a_backward_over_a_gradient_nothing_else_holds_is_in_place_with_the_same_bits() {
+        // Past PAR_MIN, so that both paths run in parallel chunks.
+        let (r, c) = (300, 200);
+        for op in [UnaryOp::Relu, UnaryOp::Elu(0.5), UnaryOp::Tanh] {
+            let saved = Tensor::from_f32(values(r * c, 1), &[r, c], Device::Cpu).unwrap();
+            let g = Tensor::from_f32(values(r * c, 2), &[r, c], Device::Cpu).unwrap();
+            let other = g.clone();
+            let fresh = unary_backward(op, &g, &saved).unwrap();
+            assert!(
+                !fresh.shares_storage(&g),
+                "{op:?}: a held gradient is not written"
+            );
+            drop(other);
+            let in_place = unary_backward(op, &g, &saved).unwrap();
+            assert!(in_place.shares_storage(&g), "{op:?}");
+            let bits = |t: &Tensor| {
+                let v = t.to_vec_f32().unwrap();
+                v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&fresh), bits(&in_place), "{op:?}");
+        }
+    }
 }

@@ -43,18 +43,30 @@ impl Replay {
                     },
                     Par::Node(n) => {
                         let merged = match grads.remove(&n) {
-                            Some(prev) => {
-                                let m = self.alloc_like(prev);
-                                self.release(prev);
-                                self.release(o);
-                                m
-                            }
+                            Some(prev) => self.merge(prev, o),
                             None => o,
                         };
                         grads.insert(n, merged);
                     }
                 }
             }
+        }
+    }
+
+    /// `autograd`'s merge of two gradients of one node: in place into `prev` or `g`,
+    /// whichever has no other holder (the other goes), else a new buffer (both go).
+    fn merge(&mut self, prev: usize, g: usize) -> usize {
+        if self.refs[prev] == 1 {
+            self.release(g);
+            prev
+        } else if self.refs[g] == 1 {
+            self.release(prev);
+            g
+        } else {
+            let m = self.alloc_like(prev);
+            self.release(prev);
+            self.release(g);
+            m
         }
     }
 
