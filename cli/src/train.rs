@@ -307,8 +307,8 @@ fn phase_line(e: &EpochStats) -> String {
         .test_acc
         .map_or(String::new(), |t| format!("  test {t:.4} (best valid)"));
     format!(
-        "    lr {:.3e}  sample {:.3} part {:.3} slice {:.3} gather {:.3} fwd {:.3} bwd {:.3} opt {:.3}{test}",
-        e.lr, p.sample, p.partition, p.slice, p.gather, p.forward, p.backward, p.optimizer
+        "    lr {:.3e}  sample {:.3} part {:.3} slice {:.3} gather {:.3} waited {:.3} fwd {:.3} bwd {:.3} opt {:.3}{test}",
+        e.lr, p.sample, p.partition, p.slice, p.gather, p.wait, p.forward, p.backward, p.optimizer
     )
 }
 
