@@ -35,9 +35,11 @@
 //! rows, kept on the device, and uploads only the rest ([`crate::train::row_reuse`]);
 //! the JSON's `layers` give the rows read and uploaded per layer.
 //!
-//! Where transfers are deduplicated, the chunks of every layer also run in HongTu's
-//! reorganised order ([`ChunkPlan::reorder_chunks`]): each next chunk is the one sharing
-//! the most rows with the chunk before it.
+//! The chunks of every layer run in HongTu's reorganised order
+//! ([`ChunkPlan::reorder_chunks`]): each next chunk is the one sharing the most rows with
+//! the chunk before it. It pays where transfers are deduplicated; it is the order without
+//! them too, so that `--dedup-transfers` changes no bit of the results (the weight
+//! gradients sum over the chunks in their order).
 //!
 //! In **hybrid mode** (`--hybrid`, [`hybrid`]), a layer below the output layer whose
 //! aggregation has no weights (SAGE mean and sum, GCN) also writes its aggregation `A^l` to the
@@ -185,11 +187,13 @@ pub(crate) fn full_graph_plan(tr: &State<'_>) -> Result<ChunkPlan> {
     let train = &tr.data.split.train;
     let parts = node_parts(tr, &fg)?;
     let mut plan = ChunkPlan::with_parts(&tr.graph, train, layers, fg.chunks.unwrap_or(1), parts)?;
+    // The chunks run in the reorganised order whether or not transfers are deduplicated,
+    // so that `--dedup-transfers` moves bytes and changes no value: the weight gradients
+    // sum over the chunks in their order. Inside the budget's search only the estimate of
+    // a plan that reuses rows depends on the order.
     let reorder = (0..layers).any(|l| reuses_rows(tr, l));
     let (Some(budget), None) = (tr.config.micro.memory_budget, fg.chunks) else {
-        if reorder {
-            plan.reorder_chunks(&tr.graph);
-        }
+        plan.reorder_chunks(&tr.graph);
         return Ok(plan);
     };
     let most = plan.nodes.iter().map(Vec::len).max().unwrap_or(1).max(1);
@@ -230,9 +234,7 @@ pub(crate) fn full_graph_plan(tr: &State<'_>) -> Result<ChunkPlan> {
         }
     };
     plan.rechunk(&tr.graph, c)?;
-    if reorder {
-        plan.reorder_chunks(&tr.graph);
-    }
+    plan.reorder_chunks(&tr.graph);
     Ok(plan)
 }
 
