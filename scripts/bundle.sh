@@ -44,6 +44,7 @@ cp -r "$root/data" "$out/data"
 # Dataset caches a checkout's runs left beside the data are not part of it.
 rm -rf "$out"/data/*/espalier-cache "$out"/data/*/.espalier-cache
 cp "$root/scripts/bundle/run.sh" "$out/run.sh"
+cp "$root/scripts/bundle/parity.py" "$out/parity.py"
 cp "$root/scripts/bundle/pyg.py" "$out/pyg/pyg.py"
 chmod +x "$out/run.sh" "$out/espalier"
 if [ -e "$peer" ]; then

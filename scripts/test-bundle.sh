@@ -48,5 +48,14 @@ grep -q '"status": "failed' "$r/summary.json" && fail "a phase failed: $(cat "$r
 grep -q 'bench cora on cpu *skipped.*needs about' "$tmp/short/summary.txt" \
   || fail "a phase the budget does not fit was not skipped: $(cat "$tmp/short/summary.txt")"
 
+# parity.py (run.sh runs it beside GPU devices): the CPU against itself, one model kind,
+# so that the script, its flags and its JSON stay in step with the binary.
+py=$(python3 -c 'import sys; print(sys.executable)')
+"${clean_env[@]}" ESPALIER_CACHE="$tmp/parity-cache" "$py" "$tmp/bundle/parity.py" --bin "$tmp/bundle/espalier" \
+  --data "$tmp/bundle/data/cora" --devices cpu --quick --epochs 1 --out "$tmp/parity" \
+  > "$tmp/parity.out" 2>&1 || { cat "$tmp/parity.out" >&2; fail "parity.py failed on the CPU"; }
+grep -q '"failed": 0' "$tmp/parity/parity.json" || fail "parity.json does not say 0 failed"
+grep -q 'sage-mean-K4 on cpu vs cpu' "$tmp/parity.out" || fail "parity.py compared nothing: $(cat "$tmp/parity.out")"
+
 echo "test-bundle: ok: $(du -sh "$tmp/bundle" | cut -f1) bundle; run.sh wrote $(ls "$r" | wc -l) files" >&2
 sed -n '/^phase/,$p' "$r/summary.txt" >&2

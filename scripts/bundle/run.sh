@@ -16,13 +16,16 @@
 #                     CUDA device and hardware wgpu adapter `espalier devices` lists, and
 #                     the CPU for the benchmarks (software adapters and the emulated CUDA
 #                     device only when named)
-# --phases LIST       phases to run (default all, in this order): devices, check, bench,
-#                     pyg (beside bench), cpu-bench
+# --phases LIST       phases to run (default all, in this order): devices, check, parity,
+#                     bench, pyg (beside bench), cpu-bench
 # --check LEVEL       the check's level (default full)
 # --products-scale X  scale of the products-like graph of the betty workloads (default 0.1;
 #                     1 is ogbn-products' size)
 #
-# Phases, by value: devices; `check` on each GPU device, CUDA first; then per workload
+# Phases, by value: devices; `check` on each GPU device, CUDA first; `parity.py` (training
+# on each GPU device against the CPU: every model kind at K 1 and 4, features on the host
+# and on the device, full-graph variants, estimates to the byte, and on CUDA with torch a
+# real out-of-memory caused by another process); then per workload
 # (cora, syn100k, betty-products-mean, -gat, -lstm) `bench` on each GPU device with the
 # PyG script on the CUDA device beside it (the same graph, fanouts, hidden width and K);
 # then `bench` on the CPU.
@@ -32,7 +35,7 @@ bin=$here/espalier
 budget=480
 out=results-$(date +%Y%m%d-%H%M%S)
 devices=""
-phases="devices,check,bench,pyg,cpu-bench"
+phases="devices,check,parity,bench,pyg,cpu-bench"
 level=full
 pscale=0.1
 while [ $# -gt 0 ]; do
@@ -43,7 +46,7 @@ while [ $# -gt 0 ]; do
     --phases) phases=${2:?}; shift 2 ;;
     --check) level=${2:?}; shift 2 ;;
     --products-scale) pscale=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -135,6 +138,26 @@ if has_phase check; then
   done
 fi
 
+# Training parity against the CPU (python3, standard library; the out-of-memory case also
+# needs torch, to hold the GPU's memory from another process).
+syn=$out/data/syn100k
+products=$out/data/products-like
+if has_phase parity && [ "${#gpus[@]}" -gt 0 ]; then
+  if command -v python3 >/dev/null; then
+    oom=()
+    if [ -n "$cuda" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null \
+        && phase "gen products-like scale $pscale" 60 "$out/gen-products.log" \
+          "$bin" gen "products-like,scale=$pscale" --out "$products"; then
+      oom=(--oom-dataset "$products")
+    fi
+    IFS=, ; list="${gpus[*]}"; unset IFS
+    phase "parity on $list" 60 "$out/parity.log" python3 "$here/parity.py" --bin "$bin" \
+      --data "$here/data/cora" --devices "$list" --out "$out/parity" "${oom[@]}"
+  else
+    printf 'parity\tskipped\t0\tno python3\n' >> "$records"
+  fi
+fi
+
 # The PyG phase's python: probed once.
 pyg_ok=0
 if has_phase pyg && [ -n "$cuda" ]; then
@@ -160,8 +183,6 @@ k_of() {
 }
 
 # 3-4. Benchmarks on each GPU device, PyG beside the CUDA one.
-syn=$out/data/syn100k
-products=$out/data/products-like
 if has_phase bench && [ "${#gpus[@]}" -gt 0 ]; then
   for d in "${gpus[@]}"; do
     bench_one "$d" cora 20 --workload cora-sage-mean --dataset "$here/data/cora" --split per-class-20
@@ -183,7 +204,7 @@ if has_phase bench && [ "${#gpus[@]}" -gt 0 ]; then
           > '$out/pyg-syn100k-K$k.json'"
     done
   fi
-  if phase "gen products-like scale $pscale" 60 "$out/gen-products.log" \
+  if [ -d "$products" ] || phase "gen products-like scale $pscale" 60 "$out/gen-products.log" \
       "$bin" gen "products-like,scale=$pscale" --out "$products"; then
     for w in mean gat lstm; do
       for d in "${gpus[@]}"; do
@@ -232,6 +253,11 @@ rm -rf "$out/data" "$out/pylib" "$out/cache"
       "$(sed -n 's/^  "failed": \([0-9]*\),$/\1/p' "$f")" \
       "$(sed -n 's/^  "finished": \([a-z]*\),$/\1/p' "$f")"
   done
+  if [ -e "$out/parity/parity.json" ]; then
+    printf 'parity.json: %s passed, %s failed\n' \
+      "$(sed -n 's/^ "passed": \([0-9]*\),$/\1/p' "$out/parity/parity.json")" \
+      "$(sed -n 's/^ "failed": \([0-9]*\),$/\1/p' "$out/parity/parity.json")"
+  fi
   for f in "$out"/bench-*.json; do
     [ -e "$f" ] || continue
     printf '%s: epoch medians (s) %s\n' "$(basename "$f")" \
