@@ -14,6 +14,8 @@ use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result};
 use crate::graph::{Block, Csr, Dataset, Prepared, Slicer};
 use crate::partition::PartitionStats;
@@ -101,13 +103,16 @@ impl MicroBatches {
 
     /// Calls `each` on every micro-batch in order, with the preparer of their halves when
     /// they are prepared here. Seeds are prepared on a helper thread while `each` runs the
-    /// one before (a rendezvous channel keeps it exactly one ahead); it makes host vectors
-    /// only, so the device's memory tracker sees nothing of it. `features` is `None` when
-    /// the matrix lives on the device (gathered there by id).
+    /// ones before: `ahead` at a time, in parallel, handed over in order through a channel
+    /// of `ahead - 1` places (with `ahead` 1 a rendezvous: exactly one ahead). It makes
+    /// host vectors only, so the device's memory tracker sees nothing of it; the host holds
+    /// at most about `2 · ahead` prepared micro-batches. `features` is `None` when the
+    /// matrix lives on the device (gathered there by id).
     pub fn for_each(
         self,
         data: &Dataset,
         features: Option<&FeatureStore>,
+        ahead: usize,
         mut each: impl FnMut(Prepared, Option<&Preparer>) -> Result<()>,
     ) -> Result<()> {
         let (prep, parts, whole) = match self {
@@ -117,14 +122,29 @@ impl MicroBatches {
             MicroBatches::Seeds { prep, parts, whole } => (prep, parts, whole),
         };
         let prep = &prep;
+        let ahead = ahead.max(1);
         std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) = sync_channel::<Result<Prepared>>(0);
+            let (tx, rx) = sync_channel::<Result<Prepared>>(ahead - 1);
             scope.spawn(move || {
-                for part in parts {
-                    let p = prep.prepare(data, features, part, whole);
-                    let failed = p.is_err();
-                    if tx.send(p).is_err() || failed {
-                        break;
+                let mut parts = parts.into_iter();
+                loop {
+                    let group: Vec<Vec<u32>> = parts.by_ref().take(ahead).collect();
+                    let ready: Vec<Result<Prepared>> = match group.len() {
+                        0 => break,
+                        1 => group
+                            .into_iter()
+                            .map(|part| prep.prepare(data, features, part, whole))
+                            .collect(),
+                        _ => group
+                            .into_par_iter()
+                            .map(|part| prep.prepare(data, features, part, whole))
+                            .collect(),
+                    };
+                    for p in ready {
+                        let failed = p.is_err();
+                        if tx.send(p).is_err() || failed {
+                            return;
+                        }
                     }
                 }
             });
@@ -228,6 +248,7 @@ mod tests {
 
     use super::local::Local;
     use super::*;
+    use crate::graph::HostRows;
     use crate::graph::{self, LoadOptions};
     use crate::nn::Module;
     use crate::train::config::{BatchSize, MicroConfig, TrainConfig};
@@ -300,6 +321,54 @@ mod tests {
             losses,
             params.iter().map(|p| p.to_vec_f32().unwrap()).collect(),
         )
+    }
+
+    /// Micro-batches prepared several at a time (as on a GPU) arrive in their order and
+    /// equal those prepared one at a time: seeds, blocks, gathered rows and labels.
+    #[test]
+    fn micro_batches_prepared_several_at_once_arrive_in_order_and_equal_one_at_a_time() {
+        let data = graph::load(
+            "synthetic:products-like,scale=0.0005,seed=3",
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let g = Arc::new(data.graph.symmetrize());
+        let config = TrainConfig {
+            fanouts: vec![5, 5],
+            seed: 11,
+            micro: MicroConfig {
+                micro_batches: 7,
+                ..MicroConfig::default()
+            },
+            ..Default::default()
+        };
+        let mut tr = State::new(&data, g, config).unwrap();
+        let seeds = tr.batches(0)[0].clone();
+        type Seen = (Vec<u32>, Vec<Vec<u32>>, Vec<f32>, Vec<u32>);
+        let mut run = |ahead: usize| -> Vec<Seen> {
+            let batch = Local
+                .next_batch(&mut tr, 0, 0, &seeds, Pass::Train)
+                .unwrap();
+            let mut seen = Vec::new();
+            batch
+                .micro
+                .for_each(tr.data, tr.host_features(), ahead, |p, _| {
+                    let rows = match p.features {
+                        Some(HostRows::F32(v)) => v,
+                        _ => panic!("f32 rows gathered on the host expected"),
+                    };
+                    let blocks = p.blocks.iter().map(|b| b.src_nodes.to_vec()).collect();
+                    seen.push((p.seeds, blocks, rows, p.labels));
+                    Ok(())
+                })
+                .unwrap();
+            seen
+        };
+        let one = run(1);
+        assert_eq!(one.len(), 7);
+        for ahead in [2, 3, 7, 9] {
+            assert!(run(ahead) == one, "ahead {ahead}");
+        }
     }
 
     #[test]
