@@ -20,8 +20,8 @@
 //! the CPU ops finish before they return and the values are read at once.
 //!
 //! Micro-batches prepared here (slicing and the host feature gather) are prepared on a
-//! helper thread while the one before computes, exactly one ahead
-//! ([`crate::train::source::MicroBatches::for_each`]).
+//! helper thread while the ones before compute: one ahead on the CPU, up to four at once
+//! in parallel on a GPU ([`prep_ahead`], [`crate::train::source::MicroBatches::for_each`]).
 //!
 //! Gradients of earlier micro-batches are taken out of the parameters before a micro-batch
 //! runs and added back after its backward succeeds. A micro-batch that runs out of memory
