@@ -3,7 +3,7 @@
 //! A layer kind writes its forward as one function generic over [`Exec`]: [`Eager`] runs it
 //! on tensors (training, inference, full-graph chunks), and the memory estimator runs the
 //! very same function on [`Replay`]'s symbolic buffers (sizes and reference counts, no
-//! data; [`crate::nn::replay`]), so the estimate follows the code that runs rather than a
+//! data; [`crate::meta`]), so the estimate follows the code that runs rather than a
 //! second copy of it. What a layer's spec adds for the estimator is only what the layer
 //! holds before its forward starts: its parameters ([`Replay::param`]) and inputs computed
 //! on the host (GCN's degree norms).
@@ -11,15 +11,16 @@
 //! Frees are explicit ([`Exec::free`]): on tensors a free is a `drop`, on the replay the
 //! release of a holder, so both see the same buffers go at the same points.
 //!
-//! An op a layer calls is one method here, with its two arms: the op itself, and its
-//! [`Replay`] (what it allocates, keeps and what its backward rule allocates).
+//! An op a layer calls is one method here, with its two arms: the op itself, and its meta
+//! arm (`ops::meta_<op>`, in the op's file: what it allocates, keeps and what its backward
+//! rule allocates).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::graph::{Block, Buckets};
-use crate::nn::replay::{Replay, SymBlock, Val};
+use crate::meta::{Replay, SymBlock, Val};
 use crate::ops;
 use crate::rng::hash3;
 use crate::tensor::Tensor;
@@ -360,57 +361,57 @@ impl<'b> Exec<'b> for Replay {
     }
 
     fn slice_rows(&mut self, x: &Val, n: usize) -> Result<Val> {
-        Ok(Replay::slice_rows(self, x, n))
+        Ok(ops::meta_slice_rows(self, x, n))
     }
 
-    /// A new `[rows, c]` buffer.
     fn pad_rows(&mut self, x: &Val, rows: usize) -> Result<Val> {
-        Ok(self.input(rows, x.cols))
+        Ok(ops::meta_pad_rows(self, x, rows))
     }
 
     fn matmul(&mut self, a: &Val, w: &Val) -> Result<Val> {
-        Ok(Replay::matmul(self, a, w))
+        Ok(ops::meta_matmul(self, a, w))
     }
 
     fn matmul_rows(&mut self, a: &Val, rows: usize, w: &Val) -> Result<Val> {
-        Ok(Replay::matmul_rows(self, a, rows, w))
+        Ok(ops::meta_matmul_rows(self, a, rows, w))
     }
 
     fn add(&mut self, a: &Val, b: &Val) -> Result<Val> {
-        Ok(Replay::add(self, a, b))
+        Ok(ops::meta_add(self, a, b))
     }
 
     fn mul(&mut self, a: &Val, b: &Val) -> Result<Val> {
-        Ok(Replay::mul(self, a, b))
+        Ok(ops::meta_mul(self, a, b))
     }
 
     fn relu(&mut self, x: &Val) -> Result<Val> {
-        Ok(Replay::relu(self, x))
+        Ok(ops::meta_unary(self, x))
     }
 
     fn segment(&mut self, x: &Val, block: &SymBlock<'b>, how: Reduce) -> Result<Val> {
-        Ok(Replay::segment(self, x, block, how == Reduce::Max))
+        Ok(match how {
+            Reduce::Max => ops::meta_segment_max(self, x, block),
+            Reduce::Sum | Reduce::Mean => ops::meta_segment_sum(self, x, block),
+        })
     }
 
-    /// The block's arrays (uploaded by the first op that reads them), then `[ns, c]`.
     fn segment_transposed(&mut self, g: &Val, block: &SymBlock<'b>, _mean: bool) -> Result<Val> {
-        self.block_upload(block);
-        Ok(self.input(block.sizes.num_src, g.cols))
+        Ok(ops::meta_segment_sum_transposed(self, g, block))
     }
 
     /// The ids `[nd]`, the dropout (keeps them), then the caller's holder of the ids goes.
     fn dropout_dst(&mut self, x: &Val, _p: f64, _key: u32, block: &SymBlock<'b>) -> Result<Val> {
         let ids = self.input(block.sizes.num_dst, 1);
-        let out = self.dropout(x, &ids);
+        let out = ops::meta_dropout(self, x, &ids);
         self.release(ids.buf);
         Ok(out)
     }
 
     fn gather(&mut self, x: &Val, idx: &Val) -> Result<Val> {
-        Ok(Replay::gather(self, x, idx))
+        Ok(ops::meta_index_select(self, x, idx))
     }
 
-    /// The buckets from the block's degree histogram ([`lstm_buckets`]); the index
+    /// The buckets from the block's degree histogram ([`ops::meta_lstm_buckets`]); the index
     /// `[R]`, `R = Σ` nodes × degree.
     fn lstm_plan(
         &mut self,
@@ -419,25 +420,32 @@ impl<'b> Exec<'b> for Replay {
         _like: &Val,
     ) -> Result<(Val, Self::Plan)> {
         let s = block.sizes;
-        let buckets = lstm_buckets(&s.degree_hist, split);
+        let buckets = ops::meta_lstm_buckets(&s.degree_hist, split);
         let rows = buckets.iter().map(|&(m, k)| m * k).sum();
         Ok((self.input(rows, 1), (s.num_dst, buckets)))
     }
 
     fn lstm(&mut self, xw: &Val, idx: &Val, w_hh: &Val, (nd, b): &Self::Plan) -> Result<Val> {
-        Ok(Replay::lstm(self, xw, idx, w_hh, *nd, b.clone()))
+        Ok(ops::meta_lstm_aggregate(
+            self,
+            xw,
+            idx,
+            w_hh,
+            *nd,
+            b.clone(),
+        ))
     }
 
     fn reshape(&mut self, x: &Val, rows: usize, cols: usize) -> Result<Val> {
-        Ok(self.view(x, rows, cols))
+        Ok(ops::meta_reshape(self, x, rows, cols))
     }
 
     fn sum_rows(&mut self, x: &Val) -> Result<Val> {
-        Ok(Replay::sum_rows(self, x))
+        Ok(ops::meta_sum_rows(self, x))
     }
 
     fn leaky_relu(&mut self, x: &Val, _slope: f64) -> Result<Val> {
-        Ok(self.unary_saving_output(x))
+        Ok(ops::meta_unary(self, x))
     }
 
     fn self_looped(&mut self, block: &SymBlock<'b>) -> Result<SymBlock<'b>> {
@@ -455,39 +463,18 @@ impl<'b> Exec<'b> for Replay {
     /// The ids `[E]`, the dropout (keeps them), then the caller's holder of the ids goes.
     fn dropout_edges(&mut self, x: &Val, _p: f64, _key: u32, block: &SymBlock<'b>) -> Result<Val> {
         let ids = self.input(block.edges, 1);
-        let out = self.dropout(x, &ids);
+        let out = ops::meta_dropout(self, x, &ids);
         self.release(ids.buf);
         Ok(out)
     }
 
     fn segment_softmax(&mut self, x: &Val, block: &SymBlock<'b>) -> Result<Val> {
-        Ok(Replay::segment_softmax(self, x, block))
+        Ok(ops::meta_segment_softmax(self, x, block))
     }
 
     fn segment_weighted_sum(&mut self, x: &Val, a: &Val, block: &SymBlock<'b>) -> Result<Val> {
-        Ok(Replay::segment_weighted_sum(self, x, a, block))
+        Ok(ops::meta_segment_weighted_sum(self, x, a, block))
     }
-}
-
-/// The LSTM's dense batches `(nodes, degree)` from a degree histogram, in the order of
-/// [`Buckets`] (increasing degree; the largest degree's bucket, the explosion bucket, cut
-/// into pieces of at most `split` nodes).
-fn lstm_buckets(hist: &[usize], split: Option<usize>) -> Vec<(usize, usize)> {
-    let max = hist.iter().rposition(|&n| n > 0).unwrap_or(0);
-    let mut v = Vec::new();
-    for (k, &m) in hist.iter().enumerate().skip(1).filter(|&(_, &m)| m > 0) {
-        match split.filter(|&n| k == max && n > 0) {
-            Some(n) => {
-                let mut left = m;
-                while left > 0 {
-                    v.push((left.min(n), k));
-                    left -= left.min(n);
-                }
-            }
-            None => v.push((m, k)),
-        }
-    }
-    v
 }
 
 /// The local dst node of every edge position.
