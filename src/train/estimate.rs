@@ -284,22 +284,9 @@ impl MemoryEstimator {
         let y = r.input(n, 1);
         let h = x.clone_in(&mut r);
         let logits = self.forward(&mut r, sizes, h)?;
-        let ce = ops::meta_cross_entropy(&mut r, &logits, &y);
-        let pred = r.alloc(n, 1);
-        if !gpu {
-            // The CPU reads its predictions at once; a GPU holds them to the batch's end.
-            r.release(pred);
-        }
-        let loss = if n != total_seeds {
-            ops::meta_unary(&mut r, &ce)
-        } else {
-            ce.clone_in(&mut r)
-        };
-        r.release(logits.buf);
-        r.backward(&loss, None);
-        for v in [loss, ce, y, x] {
-            r.release(v.buf);
-        }
+        // The CPU reads its predictions at once; a GPU holds them to the batch's end.
+        trace_loss(&mut r, logits, y, total_seeds, gpu);
+        r.release(x.buf);
         if let Some(held) = held {
             r.release(held);
         }
@@ -406,24 +393,11 @@ impl MemoryEstimator {
                 return Ok(r.peak);
             }
             ChunkPass::Loss { total } => {
-                let n = sizes.num_dst;
-                let y = r.input(n, 1);
+                let y = r.input(sizes.num_dst, 1);
                 let h = x.clone_in(&mut r);
                 let logits = self.forward_layer(&mut r, spec, layer, &block, h)?;
-                let ce = ops::meta_cross_entropy(&mut r, &logits, &y);
                 // The predictions are read at once.
-                let pred = r.alloc(n, 1);
-                r.release(pred);
-                let loss = if n != total {
-                    ops::meta_unary(&mut r, &ce)
-                } else {
-                    ce.clone_in(&mut r)
-                };
-                r.release(logits.buf);
-                r.backward(&loss, None);
-                for v in [loss, ce, y] {
-                    r.release(v.buf);
-                }
+                trace_loss(&mut r, logits, y, total, false);
             }
             ChunkPass::Backward => {
                 let h = x.clone_in(&mut r);
@@ -536,6 +510,28 @@ impl MemoryEstimator {
         Ok(self
             .resident_bytes(state)
             .saturating_add(self.chunk_activation_bytes(layer, sizes, pass)?))
+    }
+}
+
+/// The trainer's loss over `logits` and labels `y`, and its backward: `cross_entropy`, the
+/// predictions (u32, one per row: held to the batch's end where `hold_pred`, else read at
+/// once), the loss scaled by the rows' share of `total` unless that is 1, the logits
+/// dropped, the backward; then the loss, its parts and the labels go.
+fn trace_loss(r: &mut Replay, logits: Val, y: Val, total: usize, hold_pred: bool) {
+    let n = logits.rows;
+    let ce = ops::meta_cross_entropy(r, &logits, &y);
+    let pred = r.alloc(n, 1);
+    if !hold_pred {
+        r.release(pred);
+    }
+    let loss = match n != total {
+        true => ops::meta_unary(r, &ce),
+        false => ce.clone_in(r),
+    };
+    r.release(logits.buf);
+    r.backward(&loss, None);
+    for v in [loss, ce, y] {
+        r.release(v.buf);
     }
 }
 
