@@ -11,7 +11,7 @@
 //! Frees are explicit ([`Exec::free`]): on tensors a free is a `drop`, on the replay the
 //! release of a holder, so both see the same buffers go at the same points.
 //!
-//! An op a layer calls is one line of [`exec_ops!`] below: its arguments, the op on tensors,
+//! An op a layer calls is one line of `exec_ops!` below: its arguments, the op on tensors,
 //! and its meta arm (`ops::meta_<op>`, in the op's file: what it allocates, keeps and what
 //! its backward rule allocates). The methods written out by hand are the values' and the
 //! blocks' bookkeeping and the steps that build a small input on the host before an op.
