@@ -365,7 +365,7 @@ fn sum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// are held elsewhere (two handles of one gradient, as `add`'s rule gives both of its
 /// inputs). Float addition commutes bit for bit, so every way gives the same values; in
 /// place it saves a buffer of the gradient's size and a pass writing it.
-/// `nn::replay`'s backward takes the same decision from its reference counts.
+/// `meta`'s backward takes the same decision from its reference counts.
 fn merge(prev: Tensor, g: Tensor) -> Result<Tensor> {
     let owned = |t: &Tensor| t.storage_is_unique() && t.is_sole_handle();
     if owned(&prev) {

@@ -22,6 +22,7 @@ pub mod error;
 pub mod float;
 pub mod gradcheck;
 pub mod graph;
+pub mod meta;
 pub mod nn;
 // With no GPU backend built (`--no-default-features`), the ops' GPU halves, written once
 // for every backend (`src/ops/gpu.rs`), are not instantiated.

@@ -6,7 +6,7 @@
 //! replay counts what the GPU arms of the ops add to the CPU's allocations: the blocks'
 //! index arrays the segment ops upload (and how long they live), the transposed index of a
 //! gather's backward, the passes of a column sum, the LSTM's bucket-by-bucket buffers, and
-//! the readouts of earlier micro-batches (see `src/nn/replay.rs`). Not on lavapipe: the
+//! the readouts of earlier micro-batches (see `src/meta.rs`). Not on lavapipe: the
 //! list of long rows that `segment_softmax` uploads on other adapters. The tracker is the
 //! device's, shared by the tests of this binary, so they take a lock against each other.
 

@@ -1,5 +1,5 @@
 //! Each op a layer's forward is written in (a method of `nn::exec::Exec`), alone: its
-//! replay (`nn/replay.rs`) allocates, keeps and frees what the op itself does, to the byte,
+//! meta arm (`ops::meta_<op>`, in its op file, over `meta.rs`'s symbolic buffers) allocates, keeps and frees what the op itself does, to the byte,
 //! on the CPU and on every GPU the tests select. The model-level tests (`estimator_aggr`,
 //! `estimator_gpu`, `memory_aggr`) compare a whole micro-batch's peak, which lies in a
 //! few places and lets an op's wrong replay pass where it is not the peak; here every op
@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 mod common;
 
 use espalier::graph::{Block, BlockSizes};
+use espalier::meta::Replay;
 use espalier::nn::exec::{Eager, Exec, Reduce};
-use espalier::nn::replay::Replay;
 use espalier::{DType, Device, Result, Tensor};
 
 static SERIAL: Mutex<()> = Mutex::new(());

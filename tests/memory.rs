@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use espalier::graph::{sample_blocks, synth::SynthSpec, Block, Buckets};
-use espalier::nn::replay::Replay;
+use espalier::meta::Replay;
 use espalier::nn::{Activation, Mlp, Module};
 use espalier::rng::Rng;
 use espalier::{ops, DType, Device, Error, Tensor};
@@ -146,7 +146,7 @@ fn lstm_forward_allocates_what_its_replay_says() {
     let (xr, ir, wr) = (r.leaf_input(ns, 4 * h), r.input(rows, 1), r.param(h, 4 * h));
     let before = r.live();
     let buckets = plan.buckets.iter().map(|p| (p.dst.len(), p.degree));
-    r.lstm(&xr, &ir, &wr, b.num_dst, buckets.collect());
+    ops::meta_lstm_aggregate(&mut r, &xr, &ir, &wr, b.num_dst, buckets.collect());
     let replayed = (r.peak() - before, r.live() - before);
     assert_eq!(
         measured, replayed,
@@ -187,8 +187,8 @@ fn lstm_backward_holds_what_its_replay_says() {
     let mut r = Replay::new(|b| b);
     let (xr, ir, wr) = (r.leaf_input(ns, 4 * h), r.input(rows, 1), r.param(h, 4 * h));
     let buckets = plan.buckets.iter().map(|p| (p.dst.len(), p.degree));
-    let out = r.lstm(&xr, &ir, &wr, nd, buckets.collect());
-    let y = r.mul_scalar(&out);
+    let out = ops::meta_lstm_aggregate(&mut r, &xr, &ir, &wr, nd, buckets.collect());
+    let y = ops::meta_unary(&mut r, &out);
     let seed = r.input(nd, h);
     let before = r.live();
     r.reset_peak();

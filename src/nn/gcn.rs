@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::Block;
+use crate::meta::{Replay, SymBlock, Val};
 use crate::nn::config::{Forward, ModelKind};
 use crate::nn::exec::{Eager, Exec, Reduce};
 use crate::nn::init;
@@ -17,7 +18,6 @@ use crate::nn::kind::{Hybrid, KindConfig, ModelEntry};
 use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
-use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::rng::Rng;
 use crate::tensor::Tensor;
 

@@ -3,7 +3,7 @@
 //! - its **spec** ([`LayerSpec`]): what the layer is before it has weights (widths and
 //!   options), the shapes of its parameters, how to build it, and its **trace**: the
 //!   layer's own forward, written once over [`crate::nn::exec::Exec`], run on the
-//!   symbolic buffers of [`crate::nn::replay`] for the memory estimator;
+//!   symbolic buffers of [`crate::meta`] for the memory estimator;
 //! - the **layer** itself ([`Layer`]): its parameters and its `forward`;
 //! - its model kind's own configuration and registry entry ([`crate::nn::kind`], listed in
 //!   [`crate::nn::model::MODELS`]).
@@ -18,9 +18,9 @@ use std::sync::Arc;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::Block;
+use crate::meta::{Replay, SymBlock, Val};
 use crate::nn::config::Forward;
 use crate::nn::module::Module;
-use crate::nn::replay::{Replay, SymBlock, Val};
 use crate::rng::Rng;
 use crate::tensor::Tensor;
 

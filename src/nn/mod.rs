@@ -11,7 +11,6 @@ pub mod linear;
 pub mod mlp;
 pub mod model;
 pub mod module;
-pub mod replay;
 pub mod sage;
 
 pub use config::{Forward, ModelKind, ModelShape};

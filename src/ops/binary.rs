@@ -14,7 +14,9 @@ use crate::device::gpu::GpuDevice;
 use crate::device::kernels::binary::{BinaryKernels, BinaryShape};
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::meta::{Replay, Val};
 use crate::ops::gpu::GpuTensors;
+use crate::ops::reduce::meta_reduce_to;
 use crate::ops::rows::rows_from_fn;
 use crate::ops::{cpu_output, neg, reshape, sum_all, sum_dim};
 use crate::tensor::{Storage, Tensor};
@@ -232,4 +234,61 @@ pub fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `a / b` elementwise (b broadcast).
 pub fn div(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     binary(BinaryOp::Div, a, b)
+}
+
+/// Meta arm of [`add`]`(a, b)` ([`crate::meta`]), `b` the same shape or a bias row:
+/// `[r, c]`; nothing kept; `ā` shares the gradient, `b̄` too or is `[c]`
+/// ([`meta_reduce_to`]).
+pub fn meta_add(r: &mut Replay, a: &Val, b: &Val) -> Val {
+    let out = r.alloc(a.rows, a.cols);
+    let (a2, b2) = (*a, *b);
+    r.record(
+        out,
+        (a.rows, a.cols),
+        &[a, b],
+        vec![],
+        Box::new(move |r, g| {
+            let ga = a2.grad.then(|| r.share(g));
+            let same = (a2.rows, a2.cols) == (b2.rows, b2.cols);
+            let gb = b2.grad.then(|| match same {
+                true => r.share(g),
+                false => meta_reduce_to(r, a2.rows, (b2.rows, b2.cols)),
+            });
+            vec![ga, gb]
+        }),
+    )
+}
+
+/// Meta arm of [`mul`]`(a, b)`, `b` the same shape or a column: `[r, c]`; keeps `b` (and
+/// `a` if `b` needs a gradient); its rule allocates `ā` `[r, c]`, then `b̄` (`[r, c]`,
+/// summed down to a column).
+pub fn meta_mul(r: &mut Replay, a: &Val, b: &Val) -> Val {
+    let out = r.alloc(a.rows, a.cols);
+    let mut saved = Vec::new();
+    if b.grad {
+        saved.push(r.share(a.buf));
+    }
+    if a.grad {
+        saved.push(r.share(b.buf));
+    }
+    let (a2, b2) = (*a, *b);
+    r.record(
+        out,
+        (a.rows, a.cols),
+        &[a, b],
+        saved,
+        Box::new(move |r, _| {
+            let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
+            let gb = b2.grad.then(|| {
+                let full = r.alloc(a2.rows, a2.cols);
+                if (a2.rows, a2.cols) == (b2.rows, b2.cols) {
+                    return full;
+                }
+                let red = meta_reduce_to(r, a2.rows, (b2.rows, b2.cols));
+                r.release(full);
+                red
+            });
+            vec![ga, gb]
+        }),
+    )
 }

@@ -44,6 +44,7 @@ use crate::device::kernels::cross_entropy::{CrossEntropyKernels, Operands};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::meta::{Replay, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::log_softmax::max_and_log_sum;
@@ -328,6 +329,19 @@ fn cpu_backward<T: Float + CpuElem>(
         })
         .transpose()?;
     Ok((gx, gw))
+}
+
+/// Meta arm of [`cross_entropy`]`(logits, labels)` ([`crate::meta`]): `[n, 2]` scratch
+/// (transient), `lse [n]` and the loss; keeps logits, `lse` and labels; its rule allocates
+/// `[n, classes]`.
+pub fn meta_cross_entropy(r: &mut Replay, logits: &Val, labels: &Val) -> Val {
+    let n = logits.rows;
+    let scratch = r.alloc(n, 2);
+    let lse = r.alloc(n, 1);
+    let loss = r.alloc(1, 1);
+    r.release(scratch);
+    let saved = vec![r.share(logits.buf), lse, r.share(labels.buf)];
+    r.unary(logits, loss, (1, 1), saved)
 }
 
 #[cfg(test)]

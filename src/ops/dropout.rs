@@ -20,6 +20,7 @@ use crate::device::kernels::dropout::{DropoutKernels, Mask};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::meta::{Replay, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, expect_vector, fill_rows, rows_from_fn, u32_data};
@@ -120,8 +121,8 @@ fn apply_mask(x: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<
 
 /// The backward kernel written over `g` on the CPU when nothing else holds `g` (see
 /// `ops::unary`'s `cpu_backward_in_place`): the bits of [`apply_mask`], no new buffer.
-/// `None` (nothing done) on a GPU or where `g` is held elsewhere; `nn::replay` takes the
-/// same decision (`Replay::dropout`).
+/// `None` (nothing done) on a GPU or where `g` is held elsewhere; its meta arm takes the
+/// same decision ([`meta_dropout`]).
 fn mask_in_place(g: &Tensor, p: f64, key: u32, row_ids: Option<&Tensor>) -> Result<Option<Tensor>> {
     if g.device() != Device::Cpu || !(g.storage_is_unique() && g.is_sole_handle()) {
         return Ok(None);
@@ -244,6 +245,16 @@ unsafe fn mask_row_in_place_avx2<T: Float>(row: &mut [T], row_hash: u32, keep_fr
 /// exactly when `h >> 8 ≥ ⌈t · 2²⁴⌉` (`t · 2²⁴` is exact in f64).
 fn keep_threshold(p: f64) -> u32 {
     ((p as f32) as f64 * 16_777_216.0).ceil() as u32
+}
+
+/// Meta arm of [`dropout`]`(x)` with per-row ids `ids` ([`crate::meta`]): `[r, c]`; keeps
+/// the ids (the mask is recomputed in backward); its rule writes over the incoming gradient
+/// on the CPU where nothing else holds it ([`Replay::over_gradient`]), else allocates
+/// `[r, c]`.
+pub fn meta_dropout(r: &mut Replay, x: &Val, ids: &Val) -> Val {
+    let out = r.alloc(x.rows, x.cols);
+    let saved = vec![r.share(ids.buf)];
+    r.unary_over_gradient(x, out, saved)
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::kernels::index_select::IndexSelectKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::meta::{Replay, Rule, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, expect_vector, rows_from_fn, u32_count, u32_data};
@@ -284,6 +285,28 @@ fn scatter<T: Float + CpuElem>(src: &[T], t: &TransposedIndex, f: usize) -> Resu
                 .for_each(|(o, &v)| *o += v);
         }
     })
+}
+
+/// Meta arm of [`index_select`]`(x, idx)` ([`crate::meta`]): `[m, c]`; keeps `idx`; its rule
+/// scatters into `[rows of x, c]` ([`meta_scatter_add`]).
+pub fn meta_index_select(r: &mut Replay, x: &Val, idx: &Val) -> Val {
+    let out = r.alloc(idx.rows, x.cols);
+    let saved = vec![r.share(idx.buf)];
+    let (rows, cols, m) = (x.rows, x.cols, idx.rows);
+    let rule: Rule = Box::new(move |r, _| vec![Some(meta_scatter_add(r, rows, cols, m))]);
+    r.record(out, (m, cols), &[x], saved, rule)
+}
+
+/// Meta arm of [`scatter_add`] of `m` rows into `[rows, cols]` (a gather's backward): on a
+/// GPU the transposed index (`t_indptr [rows + 1]`, `t_pos [m]`, transient), then the
+/// output.
+pub fn meta_scatter_add(r: &mut Replay, rows: usize, cols: usize, m: usize) -> usize {
+    let index = [r.gpu_upload(rows + 1), r.gpu_upload(m)];
+    let g = r.alloc(rows, cols);
+    for b in index.into_iter().flatten() {
+        r.release(b);
+    }
+    g
 }
 
 #[cfg(test)]

@@ -70,10 +70,12 @@ use crate::device::cpu::CpuData;
 use crate::device::kernels::lstm_aggregate::{LstmKernels, Step, StepBackwardBuffers, StepBuffers};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::meta::{Replay, Rule, Val};
 use crate::ops::gpu::GpuTensors;
 use crate::ops::index_select::{check_indices, gpu_checked_indices};
 use crate::ops::lstm_pack;
 pub use crate::ops::lstm_pack::{LstmPlan, PlanBucket};
+use crate::ops::meta_scatter_add;
 use crate::ops::rows::{dims2, expect_vector, u32_count, u32_data};
 use crate::ops::{cpu_output, matmul, scatter_add};
 use crate::tensor::Tensor;
@@ -362,6 +364,203 @@ fn gpu_backward<D: GpuTensors + LstmKernels>(
         None
     };
     Ok((D::output(dxg, vec![rows, 4 * h], g), hprev))
+}
+
+/// Meta arm of [`lstm_aggregate`] ([`crate::meta`]) over dense `(nodes, degree)`
+/// `buckets` ([`meta_lstm_buckets`]) of a block of `num_dst` dst nodes, reading the rows
+/// of `xw` through `idx` (kept). On the CPU, whose arm runs the buckets as the packs of
+/// [`crate::ops::lstm_packs`]: the output, 5 saved values per (row, unit) (gates and cell
+/// state) and, per step of a pack, the next `h` `[n_t, F]` beside the previous one (the
+/// product `h·W_hh` is written into the step's gate rows). Backward: `x̄g` `[rows, 4F]`,
+/// per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]` beside the previous one, then `Hprev`
+/// `[rows, F]`; the saved values go before `W̄_hh = Hprevᵀ·x̄g`; `x̄g` goes to the rows'
+/// step ([`meta_lstm_rows`]), whose rule scatters it into the src rows after this one.
+/// On a GPU, bucket by bucket instead ([`meta_lstm_gpu`]).
+pub fn meta_lstm_aggregate(
+    r: &mut Replay,
+    xw: &Val,
+    idx: &Val,
+    w_hh: &Val,
+    num_dst: usize,
+    buckets: Vec<(usize, usize)>,
+) -> Val {
+    if r.gpu {
+        return meta_lstm_gpu(r, xw, idx, w_hh, num_dst, buckets);
+    }
+    let (f, rows) = (w_hh.rows, idx.rows);
+    let out = r.alloc(num_dst, f);
+    let acts = r.alloc(rows, f.saturating_mul(4));
+    let cs = r.alloc(rows, f);
+    let packs = lstm_pack::lstm_packs(&buckets);
+    for steps in &packs {
+        meta_lstm_steps(r, steps.iter().copied(), f, false);
+    }
+    let w_grad = w_hh.grad;
+    let xr = meta_lstm_rows(r, xw, idx, f.saturating_mul(4));
+    let rule: Rule = Box::new(move |r, _| {
+        let dxg = r.alloc(rows, f.saturating_mul(4));
+        for steps in &packs {
+            let mut dh: Option<usize> = None;
+            for (t, &m) in steps.iter().enumerate().rev() {
+                let dz = r.alloc(m, f.saturating_mul(4));
+                let next = (t > 0).then(|| r.alloc(m, f));
+                if t > 0 {
+                    r.release(dz);
+                }
+                if let Some(prev) = dh {
+                    r.release(prev);
+                }
+                if t == 0 {
+                    r.release(dz);
+                }
+                dh = next;
+            }
+        }
+        let hprev = w_grad.then(|| r.alloc(rows, f));
+        r.release(acts);
+        r.release(cs);
+        vec![Some(dxg), meta_w_hh_grad(r, hprev, f)]
+    });
+    let agg = r.record(out, (num_dst, f), &[&xr, w_hh], vec![], rule);
+    r.release(xr.buf);
+    agg
+}
+
+/// The GPU arm over dense `(nodes, degree)` buckets, its step kernels reading the rows of
+/// `xw` through `idx` (kept) in place: the output, gates `[rows, 4F]` and cells
+/// `[rows, F]`, the buckets' dst ids (u32 `[m]` each, or one buffer of them all where the
+/// kernels index rows themselves, [`Replay::lstm_rows_in_kernel`]; uploaded and kept for
+/// the backward); per bucket and step, `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` beside
+/// the previous one; then the rows' step numbers (u32 `[rows]`, kept). Backward: `x̄g`
+/// `[rows, 4F]`; per bucket `c̄` `[m, F]` and per step, last first, `z̄` `[m, 4F]` (at the
+/// last step with the gradient's rows of the bucket gathered, `[m, F]`, transient, unless
+/// the kernels read them) and `h̄` `[m, F]` beside the previous one; `Hprev` `[rows, F]`;
+/// the saved values and ids go before `W̄_hh = Hprevᵀ·x̄g`; `x̄g` goes to the rows' step
+/// ([`meta_lstm_rows`]).
+fn meta_lstm_gpu(
+    r: &mut Replay,
+    xw: &Val,
+    idx: &Val,
+    w_hh: &Val,
+    num_dst: usize,
+    buckets: Vec<(usize, usize)>,
+) -> Val {
+    let (f, rows) = (w_hh.rows, idx.rows);
+    let f4 = f.saturating_mul(4);
+    let out = r.alloc(num_dst, f);
+    let acts = r.alloc(rows, f4);
+    let cs = r.alloc(rows, f);
+    let dst: Vec<usize> = match r.lstm_rows_in_kernel {
+        true => vec![r.alloc(buckets.iter().map(|&(m, _)| m).sum(), 1)],
+        false => buckets.iter().map(|&(m, _)| r.alloc(m, 1)).collect(),
+    };
+    let gathers_last = !r.lstm_rows_in_kernel;
+    for &(m, k) in &buckets {
+        meta_lstm_steps(r, std::iter::repeat_n(m, k), f, true);
+    }
+    let steps = r.alloc(rows, 1);
+    let w_grad = w_hh.grad;
+    let xr = meta_lstm_rows(r, xw, idx, f4);
+    let rule: Rule = Box::new(move |r, _| {
+        let dxg = r.alloc(rows, f4);
+        for &(m, k) in &buckets {
+            let dc = r.alloc(m, f);
+            let mut dh: Option<usize> = None;
+            for t in (0..k).rev() {
+                let dz = r.alloc(m, f4);
+                if t + 1 == k && gathers_last {
+                    let last = r.alloc(m, f);
+                    r.release(last);
+                }
+                let next = (t > 0).then(|| r.alloc(m, f));
+                r.release(dz);
+                if let Some(prev) = dh {
+                    r.release(prev);
+                }
+                dh = next;
+            }
+            r.release(dc);
+        }
+        let hprev = w_grad.then(|| r.alloc(rows, f));
+        for b in [acts, cs, steps].into_iter().chain(dst) {
+            r.release(b);
+        }
+        vec![Some(dxg), meta_w_hh_grad(r, hprev, f)]
+    });
+    let agg = r.record(out, (num_dst, f), &[&xr, w_hh], vec![], rule);
+    r.release(xr.buf);
+    agg
+}
+
+/// `W̄_hh` `[F, 4F]` from `Hprev` (which goes after it), where `W_hh` needs a gradient.
+fn meta_w_hh_grad(r: &mut Replay, hprev: Option<usize>, f: usize) -> Option<usize> {
+    hprev.map(|hp| {
+        let dw = r.alloc(f, f.saturating_mul(4));
+        r.release(hp);
+        dw
+    })
+}
+
+/// The step through which the LSTM reads `xw` on either arm ([`Through`]): a node over
+/// `xw` that keeps `idx` and whose rule scatters the rows' gradient `x̄g` `[rows, 4F]` into
+/// `x̄w` `[ns, 4F]` ([`crate::ops::meta_scatter_add`]). Its output, the rows, is never
+/// built: a buffer of no bytes, which the caller releases.
+fn meta_lstm_rows(r: &mut Replay, xw: &Val, idx: &Val, f4: usize) -> Val {
+    let (ns, rows) = (xw.rows, idx.rows);
+    let saved = vec![r.share(idx.buf)];
+    let none = r.alloc_bytes(0);
+    let rule: Rule = Box::new(move |r, _| vec![Some(meta_scatter_add(r, ns, f4, rows))]);
+    r.record(none, (rows, f4), &[xw], saved, rule)
+}
+
+/// The forward steps of one LSTM sequence of `F = f` units over `m` nodes a step: from the
+/// second step `h·W_hh` `[m, 4F]` when `product_buffer` (a GPU's matmul; the CPU writes
+/// the product into the saved gates), and the next `h` `[m, F]` beside the previous one;
+/// the last `h` goes after the sequence.
+fn meta_lstm_steps(
+    r: &mut Replay,
+    steps: impl IntoIterator<Item = usize>,
+    f: usize,
+    product_buffer: bool,
+) {
+    let mut hb: Option<usize> = None;
+    for m in steps {
+        let hw = hb
+            .filter(|_| product_buffer)
+            .map(|_| r.alloc(m, f.saturating_mul(4)));
+        let next = r.alloc(m, f);
+        if let Some(prev) = hb.replace(next) {
+            r.release(prev);
+        }
+        if let Some(hw) = hw {
+            r.release(hw);
+        }
+    }
+    if let Some(hb) = hb {
+        r.release(hb);
+    }
+}
+
+/// The LSTM's dense batches `(nodes, degree)` from a block's degree histogram, in the
+/// order of [`crate::graph::Buckets`] (increasing degree; the largest degree's bucket, the
+/// explosion bucket, cut into pieces of at most `split` nodes): the meta arm of
+/// [`LstmPlan`]'s buckets.
+pub fn meta_lstm_buckets(hist: &[usize], split: Option<usize>) -> Vec<(usize, usize)> {
+    let max = hist.iter().rposition(|&n| n > 0).unwrap_or(0);
+    let mut v = Vec::new();
+    for (k, &m) in hist.iter().enumerate().skip(1).filter(|&(_, &m)| m > 0) {
+        match split.filter(|&n| k == max && n > 0) {
+            Some(n) => {
+                let mut left = m;
+                while left > 0 {
+                    v.push((left.min(n), k));
+                    left -= left.min(n);
+                }
+            }
+            None => v.push((m, k)),
+        }
+    }
+    v
 }
 
 #[cfg(test)]

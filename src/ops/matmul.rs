@@ -38,6 +38,7 @@ use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData};
 use crate::device::kernels::matmul::MatmulKernels;
 use crate::error::{Error, Result};
+use crate::meta::{Replay, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::tensor::{Storage, Tensor};
@@ -406,6 +407,37 @@ unsafe fn gemm_call<T: Gemm>(
             par,
         )
     }
+}
+
+/// Meta arm of `matmul(a, b)` ([`crate::meta`]): `[r, c]`; keeps both; its rule allocates
+/// `ā` `[r, k]` if `a` needs it, then `b̄`.
+pub fn meta_matmul(r: &mut Replay, a: &Val, b: &Val) -> Val {
+    r.binary_saving_inputs(a, b, (a.rows, b.cols))
+}
+
+/// Meta arm of [`matmul_rows`]`(a, rows, b)`: `[rows, c]`; keeps `a` itself and `b`; its
+/// rule gives `a` the product's `[rows, k]` padded to `a`'s rows (a new buffer, then the
+/// product goes), then `b̄`.
+pub fn meta_matmul_rows(r: &mut Replay, a: &Val, rows: usize, b: &Val) -> Val {
+    let out = r.alloc(rows, b.cols);
+    let saved = vec![r.share(a.buf), r.share(b.buf)];
+    let (a2, b2) = (*a, *b);
+    r.record(
+        out,
+        (rows, b.cols),
+        &[a, b],
+        saved,
+        Box::new(move |r, _| {
+            let ga = a2.grad.then(|| {
+                let small = r.alloc(rows, a2.cols);
+                let full = r.alloc(a2.rows, a2.cols);
+                r.release(small);
+                full
+            });
+            let gb = b2.grad.then(|| r.alloc(b2.rows, b2.cols));
+            vec![ga, gb]
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::device::gpu::GpuDevice;
 use crate::device::kernels::reduce::ReduceKernels;
 use crate::error::{Error, Result};
 use crate::float::{Float, PAR_MIN};
+use crate::meta::{Replay, Val};
 use crate::ops::gpu::GpuTensors;
 use crate::ops::{cpu_output, mul_scalar, reshape};
 use crate::tensor::{Storage, Tensor};
@@ -193,5 +194,34 @@ fn sum_ordered<T: Float>(v: &[T]) -> T {
         parts.into_iter().sum()
     } else {
         v.iter().copied().sum()
+    }
+}
+
+/// Meta arm of `sum_dim(x, 1)` ([`crate::meta`]): `[r, c]` to `[r]`; nothing kept; its rule
+/// expands the gradient to `[r, c]`.
+pub fn meta_sum_rows(r: &mut Replay, x: &Val) -> Val {
+    let out = r.alloc(x.rows, 1);
+    r.unary(x, out, (x.rows, 1), vec![])
+}
+
+/// Meta arm of a gradient of `rows` rows summed down to a broadcast operand's `shape` (a
+/// row `[1, c]` or a column; `binary`'s rules). A GPU sums the columns of more than
+/// [`COL_BLOCK`] rows in passes, each leaving one partial row per block of rows,
+/// `[⌈r / COL_BLOCK⌉, c]`, beside the previous pass's until it is done.
+pub(crate) fn meta_reduce_to(r: &mut Replay, rows: usize, shape: (usize, usize)) -> usize {
+    if !r.gpu || shape.0 != 1 || rows <= COL_BLOCK {
+        return r.alloc(shape.0, shape.1);
+    }
+    let mut left = rows;
+    let mut cur: Option<usize> = None;
+    loop {
+        left = left.div_ceil(COL_BLOCK);
+        let next = r.alloc(left, shape.1);
+        if let Some(prev) = cur.replace(next) {
+            r.release(prev);
+        }
+        if left == 1 {
+            return next;
+        }
     }
 }

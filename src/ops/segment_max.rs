@@ -38,6 +38,7 @@ use crate::device::kernels::segment_max::SegmentMaxKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::meta::{Replay, SymBlock, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{parallel, rows_from_fn, u32_count, u32_data};
@@ -217,6 +218,18 @@ fn cpu_backward<T: Float + CpuElem>(
             }
         }
     })
+}
+
+/// Meta arm of [`segment_max`] ([`crate::meta`]): its output `[num_dst, c]` and the saved
+/// argmax (u32, the same shape), then the block's arrays; keeps the argmax and the block;
+/// its rule allocates `[num_src, c]`.
+pub fn meta_segment_max(r: &mut Replay, x: &Val, block: &SymBlock) -> Val {
+    let num_dst = block.sizes.num_dst;
+    let out = r.alloc(num_dst, x.cols);
+    let arg = r.alloc(num_dst, x.cols);
+    r.block_upload(block);
+    let saved = vec![arg, r.share(block.buf)];
+    r.unary(x, out, (num_dst, x.cols), saved)
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ use crate::device::kernels::segment_softmax::SegmentSoftmaxKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::meta::{Replay, SymBlock, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, parallel};
@@ -229,6 +230,15 @@ fn cpu_backward<T: Float + CpuElem>(
         }
     });
     Ok(CpuBuffer::from_reserved(T::wrap(dx), alloc))
+}
+
+/// Meta arm of [`segment_softmax`] over `[E, H]` scores ([`crate::meta`]): its output, then
+/// the block's arrays; keeps its output and the block; its rule allocates `[E, H]`.
+pub fn meta_segment_softmax(r: &mut Replay, x: &Val, block: &SymBlock) -> Val {
+    let out = r.alloc(x.rows, x.cols);
+    r.block_upload(block);
+    let saved = vec![r.share(out), r.share(block.buf)];
+    r.unary(x, out, (x.rows, x.cols), saved)
 }
 
 #[cfg(test)]

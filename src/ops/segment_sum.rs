@@ -35,6 +35,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::meta::{Replay, SymBlock, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, fill_rows, rows_from_fn, u32_count};
@@ -239,6 +240,24 @@ fn cpu_backward<T: Float + CpuElem>(g: &[T], b: &Block, f: usize, mean: bool) ->
     })
 }
 
+/// Meta arm of [`segment_sum`] and [`segment_mean`] ([`crate::meta`]): the block's arrays
+/// uploaded first (on a GPU, by the first op that reads the block), then `[num_dst, c]`;
+/// keeps the block; its rule allocates `[num_src, c]`.
+pub fn meta_segment_sum(r: &mut Replay, x: &Val, block: &SymBlock) -> Val {
+    let num_dst = block.sizes.num_dst;
+    r.block_upload(block);
+    let out = r.alloc(num_dst, x.cols);
+    let saved = vec![r.share(block.buf)];
+    r.unary(x, out, (num_dst, x.cols), saved)
+}
+
+/// Meta arm of [`segment_sum_transposed`] (not recorded): the block's arrays, then
+/// `[num_src, c]`.
+pub fn meta_segment_sum_transposed(r: &mut Replay, g: &Val, block: &SymBlock) -> Val {
+    r.block_upload(block);
+    r.input(block.sizes.num_src, g.cols)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,5 +327,86 @@ mod tests {
         let one = run(1);
         assert_eq!(one, run(2));
         assert_eq!(one, run(3));
+    }
+}
+
+/// A block's index arrays on a GPU, through the segment ops' meta arms: uploaded by the
+/// first op that reads the block, once, and freed with the block's last holder.
+#[cfg(test)]
+mod meta_tests {
+    use crate::device::size_class;
+    use crate::graph::BlockSizes;
+    use crate::meta::Replay;
+    use crate::ops::{meta_segment_max, meta_segment_sum, meta_sum_rows};
+
+    fn sizes() -> BlockSizes {
+        BlockSizes {
+            num_src: 100,
+            num_dst: 10,
+            num_edges: 300,
+            degree_hist: Vec::new(),
+            self_loops: 0,
+        }
+    }
+
+    /// indptr `[11]`, indices, t_dst and t_edges `[300]`, t_indptr `[101]`, each rounded.
+    fn arrays() -> u64 {
+        size_class(44) + 3 * size_class(1200) + size_class(404)
+    }
+
+    #[test]
+    fn a_block_is_uploaded_by_its_first_segment_op_once_and_freed_with_its_last_holder() {
+        let s = sizes();
+        let mut r = Replay::gpu();
+        // No gradient: the ops record no rule, so only the caller holds the block.
+        let x = r.input(100, 8);
+        let b = r.block(&s);
+        let before = r.live();
+        let out = size_class(10 * 8 * 4);
+        let y = meta_segment_sum(&mut r, &x, &b);
+        assert_eq!(r.live(), before + arrays() + out);
+        // segment_max: its output, and its argmax, which no rule keeps.
+        let z = meta_segment_max(&mut r, &x, &b);
+        assert_eq!(r.live(), before + arrays() + 2 * out, "uploaded again");
+        r.drop_block(&b);
+        assert_eq!(r.live(), before + 2 * out);
+        for v in [y, z] {
+            r.release(v.buf);
+        }
+    }
+
+    #[test]
+    fn a_block_kept_by_a_backward_rule_outlives_its_owner_until_the_rule_has_run() {
+        let s = sizes();
+        let mut r = Replay::gpu();
+        let x = r.leaf_input(100, 8);
+        let b = r.block(&s);
+        let y = meta_segment_sum(&mut r, &x, &b);
+        r.drop_block(&b);
+        let with_block = size_class(100 * 8 * 4) + arrays() + size_class(10 * 8 * 4);
+        assert_eq!(r.live(), with_block, "the rule keeps the block");
+        let loss = meta_sum_rows(&mut r, &y);
+        r.release(y.buf);
+        r.backward(&loss, None);
+        r.release(loss.buf);
+        let grad = r.leaf_grads[x.leaf.unwrap()].unwrap();
+        r.release(grad);
+        r.release(x.buf);
+        assert_eq!(r.live(), 0, "the rule let go of the block");
+        assert!(r.peak() >= with_block);
+    }
+
+    #[test]
+    fn the_cpu_uploads_nothing() {
+        let s = sizes();
+        let mut r = Replay::new(|b| b);
+        let x = r.input(100, 8);
+        let b = r.block(&s);
+        let before = r.live();
+        let y = meta_segment_sum(&mut r, &x, &b);
+        assert_eq!(r.live(), before + 10 * 8 * 4);
+        r.release(y.buf);
+        r.drop_block(&b);
+        assert_eq!(r.live(), before);
     }
 }

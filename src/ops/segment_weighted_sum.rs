@@ -42,6 +42,7 @@ use crate::device::kernels::segment_weighted_sum::{Dims, SegmentWeightedSumKerne
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::Block;
+use crate::meta::{Replay, SymBlock, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{rows_from_fn, u32_count};
@@ -321,6 +322,16 @@ fn cpu_backward_a<T: Float + CpuElem>(
         },
     );
     Ok(CpuBuffer::from_reserved(T::wrap(da), alloc))
+}
+
+/// Meta arm of [`segment_weighted_sum`]`(x, a)` ([`crate::meta`]): `[num_dst, H·D]`, then
+/// the block's arrays; keeps `x`, `a` and the block; its rule allocates `x̄` then `ā`.
+pub fn meta_segment_weighted_sum(r: &mut Replay, x: &Val, a: &Val, block: &SymBlock) -> Val {
+    let shape = (block.sizes.num_dst, x.cols);
+    let out = r.alloc(shape.0, shape.1);
+    r.block_upload(block);
+    let keep = r.share(block.buf);
+    r.binary_saving_inputs_into(out, x, a, shape, vec![keep])
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use crate::device::cpu::{CpuBuffer, CpuData, CpuElem};
 use crate::device::gpu::GpuDevice;
 use crate::device::kernels::slice::SliceKernels;
 use crate::error::{Error, Result};
+use crate::meta::{Replay, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, rows_from_fn};
@@ -106,6 +107,18 @@ pub(crate) fn slice_backward(
         }),
     };
     Ok(cpu_output(buf, in_shape.to_vec(), g))
+}
+
+/// Meta arm of `slice(x, 0, 0, n)` ([`crate::meta`]): the first `n` rows as a new buffer;
+/// nothing kept; its rule allocates `[rows of x, c]` (zeros + ḡ).
+pub fn meta_slice_rows(r: &mut Replay, x: &Val, n: usize) -> Val {
+    let out = r.alloc(n, x.cols);
+    r.unary(x, out, (n, x.cols), vec![])
+}
+
+/// Meta arm of [`slice_backward`] run as an op (not recorded): a new `[rows, c]` buffer.
+pub fn meta_pad_rows(r: &mut Replay, x: &Val, rows: usize) -> Val {
+    r.input(rows, x.cols)
 }
 
 #[cfg(test)]

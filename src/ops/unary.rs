@@ -23,6 +23,7 @@ use crate::device::kernels::unary::UnaryKernels;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::meta::{Replay, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{map_from_fn, update_from};
@@ -291,8 +292,8 @@ fn unary_backward(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Tensor> {
 /// hands a rule the gradient it alone holds, unless the gradient is shared, as `add`'s
 /// rule shares its own with both inputs): the input's gradient is `ḡ`'s buffer, with the
 /// bits of [`cpu_backward`] and no new buffer of its size. `None` (nothing done) on a GPU
-/// or where `ḡ` is held elsewhere. `nn::replay` takes the same decision
-/// (`Replay::unary_saving_output`).
+/// or where `ḡ` is held elsewhere. Its meta arm takes the same decision
+/// ([`meta_unary`]).
 fn cpu_backward_in_place(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Option<Tensor>> {
     let owned = g.storage_is_unique() && g.is_sole_handle();
     if g.device() != Device::Cpu || !owned || g.shares_storage(saved) {
@@ -363,6 +364,16 @@ pub fn add_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 /// `c · x`.
 pub fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
     unary(UnaryOp::MulScalar(c), x)
+}
+
+/// Meta arm of the unary ops a layer calls, [`relu`], [`leaky_relu`] and [`mul_scalar`]
+/// ([`crate::meta`]): `[r, c]`; keeps its output; its rule writes over the incoming
+/// gradient on the CPU where nothing else holds it, as `cpu_backward_in_place` does
+/// ([`Replay::over_gradient`]), else allocates `[r, c]`.
+pub fn meta_unary(r: &mut Replay, x: &Val) -> Val {
+    let out = r.alloc(x.rows, x.cols);
+    let saved = vec![r.share(out)];
+    r.unary_over_gradient(x, out, saved)
 }
 
 #[cfg(test)]

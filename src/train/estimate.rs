@@ -22,7 +22,7 @@
 //! # The engine's allocation pattern
 //!
 //! What each op allocates, keeps and frees, and how autograd's backward walks the graph,
-//! is replayed by [`crate::nn::replay`]. The layers are not replayed by hand: each layer
+//! is replayed by [`crate::meta`]. The layers are not replayed by hand: each layer
 //! kind writes its forward once, generic over [`crate::nn::exec::Exec`], and the
 //! estimator runs that same function on the symbolic buffers through the layer's spec
 //! ([`crate::nn::LayerSpec::trace`]: the parameters, then the forward), walking the same
@@ -51,7 +51,7 @@
 //!
 //! On a GPU every buffer is rounded up to its pool size class
 //! ([`size_class`](crate::device::size_class)), and the replay counts what the GPU arms of
-//! the ops upload or add (the blocks' index arrays, see [`crate::nn::replay`]) and the
+//! the ops upload or add (the blocks' index arrays, see [`crate::meta`]) and the
 //! readouts of the batch's earlier micro-batches that the device still holds
 //! ([`MemoryEstimator::held_bytes`]): equal to the measured peak on lavapipe and on the
 //! emulated CUDA device (`tests/estimator_gpu.rs`); never compared with a real GPU's peak.
@@ -63,14 +63,15 @@
 //! [`crate::nn::exec::Eager`] by the layer), its spec ([`crate::nn::LayerSpec`]) whose
 //! `trace` declares the parameters and calls the same function, its configuration
 //! ([`crate::nn::KindConfig`]) and its registry entry in [`crate::nn::MODELS`]. A new
-//! primitive is one method of `Exec` with its two arms (the op, and its replay in
-//! [`crate::nn::replay`]). The estimator needs no edit.
+//! primitive is its meta arm in its op file and one method of `Exec` whose arms call the op
+//! and its meta arm. The estimator needs no edit.
 
 use crate::device::{AllocPolicy, Device};
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
-use crate::nn::replay::{Replay, SymBlock, Val, WORD};
+use crate::meta::{Replay, SymBlock, Val, WORD};
 use crate::nn::{HybridSpec, LayerSpec, ModelConfig};
+use crate::ops;
 use crate::partition::PeakModel;
 
 /// What stays on the device between micro-batches besides the parameters.
@@ -239,7 +240,7 @@ impl MemoryEstimator {
         }
         seeds.iter().fold(0u64, |a, &n| {
             a.saturating_add(self.rounded(WORD))
-                .saturating_add(self.rounded(crate::nn::replay::bytes_of(n, 1)))
+                .saturating_add(self.rounded(crate::meta::bytes_of(n, 1)))
         })
     }
 
@@ -283,22 +284,9 @@ impl MemoryEstimator {
         let y = r.input(n, 1);
         let h = x.clone_in(&mut r);
         let logits = self.forward(&mut r, sizes, h)?;
-        let ce = r.cross_entropy(&logits, &y);
-        let pred = r.alloc(n, 1);
-        if !gpu {
-            // The CPU reads its predictions at once; a GPU holds them to the batch's end.
-            r.release(pred);
-        }
-        let loss = if n != total_seeds {
-            r.mul_scalar(&ce)
-        } else {
-            ce.clone_in(&mut r)
-        };
-        r.release(logits.buf);
-        r.backward(&loss, None);
-        for v in [loss, ce, y, x] {
-            r.release(v.buf);
-        }
+        // The CPU reads its predictions at once; a GPU holds them to the batch's end.
+        trace_loss(&mut r, logits, y, total_seeds, gpu);
+        r.release(x.buf);
         if let Some(held) = held {
             r.release(held);
         }
@@ -405,24 +393,11 @@ impl MemoryEstimator {
                 return Ok(r.peak);
             }
             ChunkPass::Loss { total } => {
-                let n = sizes.num_dst;
-                let y = r.input(n, 1);
+                let y = r.input(sizes.num_dst, 1);
                 let h = x.clone_in(&mut r);
                 let logits = self.forward_layer(&mut r, spec, layer, &block, h)?;
-                let ce = r.cross_entropy(&logits, &y);
                 // The predictions are read at once.
-                let pred = r.alloc(n, 1);
-                r.release(pred);
-                let loss = if n != total {
-                    r.mul_scalar(&ce)
-                } else {
-                    ce.clone_in(&mut r)
-                };
-                r.release(logits.buf);
-                r.backward(&loss, None);
-                for v in [loss, ce, y] {
-                    r.release(v.buf);
-                }
+                trace_loss(&mut r, logits, y, total, false);
             }
             ChunkPass::Backward => {
                 let h = x.clone_in(&mut r);
@@ -535,6 +510,28 @@ impl MemoryEstimator {
         Ok(self
             .resident_bytes(state)
             .saturating_add(self.chunk_activation_bytes(layer, sizes, pass)?))
+    }
+}
+
+/// The trainer's loss over `logits` and labels `y`, and its backward: `cross_entropy`, the
+/// predictions (u32, one per row: held to the batch's end where `hold_pred`, else read at
+/// once), the loss scaled by the rows' share of `total` unless that is 1, the logits
+/// dropped, the backward; then the loss, its parts and the labels go.
+fn trace_loss(r: &mut Replay, logits: Val, y: Val, total: usize, hold_pred: bool) {
+    let n = logits.rows;
+    let ce = ops::meta_cross_entropy(r, &logits, &y);
+    let pred = r.alloc(n, 1);
+    if !hold_pred {
+        r.release(pred);
+    }
+    let loss = match n != total {
+        true => ops::meta_unary(r, &ce),
+        false => ce.clone_in(r),
+    };
+    r.release(logits.buf);
+    r.backward(&loss, None);
+    for v in [loss, ce, y] {
+        r.release(v.buf);
     }
 }
 

@@ -1,0 +1,433 @@
+//! The meta device: the engine's allocations replayed on symbolic buffers (sizes and
+//! reference counts, no data), with a symbolic autograd graph, as PyTorch's meta tensors
+//! carry shape and bytes but no values. Each op's meta arm lives in its op file, beside its
+//! CPU and GPU arms (`ops::meta_<op>`: what the op allocates, what its backward closure
+//! keeps, what its rule allocates, and on a GPU what it uploads); this module is what they
+//! share: the buffers ([`Replay::alloc`], [`Replay::share`], [`Replay::release`]), the
+//! record of a node ([`Replay::record`]) with the common shapes of a rule
+//! ([`Replay::unary`], [`Replay::binary_saving_inputs`], [`Replay::over_gradient`]), the
+//! blocks and their uploads ([`SymBlock`]), and the backward pass (`meta/backward.rs`).
+//! The layers' forward functions, written once over `nn::exec::Exec`, run on these
+//! buffers through their specs; the memory estimator (`train::MemoryEstimator`) adds the
+//! trainer's steps around the layers and reads the highest live total.
+//!
+//! Every tensor is f32 or u32 (4 bytes a value). A buffer is freed when its last holder
+//! drops it; holders are the caller's variables and the backward closures, which keep
+//! exactly what their rule reads.
+//!
+//! Autograd's backward allocates the scalar seed, then visits nodes in the topological
+//! order of [`crate::autograd`] (depth-first from the loss, first input first, reversed
+//! post-order). After a node's rule it frees the node's saved tensors and its incoming
+//! gradient; a gradient flowing into a tensor that already has one is added in place into
+//! whichever of the two has no other holder (the other freed), or, when both are held
+//! elsewhere, into a new buffer (then both parts freed); a parameter's first gradient is
+//! kept.
+//!
+//! # On a GPU
+//!
+//! A replay for a GPU ([`Replay::gpu`]) rounds every buffer to the pool's size class, and
+//! the meta arms add what the GPU arms of the ops allocate beyond the CPU's: a block's five
+//! index arrays, uploaded by the first segment op that reads the block
+//! ([`Replay::block_upload`]) and freed with the block (the trainer holds a micro-batch's
+//! blocks to the end of its backward, GAT's self-looped block lives while its forward runs
+//! and the rules that keep it wait), transient index uploads ([`Replay::gpu_upload`]), and
+//! what each op's GPU arm adds (its op file says what). This makes the estimate equal to the
+//! measured peak on lavapipe and on the emulated CUDA device (`tests/estimator_gpu.rs`),
+//! where the LSTM's arm differs ([`Replay::lstm_rows_in_kernel`]). Not compared with a real
+//! GPU's peak yet.
+//!
+//! Adding an op that a layer calls means its meta arm in its op file, one line in
+//! `nn/exec.rs`, and a case in `tests/estimator_ops.rs`, which runs each method of `Exec`
+//! alone on both executors and compares the bytes at five points of its life on the CPU
+//! and every GPU the tests select.
+
+use std::collections::HashSet;
+
+use crate::graph::BlockSizes;
+
+mod backward;
+
+/// Bytes of one value (f32 and u32 alike).
+pub const WORD: u64 = 4;
+
+/// Bytes of a `[rows, cols]` buffer of 4-byte values, saturating: widths from user input
+/// can be absurd, and an estimate that saturates simply fits no budget.
+pub fn bytes_of(rows: usize, cols: usize) -> u64 {
+    (rows as u64)
+        .saturating_mul(cols as u64)
+        .saturating_mul(WORD)
+}
+
+/// A symbolic tensor: a buffer, its shape, and its autograd link.
+#[derive(Clone, Copy, Debug)]
+pub struct Val {
+    /// The buffer (an index into the replay's buffers).
+    pub buf: usize,
+    /// Rows of its shape.
+    pub rows: usize,
+    /// Columns of its shape (1 for a vector).
+    pub cols: usize,
+    /// It needs a gradient (a parameter, or computed from one).
+    pub grad: bool,
+    /// The autograd node that computed it.
+    pub(crate) node: Option<usize>,
+    /// The leaf (parameter or leaf input) it is.
+    pub(crate) leaf: Option<usize>,
+}
+
+impl Val {
+    /// A second holder of the same buffer (a `Tensor::clone`).
+    pub fn clone_in(&self, r: &mut Replay) -> Val {
+        r.share(self.buf);
+        *self
+    }
+}
+
+/// Where a node's input gradient goes.
+pub(crate) enum Par {
+    None,
+    Node(usize),
+    Leaf(usize),
+}
+
+pub(crate) type Rule = Box<dyn FnOnce(&mut Replay, usize) -> Vec<Option<usize>>>;
+
+struct SymNode {
+    parents: Vec<Par>,
+    saved: Vec<usize>,
+    rule: Option<Rule>,
+}
+
+/// Symbolic buffers with reference counts, and a symbolic autograd graph.
+pub struct Replay {
+    round: fn(u64) -> u64,
+    /// Rounded bytes and holders of each buffer.
+    bytes: Vec<u64>,
+    refs: Vec<u32>,
+    live: u64,
+    pub(crate) peak: u64,
+    nodes: Vec<SymNode>,
+    /// Rounded bytes of each parameter (resident: not in `live`).
+    pub(crate) params: Vec<u64>,
+    /// The gradient buffer each parameter received in this backward.
+    pub(crate) leaf_grads: Vec<Option<usize>>,
+    /// Recording is off (`autograd::no_grad`): ops record no node.
+    pub no_grad: bool,
+    /// The replay is for a GPU: ops upload index arrays ([`Replay::block_upload`]).
+    pub(crate) gpu: bool,
+    /// The GPU's LSTM step kernels index the output rows themselves, through one buffer of
+    /// every bucket's dst ids (CUDA), rather than a buffer per bucket and row gathers
+    /// (wgpu): see [`Replay::lstm_rows_in_kernel`].
+    pub(crate) lstm_rows_in_kernel: bool,
+    /// The blocks whose index arrays are on the device.
+    uploaded: HashSet<usize>,
+}
+
+/// A block as the replay sees it: its sizes, and a buffer for its index arrays on a GPU,
+/// which has no bytes until an op uploads them ([`Replay::block_upload`]). Its holders are
+/// the block's owner and the backward rules that keep the block, as the `Arc<Block>`s of
+/// the engine: the arrays go with the last of them.
+#[derive(Clone, Copy, Debug)]
+pub struct SymBlock<'a> {
+    /// The block's sizes.
+    pub sizes: &'a BlockSizes,
+    /// Its edges: `sizes.num_edges`, or more for a block with self-loops added
+    /// ([`Replay::self_looped`]).
+    pub edges: usize,
+    pub(crate) buf: usize,
+}
+
+impl Replay {
+    /// A replay whose every allocation is rounded by `round` (the device's pool size classes, or
+    /// exact bytes), for a device without uploads of index arrays (the CPU reads the host's).
+    pub fn new(round: fn(u64) -> u64) -> Self {
+        Replay {
+            round,
+            bytes: Vec::new(),
+            refs: Vec::new(),
+            live: 0,
+            peak: 0,
+            nodes: Vec::new(),
+            params: Vec::new(),
+            leaf_grads: Vec::new(),
+            no_grad: false,
+            gpu: false,
+            lstm_rows_in_kernel: false,
+            uploaded: HashSet::new(),
+        }
+    }
+
+    /// A replay for a GPU: allocations rounded to the pool's size classes
+    /// ([`crate::device::size_class`]), and the ops upload the index arrays they read.
+    pub fn gpu() -> Self {
+        Replay {
+            gpu: true,
+            ..Replay::new(crate::device::size_class)
+        }
+    }
+
+    /// The same replay for a GPU whose LSTM step kernels read and write the output rows
+    /// themselves: one upload of all buckets' dst ids, no gather of the last step's
+    /// gradient rows (`ops::lstm_aggregate`'s CUDA arm).
+    pub fn lstm_rows_in_kernel(mut self) -> Self {
+        self.lstm_rows_in_kernel = true;
+        self
+    }
+
+    /// A block of `sizes` held by its caller, nothing on the device yet.
+    pub fn block<'a>(&mut self, sizes: &'a BlockSizes) -> SymBlock<'a> {
+        self.bytes.push(0);
+        self.refs.push(1);
+        SymBlock {
+            sizes,
+            edges: sizes.num_edges,
+            buf: self.bytes.len() - 1,
+        }
+    }
+
+    /// [`crate::graph::Block::with_self_loops`] of `block`, held by its caller: one more
+    /// edge for every dst node without a self-loop, nothing on the device yet.
+    pub fn self_looped<'a>(&mut self, block: &SymBlock<'a>) -> SymBlock<'a> {
+        let s = block.sizes;
+        let mut looped = self.block(s);
+        looped.edges = s.num_edges + s.num_dst - s.self_loops.min(s.num_dst);
+        looped
+    }
+
+    /// The caller lets go of `block`; its index arrays go with its last holder.
+    pub fn drop_block(&mut self, block: &SymBlock) {
+        self.release(block.buf);
+    }
+
+    /// [`crate::device::block::DeviceBlock::of`]: on a GPU the first op that reads `block`'s
+    /// CSR on the device uploads its five u32 arrays (`indptr [nd + 1]`, `indices [E]`,
+    /// `t_indptr [ns + 1]`, `t_dst [E]`, `t_edges [E]`), each rounded to its size class, and
+    /// they live as long as the block; later ops upload nothing, nor does the CPU.
+    pub fn block_upload(&mut self, block: &SymBlock) {
+        if !self.gpu || !self.uploaded.insert(block.buf) {
+            return;
+        }
+        let (s, e) = (block.sizes, block.edges);
+        let words = [s.num_dst + 1, e, s.num_src + 1, e, e];
+        let b = words
+            .iter()
+            .fold(0u64, |a, &n| a.saturating_add((self.round)(bytes_of(n, 1))));
+        self.bytes[block.buf] = b;
+        if self.refs[block.buf] > 0 {
+            self.live = self.live.saturating_add(b);
+            self.peak = self.peak.max(self.live);
+        }
+    }
+
+    /// A transient upload of `words` u32 values on a GPU (freed by the caller), `None` on the
+    /// CPU.
+    pub(crate) fn gpu_upload(&mut self, words: usize) -> Option<usize> {
+        self.gpu.then(|| self.alloc(words, 1))
+    }
+
+    /// Bytes live now.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// The highest live bytes since the start or the last [`Replay::reset_peak`].
+    pub fn peak(&self) -> u64 {
+        self.peak
+    }
+
+    /// Starts the peak again from the live bytes (as [`crate::device::MemoryTracker`]'s).
+    pub fn reset_peak(&mut self) {
+        self.peak = self.live;
+    }
+
+    /// A new buffer of `[rows, cols]` 4-byte values with one holder.
+    pub fn alloc(&mut self, rows: usize, cols: usize) -> usize {
+        self.alloc_bytes((self.round)(bytes_of(rows, cols)))
+    }
+
+    /// A new buffer of `bytes` already rounded (or a sum of rounded buffers) with one holder.
+    pub fn alloc_bytes(&mut self, bytes: u64) -> usize {
+        self.bytes.push(bytes);
+        self.refs.push(1);
+        self.live = self.live.saturating_add(bytes);
+        self.peak = self.peak.max(self.live);
+        self.bytes.len() - 1
+    }
+
+    /// One more holder of `buf` (a `Tensor::clone` or a saved tensor).
+    pub fn share(&mut self, buf: usize) -> usize {
+        self.refs[buf] += 1;
+        buf
+    }
+
+    /// One holder of `buf` lets go; the last frees its bytes.
+    pub fn release(&mut self, buf: usize) {
+        self.refs[buf] -= 1;
+        if self.refs[buf] == 0 {
+            self.live = self.live.saturating_sub(self.bytes[buf]);
+        }
+    }
+
+    /// A tensor that needs no gradient (features, labels, ids, norms).
+    pub fn input(&mut self, rows: usize, cols: usize) -> Val {
+        Val {
+            buf: self.alloc(rows, cols),
+            rows,
+            cols,
+            grad: false,
+            node: None,
+            leaf: None,
+        }
+    }
+
+    /// An uploaded input that is a leaf of the autograd graph (`requires_grad_leaf`): live
+    /// like an input; its first gradient is kept in `leaf_grads` (not resident: no bytes in
+    /// `params`).
+    pub fn leaf_input(&mut self, rows: usize, cols: usize) -> Val {
+        let buf = self.alloc(rows, cols);
+        self.params.push(0);
+        self.leaf_grads.push(None);
+        Val {
+            buf,
+            rows,
+            cols,
+            grad: true,
+            node: None,
+            leaf: Some(self.params.len() - 1),
+        }
+    }
+
+    /// A parameter: resident, so its buffer adds nothing to `live`.
+    pub fn param(&mut self, rows: usize, cols: usize) -> Val {
+        self.params.push((self.round)(bytes_of(rows, cols)));
+        self.leaf_grads.push(None);
+        self.bytes.push(0);
+        self.refs.push(1);
+        Val {
+            buf: self.bytes.len() - 1,
+            rows,
+            cols,
+            grad: true,
+            node: None,
+            leaf: Some(self.params.len() - 1),
+        }
+    }
+
+    /// `autograd::record`: a node if an input needs a gradient; otherwise the saved
+    /// buffers go at once.
+    pub(crate) fn record(
+        &mut self,
+        buf: usize,
+        shape: (usize, usize),
+        inputs: &[&Val],
+        saved: Vec<usize>,
+        rule: Rule,
+    ) -> Val {
+        let mut out = Val {
+            buf,
+            rows: shape.0,
+            cols: shape.1,
+            grad: false,
+            node: None,
+            leaf: None,
+        };
+        if self.no_grad || !inputs.iter().any(|v| v.grad) {
+            for b in saved {
+                self.release(b);
+            }
+            return out;
+        }
+        let parents = inputs
+            .iter()
+            .map(|v| match (v.grad, v.node, v.leaf) {
+                (false, _, _) => Par::None,
+                (true, Some(n), _) => Par::Node(n),
+                (true, None, Some(p)) => Par::Leaf(p),
+                (true, None, None) => Par::None,
+            })
+            .collect();
+        self.nodes.push(SymNode {
+            parents,
+            saved,
+            rule: Some(rule),
+        });
+        out.grad = true;
+        out.node = Some(self.nodes.len() - 1);
+        out
+    }
+
+    /// An op of two inputs that keeps both and whose rule allocates each input's gradient
+    /// (first input first), with an output of `shape`.
+    pub(crate) fn binary_saving_inputs(&mut self, a: &Val, b: &Val, shape: (usize, usize)) -> Val {
+        let out = self.alloc(shape.0, shape.1);
+        self.binary_saving_inputs_into(out, a, b, shape, vec![])
+    }
+
+    /// [`Replay::binary_saving_inputs`] into the buffer `out`, the closure keeping `also` too.
+    pub(crate) fn binary_saving_inputs_into(
+        &mut self,
+        out: usize,
+        a: &Val,
+        b: &Val,
+        shape: (usize, usize),
+        also: Vec<usize>,
+    ) -> Val {
+        let mut saved = vec![self.share(a.buf), self.share(b.buf)];
+        saved.extend(also);
+        let (a2, b2) = (*a, *b);
+        self.record(
+            out,
+            shape,
+            &[a, b],
+            saved,
+            Box::new(move |r, _| {
+                let ga = a2.grad.then(|| r.alloc(a2.rows, a2.cols));
+                let gb = b2.grad.then(|| r.alloc(b2.rows, b2.cols));
+                vec![ga, gb]
+            }),
+        )
+    }
+
+    /// `out` (of `shape`) computed from `x` alone, its closure keeping `saved`; its rule
+    /// allocates `x`'s gradient.
+    pub(crate) fn unary(
+        &mut self,
+        x: &Val,
+        out: usize,
+        shape: (usize, usize),
+        saved: Vec<usize>,
+    ) -> Val {
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            shape,
+            &[x],
+            saved,
+            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
+        )
+    }
+
+    /// An elementwise op's `out` from `x` alone, its closure keeping `saved`; its rule's
+    /// gradient is [`Replay::over_gradient`]'s.
+    pub(crate) fn unary_over_gradient(&mut self, x: &Val, out: usize, saved: Vec<usize>) -> Val {
+        let (rows, cols) = (x.rows, x.cols);
+        self.record(
+            out,
+            (rows, cols),
+            &[x],
+            saved,
+            Box::new(move |r, g| vec![Some(r.over_gradient(g, rows, cols))]),
+        )
+    }
+
+    /// The gradient of an elementwise rule that the CPU writes over its incoming gradient
+    /// `g` when nothing else holds `g` (one holder: the pass's): `g` itself, shared; a new
+    /// `[rows, cols]` buffer otherwise, and always on a GPU.
+    pub(crate) fn over_gradient(&mut self, g: usize, rows: usize, cols: usize) -> usize {
+        if !self.gpu && self.refs[g] == 1 {
+            self.share(g)
+        } else {
+            self.alloc(rows, cols)
+        }
+    }
+}
