@@ -312,6 +312,51 @@ type GradChunk<'b, 'a, 'c, T> = (
     ),
 );
 
+/// Nodes of a pack's longest-running step, the first (0 for an empty pack).
+fn step_max(steps: &[usize]) -> usize {
+    steps.first().copied().unwrap_or(0)
+}
+
+/// Two buffers of `[n, H]` rows that trade places each step: forward, a step's `h` and
+/// the step's before; backward, a step's incoming `h̄` and the `h̄_{t-1}` it writes.
+/// They are allocated once for a whole pass, at the largest step's size, instead of once
+/// a step: every step writes all the rows it later reads, so nothing needs zeroing again,
+/// and a step's buffer is still in cache from the step before. The memory tracker still
+/// counts one buffer a step, reserved and freed by the caller as before, so what it sees
+/// (and the estimator's replay of it) does not change.
+struct StepBuffers<T> {
+    bufs: [Vec<T>; 2],
+    /// Which of `bufs` holds the step before's rows.
+    prev: usize,
+}
+
+impl<T: Float> StepBuffers<T> {
+    /// Room for the largest of `nodes` rows of width `w`.
+    fn new(nodes: impl Iterator<Item = usize>, w: usize) -> Result<Self> {
+        let len = nodes.max().unwrap_or(0).saturating_mul(w);
+        Ok(StepBuffers {
+            bufs: [
+                cpu::try_filled(len, T::ZERO)?,
+                cpu::try_filled(len, T::ZERO)?,
+            ],
+            prev: 0,
+        })
+    }
+
+    /// The first `prev_len` values of the step before (when `has_prev`) and the first
+    /// `len` of this step's buffer.
+    fn pair(&mut self, prev_len: usize, len: usize, has_prev: bool) -> (Option<&[T]>, &mut [T]) {
+        let [a, b] = &mut self.bufs;
+        let (prev, this) = if self.prev == 0 { (a, b) } else { (b, a) };
+        (has_prev.then(|| &prev[..prev_len]), &mut this[..len])
+    }
+
+    /// This step's buffer becomes the step before's.
+    fn swap(&mut self) {
+        self.prev ^= 1;
+    }
+}
+
 /// Forward: `(out [num_dst, H], activated gates [rows, 4H], cell states [rows, H])`.
 ///
 /// The gates and cell states are kept in the CPU's own row order, which only
@@ -347,8 +392,13 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
         let packs = packs::<T>(plan, &mut [], 0);
         let firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
         let per = chunk_rows(h);
+        // The hidden states of a step and of the one before, each `[n_t, H]`: two buffers
+        // of the largest step's size for the whole pass, each step's rows written in full
+        // before they are read (see [`StepBuffers`]).
+        let mut hbufs = StepBuffers::<T>::new(packs.iter().map(|p| step_max(&p.steps)), h)?;
         for (p, first) in packs.iter().zip(&firsts) {
-            let mut hb: Option<(Vec<T>, crate::device::Allocation)> = None;
+            // What the memory tracker counts: the step's `h`, as a buffer of its own.
+            let mut held: Option<crate::device::Allocation> = None;
             for (t, &n) in p.steps.iter().enumerate() {
                 let (done, rest) = cs.split_at_mut(first[t] * h);
                 let cp = if t > 0 {
@@ -359,9 +409,9 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
                 let c_t = &mut rest[..n * h];
                 let a_t = &mut acts[first[t] * 4 * h..(first[t] + n) * 4 * h];
                 let alloc = cpu::reserve::<T>(n * h)?;
-                let mut next = cpu::try_filled(n * h, T::ZERO)?;
+                let (prev, next) = hbufs.pair(n * h, n * h, held.is_some());
                 let base = &p.base;
-                let hv = hb.as_ref().map(|(v, _)| &v[..n * h]);
+                let hv = prev;
                 let zeros = &zeros;
                 let chunk = |(j, ((z, c), hrow)): CellChunk<'_, T>| {
                     let (i0, m) = (j * per, c.len() / h);
@@ -402,7 +452,8 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
                     let d = p.dst[i];
                     out[d * h..(d + 1) * h].copy_from_slice(&next[i * h..(i + 1) * h]);
                 }
-                hb = Some((next, alloc));
+                hbufs.swap();
+                held = Some(alloc);
             }
         }
     }
@@ -439,29 +490,33 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
         let per = chunk_rows(h);
         let mut packs = packs(plan, &mut dxg, 4 * h);
         firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
+        // A step's z̄ `[n_t, 4H]`, and its incoming h̄ and outgoing h̄_{t-1} `[n_t, H]`:
+        // buffers of the largest step's size for the whole pass ([`StepBuffers`]).
+        let most = packs.iter().map(|p| step_max(&p.steps)).max().unwrap_or(0);
+        let mut dzbuf = cpu::try_filled(most.saturating_mul(4 * h), T::ZERO)?;
+        let mut hbufs = StepBuffers::<T>::new(packs.iter().map(|p| step_max(&p.steps)), h)?;
         for (p, first) in packs.iter_mut().zip(&firsts) {
             let mut dc = cpu::try_filled(p.base.len() * h, T::ZERO)?;
-            let mut dh: Option<(Vec<T>, crate::device::Allocation)> = None;
+            // What the memory tracker counts: the step's incoming h̄, as a buffer of its own.
+            let mut dh: Option<crate::device::Allocation> = None;
             for t in (0..p.steps.len()).rev() {
                 let n = p.steps[t];
                 // Nodes below `still` ran past step t: their h̄ comes from step t + 1.
                 let still = p.steps.get(t + 1).copied().unwrap_or(0);
                 let alloc = cpu::reserve::<T>(n * 4 * h)?;
-                let mut dz = cpu::try_filled(n * 4 * h, T::ZERO)?;
-                let mut next = if t > 0 {
-                    let alloc = cpu::reserve::<T>(n * h)?;
-                    Some((cpu::try_filled(n * h, T::ZERO)?, alloc))
-                } else {
-                    None
+                let dz = &mut dzbuf[..n * 4 * h];
+                let next = match t > 0 {
+                    true => Some(cpu::reserve::<T>(n * h)?),
+                    false => None,
                 };
+                let (dh_in, hn) = hbufs.pair(still * h, n * h, dh.is_some());
                 let chunks = n.div_ceil(per);
-                let mut next_rows: Vec<Option<&mut [T]>> = match &mut next {
-                    Some((v, _)) => v.chunks_mut(per * h).map(Some).collect(),
+                let mut next_rows: Vec<Option<&mut [T]>> = match next {
+                    Some(_) => hn.chunks_mut(per * h).map(Some).collect(),
                     None => (0..chunks).map(|_| None).collect(),
                 };
                 let dst = &p.dst;
                 let (q, qp) = (first[t], if t > 0 { first[t - 1] } else { 0 });
-                let dh_in = dh.as_ref().map(|(v, _)| v.as_slice());
                 let zeros = &zeros;
                 let chunk = |(j, (((dx, dcr), dzr), hn)): GradChunk<'_, '_, '_, T>| {
                     let i0 = j * per;
@@ -504,11 +559,12 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                 // Freed in the order of the matmul op's arm: z̄, then the step's incoming
                 // h̄; at step 0 (no product) the other way round.
                 if t > 0 {
-                    drop((dz, alloc));
+                    drop(alloc);
                     dh = next;
+                    hbufs.swap();
                 } else {
                     dh = next;
-                    drop((dz, alloc));
+                    drop(alloc);
                 }
             }
         }

@@ -4,6 +4,8 @@
 //! ownership, down to one invocation per output value for gathers and segment reductions);
 //! u32 index operands; and the u32 value counts GPU kernels index with.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use crate::device::cpu::{self, CpuBuffer, CpuData, CpuElem};
@@ -28,9 +30,45 @@ pub(crate) fn rows_from_fn<T: CpuElem + Default>(
 ) -> Result<CpuBuffer> {
     let len = rows * cols;
     let alloc = cpu::reserve::<T>(len)?;
-    let mut out = vec![T::default(); len];
-    fill_rows(&mut out, cols, work, f);
+    let out = zeroed_pieces(len, cols, parallel(work), |i, row| f(i, row))?;
     Ok(CpuBuffer::from_reserved(T::wrap(out), alloc))
+}
+
+/// A new vector of `len` values, `f(i, piece)` run over its pieces of `size` values (the
+/// last one shorter), in parallel when `par`; each piece holds `T::default()` (zero) when
+/// `f` gets it. The task that runs `f` on a piece zeroes it first, while the piece is in
+/// its cache, instead of a pass of its own over the whole vector before the tasks: for a
+/// vector larger than the cache that pass wrote every value to memory and the tasks read
+/// it back. The values are those of a zero-filled vector written by `f`, bit for bit.
+fn zeroed_pieces<T: CpuElem + Default>(
+    len: usize,
+    size: usize,
+    par: bool,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) -> Result<Vec<T>> {
+    let mut out: Vec<T> = cpu::try_vec(len)?;
+    if len == 0 || size == 0 {
+        return Ok(out);
+    }
+    let run = |(i, piece): (usize, &mut [MaybeUninit<T>])| {
+        for v in piece.iter_mut() {
+            v.write(T::default());
+        }
+        // SAFETY: every value of `piece` was written just above, and `MaybeUninit<T>` has
+        // the layout of `T`.
+        let piece = unsafe { &mut *(piece as *mut [MaybeUninit<T>] as *mut [T]) };
+        f(i, piece)
+    };
+    let spare = &mut out.spare_capacity_mut()[..len];
+    if par {
+        spare.par_chunks_mut(size).enumerate().for_each(run);
+    } else {
+        spare.chunks_mut(size).enumerate().for_each(run);
+    }
+    // SAFETY: the pieces cover the first `len` values, and `run` wrote each of them (a
+    // panic in `f` leaves the length at 0).
+    unsafe { out.set_len(len) };
+    Ok(out)
 }
 
 /// Runs `f(i, row)` over the rows of `out` (`cols` values each), in parallel when `work`
@@ -68,14 +106,9 @@ pub(crate) fn map_from_fn<T: CpuElem + Default>(
     f: impl Fn(usize, &mut [T]) + Sync,
 ) -> Result<CpuBuffer> {
     let alloc = cpu::reserve::<T>(len)?;
-    let mut out = vec![T::default(); len];
-    if parallel(len) {
-        out.par_chunks_mut(MAP_CHUNK)
-            .enumerate()
-            .for_each(|(i, chunk)| f(i * MAP_CHUNK, chunk));
-    } else {
-        f(0, &mut out);
-    }
+    // One piece on the calling thread, or chunks of MAP_CHUNK values over the pool.
+    let (par, size) = (parallel(len), if parallel(len) { MAP_CHUNK } else { len });
+    let out = zeroed_pieces(len, size, par, |i, chunk| f(i * size, chunk))?;
     Ok(CpuBuffer::from_reserved(T::wrap(out), alloc))
 }
 
@@ -131,3 +164,44 @@ pub(crate) fn dims2(op: &'static str, what: &str, t: &Tensor) -> Result<(usize, 
 /// `n` as the u32 a GPU kernel indexes values with (the device layer's, shared with the
 /// backends' kernel code).
 pub(crate) use crate::device::gpu::u32_count;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The f32 values of a CPU buffer.
+    fn values(b: CpuBuffer) -> Vec<f32> {
+        match b.data {
+            CpuData::F32(v) => v,
+            _ => panic!("not f32"),
+        }
+    }
+
+    #[test]
+    fn rows_and_pieces_start_as_zeros_and_keep_what_f_writes() {
+        // On the calling thread and over the pool (past PAR_MIN values), with a short last
+        // piece for map_from_fn; each task checks its piece is zero before writing it.
+        for rows in [3, 3 * PAR_MIN] {
+            let out = rows_from_fn::<f32>(rows, 5, rows * 5, |i, row| {
+                assert!(row.iter().all(|&v| v.to_bits() == 0));
+                row.iter_mut()
+                    .enumerate()
+                    .for_each(|(j, v)| *v += (i * 5 + j) as f32);
+            })
+            .unwrap();
+            let want: Vec<f32> = (0..rows * 5).map(|v| v as f32).collect();
+            assert_eq!(values(out), want);
+            let len = rows * 5 + 7;
+            let out = map_from_fn::<f32>(len, |start, chunk| {
+                assert!(chunk.iter().all(|&v| v.to_bits() == 0));
+                chunk
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(j, v)| *v = (start + j) as f32);
+            })
+            .unwrap();
+            assert_eq!(values(out), (0..len).map(|v| v as f32).collect::<Vec<_>>());
+        }
+        assert!(values(rows_from_fn::<f32>(4, 0, 0, |_, _| unreachable!()).unwrap()).is_empty());
+    }
+}
