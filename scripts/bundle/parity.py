@@ -143,7 +143,8 @@ def full_graph_variants():
 def training(run, devices):
     for name, extra in cases(run.args.quick):
         ref = run.train(name, "cpu", extra)
-        check_estimates(run, name, "cpu", ref) if ref else None
+        if ref:
+            check_estimates(run, name, "cpu", ref)
         for dev in devices:
             d = run.train(name, dev, extra)
             if ref and d:

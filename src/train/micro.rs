@@ -192,7 +192,8 @@ const PREP_AHEAD: usize = 4;
 /// every core busy already; on a GPU [`PREP_AHEAD`], in parallel, since slicing (serial
 /// within a micro-batch) takes longer than the device's compute of one: on an H200,
 /// products-like 0.1 at K 4, 74 ms of slicing against 14 ms of forward and backward left
-/// the trainer waiting 61 ms an epoch (docs/BENCHMARKS.md, "On an H200").
+/// the trainer waiting 61 ms an epoch (docs/BENCHMARKS.md, "On an H200"). The host then
+/// holds up to 5 prepared micro-batches instead of 2: each is one that fits the device.
 fn prep_ahead(tr: &State<'_>) -> usize {
     match tr.config.device {
         crate::Device::Cpu => 1,

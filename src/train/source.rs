@@ -103,10 +103,10 @@ impl MicroBatches {
 
     /// Calls `each` on every micro-batch in order, with the preparer of their halves when
     /// they are prepared here. Seeds are prepared on a helper thread while `each` runs the
-    /// ones before: `ahead` at a time, in parallel, handed over in order through a channel
-    /// of `ahead - 1` places (with `ahead` 1 a rendezvous: exactly one ahead). It makes
-    /// host vectors only, so the device's memory tracker sees nothing of it; the host holds
-    /// at most about `2 · ahead` prepared micro-batches. `features` is `None` when the
+    /// ones before: `ahead` at a time, in parallel, handed over one by one in order through
+    /// a rendezvous channel (with `ahead` 1: exactly one ahead). It makes host vectors only,
+    /// so the device's memory tracker sees nothing of it; the host holds at most `ahead + 1`
+    /// prepared micro-batches (a group waiting to be handed over, and the one running). `features` is `None` when the
     /// matrix lives on the device (gathered there by id).
     pub fn for_each(
         self,
@@ -124,7 +124,7 @@ impl MicroBatches {
         let prep = &prep;
         let ahead = ahead.max(1);
         std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) = sync_channel::<Result<Prepared>>(ahead - 1);
+            let (tx, rx) = sync_channel::<Result<Prepared>>(0);
             scope.spawn(move || {
                 let mut parts = parts.into_iter();
                 loop {
