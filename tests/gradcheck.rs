@@ -482,6 +482,30 @@ fn lstm_aggregator_over_buckets_and_split_pieces() {
     }
 }
 
+/// `W̄_hh` where a step runs more than the 1,024 nodes whose `h_{t-1}` the CPU's backward
+/// holds at once (it sums `W̄_hh` a block of a step's rows at a time): 1,300 dst nodes of
+/// in-degree 2, one bucket, so step 1 runs all of them (blocks of 1,024 and 276 rows).
+#[test]
+fn lstm_aggregator_w_hh_over_steps_of_more_than_a_block_of_nodes() {
+    use espalier::graph::{Block, Buckets};
+    use espalier::ops::LstmPlan;
+    use std::sync::Arc;
+    let (num_dst, h) = (1300, 2);
+    let indptr = (0..=num_dst as u32).map(|d| 2 * d).collect();
+    let indices = (0..2 * num_dst as u32)
+        .map(|e| (e * 7 + 3) % num_dst as u32)
+        .collect();
+    let ids = (0..num_dst as u32).collect();
+    let block = Block::new(num_dst, indptr, indices, ids).unwrap();
+    let plan = Arc::new(LstmPlan::new(&block, &Buckets::new(&block, None)).unwrap());
+    let idx = Tensor::from_u32(plan.src.clone(), &[plan.rows()], espalier::Device::Cpu).unwrap();
+    let xw = rand(&[num_dst, 4 * h], 190);
+    ok(
+        |x| ops::lstm_aggregate(&xw, &idx, &x[0], &plan),
+        &[rand(&[h, 4 * h], 191)],
+    );
+}
+
 #[test]
 fn gat_layer_with_heads_self_loops_and_attention_dropout() {
     use espalier::nn::gat::{AttnDropout, GatLayer};

@@ -58,15 +58,22 @@ fn sage_lstm_layer_bytes_match_the_prediction() {
     // own saved inputs (h_dst for fc_self, the aggregate for fc_neigh) and its output.
     let saved = b(SAVED_PER_STEP_UNIT * e * f);
     let predicted_retained = saved + b(e) + b(2 * d * f) + b(d * o);
-    // Backward peak, inside the aggregator's backward (after fc_neigh's backward, before
-    // fc_self's): its saved values, x̄g (4 per (node, step, unit)) and Hprev (1) live at
-    // once, with the gather index, h_dst (still saved for fc_self), the aggregate's
+    // Backward peak, inside the aggregator's backward, at its step t = 1 (the CPU runs step
+    // t over the nodes of in-degree > t, all in one pack here: a pack holds up to a sixth
+    // of the rows, 2,577, and there are 1,693 dst nodes): its saved values and x̄g (4 per
+    // (node, step, unit)) live with the step's z̄ `[n_1, 4F]`, its h̄_{t-1} `[n_1, F]`,
+    // the incoming h̄ `[n_2, F]`, a block of h_{t-1} `[min(n_1, 1024), F]` and W̄_hh
+    // `[F, 4F]`; with the gather index, h_dst (still saved for fc_self), the aggregate's
     // gradient (which replaced the aggregate fc_neigh kept), the layer output and the
     // output gradient waiting for fc_self, W_neigh's and the bias's gradients, and the
     // backward seed.
+    let n_t = |t: usize| (0..d).filter(|&v| block.degree(v) > t).count();
+    let (n1, n2) = (n_t(1), n_t(2));
+    let step = b((4 * n1 + n1 + n2 + n1.min(1024)) * f + f * 4 * f);
     let predicted_peak =
-        saved + b((4 + 1) * e * f) + b(e) + b(2 * d * f) + b(2 * d * o) + b(f * o + o + 1);
+        saved + b(4 * e * f) + step + b(e) + b(2 * d * f) + b(2 * d * o) + b(f * o + o + 1);
     println!("power-law block: {s} src, {d} dst, {e} edges (max degree 25), F = {f}, out = {o}");
+    println!("nodes running at steps 1 and 2: {n1}, {n2}");
     println!(
         "forward retained: measured {retained} B, predicted {predicted_retained} B \
          (of which aggregator saved {saved} B = {SAVED_PER_STEP_UNIT} x 4 B x {e} x {f})"

@@ -34,13 +34,16 @@
 //!
 //! **Backward** (per bucket, `t = k-1 … 0`): one fused kernel turns `(h̄_t, c̄_t)` into
 //! `z̄_t` (written to `x̄g` and to a bucket-local buffer) and `c̄_{t-1}`; one matmul
-//! `h̄_{t-1} = z̄_t·W_hhᵀ`. Then `W̄_hh = Σ h_{t-1}ᵀ·z̄_t` is one matmul over all rows,
-//! `W̄_hh = Hprevᵀ·x̄g`, where `Hprev[row] = o·tanh(c)` of the row before (0 at `t = 0`).
+//! `h̄_{t-1} = z̄_t·W_hhᵀ`. Then, on a GPU, `W̄_hh = Σ h_{t-1}ᵀ·z̄_t` is one matmul over
+//! all rows, `W̄_hh = Hprevᵀ·x̄g`, where `Hprev[row] = o·tanh(c)` of the row before (0 at
+//! `t = 0`). The CPU sums it step by step instead, from `t = 1`, each step's `h_{t-1}`
+//! recomputed beside its `z̄_t` (`ops/lstm_pack.rs`): no `Hprev`, and no products of the
+//! zero rows of step 0.
 //!
 //! **Saved for backward: 5 f32 values per (node, step, hidden unit)**: the activated gates
 //! (4) and the cell state `c` (1); `h_{t-1}` is recomputed as `o·tanh(c)`. Transients: in
-//! backward `x̄g` (4 per (node, step, unit)) and `Hprev` (1) live together with the saved
-//! 5, then `x̄g` with `x̄w` (4 per src row and unit). Buckets are processed one
+//! backward `x̄g` (4 per (node, step, unit)) and, on a GPU, `Hprev` (1) live together with
+//! the saved 5, then `x̄g` with `x̄w` (4 per src row and unit). Buckets are processed one
 //! after another, so splitting the explosion bucket ([`Buckets::split_explosion`]) bounds the per-step
 //! buffers (`[m, 4H]`) of one launch (on the CPU, a pack's steps hold at most the
 //! largest bucket's nodes or `rows / 6`, whichever is more).
@@ -206,21 +209,25 @@ fn backward(
     let Saved { acts, cs, gpu } = saved;
     let (dxg, hprev) = match g.device() {
         Device::Cpu => {
-            let guards = (acts.storage(), cs.storage(), g.storage());
-            let (a, c, gv) = (guards.0.cpu(OP)?, guards.1.cpu(OP)?, guards.2.cpu(OP)?);
-            let (dxg, hprev) = match (a, c, gv) {
-                (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
-                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
+            // The CPU sums W̄_hh step by step inside its backward (no `Hprev`).
+            let (dxg, dw) = {
+                let guards = (acts.storage(), cs.storage(), g.storage());
+                let (a, c, gv) = (guards.0.cpu(OP)?, guards.1.cpu(OP)?, guards.2.cpu(OP)?);
+                match (a, c, gv) {
+                    (CpuData::F32(a), CpuData::F32(c), CpuData::F32(gv)) => {
+                        lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
+                    }
+                    (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
+                        lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
+                    }
+                    _ => return Err(g.dtype_error(OP, acts.dtype().name())),
                 }
-                (CpuData::F64(a), CpuData::F64(c), CpuData::F64(gv)) => {
-                    lstm_pack::cpu_backward(a, c, gv, w, plan, h, w_grad)?
-                }
-                _ => return Err(g.dtype_error(OP, acts.dtype().name())),
             };
-            (
+            drop((acts, cs, gpu));
+            return Ok((
                 cpu_output(dxg, vec![rows, 4 * h], g),
-                hprev.map(|b| cpu_output(b, vec![rows, h], g)),
-            )
+                dw.map(|b| cpu_output(b, vec![h, 4 * h], g)),
+            ));
         }
         dev => on_gpu!(dev, |D| {
             let idx = gpu.as_ref().and_then(|i| i.downcast_ref());
@@ -372,9 +379,11 @@ fn gpu_backward<D: GpuTensors + LstmKernels>(
 /// [`crate::ops::lstm_packs`]: the output, 5 saved values per (row, unit) (gates and cell
 /// state) and, per step of a pack, the next `h` `[n_t, F]` beside the previous one (the
 /// product `h·W_hh` is written into the step's gate rows). Backward: `x̄g` `[rows, 4F]`,
-/// per step `z̄` `[n_t, 4F]` and `h̄` `[n_t, F]` beside the previous one, then `Hprev`
-/// `[rows, F]`; the saved values go before `W̄_hh = Hprevᵀ·x̄g`; `x̄g` goes to the rows'
-/// step ([`meta_lstm_rows`]), whose rule scatters it into the src rows after this one.
+/// `W̄_hh` `[F, 4F]` (summed over the steps), per step `z̄` `[n_t, 4F]`, `h̄` `[n_t, F]`
+/// beside the previous one and, from the second step, `h_{t-1}` `[min(n_t, 1024), F]`
+/// for `W̄_hh` (a block of rows at a time);
+/// then the saved values go; `x̄g` goes to the rows' step ([`meta_lstm_rows`]), whose
+/// rule scatters it into the src rows after this one.
 /// On a GPU, bucket by bucket instead ([`meta_lstm_gpu`]).
 pub fn meta_lstm_aggregate(
     r: &mut Replay,
@@ -399,11 +408,16 @@ pub fn meta_lstm_aggregate(
     let xr = meta_lstm_rows(r, xw, idx, f.saturating_mul(4));
     let rule: Rule = Box::new(move |r, _| {
         let dxg = r.alloc(rows, f.saturating_mul(4));
+        let dw = w_grad.then(|| r.alloc(f, f.saturating_mul(4)));
         for steps in &packs {
             let mut dh: Option<usize> = None;
             for (t, &m) in steps.iter().enumerate().rev() {
                 let dz = r.alloc(m, f.saturating_mul(4));
                 let next = (t > 0).then(|| r.alloc(m, f));
+                let hp_rows = m.min(lstm_pack::HPREV_ROWS);
+                if let Some(hp) = (t > 0 && w_grad).then(|| r.alloc(hp_rows, f)) {
+                    r.release(hp);
+                }
                 if t > 0 {
                     r.release(dz);
                 }
@@ -416,10 +430,9 @@ pub fn meta_lstm_aggregate(
                 dh = next;
             }
         }
-        let hprev = w_grad.then(|| r.alloc(rows, f));
         r.release(acts);
         r.release(cs);
-        vec![Some(dxg), meta_w_hh_grad(r, hprev, f)]
+        vec![Some(dxg), dw]
     });
     let agg = r.record(out, (num_dst, f), &[&xr, w_hh], vec![], rule);
     r.release(xr.buf);

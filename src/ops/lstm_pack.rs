@@ -13,14 +13,13 @@
 //! grouped greedily while the pack's nodes stay within `max(m_max, rows / 6)`, `m_max`
 //! the largest bucket's nodes: a forward step holds two `h [n_t, H]`, backward `z̄ [n_t,
 //! 4H]` and `h̄ [n_t, H]`, so a step's buffers are never larger than the largest bucket's
-//! were or than the cell states `[rows, H]` kept beside them (and `Hprev [rows, H]` that
-//! backward allocates after its steps).
+//! were or than the cell states `[rows, H]` kept beside them.
 //!
 //! **The CPU's row order** for the saved gates and cell states is its own, step-major
 //! within each pack (see [`cpu_forward`]): a step's rows are contiguous, so its recurrent
 //! product is written straight into its gate rows, and the cell passes stream through
-//! memory instead of jumping a node's degree of rows between nodes. `x̄g` and `Hprev`
-//! keep the plan's layout, which every backend shares. The forward reads each node's
+//! memory instead of jumping a node's degree of rows between nodes. `x̄g` keeps the
+//! plan's layout, which every backend shares. The forward reads each node's
 //! projected row `xw[src[row]]` in place (the gather fused into the cell step); the rows a
 //! step touches, of `xw` forward and of `x̄g` backward, are prefetched a node ahead.
 //!
@@ -33,6 +32,8 @@
 //! Every value is the one the per-bucket order computes, bit for bit: a row of a GEMM
 //! does not depend on the other rows, and each node's steps read and write only its own
 //! rows of the layout.
+
+use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
@@ -299,15 +300,43 @@ fn chunk_rows(h: usize) -> usize {
 }
 
 /// A chunk of a parallel forward step: (chunk index, ((its gate rows, its cell rows), its
-/// rows of the next `h`)).
-type CellChunk<'b, T> = (usize, ((&'b mut [T], &'b mut [T]), &'b mut [T]));
+/// rows of the next `h`)); the gate and cell rows are new, not yet written.
+type CellChunk<'b, T> = (
+    usize,
+    (
+        (&'b mut [MaybeUninit<T>], &'b mut [MaybeUninit<T>]),
+        &'b mut [T],
+    ),
+);
 
-/// A chunk of a parallel backward step: (chunk index, (((its nodes' `x̄g` rows, their
-/// `c̄`), their rows of `z̄`), their rows of `h̄` for step `t - 1`)).
+/// `piece` filled with zeros, as initialised values (a new buffer's rows, zeroed by the
+/// task that writes them next, while they are in its cache).
+fn zeroed<T: Float>(piece: &mut [MaybeUninit<T>]) -> &mut [T] {
+    for v in piece.iter_mut() {
+        v.write(T::ZERO);
+    }
+    // SAFETY: every value was written just above; `MaybeUninit<T>` has the layout of `T`.
+    unsafe { &mut *(piece as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
+/// The values of `rows`, which must all have been written.
+///
+/// # Safety
+/// Every value of `rows` is initialised.
+unsafe fn assume_init<T>(rows: &[MaybeUninit<T>]) -> &[T] {
+    // SAFETY: the caller's contract; `MaybeUninit<T>` has the layout of `T`.
+    unsafe { &*(rows as *const [MaybeUninit<T>] as *const [T]) }
+}
+
+/// A chunk of a parallel backward step: (chunk index, (((its nodes' `x̄g` rows, new, not
+/// yet written, their `c̄`), their rows of `z̄`), their rows of `h̄` for step `t - 1`)).
 type GradChunk<'b, 'a, 'c, T> = (
     usize,
     (
-        ((&'b mut [&'a mut [T]], &'b mut [T]), &'b mut [T]),
+        (
+            (&'b mut [&'a mut [MaybeUninit<T>]], &'b mut [T]),
+            &'b mut [T],
+        ),
         &'b mut Option<&'c mut [T]>,
     ),
 );
@@ -315,6 +344,47 @@ type GradChunk<'b, 'a, 'c, T> = (
 /// Nodes of a pack's longest-running step, the first (0 for an empty pack).
 fn step_max(steps: &[usize]) -> usize {
     steps.first().copied().unwrap_or(0)
+}
+
+/// Rows of `h_{t-1}` a backward step holds at once for `W̄_hh`: a bound on that buffer
+/// (and on what it adds to the step's memory), large enough that each block's product is
+/// a long sum.
+pub(crate) const HPREV_ROWS: usize = 1024;
+
+/// Adds a backward step's `h_{t-1}ᵀ·z̄_t` to `W̄_hh` `[H, 4H]` (`dw`): `z̄_t` `[n, 4H]`
+/// (`dz`), `h_{t-1} = o·tanh(c)` from `(acts, cs)`, the gates and cell states from the
+/// first row of step `t - 1` on in [`cpu_forward`]'s row order (the nodes of step `t`
+/// are the first of step `t - 1`'s). In blocks of [`HPREV_ROWS`] rows, in order: each
+/// block's `h_{t-1}` into `hp` (over the pool in pieces of `per` rows), its product into
+/// `term`, then added to `dw`.
+fn add_w_hh_terms<T: Float + CpuElem + Gemm>(
+    (acts, cs): (&[T], &[T]),
+    dz: &[T],
+    h: usize,
+    per: usize,
+    (hp, term, dw): (&mut [T], &mut [T], &mut [T]),
+) {
+    let n = dz.len() / (4 * h);
+    for b0 in (0..n).step_by(HPREV_ROWS) {
+        let m = (n - b0).min(HPREV_ROWS);
+        let hp = &mut hp[..m * h];
+        let fill = |(j, rows): (usize, &mut [T])| {
+            for (l, out) in rows.chunks_mut(h).enumerate() {
+                let r = b0 + j * per + l;
+                let o = &acts[r * 4 * h + 3 * h..(r + 1) * 4 * h];
+                let c = &cs[r * h..(r + 1) * h];
+                for ((y, &o), &c) in out.iter_mut().zip(o).zip(c) {
+                    *y = o * c.tanh();
+                }
+            }
+        };
+        for_each(m * 3 * h, hp.par_chunks_mut(per * h).enumerate(), fill);
+        let z = &dz[b0 * 4 * h..(b0 + m) * 4 * h];
+        matmul_op::cpu_product_tn(m, h, 4 * h, hp, z, term);
+        for (y, &v) in dw.iter_mut().zip(&*term) {
+            *y += v;
+        }
+    }
 }
 
 /// Two buffers of `[n, H]` rows that trade places each step: forward, a step's `h` and
@@ -382,8 +452,12 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
         cpu::reserve::<T>(rows * h)?,
     );
     let mut out = cpu::try_filled(plan.num_dst * h, T::ZERO)?;
-    let mut acts = cpu::try_filled(rows * 4 * h, T::ZERO)?;
-    let mut cs = cpu::try_filled(rows * h, T::ZERO)?;
+    // The gates and cell states are not zero-filled: every row is written by its step
+    // before anything reads it (a new buffer's spare room, its length set at the end).
+    let mut acts: Vec<T> = cpu::try_vec(rows * 4 * h)?;
+    let mut cs: Vec<T> = cpu::try_vec(rows * h)?;
+    let acts_rows = &mut acts.spare_capacity_mut()[..rows * 4 * h];
+    let cs_rows = &mut cs.spare_capacity_mut()[..rows * h];
     // The cell state before a sequence's first step.
     let zeros = vec![T::ZERO; h];
     if h > 0 {
@@ -400,14 +474,16 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
             // What the memory tracker counts: the step's `h`, as a buffer of its own.
             let mut held: Option<crate::device::Allocation> = None;
             for (t, &n) in p.steps.iter().enumerate() {
-                let (done, rest) = cs.split_at_mut(first[t] * h);
+                let (done, rest) = cs_rows.split_at_mut(first[t] * h);
                 let cp = if t > 0 {
-                    &done[first[t - 1] * h..(first[t - 1] + n) * h]
+                    // SAFETY: the steps before this one (every row below `first[t]`)
+                    // wrote their cell states.
+                    unsafe { assume_init(&done[first[t - 1] * h..(first[t - 1] + n) * h]) }
                 } else {
                     &[]
                 };
                 let c_t = &mut rest[..n * h];
-                let a_t = &mut acts[first[t] * 4 * h..(first[t] + n) * 4 * h];
+                let a_t = &mut acts_rows[first[t] * 4 * h..(first[t] + n) * 4 * h];
                 let alloc = cpu::reserve::<T>(n * h)?;
                 let (prev, next) = hbufs.pair(n * h, n * h, held.is_some());
                 let base = &p.base;
@@ -415,10 +491,17 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
                 let zeros = &zeros;
                 let chunk = |(j, ((z, c), hrow)): CellChunk<'_, T>| {
                     let (i0, m) = (j * per, c.len() / h);
-                    if let Some(hv) = hv {
-                        let a = &hv[i0 * h..(i0 + m) * h];
-                        matmul_op::cpu_product_rows(m, h, 4 * h, a, (wv, false), z);
-                    }
+                    // The chunk's gate rows: the recurrent product, or zeros at the first
+                    // step (the cells copy the projection over them); its cell rows as
+                    // zeros, which the cells overwrite: written while in cache.
+                    let z = match hv {
+                        Some(hv) => {
+                            let a = &hv[i0 * h..(i0 + m) * h];
+                            matmul_op::cpu_product_rows_uninit(m, h, 4 * h, a, (wv, false), z)
+                        }
+                        None => zeroed(z),
+                    };
+                    let c = zeroed(c);
                     for i in 0..m {
                         if let Some(&b) = base.get(i0 + i + 1).filter(|_| i + 1 < m) {
                             let s = src[b + t] as usize;
@@ -457,6 +540,12 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
             }
         }
     }
+    // SAFETY: the packs' steps cover every row of the CPU's order once (`step_rows`), and
+    // each step wrote all of its gate and cell rows.
+    unsafe {
+        acts.set_len(rows * 4 * h);
+        cs.set_len(rows * h);
+    }
     Ok((
         CpuBuffer::from_reserved(T::wrap(out), out_alloc),
         CpuBuffer::from_reserved(T::wrap(acts), acts_alloc),
@@ -464,11 +553,19 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
     ))
 }
 
-/// Backward: `(x̄g, Hprev if W_hh needs a gradient)`, from the gates and cell states in
-/// [`cpu_forward`]'s row order; `x̄g` and `Hprev` in the plan's. A step runs as chunks of
+/// Backward: `(x̄g, W̄_hh if W_hh needs a gradient)`, from the gates and cell states in
+/// [`cpu_forward`]'s row order; `x̄g` in the plan's. A step runs as chunks of
 /// [`chunk_rows`] nodes, each chunk's cells followed by its rows of `h̄_{t-1} =
 /// z̄_t·W_hhᵀ`, the bits of the whole step's product (the buffer of `h̄` is counted as
 /// the matmul op's output would be, so the memory tracker sees what it saw before).
+///
+/// `W̄_hh = Σ_t h_{t-1}ᵀ·z̄_t` is summed step by step, pack after pack and within a pack
+/// from the last step to the first, over the steps from `t = 1` (at `t = 0`, `h_{t-1} =
+/// 0`): after its cells, a step recomputes its nodes' `h_{t-1} = o·tanh(c)` of step
+/// `t - 1` a block of rows at a time (a buffer of at most [`HPREV_ROWS`] rows, counted a
+/// step at a time) and adds each block's `[H, 4H]` product ([`add_w_hh_terms`]). The GPUs' arms instead multiply `Hprevᵀ·x̄g` over all rows in
+/// one product, step-0 rows (zero) included: the sums run in another order, so the two
+/// differ in the last bits.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
     acts: &[T],
@@ -481,20 +578,37 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
 ) -> Result<(CpuBuffer, Option<CpuBuffer>)> {
     let rows = plan.rows();
     let dxg_alloc = cpu::reserve::<T>(rows * 4 * h)?;
-    let mut dxg = cpu::try_filled(rows * 4 * h, T::ZERO)?;
+    // Not zero-filled: each (node, step) row is written once, by its step.
+    let mut dxg: Vec<T> = cpu::try_vec(rows * 4 * h)?;
+    // W̄_hh `[H, 4H]`, summed step by step (see the doc above).
+    let mut dw = match w_grad {
+        true => Some((
+            cpu::reserve::<T>(h * 4 * h)?,
+            cpu::try_filled(h * 4 * h, T::ZERO)?,
+        )),
+        false => None,
+    };
     let zeros = vec![T::ZERO; h];
-    let mut firsts = Vec::new();
     if h > 0 {
         let guard = w.storage();
         let wv = T::slice(guard.cpu(OP)?).ok_or_else(|| w.dtype_error(OP, "f32"))?;
         let per = chunk_rows(h);
-        let mut packs = packs(plan, &mut dxg, 4 * h);
-        firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
+        let mut packs = packs(plan, &mut dxg.spare_capacity_mut()[..rows * 4 * h], 4 * h);
+        let firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
         // A step's z̄ `[n_t, 4H]`, and its incoming h̄ and outgoing h̄_{t-1} `[n_t, H]`:
         // buffers of the largest step's size for the whole pass ([`StepBuffers`]).
         let most = packs.iter().map(|p| step_max(&p.steps)).max().unwrap_or(0);
         let mut dzbuf = cpu::try_filled(most.saturating_mul(4 * h), T::ZERO)?;
         let mut hbufs = StepBuffers::<T>::new(packs.iter().map(|p| step_max(&p.steps)), h)?;
+        // A block of a step's `h_{t-1}` rows `[≤ HPREV_ROWS, H]` for W̄_hh, and a block's
+        // term `[H, 4H]`.
+        let (mut hpbuf, mut term) = match w_grad {
+            true => (
+                cpu::try_filled(most.min(HPREV_ROWS).saturating_mul(h), T::ZERO)?,
+                cpu::try_filled(h * 4 * h, T::ZERO)?,
+            ),
+            false => (Vec::new(), Vec::new()),
+        };
         for (p, first) in packs.iter_mut().zip(&firsts) {
             let mut dc = cpu::try_filled(p.base.len() * h, T::ZERO)?;
             // What the memory tracker counts: the step's incoming h̄, as a buffer of its own.
@@ -509,12 +623,18 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                     true => Some(cpu::reserve::<T>(n * h)?),
                     false => None,
                 };
+                // Step 0's h_{t-1} is zero: it adds nothing to W̄_hh.
+                let hp_alloc = match t > 0 && w_grad {
+                    true => Some(cpu::reserve::<T>(n.min(HPREV_ROWS) * h)?),
+                    false => None,
+                };
                 let (dh_in, hn) = hbufs.pair(still * h, n * h, dh.is_some());
                 let chunks = n.div_ceil(per);
                 let mut next_rows: Vec<Option<&mut [T]>> = match next {
                     Some(_) => hn.chunks_mut(per * h).map(Some).collect(),
                     None => (0..chunks).map(|_| None).collect(),
                 };
+
                 let dst = &p.dst;
                 let (q, qp) = (first[t], if t > 0 { first[t - 1] } else { 0 });
                 let zeros = &zeros;
@@ -540,7 +660,9 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                         };
                         let dzr = &mut dzr[l * 4 * h..(l + 1) * 4 * h];
                         cell_rows_backward(a, (c, cp), hbar, &mut dcr[l * h..(l + 1) * h], dzr);
-                        dx[t * 4 * h..(t + 1) * 4 * h].copy_from_slice(dzr);
+                        for (y, &v) in dx[t * 4 * h..(t + 1) * 4 * h].iter_mut().zip(&*dzr) {
+                            y.write(v);
+                        }
                     }
                     if let Some(hn) = hn {
                         let m = dx.len();
@@ -556,6 +678,13 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                 let product = if t > 0 { 4 * h * h } else { 0 };
                 for_each(n * (12 * h + product), items, chunk);
                 drop(next_rows);
+                // W̄_hh += h_{t-1}ᵀ·z̄_t over the step's nodes, in blocks of rows.
+                if let (Some(hp_alloc), Some((_, dw))) = (hp_alloc, dw.as_mut()) {
+                    let rows_before = (&acts[qp * 4 * h..], &cs[qp * h..]);
+                    let terms = (&mut hpbuf[..], &mut term[..], &mut dw[..]);
+                    add_w_hh_terms(rows_before, dz, h, per, terms);
+                    drop(hp_alloc);
+                }
                 // Freed in the order of the matmul op's arm: z̄, then the step's incoming
                 // h̄; at step 0 (no product) the other way round.
                 if t > 0 {
@@ -569,44 +698,11 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
             }
         }
     }
-    let hprev = match w_grad {
-        true => Some(cpu_hprev(acts, cs, plan, h, &firsts)?),
-        false => None,
-    };
-    Ok((CpuBuffer::from_reserved(T::wrap(dxg), dxg_alloc), hprev))
-}
-
-/// `Hprev [rows, H]` in the plan's layout: row `t ≥ 1` of a node is `o·tanh(c)` of its
-/// step `t - 1` (row 0 stays 0), from the gates and cell states in [`cpu_forward`]'s row
-/// order, whose steps begin at `firsts` ([`step_rows`]).
-fn cpu_hprev<T: Float + CpuElem>(
-    acts: &[T],
-    cs: &[T],
-    plan: &LstmPlan,
-    h: usize,
-    firsts: &[Vec<usize>],
-) -> Result<CpuBuffer> {
-    let rows = plan.rows();
-    let alloc = cpu::reserve::<T>(rows * h)?;
-    let mut hp = cpu::try_filled(rows * h, T::ZERO)?;
-    if h > 0 {
-        for (p, first) in packs(plan, &mut hp, h).iter_mut().zip(firsts) {
-            let fill = |(i, row): (usize, &mut &mut [T])| {
-                for t in 1..row.len() / h {
-                    let r = first[t - 1] + i;
-                    let o = &acts[r * 4 * h + 3 * h..(r + 1) * 4 * h];
-                    let c = &cs[r * h..(r + 1) * h];
-                    let out = &mut row[t * h..(t + 1) * h];
-                    for ((y, &o), &c) in out.iter_mut().zip(o).zip(c) {
-                        *y = o * c.tanh();
-                    }
-                }
-            };
-            let work = p.steps.iter().sum::<usize>() * 3 * h;
-            for_each(work, p.rows.par_iter_mut().enumerate(), fill);
-        }
-    }
-    Ok(CpuBuffer::from_reserved(T::wrap(hp), alloc))
+    // SAFETY: the packs' steps wrote every (node, step) row of the plan's layout, the
+    // `rows` rows in all (none when h = 0).
+    unsafe { dxg.set_len(rows * 4 * h) };
+    let dw = dw.map(|(alloc, v)| CpuBuffer::from_reserved(T::wrap(v), alloc));
+    Ok((CpuBuffer::from_reserved(T::wrap(dxg), dxg_alloc), dw))
 }
 
 #[cfg(test)]

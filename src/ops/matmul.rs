@@ -34,6 +34,8 @@
 //! `ESPALIER_CUDA_GEMM=kernel`, `kernels/matmul.cu` runs instead: the WGSL kernel's tiling
 //! in CUDA C.
 
+use std::mem::MaybeUninit;
+
 use crate::autograd::record;
 use crate::device::cpu::{self, CpuBuffer, CpuData};
 use crate::device::kernels::matmul::MatmulKernels;
@@ -244,17 +246,38 @@ pub(crate) fn cpu_product_rows<T: Gemm>(
     k: usize,
     n: usize,
     a: &[T],
-    (b, tb): (&[T], bool),
+    b: (&[T], bool),
     c: &mut [T],
 ) {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and the product only writes
+    // initialised values into `c`.
+    let c = unsafe { &mut *(c as *mut [T] as *mut [MaybeUninit<T>]) };
+    cpu_product_rows_uninit(m, k, n, a, b, c);
+}
+
+/// [`cpu_product_rows`] into rows that need not hold values yet (a new buffer's, not
+/// zero-filled first): writes the first `m·n` values of `c` without reading them and
+/// returns them, initialised.
+///
+/// # Panics
+/// If a slice is shorter than its shape.
+pub(crate) fn cpu_product_rows_uninit<'c, T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    (b, tb): (&[T], bool),
+    c: &'c mut [MaybeUninit<T>],
+) -> &'c mut [T] {
     assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
     crate::work::product(m, k, n);
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        c[..m * n].fill(T::default());
-        return;
+    let c = &mut c[..m * n];
+    if k == 0 || m == 0 || n == 0 {
+        for v in c.iter_mut() {
+            v.write(T::default());
+        }
+        // SAFETY: every value was written just above.
+        return unsafe { &mut *(c as *mut [MaybeUninit<T>] as *mut [T]) };
     }
     let a = Operand {
         ptr: a.as_ptr(),
@@ -268,8 +291,45 @@ pub(crate) fn cpu_product_rows<T: Gemm>(
         cs,
     };
     // SAFETY: the lengths are checked above; a and op(b) address m x k and k x n values
+    // under these strides, and c has room for m x n. With beta = 0 the kernel writes
+    // every value of c without reading any, so all of them are initialised afterwards,
+    // and `MaybeUninit<T>` has the layout of `T`.
+    unsafe {
+        cpu_gemm(m, k, n, a, b, c.as_mut_ptr().cast::<T>(), false);
+        &mut *(c as *mut [MaybeUninit<T>] as *mut [T])
+    }
+}
+
+/// `c = aᵀ·b` on the CPU, over rayon's pool when it is large enough: `a [k, m]` and `b
+/// [k, n]` row-major, `c [m, n]` overwritten; a sum over the k rows (a weight gradient
+/// over a batch of rows, as [`matmul`]`(a, b, true, false)` computes it). Counts its
+/// multiply-adds ([`crate::work`]).
+///
+/// # Panics
+/// If a slice is shorter than its shape.
+pub(crate) fn cpu_product_tn<T: Gemm>(k: usize, m: usize, n: usize, a: &[T], b: &[T], c: &mut [T]) {
+    assert!(a.len() >= k * m && b.len() >= k * n && c.len() >= m * n);
+    crate::work::product(m, k, n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c[..m * n].fill(T::default());
+        return;
+    }
+    let a = Operand {
+        ptr: a.as_ptr(),
+        rs: 1,
+        cs: m as isize,
+    };
+    let b = Operand {
+        ptr: b.as_ptr(),
+        rs: n as isize,
+        cs: 1,
+    };
+    // SAFETY: the lengths are checked above; aᵀ (m x k) and b (k x n) lie inside a and b
     // under these strides, and c has room for m x n.
-    unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr(), false) };
+    unsafe { cpu_gemm(m, k, n, a, b, c.as_mut_ptr(), true) };
 }
 
 /// A strided read-only matrix operand.
