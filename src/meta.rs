@@ -280,20 +280,22 @@ impl Replay {
         }
     }
 
-    /// An uploaded input that is a leaf of the autograd graph (`requires_grad_leaf`): live
-    /// like an input; its first gradient is kept in `leaf_grads` (not resident: no bytes in
-    /// `params`).
+    /// An uploaded input that is a leaf of the autograd graph ([`Replay::make_leaf`]).
     pub fn leaf_input(&mut self, rows: usize, cols: usize) -> Val {
-        let buf = self.alloc(rows, cols);
+        let x = self.input(rows, cols);
+        self.make_leaf(x)
+    }
+
+    /// `x` as a leaf of the autograd graph (`requires_grad_leaf`): its first gradient is
+    /// kept in `leaf_grads` (not resident: no bytes in `params`).
+    pub fn make_leaf(&mut self, x: Val) -> Val {
         self.params.push(0);
         self.leaf_grads.push(None);
         Val {
-            buf,
-            rows,
-            cols,
             grad: true,
             node: None,
             leaf: Some(self.params.len() - 1),
+            ..x
         }
     }
 
