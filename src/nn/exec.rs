@@ -11,10 +11,16 @@
 //! Frees are explicit ([`Exec::free`]): on tensors a free is a `drop`, on the replay the
 //! release of a holder, so both see the same buffers go at the same points.
 //!
-//! An op a layer calls is one line of `exec_ops!` below: its arguments, the op on tensors,
-//! and its meta arm (`ops::meta_<op>`, in the op's file: what it allocates, keeps and what
-//! its backward rule allocates). The methods written out by hand are the values' and the
-//! blocks' bookkeeping and the steps that build a small input on the host before an op.
+//! The trainer's steps around the layers (`train/step.rs`: uploads, the loss, the
+//! backward, reads back to the host) are written over [`Exec`] too, so the estimate runs
+//! them rather than a copy of them.
+//!
+//! An op a layer or a step calls is one line of `exec_ops!` below: its arguments, the op on
+//! tensors, and its meta arm (`ops::meta_<op>`, in the op's file: what it allocates, keeps
+//! and what its backward rule allocates). The methods written out by hand are the values'
+//! and the blocks' bookkeeping (uploads, leaves, gradients, recording on or off, the
+//! backward, reads back to the host) and the steps that build a small input on the host
+//! before an op. See `docs/guide/memory-estimate.md`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -383,7 +389,7 @@ exec_ops! {
 
         fn take_grad(&mut self, x: &Val) -> Option<Val> {
             let buf = self.leaf_grads[x.leaf?].take()?;
-            Some(Val { buf, grad: false, node: None, leaf: None, ..*x })
+            Some(Val::plain(buf, x.rows, x.cols))
         }
 
         fn no_grad<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {

@@ -1,70 +1,17 @@
-//! Peak device memory of one micro-batch, predicted before it runs.
+//! Peak device memory of one micro-batch or full-graph chunk, predicted before it runs:
+//! `R + A`, the bytes resident across micro-batches (parameters, accumulated gradients,
+//! optimizer state, resident features) and the highest activation bytes it adds on top.
 //!
-//! # What is predicted
+//! `A` is the highest live total of the trainer's own device steps
+//! ([`crate::train::step`]) run on the meta device's symbolic buffers ([`crate::meta`]):
+//! the same functions the trainer runs on tensors, with the model's layers traced through
+//! their specs ([`crate::nn::LayerSpec::trace`]), so nothing here mirrors the trainer, the
+//! layers or the ops. On a GPU every buffer is rounded to its pool size class and the
+//! readouts of the batch's earlier micro-batches the device still holds count
+//! ([`MemoryEstimator::held_bytes`]).
 //!
-//! The highest value the device's [`MemoryTracker`](crate::device::MemoryTracker) reaches
-//! between the start of a micro-batch (features uploaded) and the end of its backward pass:
-//!
-//! `peak = R + A`, where `R` is what stays **resident** across micro-batches and `A` the
-//! highest **activation** bytes the micro-batch adds on top.
-//!
-//! - `R = P · (1 + s·[optimizer has state] + [gradients accumulated])`, with `P` the
-//!   parameter bytes (each tensor rounded to the device's allocation unit), `s` the
-//!   optimizer's state factor (2 for Adam's moments, 1 for SGD with momentum), and the
-//!   accumulated gradients of earlier micro-batches of the batch, which the trainer keeps
-//!   apart from the in-flight micro-batch's (so a micro-batch that runs out of memory can be
-//!   retried without double counting).
-//! - `A` comes from replaying the engine's allocation pattern symbolically (below). It is
-//!   derived from the code of the layers, ops and autograd, not fitted: on the CPU, whose
-//!   tracker counts exact bytes, it reproduces the measured peak up to what the model leaves
-//!   out (nothing, for the layers below; see `tests/budget.rs` and `tests/estimator_aggr.rs`).
-//!
-//! # The engine's allocation pattern
-//!
-//! What each op allocates, keeps and frees, and how autograd's backward walks the graph,
-//! is replayed by [`crate::meta`]. The layers are not replayed by hand: each layer
-//! kind writes its forward once, generic over [`crate::nn::exec::Exec`], and the
-//! estimator runs that same function on the symbolic buffers through the layer's spec
-//! ([`crate::nn::LayerSpec::trace`]: the parameters, then the forward), walking the same
-//! layer specs the trainer builds its model from ([`ModelConfig::layer_specs`]); the
-//! ReLU and dropout between layers are one function too ([`crate::nn::model::finish`]).
-//! Around the layers:
-//!
-//! - **Between layers**: `relu` (keeps its `[nd, o]` output), then dropout with the dst
-//!   nodes' global ids as a u32 `[nd]` tensor (keeps the ids). The layer's input `h` is
-//!   dropped when the next layer's output replaces it, so a dropout output survives only
-//!   if the next layer saved it.
-//! - **Trainer** ([`crate::train::micro`]): features `[ns₀, in]` and labels `[n]` are
-//!   uploaded, the model runs, `cross_entropy`, `argmax` (a transient u32 `[n]`), the loss
-//!   is scaled by `|seeds_k|/|seeds|` when that is not 1, the logits are dropped and the
-//!   backward runs; the features and the blocks live until the end. On a GPU the loss and
-//!   predictions stay until the batch's end, beside those of its earlier micro-batches.
-//!
-//! [`MemoryEstimator`] replays exactly this sequence on symbolic buffers (sizes and
-//! reference counts, no data) and returns the highest live total. With `L` layers the
-//! replay costs `O(L)`, so a budget search can estimate thousands of candidate
-//! micro-batches.
-//!
-//! Where the peak falls: for wide inputs it is usually the first backward steps (all saved
-//! activations plus the logits' gradient) or, for pool, the `[ns, i]` transients of the
-//! first layer; the replay finds it either way.
-//!
-//! On a GPU every buffer is rounded up to its pool size class
-//! ([`size_class`](crate::device::size_class)), and the replay counts what the GPU arms of
-//! the ops upload or add (the blocks' index arrays, see [`crate::meta`]) and the
-//! readouts of the batch's earlier micro-batches that the device still holds
-//! ([`MemoryEstimator::held_bytes`]): equal to the measured peak on lavapipe and on the
-//! emulated CUDA device (`tests/estimator_gpu.rs`); never compared with a real GPU's peak.
-//!
-//! # Adding a layer
-//!
-//! A new model kind is one file in `src/nn/`: its layer ([`crate::nn::Layer`]) whose
-//! forward is a function generic over [`crate::nn::exec::Exec`] (called with
-//! [`crate::nn::exec::Eager`] by the layer), its spec ([`crate::nn::LayerSpec`]) whose
-//! `trace` declares the parameters and calls the same function, its configuration
-//! ([`crate::nn::KindConfig`]) and its registry entry in [`crate::nn::MODELS`]. A new
-//! primitive is its meta arm in its op file and one method of `Exec` whose arms call the op
-//! and its meta arm. The estimator needs no edit.
+//! What is predicted, how, where it equals the measured peak, and what adding a layer, an
+//! op or a trainer step means for it: `docs/guide/memory-estimate.md`.
 
 use crate::device::{AllocPolicy, Device};
 use crate::error::{Error, Result};
@@ -187,35 +134,16 @@ impl MemoryEstimator {
         }
     }
 
-    /// Bytes of the parameters on the device (each tensor rounded to the allocation unit).
+    /// Bytes of the parameters on the device (each tensor rounded to the allocation unit);
+    /// saturated where the model is too large to count.
     pub fn param_bytes(&self) -> u64 {
-        let params = self.declared_params(self.symbolic());
-        params.iter().fold(0u64, |a, &b| a.saturating_add(b))
-    }
-
-    /// Number of parameter values the replay declares (checked against the model).
-    pub fn num_parameters(&self) -> usize {
-        let params = self.declared_params(Replay::new(|b| b));
-        params
-            .iter()
-            .fold(0usize, |a, &b| a.saturating_add((b / WORD) as usize))
-    }
-
-    /// The bytes of each parameter `r` sees declared by a forward over one-node blocks
-    /// (the layers' traces declare their parameters whatever the block sizes).
-    fn declared_params(&self, mut r: Replay) -> Vec<u64> {
-        let one = BlockSizes {
-            num_src: 1,
-            num_dst: 1,
-            num_edges: 1,
-            degree_hist: vec![0, 1],
-            self_loops: 0,
+        let Ok(shapes) = self.model.parameter_shapes() else {
+            return u64::MAX;
         };
-        let sizes = vec![one; self.model.shape.layers];
-        let blocks: Vec<SymBlock> = sizes.iter().map(|s| r.block(s)).collect();
-        let input = (self.model.shape.in_dim, false);
-        let _ = step::micro_forward(&mut r, &self.traced(), &blocks, input, (), (), 1, false);
-        r.params
+        shapes.iter().fold(0u64, |a, (_, _, s)| {
+            let values = s.iter().fold(1u64, |n, &d| n.saturating_mul(d));
+            a.saturating_add(self.rounded(values.saturating_mul(WORD)))
+        })
     }
 
     /// `R`: parameters, plus held gradients and optimizer state as `state` says.
@@ -434,49 +362,5 @@ impl<'b> Layers<'b, Replay> for Traced<'_> {
 impl PeakModel for MemoryEstimator {
     fn activation_bytes(&self, sizes: &[BlockSizes], batch_seeds: usize) -> Result<u64> {
         MemoryEstimator::activation_bytes(self, sizes, batch_seeds, 0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::nn::{Aggregator, ModelKind};
-
-    #[test]
-    fn parameter_count_matches_the_model() {
-        use crate::nn::{Gnn, Module};
-        for (kind, aggr) in [
-            (ModelKind::Sage, Aggregator::Mean),
-            (ModelKind::Sage, Aggregator::Pool),
-            (ModelKind::Sage, Aggregator::Max),
-            (ModelKind::Sage, Aggregator::Lstm),
-            (ModelKind::Gcn, Aggregator::Mean),
-            (ModelKind::Gat, Aggregator::Mean),
-        ] {
-            let shape = crate::nn::ModelShape {
-                in_dim: 7,
-                hidden: 5,
-                out_dim: 3,
-                layers: 3,
-                dropout: 0.5,
-            };
-            let settings: std::sync::Arc<dyn crate::nn::KindConfig> = match kind {
-                ModelKind::Sage => std::sync::Arc::new(crate::nn::SageConfig { aggr }),
-                ModelKind::Gcn => std::sync::Arc::new(crate::nn::GcnConfig),
-                ModelKind::Gat => std::sync::Arc::new(crate::nn::GatConfig {
-                    heads: 2,
-                    ..Default::default()
-                }),
-            };
-            let config = ModelConfig::with_settings(shape, settings);
-            let model = Gnn::new(config.clone(), Some(&[1, 2, 3]), 0, Device::Cpu).unwrap();
-            let e = MemoryEstimator::new(config, Device::Cpu, 2);
-            assert_eq!(
-                e.num_parameters(),
-                model.num_parameters(),
-                "{kind:?}/{aggr:?}"
-            );
-            assert_eq!(e.param_bytes(), 4 * model.num_parameters() as u64);
-        }
     }
 }
