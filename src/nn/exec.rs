@@ -379,7 +379,9 @@ exec_ops! {
         fn upload(&mut self, rows: usize, cols: usize, by_id: bool, _host: ()) -> Result<Val> {
             let ids = by_id.then(|| self.alloc(rows, 1));
             let x = self.input(rows, cols);
-            ids.map(|b| self.release(b));
+            if let Some(ids) = ids {
+                self.release(ids);
+            }
             Ok(x)
         }
 

@@ -141,6 +141,10 @@ pub(crate) fn score<'b, E: Exec<'b>>(
     })
 }
 
+/// A micro-batch's readouts after its backward: its cross-entropy, its predictions where
+/// held on the device, else as read at once.
+pub(crate) type Readouts<T> = (T, Option<T>, Vec<u32>);
+
 /// A micro-batch on the device: its features, labels and loss.
 pub(crate) struct Micro<T> {
     pub x: T,
@@ -188,7 +192,7 @@ pub(crate) fn micro_forward<'b, E: Exec<'b>>(
 pub(crate) fn micro_backward<'b, E: Exec<'b>>(
     e: &mut E,
     mb: Micro<E::T>,
-) -> Result<(E::T, Option<E::T>, Vec<u32>)> {
+) -> Result<Readouts<E::T>> {
     let Micro { x, y, scored } = mb;
     e.backward_from(&scored.loss, None)?;
     for v in [scored.loss, y, x] {
