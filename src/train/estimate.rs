@@ -3,7 +3,7 @@
 //! optimizer state, resident features) and the highest activation bytes it adds on top.
 //!
 //! `A` is the highest live total of the trainer's own device steps
-//! ([`crate::train::step`]) run on the meta device's symbolic buffers ([`crate::meta`]):
+//! (`train/step.rs`) run on the meta device's symbolic buffers ([`crate::meta`]):
 //! the same functions the trainer runs on tensors, with the model's layers traced through
 //! their specs ([`crate::nn::LayerSpec::trace`]), so nothing here mirrors the trainer, the
 //! layers or the ops. On a GPU every buffer is rounded to its pool size class and the
@@ -177,7 +177,7 @@ impl MemoryEstimator {
     /// `sizes` are its blocks' (input layer first); `total_seeds` the batch's seeds (the
     /// loss is scaled unless the micro-batch holds them all); `held` the readouts of the
     /// batch's earlier micro-batches still on the device ([`MemoryEstimator::held_bytes`]).
-    /// The trainer's own steps ([`step::micro_forward`], [`step::micro_backward`]) run on
+    /// The trainer's own steps (`step::micro_forward`, `step::micro_backward`) run on
     /// the replay; the blocks live to the end, as the trainer holds them.
     pub fn activation_bytes(
         &self,
@@ -229,7 +229,7 @@ impl MemoryEstimator {
 
     /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
     /// `layer` run on a chunk whose block has `sizes`, in `pass`, by the trainer's chunk
-    /// steps ([`step`]). The layer's input rows are uploaded from the host (the input
+    /// steps (`train/step.rs`). The layer's input rows are uploaded from the host (the input
     /// layer's: the features, as a micro-batch's are); in the loss and backward passes a
     /// deeper layer's input is a leaf whose gradient is read back to the host.
     pub fn chunk_activation_bytes(

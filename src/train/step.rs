@@ -46,7 +46,7 @@ pub(crate) trait Layers<'b, E: Exec<'b>> {
     fn aggregate_backward(&self, e: &mut E, l: usize, block: &E::Block, g: &E::T) -> Result<E::T>;
 }
 
-/// The trainer's model in a pass `f`, on tensors.
+/// The trainer's model in the pass `fwd`, on tensors.
 pub(crate) struct Live<'a> {
     pub model: &'a Gnn,
     pub fwd: &'a Forward,

@@ -104,7 +104,7 @@ pub(super) fn hybrid_backward_chunk(
     };
     let g = Box::new(move || Tensor::from_f32(g_rows, &[nd, w], device));
     // The aggregation's backward runs before the held parameter gradients are merged
-    // back, as the estimator replays it (both copies of them are live at its peak).
+    // back, as the estimate assumes (both copies of them are live at its peak).
     with_held_grads(&params, || -> Result<()> {
         let e = &mut Eager;
         step::hybrid_backward_chunk(e, &live, l, &block, x.as_ref(), &a, g)?;
