@@ -238,6 +238,10 @@ case!(
     |e, x, _b| { e.mul(&x[0], &x[1]) }
 );
 case!(relu_matches, [In::Leaf(SRC, 6)], |e, x, _b| e.relu(&x[0]));
+case!(scale_matches, [In::Leaf(SRC, 6)], |e, x, _b| e
+    .scale(&x[0], 0.5));
+case!(argmax_rows_matches, [In::Leaf(SRC, 6)], |e, x, _b| e
+    .argmax_rows(&x[0]));
 case!(leaky_relu_matches, [In::Leaf(SRC, 6)], |e, x, _b| e
     .leaky_relu(&x[0], 0.2));
 case!(reshape_matches, [In::Leaf(SRC, 6)], |e, x, _b| {
