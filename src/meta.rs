@@ -116,7 +116,7 @@ pub struct SymBlock<'a> {
     /// The block's sizes.
     pub sizes: &'a BlockSizes,
     /// Its edges: `sizes.num_edges`, or more for a block with self-loops added
-    /// ([`Replay::self_looped`]).
+    /// (`nn::exec::Exec::self_looped`).
     pub edges: usize,
     pub(crate) buf: usize,
 }
@@ -164,15 +164,6 @@ impl Replay {
             edges: sizes.num_edges,
             buf: self.alloc_bytes(0),
         }
-    }
-
-    /// [`crate::graph::Block::with_self_loops`] of `block`, held by its caller: one more
-    /// edge for every dst node without a self-loop, nothing on the device yet.
-    pub fn self_looped<'a>(&mut self, block: &SymBlock<'a>) -> SymBlock<'a> {
-        let s = block.sizes;
-        let mut looped = self.block(s);
-        looped.edges = s.num_edges + s.num_dst - s.self_loops.min(s.num_dst);
-        looped
     }
 
     /// The caller lets go of `block`; its index arrays go with its last holder.

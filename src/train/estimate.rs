@@ -13,7 +13,7 @@
 //! What is predicted, how, where it equals the measured peak, and what adding a layer, an
 //! op or a trainer step means for it: `docs/guide/memory-estimate.md`.
 
-use crate::device::{AllocPolicy, Device};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::meta::{Replay, SymBlock, Val, WORD};
@@ -124,13 +124,11 @@ impl MemoryEstimator {
     /// A replay with the device's rules: on a GPU, pool size classes and the uploads of
     /// index arrays; on the CPU, exact bytes and no uploads.
     fn symbolic(&self) -> Replay {
-        match self.device.alloc_policy() {
-            AllocPolicy { gpu: false, .. } => Replay::new(self.round()),
-            AllocPolicy {
-                lstm_rows_in_kernel: true,
-                ..
-            } => Replay::gpu().lstm_rows_in_kernel(),
-            _ => Replay::gpu(),
+        let policy = self.device.alloc_policy();
+        match (policy.gpu, policy.lstm_rows_in_kernel) {
+            (false, _) => Replay::new(self.round()),
+            (true, false) => Replay::gpu(),
+            (true, true) => Replay::gpu().lstm_rows_in_kernel(),
         }
     }
 
@@ -148,15 +146,10 @@ impl MemoryEstimator {
 
     /// `R`: parameters, plus held gradients and optimizer state as `state` says.
     pub fn resident_bytes(&self, state: Resident) -> u64 {
-        let p = self.param_bytes();
-        let factor =
-            1 + if state.optimizer_state {
-                self.state_factor as u64
-            } else {
-                0
-            } + u64::from(state.grads);
-        p.saturating_mul(factor)
-            .saturating_add(self.resident_features)
+        let state_factor = self.state_factor as u64 * u64::from(state.optimizer_state);
+        let factor = 1 + state_factor + u64::from(state.grads);
+        let p = self.param_bytes().saturating_mul(factor);
+        p.saturating_add(self.resident_features)
     }
 
     /// Bytes a GPU holds, during a micro-batch, for the readouts of the batch's micro-batches
