@@ -17,6 +17,7 @@
 
 use std::collections::HashSet;
 
+use crate::device::AllocPolicy;
 use crate::graph::BlockSizes;
 
 mod backward;
@@ -103,6 +104,8 @@ pub struct Replay {
     /// every bucket's dst ids (CUDA), rather than a buffer per bucket and row gathers
     /// (wgpu): see [`Replay::lstm_rows_in_kernel`].
     pub(crate) lstm_rows_in_kernel: bool,
+    /// The GPU's cross-entropy mean takes a scratch buffer while it runs.
+    pub(crate) mean_scratch: bool,
     /// The blocks whose index arrays are on the device.
     uploaded: HashSet<usize>,
 }
@@ -136,6 +139,7 @@ impl Replay {
             no_grad: false,
             gpu: false,
             lstm_rows_in_kernel: false,
+            mean_scratch: false,
             uploaded: HashSet::new(),
         }
     }
@@ -146,6 +150,19 @@ impl Replay {
         Replay {
             gpu: true,
             ..Replay::new(crate::device::size_class)
+        }
+    }
+
+    /// A replay with the allocation rules of a device
+    /// ([`crate::device::Device::alloc_policy`]).
+    pub fn of(policy: AllocPolicy) -> Self {
+        if !policy.gpu {
+            return Replay::new(|b| b);
+        }
+        Replay {
+            lstm_rows_in_kernel: policy.lstm_rows_in_kernel,
+            mean_scratch: policy.mean_scratch,
+            ..Replay::gpu()
         }
     }
 

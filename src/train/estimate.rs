@@ -124,12 +124,7 @@ impl MemoryEstimator {
     /// A replay with the device's rules: on a GPU, pool size classes and the uploads of
     /// index arrays; on the CPU, exact bytes and no uploads.
     fn symbolic(&self) -> Replay {
-        let policy = self.device.alloc_policy();
-        match (policy.gpu, policy.lstm_rows_in_kernel) {
-            (false, _) => Replay::new(self.round()),
-            (true, false) => Replay::gpu(),
-            (true, true) => Replay::gpu().lstm_rows_in_kernel(),
-        }
+        Replay::of(self.device.alloc_policy())
     }
 
     /// Bytes of the parameters on the device (each tensor rounded to the allocation unit);
