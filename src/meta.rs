@@ -1,48 +1,23 @@
 //! The meta device: the engine's allocations replayed on symbolic buffers (sizes and
 //! reference counts, no data), with a symbolic autograd graph, as PyTorch's meta tensors
 //! carry shape and bytes but no values. Each op's meta arm lives in its op file, beside its
-//! CPU and GPU arms (`ops::meta_<op>`: what the op allocates, what its backward closure
-//! keeps, what its rule allocates, and on a GPU what it uploads); this module is what they
-//! share: the buffers ([`Replay::alloc`], [`Replay::share`], [`Replay::release`]), the
-//! record of a node ([`Replay::record`]) with the common shapes of a rule
-//! ([`Replay::unary`], [`Replay::binary_saving_inputs`], [`Replay::over_gradient`]), the
-//! blocks and their uploads ([`SymBlock`]), and the backward pass (`meta/backward.rs`).
-//! The layers' forward functions, written once over `nn::exec::Exec`, run on these
-//! buffers through their specs; the memory estimator (`train::MemoryEstimator`) adds the
-//! trainer's steps around the layers and reads the highest live total.
+//! CPU and GPU arms (`ops::meta_<op>`); this module is what they share: the buffers
+//! ([`Replay::alloc`], [`Replay::share`], [`Replay::release`]), the record of a node
+//! ([`Replay::record`]) with the common shapes of a rule ([`Replay::unary`],
+//! [`Replay::binary_saving_inputs`], [`Replay::over_gradient`]), the blocks and their
+//! uploads on a GPU ([`SymBlock`], [`Replay::block_upload`], [`Replay::gpu`]), and the
+//! backward pass (`meta/backward.rs`). The layers' forwards and the trainer's steps,
+//! written once over `nn::exec::Exec`, run on these buffers; the memory estimator
+//! (`train::MemoryEstimator`) reads the highest live total.
 //!
-//! Every tensor is f32 or u32 (4 bytes a value). A buffer is freed when its last holder
-//! drops it; holders are the caller's variables and the backward closures, which keep
-//! exactly what their rule reads.
-//!
-//! Autograd's backward allocates the scalar seed, then visits nodes in the topological
-//! order of [`crate::autograd`] (depth-first from the loss, first input first, reversed
-//! post-order). After a node's rule it frees the node's saved tensors and its incoming
-//! gradient; a gradient flowing into a tensor that already has one is added in place into
-//! whichever of the two has no other holder (the other freed), or, when both are held
-//! elsewhere, into a new buffer (then both parts freed); a parameter's first gradient is
-//! kept.
-//!
-//! # On a GPU
-//!
-//! A replay for a GPU ([`Replay::gpu`]) rounds every buffer to the pool's size class, and
-//! the meta arms add what the GPU arms of the ops allocate beyond the CPU's: a block's five
-//! index arrays, uploaded by the first segment op that reads the block
-//! ([`Replay::block_upload`]) and freed with the block (the trainer holds a micro-batch's
-//! blocks to the end of its backward, GAT's self-looped block lives while its forward runs
-//! and the rules that keep it wait), transient index uploads ([`Replay::gpu_upload`]), and
-//! what each op's GPU arm adds (its op file says what). This makes the estimate equal to the
-//! measured peak on lavapipe and on the emulated CUDA device (`tests/estimator_gpu.rs`),
-//! where the LSTM's arm differs ([`Replay::lstm_rows_in_kernel`]). Not compared with a real
-//! GPU's peak yet.
-//!
-//! Adding an op that a layer calls means its meta arm in its op file, one line in
-//! `nn/exec.rs`, and a case in `tests/estimator_ops.rs`, which runs each method of `Exec`
-//! alone on both executors and compares the bytes at five points of its life on the CPU
-//! and every GPU the tests select.
+//! A buffer is freed when its last holder drops it; holders are the caller's variables
+//! and the backward closures, which keep exactly what their rule reads. How the replay
+//! follows autograd and the GPU's pools, and where it equals the measured peak:
+//! `docs/guide/memory-estimate.md`.
 
 use std::collections::HashSet;
 
+use crate::device::AllocPolicy;
 use crate::graph::BlockSizes;
 
 mod backward;
@@ -76,6 +51,18 @@ pub struct Val {
 }
 
 impl Val {
+    /// `[rows, cols]` in `buf`, outside the autograd graph.
+    pub(crate) fn plain(buf: usize, rows: usize, cols: usize) -> Val {
+        Val {
+            buf,
+            rows,
+            cols,
+            grad: false,
+            node: None,
+            leaf: None,
+        }
+    }
+
     /// A second holder of the same buffer (a `Tensor::clone`).
     pub fn clone_in(&self, r: &mut Replay) -> Val {
         r.share(self.buf);
@@ -107,9 +94,7 @@ pub struct Replay {
     live: u64,
     pub(crate) peak: u64,
     nodes: Vec<SymNode>,
-    /// Rounded bytes of each parameter (resident: not in `live`).
-    pub(crate) params: Vec<u64>,
-    /// The gradient buffer each parameter received in this backward.
+    /// The gradient buffer each leaf (parameter or leaf input) keeps.
     pub(crate) leaf_grads: Vec<Option<usize>>,
     /// Recording is off (`autograd::no_grad`): ops record no node.
     pub no_grad: bool,
@@ -119,6 +104,8 @@ pub struct Replay {
     /// every bucket's dst ids (CUDA), rather than a buffer per bucket and row gathers
     /// (wgpu): see [`Replay::lstm_rows_in_kernel`].
     pub(crate) lstm_rows_in_kernel: bool,
+    /// The GPU's cross-entropy mean takes a scratch buffer while it runs.
+    pub(crate) mean_scratch: bool,
     /// The blocks whose index arrays are on the device.
     uploaded: HashSet<usize>,
 }
@@ -132,7 +119,7 @@ pub struct SymBlock<'a> {
     /// The block's sizes.
     pub sizes: &'a BlockSizes,
     /// Its edges: `sizes.num_edges`, or more for a block with self-loops added
-    /// ([`Replay::self_looped`]).
+    /// (`nn::exec::Exec::self_looped`).
     pub edges: usize,
     pub(crate) buf: usize,
 }
@@ -148,11 +135,11 @@ impl Replay {
             live: 0,
             peak: 0,
             nodes: Vec::new(),
-            params: Vec::new(),
             leaf_grads: Vec::new(),
             no_grad: false,
             gpu: false,
             lstm_rows_in_kernel: false,
+            mean_scratch: false,
             uploaded: HashSet::new(),
         }
     }
@@ -166,6 +153,19 @@ impl Replay {
         }
     }
 
+    /// A replay with the allocation rules of a device
+    /// ([`crate::device::Device::alloc_policy`]).
+    pub fn of(policy: AllocPolicy) -> Self {
+        if !policy.gpu {
+            return Replay::new(|b| b);
+        }
+        Replay {
+            lstm_rows_in_kernel: policy.lstm_rows_in_kernel,
+            mean_scratch: policy.mean_scratch,
+            ..Replay::gpu()
+        }
+    }
+
     /// The same replay for a GPU whose LSTM step kernels read and write the output rows
     /// themselves: one upload of all buckets' dst ids, no gather of the last step's
     /// gradient rows (`ops::lstm_aggregate`'s CUDA arm).
@@ -176,22 +176,11 @@ impl Replay {
 
     /// A block of `sizes` held by its caller, nothing on the device yet.
     pub fn block<'a>(&mut self, sizes: &'a BlockSizes) -> SymBlock<'a> {
-        self.bytes.push(0);
-        self.refs.push(1);
         SymBlock {
             sizes,
             edges: sizes.num_edges,
-            buf: self.bytes.len() - 1,
+            buf: self.alloc_bytes(0),
         }
-    }
-
-    /// [`crate::graph::Block::with_self_loops`] of `block`, held by its caller: one more
-    /// edge for every dst node without a self-loop, nothing on the device yet.
-    pub fn self_looped<'a>(&mut self, block: &SymBlock<'a>) -> SymBlock<'a> {
-        let s = block.sizes;
-        let mut looped = self.block(s);
-        looped.edges = s.num_edges + s.num_dst - s.self_loops.min(s.num_dst);
-        looped
     }
 
     /// The caller lets go of `block`; its index arrays go with its last holder.
@@ -270,47 +259,31 @@ impl Replay {
 
     /// A tensor that needs no gradient (features, labels, ids, norms).
     pub fn input(&mut self, rows: usize, cols: usize) -> Val {
-        Val {
-            buf: self.alloc(rows, cols),
-            rows,
-            cols,
-            grad: false,
-            node: None,
-            leaf: None,
-        }
+        Val::plain(self.alloc(rows, cols), rows, cols)
     }
 
-    /// An uploaded input that is a leaf of the autograd graph (`requires_grad_leaf`): live
-    /// like an input; its first gradient is kept in `leaf_grads` (not resident: no bytes in
-    /// `params`).
+    /// An uploaded input that is a leaf of the autograd graph ([`Replay::make_leaf`]).
     pub fn leaf_input(&mut self, rows: usize, cols: usize) -> Val {
-        let buf = self.alloc(rows, cols);
-        self.params.push(0);
+        let x = self.input(rows, cols);
+        self.make_leaf(x)
+    }
+
+    /// `x` as a leaf of the autograd graph (`requires_grad_leaf`): its first gradient is
+    /// kept in `leaf_grads`.
+    pub fn make_leaf(&mut self, x: Val) -> Val {
         self.leaf_grads.push(None);
         Val {
-            buf,
-            rows,
-            cols,
             grad: true,
             node: None,
-            leaf: Some(self.params.len() - 1),
+            leaf: Some(self.leaf_grads.len() - 1),
+            ..x
         }
     }
 
     /// A parameter: resident, so its buffer adds nothing to `live`.
     pub fn param(&mut self, rows: usize, cols: usize) -> Val {
-        self.params.push((self.round)(bytes_of(rows, cols)));
-        self.leaf_grads.push(None);
-        self.bytes.push(0);
-        self.refs.push(1);
-        Val {
-            buf: self.bytes.len() - 1,
-            rows,
-            cols,
-            grad: true,
-            node: None,
-            leaf: Some(self.params.len() - 1),
-        }
+        let buf = self.alloc_bytes(0);
+        self.make_leaf(Val::plain(buf, rows, cols))
     }
 
     /// `autograd::record`: a node if an input needs a gradient; otherwise the saved
@@ -323,14 +296,7 @@ impl Replay {
         saved: Vec<usize>,
         rule: Rule,
     ) -> Val {
-        let mut out = Val {
-            buf,
-            rows: shape.0,
-            cols: shape.1,
-            grad: false,
-            node: None,
-            leaf: None,
-        };
+        let mut out = Val::plain(buf, shape.0, shape.1);
         if self.no_grad || !inputs.iter().any(|v| v.grad) {
             for b in saved {
                 self.release(b);

@@ -1,6 +1,7 @@
 //! The memory estimator on every model kind and aggregator, against the CPU tracker (exact
 //! bytes): every micro-batch's estimate equals its measured peak to the byte (K = 1 and 4),
-//! and under a budget the measured peak stays within it.
+//! and under a budget the measured peak stays within it; the parameter bytes it counts
+//! are the model's.
 //!
 //! The CPU tracker is process-wide, so these tests take a lock against each other.
 
@@ -208,4 +209,35 @@ const COVERED: &[&str] = &["sage", "gcn", "gat"];
 fn every_registered_model_kind_has_an_exact_estimate_test() {
     let registered: Vec<&str> = MODELS.iter().map(|m| m.name()).collect();
     assert_eq!(registered, COVERED);
+}
+
+#[test]
+fn parameter_bytes_equal_the_models_parameters() {
+    use espalier::nn::{Gnn, Module};
+    use espalier::train::MemoryEstimator;
+    for (kind, aggr) in [
+        (ModelKind::Sage, Aggregator::Mean),
+        (ModelKind::Sage, Aggregator::Pool),
+        (ModelKind::Sage, Aggregator::Max),
+        (ModelKind::Sage, Aggregator::Lstm),
+        (ModelKind::Gcn, Aggregator::Mean),
+        (ModelKind::Gat, Aggregator::Mean),
+    ] {
+        let shape = ModelShape {
+            in_dim: 7,
+            hidden: 5,
+            out_dim: 3,
+            layers: 3,
+            dropout: 0.5,
+        };
+        let gat = GatConfig {
+            heads: 2,
+            ..Default::default()
+        };
+        let config = common::model(kind, aggr, gat, shape);
+        let model = Gnn::new(config.clone(), Some(&[1, 2, 3]), 0, Device::Cpu).unwrap();
+        let e = MemoryEstimator::new(config, Device::Cpu, 2);
+        let n = model.num_parameters() as u64;
+        assert_eq!(e.param_bytes(), 4 * n, "{kind:?}/{aggr:?}");
+    }
 }

@@ -115,12 +115,7 @@ fn eager<C: Case>(case: &C, inputs: &[In], dev: Device) -> Life {
 
 /// The same case on the replay for `dev`.
 fn replay<C: Case>(case: &C, inputs: &[In], dev: Device) -> Life {
-    let policy = dev.alloc_policy();
-    let mut r = match (policy.gpu, policy.lstm_rows_in_kernel) {
-        (false, _) => Replay::new(|b| b),
-        (true, false) => Replay::gpu(),
-        (true, true) => Replay::gpu().lstm_rows_in_kernel(),
-    };
+    let mut r = Replay::of(dev.alloc_policy());
     let sizes = BlockSizes::of(&block());
     let b = r.block(&sizes);
     let xs: Vec<_> = inputs
@@ -238,6 +233,15 @@ case!(
     |e, x, _b| { e.mul(&x[0], &x[1]) }
 );
 case!(relu_matches, [In::Leaf(SRC, 6)], |e, x, _b| e.relu(&x[0]));
+case!(scale_matches, [In::Leaf(SRC, 6)], |e, x, _b| e
+    .scale(&x[0], 0.5));
+case!(
+    cross_entropy_matches,
+    [In::Leaf(DST, SRC), In::Index(DST)],
+    |e, x, _b| { e.cross_entropy(&x[0], &x[1]) }
+);
+case!(argmax_rows_matches, [In::Leaf(SRC, 6)], |e, x, _b| e
+    .argmax_rows(&x[0]));
 case!(leaky_relu_matches, [In::Leaf(SRC, 6)], |e, x, _b| e
     .leaky_relu(&x[0], 0.2));
 case!(reshape_matches, [In::Leaf(SRC, 6)], |e, x, _b| {

@@ -180,6 +180,8 @@ impl Device {
             // CUDA's LSTM step kernels index the output rows through the dst ids; wgpu's
             // put and gather them through bucket-local buffers.
             lstm_rows_in_kernel: matches!(self, Device::Cuda(_)),
+            // wgpu's cross-entropy mean reduces through a scratch buffer; CUDA's does not.
+            mean_scratch: matches!(self, Device::Wgpu(_)),
         }
     }
 
@@ -203,6 +205,8 @@ pub struct AllocPolicy {
     /// The LSTM aggregation's step kernels read and write the output rows themselves: one
     /// upload of every bucket's dst ids, no per-bucket gather of gradient rows.
     pub lstm_rows_in_kernel: bool,
+    /// The cross-entropy's mean takes a 512-word scratch buffer while it runs.
+    pub mean_scratch: bool,
 }
 
 impl FromStr for Device {

@@ -63,16 +63,11 @@ impl Replay {
             self.release(prev);
             g
         } else {
-            let m = self.alloc_like(prev);
+            let m = self.alloc_bytes(self.bytes[prev]);
             self.release(prev);
             self.release(g);
             m
         }
-    }
-
-    /// A new buffer of `buf`'s size.
-    fn alloc_like(&mut self, buf: usize) -> usize {
-        self.alloc_bytes(self.bytes[buf])
     }
 
     /// The order of [`crate::autograd`]: iterative depth-first search over inputs in

@@ -11,10 +11,16 @@
 //! Frees are explicit ([`Exec::free`]): on tensors a free is a `drop`, on the replay the
 //! release of a holder, so both see the same buffers go at the same points.
 //!
-//! An op a layer calls is one line of `exec_ops!` below: its arguments, the op on tensors,
-//! and its meta arm (`ops::meta_<op>`, in the op's file: what it allocates, keeps and what
-//! its backward rule allocates). The methods written out by hand are the values' and the
-//! blocks' bookkeeping and the steps that build a small input on the host before an op.
+//! The trainer's steps around the layers (`train/step.rs`: uploads, the loss, the
+//! backward, reads back to the host) are written over [`Exec`] too, so the estimate runs
+//! them rather than a copy of them.
+//!
+//! An op a layer or a step calls is one line of `exec_ops!` below: its arguments, the op on
+//! tensors, and its meta arm (`ops::meta_<op>`, in the op's file: what it allocates, keeps
+//! and what its backward rule allocates). The methods written out by hand are the values'
+//! and the blocks' bookkeeping (uploads, leaves, gradients, recording on or off, the
+//! backward, reads back to the host) and the steps that build a small input on the host
+//! before an op. See `docs/guide/memory-estimate.md`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -118,6 +124,9 @@ exec_ops! {
         type Block;
         /// The LSTM aggregation's plan of a block: an [`ops::LstmPlan`], or a [`MetaPlan`].
         type Plan;
+        /// What puts a value on the device ([`Exec::upload`]): the host's upload on tensors
+        /// (it may have run already), nothing on the replay (the call gives the shape).
+        type Host;
 
         /// `(num_src, num_dst, num_edges)` of `block`.
         fn block_rows(block: &Self::Block) -> (usize, usize, usize);
@@ -160,11 +169,43 @@ exec_ops! {
         /// ids (uploaded as u32 `[E]`, kept by the rule).
         fn dropout_edges(&mut self, x: &Self::T, p: f64, key: u32, block: &Self::Block)
             -> Result<Self::T>;
+
+        /// `[rows, cols]` values from the host, put on the device by `host`; where `by_id`,
+        /// gathered there from a resident matrix by their ids (a u32 `[rows]` upload,
+        /// freed once the rows are gathered).
+        fn upload(&mut self, rows: usize, cols: usize, by_id: bool, host: Self::Host)
+            -> Result<Self::T>;
+
+        /// `x` as a leaf of the autograd graph whose gradient is kept
+        /// ([`Tensor::requires_grad_leaf`]).
+        fn leaf(&mut self, x: Self::T) -> Self::T;
+
+        /// `x`'s kept gradient, taken from it (`None` if it has none).
+        fn take_grad(&mut self, x: &Self::T) -> Option<Self::T>;
+
+        /// `f` with autograd's recording off ([`crate::autograd::no_grad`]).
+        fn no_grad<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R
+        where
+            Self: Sized;
+
+        /// The backward pass from the scalar `root`, or from `root` with the gradient `grad`
+        /// ([`Tensor::backward`], [`Tensor::backward_with`]).
+        fn backward_from(&mut self, root: &Self::T, grad: Option<&Self::T>) -> Result<()>;
+
+        /// `x`'s values read back to the host, then `x` freed (the replay reads nothing).
+        fn read_f32(&mut self, x: Self::T) -> Result<Vec<f32>>;
+
+        /// [`Exec::read_f32`] of a u32 value.
+        fn read_u32(&mut self, x: Self::T) -> Result<Vec<u32>>;
+
+        /// The one value of `x` read back to the host (0 on the replay).
+        fn item(&mut self, x: &Self::T) -> Result<f64>;
     }
     eager {
         type T = Tensor;
         type Block = Arc<Block>;
         type Plan = Arc<ops::LstmPlan>;
+        type Host = Box<dyn FnOnce() -> Result<Tensor> + 'b>;
 
         fn block_rows(block: &Arc<Block>) -> (usize, usize, usize) {
             (block.num_src, block.num_dst, block.num_edges())
@@ -229,11 +270,50 @@ exec_ops! {
             let ids = Tensor::from_u32(edge_ids(block), &[block.num_edges()], x.device())?;
             ops::dropout(x, p, key, Some(&ids))
         }
+
+        fn upload(&mut self, _rows: usize, _cols: usize, _by_id: bool, host: Self::Host)
+            -> Result<Tensor> {
+            host()
+        }
+
+        fn leaf(&mut self, x: Tensor) -> Tensor {
+            x.requires_grad_leaf()
+        }
+
+        fn take_grad(&mut self, x: &Tensor) -> Option<Tensor> {
+            let g = x.grad();
+            x.set_grad(None);
+            g
+        }
+
+        fn no_grad<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+            crate::autograd::no_grad(|| f(self))
+        }
+
+        fn backward_from(&mut self, root: &Tensor, grad: Option<&Tensor>) -> Result<()> {
+            match grad {
+                Some(g) => root.backward_with(g),
+                None => root.backward(),
+            }
+        }
+
+        fn read_f32(&mut self, x: Tensor) -> Result<Vec<f32>> {
+            x.to_vec_f32()
+        }
+
+        fn read_u32(&mut self, x: Tensor) -> Result<Vec<u32>> {
+            x.to_vec_u32()
+        }
+
+        fn item(&mut self, x: &Tensor) -> Result<f64> {
+            x.item()
+        }
     }
     meta {
         type T = Val;
         type Block = SymBlock<'b>;
         type Plan = MetaPlan;
+        type Host = ();
 
         fn block_rows(block: &SymBlock<'b>) -> (usize, usize, usize) {
             let s = block.sizes;
@@ -275,8 +355,12 @@ exec_ops! {
             Ok((self.input(rows, 1), (s.num_dst, buckets)))
         }
 
+        /// One more edge for every dst node without a self-loop, nothing on the device yet.
         fn self_looped(&mut self, block: &SymBlock<'b>) -> Result<SymBlock<'b>> {
-            Ok(Replay::self_looped(self, block))
+            let s = block.sizes;
+            let mut looped = self.block(s);
+            looped.edges = s.num_edges + s.num_dst - s.self_loops.min(s.num_dst);
+            Ok(looped)
         }
 
         fn free_block(&mut self, block: SymBlock<'b>) {
@@ -295,6 +379,50 @@ exec_ops! {
             self.release(ids.buf);
             Ok(out)
         }
+
+        fn upload(&mut self, rows: usize, cols: usize, by_id: bool, _host: ()) -> Result<Val> {
+            let ids = by_id.then(|| self.alloc(rows, 1));
+            let x = self.input(rows, cols);
+            if let Some(ids) = ids {
+                self.release(ids);
+            }
+            Ok(x)
+        }
+
+        fn leaf(&mut self, x: Val) -> Val {
+            self.make_leaf(x)
+        }
+
+        fn take_grad(&mut self, x: &Val) -> Option<Val> {
+            let buf = self.leaf_grads[x.leaf?].take()?;
+            Some(Val::plain(buf, x.rows, x.cols))
+        }
+
+        fn no_grad<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+            let was = std::mem::replace(&mut self.no_grad, true);
+            let out = f(self);
+            self.no_grad = was;
+            out
+        }
+
+        fn backward_from(&mut self, root: &Val, grad: Option<&Val>) -> Result<()> {
+            self.backward(root, grad.map(|g| g.buf));
+            Ok(())
+        }
+
+        fn read_f32(&mut self, x: Val) -> Result<Vec<f32>> {
+            self.release(x.buf);
+            Ok(Vec::new())
+        }
+
+        fn read_u32(&mut self, x: Val) -> Result<Vec<u32>> {
+            self.release(x.buf);
+            Ok(Vec::new())
+        }
+
+        fn item(&mut self, _x: &Val) -> Result<f64> {
+            Ok(0.0)
+        }
     }
     ops {
         /// The first `n` rows of `x` as a new value ([`ops::slice`]).
@@ -311,6 +439,14 @@ exec_ops! {
         fn add(a: T, b: T) = ops::add(a, b), |r| ops::meta_add(r, a, b);
         /// `a ⊙ b`, `b` the same shape or a column ([`ops::mul`]).
         fn mul(a: T, b: T) = ops::mul(a, b), |r| ops::meta_mul(r, a, b);
+        /// Mean cross-entropy of `logits` against the u32 `labels` ([`ops::cross_entropy`]).
+        fn cross_entropy(logits: T, labels: T) =
+            ops::cross_entropy(logits, labels, None), |r| ops::meta_cross_entropy(r, logits, labels);
+        /// The column of each row's largest value, u32 `[rows]`, of `x` detached
+        /// ([`ops::argmax_rows`]).
+        fn argmax_rows(x: T) = ops::argmax_rows(&x.detach()), |r| ops::meta_argmax_rows(r, x);
+        /// `c · x` ([`ops::mul_scalar`]).
+        fn scale(x: T, c: f64) = ops::mul_scalar(x, c), |r| ops::meta_unary(r, x);
         /// `max(x, 0)` ([`ops::relu`]).
         fn relu(x: T) = ops::relu(x), |r| ops::meta_unary(r, x);
         /// Per dst node of `block`, its in-neighbours' rows of `x` reduced by `how`.

@@ -9,6 +9,7 @@ use crate::device::gpu::GpuDevice;
 use crate::device::kernels::argmax::ArgmaxKernels;
 use crate::error::{Error, Result};
 use crate::float::Float;
+use crate::meta::{Replay, Val};
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, rows_from_fn};
 use crate::tensor::{DType, Storage, Tensor};
@@ -54,6 +55,11 @@ fn cpu_argmax<T: Float + CpuElem>(x: &[T], r: usize, c: usize) -> Result<CpuBuff
         }
         out[0] = best as u32;
     })
+}
+
+/// Meta arm of [`argmax_rows`] ([`crate::meta`]): u32 `[rows]`, recorded by no rule.
+pub fn meta_argmax_rows(r: &mut Replay, x: &Val) -> Val {
+    r.input(x.rows, 1)
 }
 
 #[cfg(test)]

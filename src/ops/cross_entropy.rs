@@ -331,15 +331,29 @@ fn cpu_backward<T: Float + CpuElem>(
     Ok((gx, gw))
 }
 
-/// Meta arm of [`cross_entropy`]`(logits, labels)` ([`crate::meta`]): `[n, 2]` scratch
-/// (transient), `lse [n]` and the loss; keeps logits, `lse` and labels; its rule allocates
-/// `[n, classes]`.
+/// Meta arm of [`cross_entropy`]`(logits, labels)` ([`crate::meta`]): on the CPU `[n, 2]`
+/// scratch (transient), `lse [n]` and the loss; on a GPU `lse [n]`, the rows' losses
+/// `[n]`, the loss and a status pair (transient but `lse` and the loss), and where the
+/// backend's mean takes one, a 512-word scratch while it runs. Keeps logits, `lse` and
+/// labels; its rule allocates `[n, classes]`.
 pub fn meta_cross_entropy(r: &mut Replay, logits: &Val, labels: &Val) -> Val {
     let n = logits.rows;
-    let scratch = r.alloc(n, 2);
-    let lse = r.alloc(n, 1);
-    let loss = r.alloc(1, 1);
-    r.release(scratch);
+    let (lse, loss) = if r.gpu {
+        let (lse, rows) = (r.alloc(n, 1), r.alloc(n, 1));
+        let (loss, status) = (r.alloc(1, 1), r.alloc(2, 1));
+        if r.mean_scratch {
+            let scratch = r.alloc(512, 1);
+            r.release(scratch);
+        }
+        r.release(rows);
+        r.release(status);
+        (lse, loss)
+    } else {
+        let scratch = r.alloc(n, 2);
+        let (lse, loss) = (r.alloc(n, 1), r.alloc(1, 1));
+        r.release(scratch);
+        (lse, loss)
+    };
     let saved = vec![r.share(logits.buf), lse, r.share(labels.buf)];
     r.unary(logits, loss, (1, 1), saved)
 }

@@ -41,7 +41,7 @@ pub(crate) use shared::{check_update, cpu_output};
 /// `dst += src` in place (gradient accumulation, autograd's; not recorded).
 pub use crate::autograd::add_assign;
 pub use adam::{adam_update, AdamStep};
-pub use argmax::argmax_rows;
+pub use argmax::{argmax_rows, meta_argmax_rows};
 pub use assign::assign;
 pub use binary::{add, div, meta_add, meta_mul, mul, sub, Broadcast};
 pub use concat::concat;

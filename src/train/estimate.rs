@@ -1,78 +1,25 @@
-//! Peak device memory of one micro-batch, predicted before it runs.
+//! Peak device memory of one micro-batch or full-graph chunk, predicted before it runs:
+//! `R + A`, the bytes resident across micro-batches (parameters, accumulated gradients,
+//! optimizer state, resident features) and the highest activation bytes it adds on top.
 //!
-//! # What is predicted
+//! `A` is the highest live total of the trainer's own device steps
+//! (`train/step.rs`) run on the meta device's symbolic buffers ([`crate::meta`]):
+//! the same functions the trainer runs on tensors, with the model's layers traced through
+//! their specs ([`crate::nn::LayerSpec::trace`]), so nothing here mirrors the trainer, the
+//! layers or the ops. On a GPU every buffer is rounded to its pool size class and the
+//! readouts of the batch's earlier micro-batches the device still holds count
+//! ([`MemoryEstimator::held_bytes`]).
 //!
-//! The highest value the device's [`MemoryTracker`](crate::device::MemoryTracker) reaches
-//! between the start of a micro-batch (features uploaded) and the end of its backward pass:
-//!
-//! `peak = R + A`, where `R` is what stays **resident** across micro-batches and `A` the
-//! highest **activation** bytes the micro-batch adds on top.
-//!
-//! - `R = P · (1 + s·[optimizer has state] + [gradients accumulated])`, with `P` the
-//!   parameter bytes (each tensor rounded to the device's allocation unit), `s` the
-//!   optimizer's state factor (2 for Adam's moments, 1 for SGD with momentum), and the
-//!   accumulated gradients of earlier micro-batches of the batch, which the trainer keeps
-//!   apart from the in-flight micro-batch's (so a micro-batch that runs out of memory can be
-//!   retried without double counting).
-//! - `A` comes from replaying the engine's allocation pattern symbolically (below). It is
-//!   derived from the code of the layers, ops and autograd, not fitted: on the CPU, whose
-//!   tracker counts exact bytes, it reproduces the measured peak up to what the model leaves
-//!   out (nothing, for the layers below; see `tests/budget.rs` and `tests/estimator_aggr.rs`).
-//!
-//! # The engine's allocation pattern
-//!
-//! What each op allocates, keeps and frees, and how autograd's backward walks the graph,
-//! is replayed by [`crate::meta`]. The layers are not replayed by hand: each layer
-//! kind writes its forward once, generic over [`crate::nn::exec::Exec`], and the
-//! estimator runs that same function on the symbolic buffers through the layer's spec
-//! ([`crate::nn::LayerSpec::trace`]: the parameters, then the forward), walking the same
-//! layer specs the trainer builds its model from ([`ModelConfig::layer_specs`]); the
-//! ReLU and dropout between layers are one function too ([`crate::nn::model::finish`]).
-//! Around the layers:
-//!
-//! - **Between layers**: `relu` (keeps its `[nd, o]` output), then dropout with the dst
-//!   nodes' global ids as a u32 `[nd]` tensor (keeps the ids). The layer's input `h` is
-//!   dropped when the next layer's output replaces it, so a dropout output survives only
-//!   if the next layer saved it.
-//! - **Trainer** ([`crate::train::micro`]): features `[ns₀, in]` and labels `[n]` are
-//!   uploaded, the model runs, `cross_entropy`, `argmax` (a transient u32 `[n]`), the loss
-//!   is scaled by `|seeds_k|/|seeds|` when that is not 1, the logits are dropped and the
-//!   backward runs; the features and the blocks live until the end. On a GPU the loss and
-//!   predictions stay until the batch's end, beside those of its earlier micro-batches.
-//!
-//! [`MemoryEstimator`] replays exactly this sequence on symbolic buffers (sizes and
-//! reference counts, no data) and returns the highest live total. With `L` layers the
-//! replay costs `O(L)`, so a budget search can estimate thousands of candidate
-//! micro-batches.
-//!
-//! Where the peak falls: for wide inputs it is usually the first backward steps (all saved
-//! activations plus the logits' gradient) or, for pool, the `[ns, i]` transients of the
-//! first layer; the replay finds it either way.
-//!
-//! On a GPU every buffer is rounded up to its pool size class
-//! ([`size_class`](crate::device::size_class)), and the replay counts what the GPU arms of
-//! the ops upload or add (the blocks' index arrays, see [`crate::meta`]) and the
-//! readouts of the batch's earlier micro-batches that the device still holds
-//! ([`MemoryEstimator::held_bytes`]): equal to the measured peak on lavapipe and on the
-//! emulated CUDA device (`tests/estimator_gpu.rs`); never compared with a real GPU's peak.
-//!
-//! # Adding a layer
-//!
-//! A new model kind is one file in `src/nn/`: its layer ([`crate::nn::Layer`]) whose
-//! forward is a function generic over [`crate::nn::exec::Exec`] (called with
-//! [`crate::nn::exec::Eager`] by the layer), its spec ([`crate::nn::LayerSpec`]) whose
-//! `trace` declares the parameters and calls the same function, its configuration
-//! ([`crate::nn::KindConfig`]) and its registry entry in [`crate::nn::MODELS`]. A new
-//! primitive is its meta arm in its op file and one method of `Exec` whose arms call the op
-//! and its meta arm. The estimator needs no edit.
+//! What is predicted, how, where it equals the measured peak, and what adding a layer, an
+//! op or a trainer step means for it: `docs/guide/memory-estimate.md`.
 
-use crate::device::{AllocPolicy, Device};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::meta::{Replay, SymBlock, Val, WORD};
 use crate::nn::{HybridSpec, LayerSpec, ModelConfig};
-use crate::ops;
 use crate::partition::PeakModel;
+use crate::train::step::{self, Layers};
 
 /// What stays on the device between micro-batches besides the parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,57 +124,27 @@ impl MemoryEstimator {
     /// A replay with the device's rules: on a GPU, pool size classes and the uploads of
     /// index arrays; on the CPU, exact bytes and no uploads.
     fn symbolic(&self) -> Replay {
-        match self.device.alloc_policy() {
-            AllocPolicy { gpu: false, .. } => Replay::new(self.round()),
-            AllocPolicy {
-                lstm_rows_in_kernel: true,
-                ..
-            } => Replay::gpu().lstm_rows_in_kernel(),
-            _ => Replay::gpu(),
-        }
+        Replay::of(self.device.alloc_policy())
     }
 
-    /// Bytes of the parameters on the device (each tensor rounded to the allocation unit).
+    /// Bytes of the parameters on the device (each tensor rounded to the allocation unit);
+    /// saturated where the model is too large to count.
     pub fn param_bytes(&self) -> u64 {
-        let params = self.declared_params(self.symbolic());
-        params.iter().fold(0u64, |a, &b| a.saturating_add(b))
-    }
-
-    /// Number of parameter values the replay declares (checked against the model).
-    pub fn num_parameters(&self) -> usize {
-        let params = self.declared_params(Replay::new(|b| b));
-        params
-            .iter()
-            .fold(0usize, |a, &b| a.saturating_add((b / WORD) as usize))
-    }
-
-    /// The bytes of each parameter `r` sees declared by a forward over one-node blocks
-    /// (the layers' traces declare their parameters whatever the block sizes).
-    fn declared_params(&self, mut r: Replay) -> Vec<u64> {
-        let one = BlockSizes {
-            num_src: 1,
-            num_dst: 1,
-            num_edges: 1,
-            degree_hist: vec![0, 1],
-            self_loops: 0,
+        let Ok(shapes) = self.model.parameter_shapes() else {
+            return u64::MAX;
         };
-        let sizes = vec![one; self.model.shape.layers];
-        let x = r.input(1, self.model.shape.in_dim);
-        let _ = self.forward(&mut r, &sizes, x);
-        r.params
+        shapes.iter().fold(0u64, |a, (_, _, s)| {
+            let values = s.iter().fold(1u64, |n, &d| n.saturating_mul(d));
+            a.saturating_add(self.rounded(values.saturating_mul(WORD)))
+        })
     }
 
     /// `R`: parameters, plus held gradients and optimizer state as `state` says.
     pub fn resident_bytes(&self, state: Resident) -> u64 {
-        let p = self.param_bytes();
-        let factor =
-            1 + if state.optimizer_state {
-                self.state_factor as u64
-            } else {
-                0
-            } + u64::from(state.grads);
-        p.saturating_mul(factor)
-            .saturating_add(self.resident_features)
+        let state_factor = self.state_factor as u64 * u64::from(state.optimizer_state);
+        let factor = 1 + state_factor + u64::from(state.grads);
+        let p = self.param_bytes().saturating_mul(factor);
+        p.saturating_add(self.resident_features)
     }
 
     /// Bytes a GPU holds, during a micro-batch, for the readouts of the batch's micro-batches
@@ -248,48 +165,30 @@ impl MemoryEstimator {
     /// `sizes` are its blocks' (input layer first); `total_seeds` the batch's seeds (the
     /// loss is scaled unless the micro-batch holds them all); `held` the readouts of the
     /// batch's earlier micro-batches still on the device ([`MemoryEstimator::held_bytes`]).
+    /// The trainer's own steps (`step::micro_forward`, `step::micro_backward`) run on
+    /// the replay; the blocks live to the end, as the trainer holds them.
     pub fn activation_bytes(
         &self,
         sizes: &[BlockSizes],
         total_seeds: usize,
         held: u64,
     ) -> Result<u64> {
-        if sizes.len() != self.model.shape.layers {
-            return Err(Error::invalid(format!(
-                "memory estimate: {} blocks for a {}-layer model",
-                sizes.len(),
-                self.model.shape.layers
-            )));
+        if sizes.windows(2).any(|w| w[0].num_dst != w[1].num_src) {
+            return Err(Error::invalid(
+                "memory estimate: block sizes do not chain (dst of one = src of the next)",
+            ));
         }
-        for w in sizes.windows(2) {
-            if w[0].num_dst != w[1].num_src {
-                return Err(Error::invalid(
-                    "memory estimate: block sizes do not chain (dst of one = src of the next)",
-                ));
-            }
-        }
-        let n = sizes[sizes.len() - 1].num_dst;
         let mut r = self.symbolic();
-        // Trainer: features (gathered on the device by id, or uploaded), labels, forward,
-        // loss, prediction, scaling, backward.
-        // On a GPU the losses and predictions of the batch's earlier micro-batches are
-        // still held (read at the batch's end).
+        if held > 0 {
+            r.alloc_bytes(held);
+        }
+        let blocks: Vec<SymBlock> = sizes.iter().map(|s| r.block(s)).collect();
+        let input = (self.model.shape.in_dim, self.device_gather);
         let gpu = self.device.is_gpu();
-        let held = (held > 0).then(|| r.alloc_bytes(held));
-        let ids = self.device_gather.then(|| r.input(sizes[0].num_src, 1));
-        let x = r.input(sizes[0].num_src, self.model.shape.in_dim);
-        if let Some(ids) = ids {
-            r.release(ids.buf);
-        }
-        let y = r.input(n, 1);
-        let h = x.clone_in(&mut r);
-        let logits = self.forward(&mut r, sizes, h)?;
-        // The CPU reads its predictions at once; a GPU holds them to the batch's end.
-        trace_loss(&mut r, logits, y, total_seeds, gpu);
-        r.release(x.buf);
-        if let Some(held) = held {
-            r.release(held);
-        }
+        let m = &self.traced();
+        let mb = step::micro_forward(&mut r, m, &blocks, input, (), (), total_seeds, gpu)?;
+        // What stays live after the backward cannot raise the peak.
+        step::micro_backward(&mut r, mb)?;
         Ok(r.peak)
     }
 
@@ -307,195 +206,70 @@ impl MemoryEstimator {
             .saturating_add(self.activation_bytes(sizes, total_seeds, held)?))
     }
 
-    /// Replay of [`crate::nn::Gnn::forward`] in training mode: every layer's own replay
-    /// ([`crate::nn::LayerSpec::trace`]) chained by [`ModelConfig::trace_layer`].
-    /// The trainer holds the micro-batch's blocks until its backward has run, so the index
-    /// arrays the ops upload stay to the end of the replay.
-    fn forward(&self, r: &mut Replay, sizes: &[BlockSizes], x: Val) -> Result<Val> {
-        let specs = self.model.layer_specs();
-        let mut h = x;
-        for (l, (s, spec)) in sizes.iter().zip(&specs).enumerate() {
-            let block = r.block(s);
-            h = self.forward_layer(r, spec.as_ref(), l, &block, h)?;
+    /// The model's layer specs as the trainer's steps run them on the replay.
+    fn traced(&self) -> Traced<'_> {
+        Traced {
+            model: &self.model,
+            specs: self.model.layer_specs(),
+            lstm_split: self.lstm_split,
         }
-        Ok(h)
-    }
-
-    /// Replay of [`crate::nn::Gnn::forward_layer`]: layer `l` (`spec`), then ReLU and
-    /// dropout except after the output layer.
-    fn forward_layer(
-        &self,
-        r: &mut Replay,
-        spec: &dyn LayerSpec,
-        l: usize,
-        block: &SymBlock<'_>,
-        h: Val,
-    ) -> Result<Val> {
-        self.model
-            .trace_layer(spec, r, l, block, h, self.lstm_split)
     }
 
     /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
-    /// `layer` run on a chunk whose block has `sizes`, in `pass`. The layer's input rows are
-    /// uploaded from the host (the input layer's: the features, as a micro-batch's are);
-    /// in the loss and backward passes a deeper layer's input is a leaf whose gradient is
-    /// read back to the host.
+    /// `layer` run on a chunk whose block has `sizes`, in `pass`, by the trainer's chunk
+    /// steps (`train/step.rs`). The layer's input rows are uploaded from the host (the input
+    /// layer's: the features, as a micro-batch's are); in the loss and backward passes a
+    /// deeper layer's input is a leaf whose gradient is read back to the host.
     pub fn chunk_activation_bytes(
         &self,
         layer: usize,
         sizes: &BlockSizes,
         pass: ChunkPass,
     ) -> Result<u64> {
-        let m = &self.model;
-        if layer >= m.shape.layers {
+        let layers = self.model.shape.layers;
+        if layer >= layers || (layer + 1 == layers) != matches!(pass, ChunkPass::Loss { .. }) {
             return Err(Error::invalid(format!(
-                "memory estimate: layer {layer} of a {}-layer model",
-                m.shape.layers
+                "memory estimate: no {pass:?} pass for layer {layer} of a {layers}-layer \
+                 model (the loss pass runs the output layer only)"
             )));
         }
-        let last = layer + 1 == m.shape.layers;
-        if last != matches!(pass, ChunkPass::Loss { .. }) {
-            return Err(Error::invalid(format!(
-                "memory estimate: the loss pass runs the output layer only (layer {layer} of {})",
-                m.shape.layers
-            )));
-        }
-        let (i, _) = m.widths(layer);
-        let specs = m.layer_specs();
-        let spec = specs[layer].as_ref();
-        let hybrid = matches!(pass, ChunkPass::HybridForward | ChunkPass::HybridBackward);
-        let split = match (hybrid, spec.hybrid()) {
-            (false, _) => None,
-            (true, Some(split)) => Some(split),
-            (true, None) => {
-                return Err(Error::invalid(format!(
-                    "memory estimate: layer {layer} of {} has no hybrid split",
-                    m.label()
-                )))
-            }
-        };
-        let mut r = self.symbolic();
+        let (m, mut r) = (&self.traced(), self.symbolic());
+        let r = &mut r;
         // The chunk's block lives through the pass.
         let block = r.block(sizes);
-        if let Some(split) = split {
-            self.trace_hybrid(&mut r, split, layer, &block, pass)?;
-            return Ok(r.peak);
-        }
-        let leaf = pass != ChunkPass::Forward;
-        let x = self.trace_input(&mut r, layer, sizes.num_src, i, leaf);
+        let (ns, nd, i) = (sizes.num_src, sizes.num_dst, self.model.widths(layer).0);
+        let (by_id, leaf) = (layer == 0 && self.device_gather, layer > 0);
         match pass {
-            ChunkPass::HybridForward | ChunkPass::HybridBackward => unreachable!("replayed above"),
-            ChunkPass::Forward => {
-                r.no_grad = true;
-                let out = self.forward_layer(&mut r, spec, layer, &block, x)?;
-                // Read back to the host.
-                r.release(out.buf);
-                return Ok(r.peak);
+            ChunkPass::Forward | ChunkPass::HybridForward => {
+                let x = step::chunk_input(r, (ns, i), by_id, false, ())?;
+                let mut agg = |_| Ok(());
+                let agg = (pass == ChunkPass::HybridForward).then_some(&mut agg as _);
+                step::forward_chunk(r, m, layer, &block, x, agg)?;
             }
             ChunkPass::Loss { total } => {
-                let y = r.input(sizes.num_dst, 1);
-                let h = x.clone_in(&mut r);
-                let logits = self.forward_layer(&mut r, spec, layer, &block, h)?;
-                // The predictions are read at once.
-                trace_loss(&mut r, logits, y, total, false);
+                let x = step::chunk_input(r, (ns, i), by_id, leaf, ())?;
+                step::loss_chunk(r, m, layer, &block, &x, (), total)?;
+                step::input_grad(r, x)?;
             }
             ChunkPass::Backward => {
-                let h = x.clone_in(&mut r);
-                let out = self.forward_layer(&mut r, spec, layer, &block, h)?;
-                let g = r.input(out.rows, out.cols);
-                r.backward(&out, Some(g.buf));
-                r.release(g.buf);
-                r.release(out.buf);
+                let x = step::chunk_input(r, (ns, i), by_id, leaf, ())?;
+                step::backward_chunk(r, m, layer, &block, &x, ())?;
+                step::input_grad(r, x)?;
+            }
+            ChunkPass::HybridBackward => {
+                let dst = m.split(layer)?.reads_dst_rows();
+                let x = dst
+                    .then(|| step::chunk_input(r, (nd, i), by_id, leaf, ()))
+                    .transpose()?;
+                let a = step::chunk_input(r, (nd, i), false, leaf, ())?;
+                step::hybrid_backward_chunk(r, m, layer, &block, x.as_ref(), &a, ())?;
+                step::aggregation_grad(r, m, layer, &block, &a)?;
+                if let Some(x) = x {
+                    step::input_grad(r, x)?;
+                }
             }
         }
-        // The input's gradient is read back to the host, then the input goes.
-        if let Some(g) = x.leaf.and_then(|l| r.leaf_grads[l]) {
-            r.release(g);
-        }
-        r.release(x.buf);
         Ok(r.peak)
-    }
-
-    /// `rows` input rows of layer `layer` uploaded for a chunk: the input layer's features
-    /// (gathered on the device by id, or uploaded), a deeper layer's rows from the host, a
-    /// leaf where `leaf` (their gradient goes back to the host).
-    fn trace_input(&self, r: &mut Replay, layer: usize, rows: usize, i: usize, leaf: bool) -> Val {
-        if layer == 0 {
-            let ids = self.device_gather.then(|| r.input(rows, 1));
-            let x = r.input(rows, i);
-            if let Some(ids) = ids {
-                r.release(ids.buf);
-            }
-            x
-        } else if leaf {
-            r.leaf_input(rows, i)
-        } else {
-            r.input(rows, i)
-        }
-    }
-
-    /// Hybrid mode's passes of layer `layer` (below the output layer) in the order
-    /// [`crate::train::full_graph`] runs them: forward from every src row; backward from
-    /// the dst rows (where the update reads them) and the cached aggregation.
-    fn trace_hybrid(
-        &self,
-        r: &mut Replay,
-        split: &dyn HybridSpec,
-        layer: usize,
-        block: &SymBlock<'_>,
-        pass: ChunkPass,
-    ) -> Result<()> {
-        let sizes = block.sizes;
-        let (nd, i) = (sizes.num_dst, self.model.widths(layer).0);
-        if pass == ChunkPass::HybridForward {
-            let x = self.trace_input(r, layer, sizes.num_src, i, false);
-            r.no_grad = true;
-            let a = split.trace_aggregate(r, &x, block)?;
-            let out = split.trace_update(r, Some(&x), &a, block)?;
-            r.release(x.buf);
-            // The aggregation is read back to the host, then the output rows.
-            r.release(a.buf);
-            let out = self.model.trace_finish(r, layer, block, out)?;
-            r.release(out.buf);
-            return Ok(());
-        }
-        let x = split
-            .reads_dst_rows()
-            .then(|| self.trace_input(r, layer, nd, i, true));
-        // The cached aggregation, a leaf when its gradient flows on to a lower layer.
-        let a = match layer {
-            0 => r.input(nd, i),
-            _ => r.leaf_input(nd, i),
-        };
-        let out = split.trace_update(r, x.as_ref(), &a, block)?;
-        let out = self.model.trace_finish(r, layer, block, out)?;
-        let g = r.input(out.rows, out.cols);
-        r.backward(&out, Some(g.buf));
-        r.release(g.buf);
-        r.release(out.buf);
-        if let Some(a_grad) = a.leaf.and_then(|l| r.leaf_grads[l]) {
-            let grad = Val {
-                buf: a_grad,
-                rows: nd,
-                cols: i,
-                grad: false,
-                node: None,
-                leaf: None,
-            };
-            // The src rows' gradient is read back to the host, then goes.
-            let src = split.trace_aggregate_backward(r, &grad, block)?;
-            r.release(src.buf);
-            r.release(a_grad);
-        }
-        r.release(a.buf);
-        // The dst rows' own gradient is read back, then the rows go.
-        if let Some(x) = x {
-            if let Some(g) = x.leaf.and_then(|l| r.leaf_grads[l]) {
-                r.release(g);
-            }
-            r.release(x.buf);
-        }
-        Ok(())
     }
 
     /// `R + A` of one chunk of full-graph training (see
@@ -513,74 +287,68 @@ impl MemoryEstimator {
     }
 }
 
-/// The trainer's loss over `logits` and labels `y`, and its backward: `cross_entropy`, the
-/// predictions (u32, one per row: held to the batch's end where `hold_pred`, else read at
-/// once), the loss scaled by the rows' share of `total` unless that is 1, the logits
-/// dropped, the backward; then the loss, its parts and the labels go.
-fn trace_loss(r: &mut Replay, logits: Val, y: Val, total: usize, hold_pred: bool) {
-    let n = logits.rows;
-    let ce = ops::meta_cross_entropy(r, &logits, &y);
-    let pred = r.alloc(n, 1);
-    if !hold_pred {
-        r.release(pred);
+/// The model's layers on the replay: each layer's spec ([`LayerSpec::trace`]) chained by
+/// [`ModelConfig::trace_layer`], as [`crate::nn::Gnn::forward_layer`] runs them.
+struct Traced<'a> {
+    model: &'a ModelConfig,
+    specs: Vec<Box<dyn LayerSpec>>,
+    lstm_split: Option<usize>,
+}
+
+impl Traced<'_> {
+    fn split(&self, l: usize) -> Result<&dyn HybridSpec> {
+        self.specs[l].hybrid().ok_or_else(|| {
+            Error::invalid(format!(
+                "memory estimate: layer {l} of {} has no hybrid split",
+                self.model.label()
+            ))
+        })
     }
-    let loss = match n != total {
-        true => ops::meta_unary(r, &ce),
-        false => ce.clone_in(r),
-    };
-    r.release(logits.buf);
-    r.backward(&loss, None);
-    for v in [loss, ce, y] {
-        r.release(v.buf);
+}
+
+impl<'b> Layers<'b, Replay> for Traced<'_> {
+    fn layers(&self) -> usize {
+        self.specs.len()
+    }
+
+    fn layer(&self, r: &mut Replay, l: usize, block: &SymBlock<'b>, h: Val) -> Result<Val> {
+        let spec = self.specs[l].as_ref();
+        self.model
+            .trace_layer(spec, r, l, block, h, self.lstm_split)
+    }
+
+    fn finish(&self, r: &mut Replay, l: usize, block: &SymBlock<'b>, out: Val) -> Result<Val> {
+        self.model.trace_finish(r, l, block, out)
+    }
+
+    fn aggregate(&self, r: &mut Replay, l: usize, block: &SymBlock<'b>, h: &Val) -> Result<Val> {
+        self.split(l)?.trace_aggregate(r, h, block)
+    }
+
+    fn update(
+        &self,
+        r: &mut Replay,
+        l: usize,
+        block: &SymBlock<'b>,
+        h: Option<&Val>,
+        a: &Val,
+    ) -> Result<Val> {
+        self.split(l)?.trace_update(r, h, a, block)
+    }
+
+    fn aggregate_backward(
+        &self,
+        r: &mut Replay,
+        l: usize,
+        block: &SymBlock<'b>,
+        g: &Val,
+    ) -> Result<Val> {
+        self.split(l)?.trace_aggregate_backward(r, g, block)
     }
 }
 
 impl PeakModel for MemoryEstimator {
     fn activation_bytes(&self, sizes: &[BlockSizes], batch_seeds: usize) -> Result<u64> {
         MemoryEstimator::activation_bytes(self, sizes, batch_seeds, 0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::nn::{Aggregator, ModelKind};
-
-    #[test]
-    fn parameter_count_matches_the_model() {
-        use crate::nn::{Gnn, Module};
-        for (kind, aggr) in [
-            (ModelKind::Sage, Aggregator::Mean),
-            (ModelKind::Sage, Aggregator::Pool),
-            (ModelKind::Sage, Aggregator::Max),
-            (ModelKind::Sage, Aggregator::Lstm),
-            (ModelKind::Gcn, Aggregator::Mean),
-            (ModelKind::Gat, Aggregator::Mean),
-        ] {
-            let shape = crate::nn::ModelShape {
-                in_dim: 7,
-                hidden: 5,
-                out_dim: 3,
-                layers: 3,
-                dropout: 0.5,
-            };
-            let settings: std::sync::Arc<dyn crate::nn::KindConfig> = match kind {
-                ModelKind::Sage => std::sync::Arc::new(crate::nn::SageConfig { aggr }),
-                ModelKind::Gcn => std::sync::Arc::new(crate::nn::GcnConfig),
-                ModelKind::Gat => std::sync::Arc::new(crate::nn::GatConfig {
-                    heads: 2,
-                    ..Default::default()
-                }),
-            };
-            let config = ModelConfig::with_settings(shape, settings);
-            let model = Gnn::new(config.clone(), Some(&[1, 2, 3]), 0, Device::Cpu).unwrap();
-            let e = MemoryEstimator::new(config, Device::Cpu, 2);
-            assert_eq!(
-                e.num_parameters(),
-                model.num_parameters(),
-                "{kind:?}/{aggr:?}"
-            );
-            assert_eq!(e.param_bytes(), 4 * model.num_parameters() as u64);
-        }
     }
 }

@@ -66,6 +66,7 @@ use crate::autograd::no_grad;
 use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
 use crate::graph::{Block, BlockSizes, ChunkPlan};
+use crate::nn::exec::Eager;
 use crate::nn::{Forward, Module};
 use crate::ops;
 use crate::partition::grem::{grem_partition, GremOptions};
@@ -78,6 +79,7 @@ use crate::train::held::with_held_grads;
 use crate::train::row_reuse::{assembly_peak_bytes, Dedup, KeptRows, Reuse};
 use crate::train::state::State;
 use crate::train::stats::Phases;
+use crate::train::step::{self, Live};
 
 mod chunk;
 mod host;
@@ -86,7 +88,7 @@ mod pass;
 mod prefetch;
 mod row_counter;
 pub use crate::train::stats::{ChunkStats, FullGraphStats, LayerRows};
-use chunk::{chunk_done, chunk_estimate, chunk_input, input_bytes};
+use chunk::{by_id, chunk_done, chunk_estimate, chunk_input, input_bytes, ready};
 use host::{add_input_grad, f32_bytes, host_rows, HostMatrix};
 use hybrid::{check_hybrid, hybrid, hybrid_backward_chunk, HybridOut};
 use pass::LayerPass;
@@ -466,23 +468,17 @@ fn forward_below_output(
             let range = plan.chunks[l][c].clone();
             let ci = chunk_in(tr, lp, plan, s, ph, st)?;
             let t = Instant::now();
-            let rows = no_grad(|| -> Result<Vec<f32>> {
-                let Some(split) = tr.model.hybrid_layer(l).filter(|_| hybrid) else {
-                    return tr
-                        .model
-                        .forward_layer(l, &ci.block, ci.x, fwd)?
-                        .to_vec_f32();
-                };
-                let a = split.aggregate(&ci.block, &ci.x)?;
-                let y = split.update(&ci.block, Some(&ci.x), &a)?;
-                drop(ci.x);
-                let a_rows = a.to_vec_f32()?;
-                drop(a);
+            let live = Live {
+                model: &tr.model,
+                fwd,
+            };
+            let mut keep = |a_rows: Vec<f32>| -> Result<()> {
                 st.rows_to_host_bytes += f32_bytes(a_rows.len());
                 agg[range.start * in_width..range.end * in_width].copy_from_slice(&a_rows);
-                drop(a_rows);
-                tr.model.finish_layer(l, &ci.block, y, fwd)?.to_vec_f32()
-            })?;
+                Ok(())
+            };
+            let keep = hybrid.then_some(&mut keep as &mut dyn FnMut(Vec<f32>) -> Result<()>);
+            let rows = step::forward_chunk(&mut Eager, &live, l, &ci.block, ci.x, keep)?;
             ph.forward += t.elapsed().as_secs_f64();
             st.rows_to_host_bytes += f32_bytes(rows.len());
             out.data[range.start * out.width..range.end * out.width].copy_from_slice(&rows);
@@ -533,28 +529,20 @@ fn output_layer(
             shared,
         } = chunk_in(tr, lp, plan, s, ph, st)?;
         let t = Instant::now();
-        let x = if last > 0 { x.requires_grad_leaf() } else { x };
+        let shape = (block.num_src, tr.config.model.widths(last).0);
+        let x = step::chunk_input(&mut Eager, shape, by_id(tr, last), last > 0, ready(x))?;
         let seeds = block.dst_nodes();
         let y = tr.gather_labels(seeds)?;
         st.rows_to_device_bytes += f32_bytes(seeds.len());
         ph.gather += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let (ce, pred) = with_held_grads(params, || -> Result<(f64, Vec<u32>)> {
-            let logits = tr.model.forward_layer(last, &block, x.clone(), fwd)?;
-            let ce = ops::cross_entropy(&logits, &y, None)?;
-            let pred = ops::argmax_rows(&logits.detach())?.to_vec_u32()?;
-            let k = seeds.len();
-            let loss = if k != total {
-                ops::mul_scalar(&ce, k as f64 / total as f64)?
-            } else {
-                ce.clone()
-            };
-            drop(logits);
-            loss.backward()?;
-            drop(loss);
-            Ok((ce.item()?, pred))
+        let live = Live {
+            model: &tr.model,
+            fwd,
+        };
+        let (ce, pred) = with_held_grads(params, || {
+            step::loss_chunk(&mut Eager, &live, last, &block, &x, ready(y), total)
         })?;
-        drop(y);
         ph.backward += t.elapsed().as_secs_f64();
         loss_sum += ce * seeds.len() as f64;
         correct += pred
@@ -562,12 +550,12 @@ fn output_layer(
             .zip(seeds)
             .filter(|(&p, &s)| p == tr.data.labels[s as usize])
             .count();
+        let t = Instant::now();
+        let rows = step::input_grad(&mut Eager, x)?;
         if let Some(g) = grad_in.as_mut() {
-            let t = Instant::now();
-            st.rows_to_host_bytes += add_input_grad(&x, last, g, &block.src_nodes)?;
+            st.rows_to_host_bytes += add_input_grad(rows, last, g, &block.src_nodes)?;
             ph.gather += t.elapsed().as_secs_f64();
         }
-        drop(x);
         count.add(&block.src_nodes, shared);
         let src = &block.src_nodes;
         chunk_done(tr, st, last, "loss", c, src, range.len(), est);
@@ -643,24 +631,27 @@ fn backward_below_output(
                 ))
             })?;
             let ChunkIn { block, x, est, .. } = chunk_in(tr, lp, plan, s, ph, st)?;
-            let x = if l > 0 { x.requires_grad_leaf() } else { x };
+            let shape = (block.num_src, tr.config.model.widths(l).0);
+            let x = step::chunk_input(&mut Eager, shape, by_id(tr, l), l > 0, ready(x))?;
             let t = Instant::now();
-            with_held_grads(params, || -> Result<()> {
-                let out = tr.model.forward_layer(l, &block, x.clone(), fwd)?;
-                let g = Tensor::from_f32(g_rows, &[range.len(), w], tr.config.device)?;
-                out.backward_with(&g)?;
-                drop(g);
-                drop(out);
-                Ok(())
+            let live = Live {
+                model: &tr.model,
+                fwd,
+            };
+            let device = tr.config.device;
+            let rows = range.len();
+            let g = Box::new(move || Tensor::from_f32(g_rows, &[rows, w], device));
+            with_held_grads(params, || {
+                step::backward_chunk(&mut Eager, &live, l, &block, &x, g)
             })?;
             st.rows_to_device_bytes += f32_bytes(range.len() * w);
             ph.backward += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let rows = step::input_grad(&mut Eager, x)?;
             if let Some(g) = grad_in.as_mut() {
-                let t = Instant::now();
-                st.rows_to_host_bytes += add_input_grad(&x, l, g, &block.src_nodes)?;
+                st.rows_to_host_bytes += add_input_grad(rows, l, g, &block.src_nodes)?;
                 ph.gather += t.elapsed().as_secs_f64();
             }
-            drop(x);
             let src = &block.src_nodes;
             chunk_done(tr, st, l, "backward", c, src, range.len(), est);
             Ok(())

@@ -36,6 +36,7 @@ use std::time::Instant;
 use crate::bytes::format_bytes;
 use crate::error::{Error, Result};
 use crate::graph::{BlockSizes, Prepared, Slicer};
+use crate::nn::exec::Eager;
 use crate::nn::{Forward, Module};
 use crate::ops;
 use crate::partition::{MicroBatchStats, PartitionStats};
@@ -45,6 +46,7 @@ pub use crate::train::source::Pass;
 use crate::train::source::{MicroSource, Preparer, SourcedBatch};
 use crate::train::state::State;
 use crate::train::stats::Phases;
+use crate::train::step::{self, Live};
 use crate::work::Work;
 
 /// The result of one batch.
@@ -416,34 +418,42 @@ fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run) -> Result<Computed> 
     let n = p.seeds.len();
     let t = Instant::now();
     let w = Work::now();
-    let x = match p.features {
-        Some(rows) => rows.upload(p.blocks[0].num_src, tr.data.feat_dim, device)?,
-        None => tr.gather_features(&p.blocks[0].src_nodes)?,
-    };
-    let y = Tensor::from_u32(p.labels, &[n], device)?;
+    let (ns, dim, src) = (
+        p.blocks[0].num_src,
+        tr.data.feat_dim,
+        &p.blocks[0].src_nodes,
+    );
+    let by_id = p.features.is_none() && tr.resident_features.is_some();
+    let features = p.features;
+    let x = Box::new(move || match features {
+        Some(rows) => rows.upload(ns, dim, device),
+        None => tr.gather_features(src),
+    });
+    let labels = p.labels;
+    let y = Box::new(move || Tensor::from_u32(labels, &[n], device));
     let fwd = Forward {
         training: true,
         seed: tr.config.seed,
         epoch: run.epoch as u64,
     };
-    let logits = tr.model.forward(&p.blocks, &x, &fwd)?;
-    let ce = ops::cross_entropy(&logits, &y, None)?;
-    let pred = ops::argmax_rows(&logits.detach())?;
+    let live = Live {
+        model: &tr.model,
+        fwd: &fwd,
+    };
     // The CPU reads the predictions at once (nothing to wait for), so they hold no
-    // memory during backward: the estimator's replay assumes so.
-    let (pred, pred_host) = if device == crate::Device::Cpu {
-        let host = pred.to_vec_u32()?;
-        drop(pred);
-        (None, Some(host))
-    } else {
-        (Some(pred), None)
-    };
-    let loss = if n != run.total {
-        ops::mul_scalar(&ce, n as f64 / run.total as f64)?
-    } else {
-        ce.clone()
-    };
-    drop(logits);
+    // memory during backward; a GPU holds them to the batch's end.
+    let hold_pred = device != crate::Device::Cpu;
+    let blocks = &p.blocks;
+    let mb = step::micro_forward(
+        &mut Eager,
+        &live,
+        blocks,
+        (dim, by_id),
+        x,
+        y,
+        run.total,
+        hold_pred,
+    )?;
     // GPU ops return once queued: only a profiling run waits, so that each phase is
     // charged its own device time.
     if tr.config.profile {
@@ -452,20 +462,20 @@ fn forward_backward(tr: &State<'_>, p: Prepared, run: &Run) -> Result<Computed> 
     let forward_s = t.elapsed().as_secs_f64();
     let (forward_work, w) = (Work::now() - w, Work::now());
     let t = Instant::now();
-    loss.backward()?;
+    let (ce, pred, pred_host) = step::micro_backward(&mut Eager, mb)?;
     if tr.config.profile {
         device.sync()?;
     }
     let backward_s = t.elapsed().as_secs_f64();
     let backward_work = Work::now() - w;
-    let readout = match (pred, pred_host) {
-        (Some(pred), _) => Readout::Device {
+    let readout = match pred {
+        Some(pred) => Readout::Device {
             ce: ce.detach(),
             pred,
         },
-        (None, pred) => Readout::Host {
+        None => Readout::Host {
             ce: ce.item()?,
-            pred: pred.unwrap_or_default(),
+            pred: pred_host,
         },
     };
     Ok(Computed {

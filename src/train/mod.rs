@@ -15,6 +15,7 @@ pub mod schedule;
 pub(crate) mod source;
 pub mod state;
 pub mod stats;
+pub(crate) mod step;
 pub mod trainer;
 
 pub use config::{

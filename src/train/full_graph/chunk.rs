@@ -99,3 +99,15 @@ pub(super) fn chunk_estimate(
         .saturating_add(held)
         .saturating_add(est.chunk_activation_bytes(l, sizes, pass)?.max(assembly)))
 }
+
+/// A value already on the device, as a step's upload of it
+/// ([`crate::nn::exec::Exec::upload`]).
+pub(super) fn ready<'b>(x: Tensor) -> Box<dyn FnOnce() -> Result<Tensor> + 'b> {
+    Box::new(move || Ok(x))
+}
+
+/// Whether layer `l`'s input rows are gathered on the device by their ids (the input
+/// layer's, from features resident there).
+pub(super) fn by_id(tr: &State<'_>, l: usize) -> bool {
+    l == 0 && tr.resident_features.is_some()
+}

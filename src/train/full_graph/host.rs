@@ -4,7 +4,6 @@
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
 
 /// One layer's rows on the host: a row per node of the layer, in the plan's order.
 pub(super) struct HostMatrix {
@@ -98,15 +97,17 @@ struct RowsPtr(*mut f32);
 // SAFETY: shared only by `scatter_add`, whose tasks write disjoint rows.
 unsafe impl Sync for RowsPtr {}
 
-/// Reads the gradient of layer `l`'s input leaf `x` (rows of `src`) back to the host, adds
-/// it into `g` (the previous layer's output gradient) and frees it; returns the bytes read.
-pub(super) fn add_input_grad(x: &Tensor, l: usize, g: &mut HostMatrix, src: &[u32]) -> Result<u64> {
-    let gx = x
-        .grad()
+/// Adds the gradient `rows` of layer `l`'s input rows (of `src`), read back to the host
+/// ([`crate::train::step::input_grad`]), into `g` (the previous layer's output gradient);
+/// returns the bytes read.
+pub(super) fn add_input_grad(
+    rows: Option<Vec<f32>>,
+    l: usize,
+    g: &mut HostMatrix,
+    src: &[u32],
+) -> Result<u64> {
+    let rows = rows
         .ok_or_else(|| Error::invalid(format!("full-graph: layer {l}'s input got no gradient")))?;
-    let rows = gx.to_vec_f32()?;
-    drop(gx);
-    x.set_grad(None);
     g.scatter_add(src, &rows)?;
     Ok(f32_bytes(rows.len()))
 }

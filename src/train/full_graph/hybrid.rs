@@ -8,11 +8,12 @@
 
 use std::time::Instant;
 
-use super::chunk::{chunk_done, chunk_estimate, input_bytes};
+use super::chunk::{by_id, chunk_done, chunk_estimate, input_bytes, ready};
 use super::host::{add_input_grad, f32_bytes, HostMatrix};
 use super::prefetch::{upload, Staged};
 use crate::error::{Error, Result};
 use crate::graph::ChunkPlan;
+use crate::nn::exec::{Eager, Exec};
 use crate::nn::{Forward, Module};
 use crate::tensor::Tensor;
 use crate::train::estimate::ChunkPass;
@@ -20,6 +21,7 @@ use crate::train::held::with_held_grads;
 use crate::train::state::State;
 use crate::train::stats::FullGraphStats;
 use crate::train::stats::Phases;
+use crate::train::step::{self, Live};
 
 /// What a hybrid backward chunk writes.
 pub(super) struct HybridOut<'a> {
@@ -74,19 +76,21 @@ pub(super) fn hybrid_backward_chunk(
         .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no hybrid split")))?;
     let t = Instant::now();
     let dst = block.dst_nodes();
+    let device = tr.config.device;
     let x = match split.reads_dst_rows() {
         true => {
             let x = upload(tr, l, s.rows, s.width, dst)?;
             out.st.rows_to_device_bytes += input_bytes(tr, l, nd);
-            Some(if l > 0 { x.requires_grad_leaf() } else { x })
+            let x = step::chunk_input(&mut Eager, (nd, width), by_id(tr, l), l > 0, ready(x))?;
+            Some(x)
         }
         false => None,
     };
     let missing = |what: &str| Error::invalid(format!("--hybrid: layer {l} has no {what} rows"));
     let a = s.agg_rows.ok_or_else(|| missing("cached"))?;
     let g_rows = s.g_rows.ok_or_else(|| missing("gradient"))?;
-    let a = Tensor::from_f32(a, &[nd, width], tr.config.device)?;
-    let a = if l > 0 { a.requires_grad_leaf() } else { a };
+    let a = Box::new(move || Tensor::from_f32(a, &[nd, width], device));
+    let a = step::chunk_input(&mut Eager, (nd, width), false, l > 0, a)?;
     out.st.rows_to_device_bytes += f32_bytes(nd * width);
     out.ph.gather += t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -94,32 +98,32 @@ pub(super) fn hybrid_backward_chunk(
     let w = tr.config.model.widths(l).1;
     let (ph, st) = (&mut *out.ph, &mut *out.st);
     let grad_in = out.grad_in.as_deref_mut();
+    let live = Live {
+        model: &tr.model,
+        fwd,
+    };
+    let g = Box::new(move || Tensor::from_f32(g_rows, &[nd, w], device));
     // The aggregation's backward runs before the held parameter gradients are merged
-    // back, as the estimator replays it (both copies of them are live at its peak).
+    // back, as the estimate assumes (both copies of them are live at its peak).
     with_held_grads(&params, || -> Result<()> {
-        let y = split.update(&block, x.as_ref(), &a)?;
-        let y = tr.model.finish_layer(l, &block, y, fwd)?;
-        let g = Tensor::from_f32(g_rows, &[nd, w], tr.config.device)?;
-        y.backward_with(&g)?;
-        drop(g);
-        drop(y);
+        let e = &mut Eager;
+        step::hybrid_backward_chunk(e, &live, l, &block, x.as_ref(), &a, g)?;
         st.rows_to_device_bytes += f32_bytes(nd * w);
         ph.backward += t.elapsed().as_secs_f64();
         let Some(grad_in) = grad_in else {
             return Ok(());
         };
         let t = Instant::now();
-        let a_grad = a.grad().ok_or_else(|| {
+        let src = step::aggregation_grad(e, &live, l, &block, &a)?.ok_or_else(|| {
             Error::invalid(format!("--hybrid: layer {l}'s aggregation got no gradient"))
         })?;
-        let src = split.aggregate_backward(&block, &a_grad)?.to_vec_f32()?;
-        drop(a_grad);
-        a.set_grad(None);
         grad_in.scatter_add(&block.src_nodes, &src)?;
         st.rows_to_host_bytes += f32_bytes(src.len());
         drop(src);
         if let Some(x) = &x {
-            st.rows_to_host_bytes += add_input_grad(x, l, grad_in, dst)?;
+            let x = e.share(x);
+            let rows = step::input_grad(e, x)?;
+            st.rows_to_host_bytes += add_input_grad(rows, l, grad_in, dst)?;
         }
         ph.gather += t.elapsed().as_secs_f64();
         Ok(())
