@@ -341,6 +341,53 @@ type GradChunk<'b, 'a, 'c, T> = (
     ),
 );
 
+/// What a backward step's cells read: the forward's saved gates and cell states, the
+/// output rows' gradient `g` (a node's row: its `dst`), the incoming `h̄` of the nodes
+/// below `still` (`dh_in`, from step `t + 1`), zeros for a first step's `c_{t-1}`, the
+/// step and the width `(t, H)`, and the first rows of steps `t` and `t - 1`.
+struct StepCells<'a, T> {
+    saved: (&'a [T], &'a [T]),
+    g: &'a [T],
+    dst: &'a [usize],
+    dh_in: Option<&'a [T]>,
+    zeros: &'a [T],
+    at: (usize, usize),
+    first: (usize, usize),
+    still: usize,
+}
+
+impl<T: Float> StepCells<'_, T> {
+    /// The cells of a chunk of the step's nodes from node `i0`: each node's `c̄` row
+    /// (`dcr`) and `z̄` row (`dzr`), the latter also written into its `x̄g` row (`dx`).
+    fn backward(&self, i0: usize, dx: &mut [&mut [MaybeUninit<T>]], dcr: &mut [T], dzr: &mut [T]) {
+        let ((acts, cs), (t, h), (q, qp)) = (self.saved, self.at, self.first);
+        for l in 0..dx.len() {
+            if let Some(next) = dx.get(l + 1) {
+                prefetch(&next[t * 4 * h..(t + 1) * 4 * h]);
+            }
+            let dx = &mut dx[l];
+            let i = i0 + l;
+            let r = q + i;
+            let a = &acts[r * 4 * h..(r + 1) * 4 * h];
+            let c = &cs[r * h..(r + 1) * h];
+            let cp = if t > 0 {
+                &cs[(qp + i) * h..(qp + i + 1) * h]
+            } else {
+                self.zeros
+            };
+            let hbar = match self.dh_in {
+                Some(dh) if i < self.still => &dh[i * h..(i + 1) * h],
+                _ => &self.g[self.dst[i] * h..(self.dst[i] + 1) * h],
+            };
+            let dzr = &mut dzr[l * 4 * h..(l + 1) * 4 * h];
+            cell_rows_backward(a, (c, cp), hbar, &mut dcr[l * h..(l + 1) * h], dzr);
+            for (y, &v) in dx[t * 4 * h..(t + 1) * 4 * h].iter_mut().zip(&*dzr) {
+                y.write(v);
+            }
+        }
+    }
+}
+
 /// Nodes of a pack's longest-running step, the first (0 for an empty pack).
 fn step_max(steps: &[usize]) -> usize {
     steps.first().copied().unwrap_or(0)
@@ -619,15 +666,12 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                 let still = p.steps.get(t + 1).copied().unwrap_or(0);
                 let alloc = cpu::reserve::<T>(n * 4 * h)?;
                 let dz = &mut dzbuf[..n * 4 * h];
-                let next = match t > 0 {
-                    true => Some(cpu::reserve::<T>(n * h)?),
-                    false => None,
-                };
+                let next = (t > 0).then(|| cpu::reserve::<T>(n * h)).transpose()?;
                 // Step 0's h_{t-1} is zero: it adds nothing to W̄_hh.
-                let hp_alloc = match t > 0 && w_grad {
-                    true => Some(cpu::reserve::<T>(n.min(HPREV_ROWS) * h)?),
-                    false => None,
-                };
+                let hp_rows = n.min(HPREV_ROWS);
+                let hp_alloc = (t > 0 && w_grad)
+                    .then(|| cpu::reserve::<T>(hp_rows * h))
+                    .transpose()?;
                 let (dh_in, hn) = hbufs.pair(still * h, n * h, dh.is_some());
                 let chunks = n.div_ceil(per);
                 let mut next_rows: Vec<Option<&mut [T]>> = match next {
@@ -635,35 +679,18 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                     None => (0..chunks).map(|_| None).collect(),
                 };
 
-                let dst = &p.dst;
-                let (q, qp) = (first[t], if t > 0 { first[t - 1] } else { 0 });
-                let zeros = &zeros;
+                let cells = StepCells {
+                    saved: (acts, cs),
+                    g,
+                    dst: &p.dst,
+                    dh_in,
+                    zeros: &zeros,
+                    at: (t, h),
+                    first: (first[t], if t > 0 { first[t - 1] } else { 0 }),
+                    still,
+                };
                 let chunk = |(j, (((dx, dcr), dzr), hn)): GradChunk<'_, '_, '_, T>| {
-                    let i0 = j * per;
-                    for l in 0..dx.len() {
-                        if let Some(next) = dx.get(l + 1) {
-                            prefetch(&next[t * 4 * h..(t + 1) * 4 * h]);
-                        }
-                        let dx = &mut dx[l];
-                        let i = i0 + l;
-                        let r = q + i;
-                        let a = &acts[r * 4 * h..(r + 1) * 4 * h];
-                        let c = &cs[r * h..(r + 1) * h];
-                        let cp = if t > 0 {
-                            &cs[(qp + i) * h..(qp + i + 1) * h]
-                        } else {
-                            zeros
-                        };
-                        let hbar = match dh_in {
-                            Some(dh) if i < still => &dh[i * h..(i + 1) * h],
-                            _ => &g[dst[i] * h..(dst[i] + 1) * h],
-                        };
-                        let dzr = &mut dzr[l * 4 * h..(l + 1) * 4 * h];
-                        cell_rows_backward(a, (c, cp), hbar, &mut dcr[l * h..(l + 1) * h], dzr);
-                        for (y, &v) in dx[t * 4 * h..(t + 1) * 4 * h].iter_mut().zip(&*dzr) {
-                            y.write(v);
-                        }
-                    }
+                    cells.backward(j * per, dx, dcr, dzr);
                     if let Some(hn) = hn {
                         let m = dx.len();
                         matmul_op::cpu_product_rows(m, 4 * h, h, dzr, (wv, true), hn);
@@ -680,6 +707,7 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                 drop(next_rows);
                 // W̄_hh += h_{t-1}ᵀ·z̄_t over the step's nodes, in blocks of rows.
                 if let (Some(hp_alloc), Some((_, dw))) = (hp_alloc, dw.as_mut()) {
+                    let qp = cells.first.1;
                     let rows_before = (&acts[qp * 4 * h..], &cs[qp * h..]);
                     let terms = (&mut hpbuf[..], &mut term[..], &mut dw[..]);
                     add_w_hh_terms(rows_before, dz, h, per, terms);
@@ -706,104 +734,4 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::device::Device;
-    use crate::graph::{Block, Buckets};
-    use crate::ops::{lstm_aggregate, mul, sum_all};
-    use std::sync::Arc;
-
-    fn values(n: usize, salt: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
-            .collect()
-    }
-
-    /// `(output, x̄g by (dst, step))` of the op over `plan`, the projected row of each
-    /// (dst, step) given by the pair: row `r` of the layout reads row `pair(r)` of `xw`.
-    fn run(block: &Block, plan: &LstmPlan, h: usize) -> (Vec<f32>, Vec<Vec<f32>>) {
-        // Row of each (dst, step) in the plan's layout.
-        let mut row = vec![Vec::new(); block.num_dst];
-        for b in &plan.buckets {
-            for (i, &d) in b.dst.iter().enumerate() {
-                row[d as usize] = (0..b.degree).map(|t| b.offset + i * b.degree + t).collect();
-            }
-        }
-        let mut idx = vec![0u32; plan.rows()];
-        for (pair, &r) in row.iter().flatten().enumerate() {
-            idx[r] = pair as u32;
-        }
-        let idx = Tensor::from_u32(idx, &[plan.rows()], Device::Cpu).unwrap();
-        let xw = values(plan.rows() * 4 * h, 7);
-        let xw = Tensor::from_f32(xw, &[plan.rows(), 4 * h], Device::Cpu)
-            .unwrap()
-            .requires_grad_leaf();
-        let w = Tensor::from_f32(values(h * 4 * h, 3), &[h, 4 * h], Device::Cpu).unwrap();
-        let out = lstm_aggregate(&xw, &idx, &w, &Arc::new(plan.clone())).unwrap();
-        let g = Tensor::from_f32(
-            values(block.num_dst * h, 5),
-            &[block.num_dst, h],
-            Device::Cpu,
-        )
-        .unwrap();
-        sum_all(&mul(&out, &g).unwrap())
-            .unwrap()
-            .backward()
-            .unwrap();
-        let dxw = xw.grad().unwrap().to_vec_f32().unwrap();
-        let grads = dxw.chunks(4 * h).map(<[f32]>::to_vec).collect();
-        (out.to_vec_f32().unwrap(), grads)
-    }
-
-    #[test]
-    fn shared_packs_and_one_bucket_per_pack_give_the_same_bits() {
-        // In-degrees 3, 1, 5, 0, 2, 3, 4, 1, 5 over 12 sources.
-        let degrees = [3, 1, 5, 0, 2, 3, 4, 1, 5];
-        let mut indptr = vec![0];
-        let mut indices = Vec::new();
-        for (d, &k) in degrees.iter().enumerate() {
-            indices.extend((0..k).map(|t| ((d * 3 + t * 5) % 12) as u32));
-            indptr.push(indices.len() as u32);
-        }
-        let block = Block::new(12, indptr, indices, (0..12).collect()).unwrap();
-        let h = 3;
-        let buckets = Buckets::new(&block, None);
-        // Increasing degree: buckets share packs. Decreasing: every bucket a pack of its
-        // own, the per-bucket order.
-        let packed = LstmPlan::new(&block, &buckets).unwrap();
-        let mut reversed = buckets.clone();
-        reversed.buckets.reverse();
-        let alone = LstmPlan::new(&block, &reversed).unwrap();
-        let sizes = |p: &LstmPlan| -> Vec<_> {
-            p.buckets.iter().map(|b| (b.dst.len(), b.degree)).collect()
-        };
-        assert_eq!(
-            groups(&sizes(&packed)),
-            vec![vec![4, 3], vec![2, 1], vec![0]]
-        );
-        assert_eq!(groups(&sizes(&alone)).len(), packed.buckets.len());
-        assert_eq!(run(&block, &packed, h), run(&block, &alone, h));
-    }
-
-    #[test]
-    fn packs_stay_within_the_cap_and_run_the_longest_first() {
-        // Plan order (increasing degree): (nodes, degree).
-        let buckets = [(4, 1), (3, 2), (1, 3), (2, 5)];
-        assert_eq!(groups(&buckets), vec![vec![3, 2], vec![1], vec![0]]);
-        assert_eq!(
-            lstm_packs(&buckets),
-            vec![vec![3, 3, 3, 2, 2], vec![3, 3], vec![4]]
-        );
-        // Pieces of one degree go together up to the cap.
-        assert_eq!(
-            groups(&[(1, 1), (2, 4), (2, 4)]),
-            vec![vec![2], vec![1], vec![0]]
-        );
-        assert_eq!(groups(&[(4, 1), (2, 4), (2, 4)]), vec![vec![2, 1], vec![0]]);
-        // A degree above the previous one starts a new pack (a prefix must keep running).
-        assert_eq!(groups(&[(1, 5), (1, 2)]), vec![vec![1], vec![0]]);
-        assert!(lstm_packs(&[]).is_empty());
-        // Long sequences: up to rows / 6 nodes (46 / 6 = 7) share a pack.
-        assert_eq!(groups(&[(2, 1), (2, 10), (2, 12)]), vec![vec![2, 1, 0]]);
-    }
-}
+mod tests;
