@@ -4,8 +4,8 @@
 //! CPU and GPU arms (`ops::meta_<op>`); this module is what they share: the buffers
 //! ([`Replay::alloc`], [`Replay::share`], [`Replay::release`]), the record of a node
 //! ([`Replay::record`]) with the common shapes of a rule ([`Replay::unary`],
-//! [`Replay::binary_saving_inputs`], [`Replay::over_gradient`]), the blocks and their
-//! uploads on a GPU ([`SymBlock`], [`Replay::block_upload`], [`Replay::gpu`]), and the
+//! [`Replay::binary_saving_inputs`]), the blocks and their
+//! uploads on a GPU ([`SymBlock`], [`Replay::block_upload`], [`Replay::of`]), and the
 //! backward pass (`meta/backward.rs`). The layers' forwards and the trainer's steps,
 //! written once over `nn::exec::Exec`, run on these buffers; the memory estimator
 //! (`train::MemoryEstimator`) reads the highest live total.
@@ -62,12 +62,6 @@ impl Val {
             leaf: None,
         }
     }
-
-    /// A second holder of the same buffer (a `Tensor::clone`).
-    pub fn clone_in(&self, r: &mut Replay) -> Val {
-        r.share(self.buf);
-        *self
-    }
 }
 
 /// Where a node's input gradient goes.
@@ -87,7 +81,11 @@ struct SymNode {
 
 /// Symbolic buffers with reference counts, and a symbolic autograd graph.
 pub struct Replay {
-    round: fn(u64) -> u64,
+    /// How the device allocates: on a GPU ([`AllocPolicy::gpu`]) every buffer rounds to
+    /// its pool's size class and ops upload the index arrays they read
+    /// ([`Replay::block_upload`]); the LSTM's and the cross-entropy's device-specific
+    /// buffers follow its other flags.
+    pub(crate) policy: AllocPolicy,
     /// Rounded bytes and holders of each buffer.
     bytes: Vec<u64>,
     refs: Vec<u32>,
@@ -98,14 +96,6 @@ pub struct Replay {
     pub(crate) leaf_grads: Vec<Option<usize>>,
     /// Recording is off (`autograd::no_grad`): ops record no node.
     pub no_grad: bool,
-    /// The replay is for a GPU: ops upload index arrays ([`Replay::block_upload`]).
-    pub(crate) gpu: bool,
-    /// The GPU's LSTM step kernels index the output rows themselves, through one buffer of
-    /// every bucket's dst ids (CUDA), rather than a buffer per bucket and row gathers
-    /// (wgpu): see [`Replay::lstm_rows_in_kernel`].
-    pub(crate) lstm_rows_in_kernel: bool,
-    /// The GPU's cross-entropy mean takes a scratch buffer while it runs.
-    pub(crate) mean_scratch: bool,
     /// The blocks whose index arrays are on the device.
     uploaded: HashSet<usize>,
 }
@@ -125,11 +115,11 @@ pub struct SymBlock<'a> {
 }
 
 impl Replay {
-    /// A replay whose every allocation is rounded by `round` (the device's pool size classes, or
-    /// exact bytes), for a device without uploads of index arrays (the CPU reads the host's).
-    pub fn new(round: fn(u64) -> u64) -> Self {
+    /// A replay with the allocation rules of a device
+    /// ([`crate::device::Device::alloc_policy`]).
+    pub fn of(policy: AllocPolicy) -> Self {
         Replay {
-            round,
+            policy,
             bytes: Vec::new(),
             refs: Vec::new(),
             live: 0,
@@ -137,41 +127,17 @@ impl Replay {
             nodes: Vec::new(),
             leaf_grads: Vec::new(),
             no_grad: false,
-            gpu: false,
-            lstm_rows_in_kernel: false,
-            mean_scratch: false,
             uploaded: HashSet::new(),
         }
     }
 
-    /// A replay for a GPU: allocations rounded to the pool's size classes
-    /// ([`crate::device::size_class`]), and the ops upload the index arrays they read.
-    pub fn gpu() -> Self {
-        Replay {
-            gpu: true,
-            ..Replay::new(crate::device::size_class)
+    /// `bytes` as one allocation takes them: its pool's size class on a GPU
+    /// ([`crate::device::size_class`]), exact on the CPU.
+    pub fn round(&self, bytes: u64) -> u64 {
+        match self.policy.gpu {
+            true => crate::device::size_class(bytes),
+            false => bytes,
         }
-    }
-
-    /// A replay with the allocation rules of a device
-    /// ([`crate::device::Device::alloc_policy`]).
-    pub fn of(policy: AllocPolicy) -> Self {
-        if !policy.gpu {
-            return Replay::new(|b| b);
-        }
-        Replay {
-            lstm_rows_in_kernel: policy.lstm_rows_in_kernel,
-            mean_scratch: policy.mean_scratch,
-            ..Replay::gpu()
-        }
-    }
-
-    /// The same replay for a GPU whose LSTM step kernels read and write the output rows
-    /// themselves: one upload of all buckets' dst ids, no gather of the last step's
-    /// gradient rows (`ops::lstm_aggregate`'s CUDA arm).
-    pub fn lstm_rows_in_kernel(mut self) -> Self {
-        self.lstm_rows_in_kernel = true;
-        self
     }
 
     /// A block of `sizes` held by its caller, nothing on the device yet.
@@ -193,14 +159,14 @@ impl Replay {
     /// `t_indptr [ns + 1]`, `t_dst [E]`, `t_edges [E]`), each rounded to its size class, and
     /// they live as long as the block; later ops upload nothing, nor does the CPU.
     pub fn block_upload(&mut self, block: &SymBlock) {
-        if !self.gpu || !self.uploaded.insert(block.buf) {
+        if !self.policy.gpu || !self.uploaded.insert(block.buf) {
             return;
         }
         let (s, e) = (block.sizes, block.edges);
         let words = [s.num_dst + 1, e, s.num_src + 1, e, e];
         let b = words
             .iter()
-            .fold(0u64, |a, &n| a.saturating_add((self.round)(bytes_of(n, 1))));
+            .fold(0u64, |a, &n| a.saturating_add(self.round(bytes_of(n, 1))));
         self.bytes[block.buf] = b;
         if self.refs[block.buf] > 0 {
             self.live = self.live.saturating_add(b);
@@ -211,7 +177,7 @@ impl Replay {
     /// A transient upload of `words` u32 values on a GPU (freed by the caller), `None` on the
     /// CPU.
     pub(crate) fn gpu_upload(&mut self, words: usize) -> Option<usize> {
-        self.gpu.then(|| self.alloc(words, 1))
+        self.policy.gpu.then(|| self.alloc(words, 1))
     }
 
     /// Bytes live now.
@@ -231,7 +197,7 @@ impl Replay {
 
     /// A new buffer of `[rows, cols]` 4-byte values with one holder.
     pub fn alloc(&mut self, rows: usize, cols: usize) -> usize {
-        self.alloc_bytes((self.round)(bytes_of(rows, cols)))
+        self.alloc_bytes(self.round(bytes_of(rows, cols)))
     }
 
     /// A new buffer of `bytes` already rounded (or a sum of rounded buffers) with one holder.
@@ -306,10 +272,9 @@ impl Replay {
         let parents = inputs
             .iter()
             .map(|v| match (v.grad, v.node, v.leaf) {
-                (false, _, _) => Par::None,
                 (true, Some(n), _) => Par::Node(n),
                 (true, None, Some(p)) => Par::Leaf(p),
-                (true, None, None) => Par::None,
+                _ => Par::None,
             })
             .collect();
         self.nodes.push(SymNode {
@@ -322,15 +287,9 @@ impl Replay {
         out
     }
 
-    /// An op of two inputs that keeps both and whose rule allocates each input's gradient
-    /// (first input first), with an output of `shape`.
-    pub(crate) fn binary_saving_inputs(&mut self, a: &Val, b: &Val, shape: (usize, usize)) -> Val {
-        let out = self.alloc(shape.0, shape.1);
-        self.binary_saving_inputs_into(out, a, b, shape, vec![])
-    }
-
-    /// [`Replay::binary_saving_inputs`] into the buffer `out`, the closure keeping `also` too.
-    pub(crate) fn binary_saving_inputs_into(
+    /// An op of two inputs into the buffer `out` (of `shape`) that keeps both, and `also`;
+    /// its rule allocates each input's gradient (first input first).
+    pub(crate) fn binary_saving_inputs(
         &mut self,
         out: usize,
         a: &Val,
@@ -355,42 +314,29 @@ impl Replay {
     }
 
     /// `out` (of `shape`) computed from `x` alone, its closure keeping `saved`; its rule
-    /// allocates `x`'s gradient.
+    /// allocates `x`'s gradient, or, for an elementwise op (`over`), takes
+    /// [`Replay::over_gradient`]'s.
     pub(crate) fn unary(
         &mut self,
         x: &Val,
         out: usize,
         shape: (usize, usize),
         saved: Vec<usize>,
+        over: bool,
     ) -> Val {
         let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            shape,
-            &[x],
-            saved,
-            Box::new(move |r, _| vec![Some(r.alloc(rows, cols))]),
-        )
-    }
-
-    /// An elementwise op's `out` from `x` alone, its closure keeping `saved`; its rule's
-    /// gradient is [`Replay::over_gradient`]'s.
-    pub(crate) fn unary_over_gradient(&mut self, x: &Val, out: usize, saved: Vec<usize>) -> Val {
-        let (rows, cols) = (x.rows, x.cols);
-        self.record(
-            out,
-            (rows, cols),
-            &[x],
-            saved,
-            Box::new(move |r, g| vec![Some(r.over_gradient(g, rows, cols))]),
-        )
+        let rule: Rule = Box::new(move |r, g| match over {
+            true => vec![Some(r.over_gradient(g, rows, cols))],
+            false => vec![Some(r.alloc(rows, cols))],
+        });
+        self.record(out, shape, &[x], saved, rule)
     }
 
     /// The gradient of an elementwise rule that the CPU writes over its incoming gradient
     /// `g` when nothing else holds `g` (one holder: the pass's): `g` itself, shared; a new
     /// `[rows, cols]` buffer otherwise, and always on a GPU.
     pub(crate) fn over_gradient(&mut self, g: usize, rows: usize, cols: usize) -> usize {
-        if !self.gpu && self.refs[g] == 1 {
+        if !self.policy.gpu && self.refs[g] == 1 {
             self.share(g)
         } else {
             self.alloc(rows, cols)

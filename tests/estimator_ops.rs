@@ -264,7 +264,7 @@ case!(
     |e, x, b| { e.segment_transposed(&x[0], b, true) }
 );
 case!(dropout_dst_matches, [In::Leaf(DST, 6)], |e, x, b| e
-    .dropout_dst(&x[0], 0.5, 3, b));
+    .dropout(&x[0], 0.5, 3, b, false));
 case!(
     gather_matches,
     [In::Leaf(SRC, 6), In::Index(14)],
@@ -276,7 +276,7 @@ case!(edge_ends_match, [In::Const(SRC, 2)], |e, x, b| {
     Ok(src)
 });
 case!(dropout_edges_matches, [In::Leaf(EDGES, 2)], |e, x, b| e
-    .dropout_edges(&x[0], 0.5, 7, b));
+    .dropout(&x[0], 0.5, 7, b, true));
 case!(segment_softmax_matches, [In::Leaf(EDGES, 2)], |e, x, b| e
     .segment_softmax(&x[0], b));
 case!(

@@ -142,7 +142,7 @@ fn lstm_forward_allocates_what_its_replay_says() {
     let measured = (mem.peak() - base, live() - base);
     drop(out);
 
-    let mut r = Replay::new(|b| b);
+    let mut r = Replay::of(Device::Cpu.alloc_policy());
     let (xr, ir, wr) = (r.leaf_input(ns, 4 * h), r.input(rows, 1), r.param(h, 4 * h));
     let before = r.live();
     let buckets = plan.buckets.iter().map(|p| (p.dst.len(), p.degree));
@@ -184,7 +184,7 @@ fn lstm_backward_holds_what_its_replay_says() {
     let measured = (mem.peak() - base, live() - base);
     drop((out, y, g));
 
-    let mut r = Replay::new(|b| b);
+    let mut r = Replay::of(Device::Cpu.alloc_policy());
     let (xr, ir, wr) = (r.leaf_input(ns, 4 * h), r.input(rows, 1), r.param(h, 4 * h));
     let buckets = plan.buckets.iter().map(|p| (p.dst.len(), p.degree));
     let out = ops::meta_lstm_aggregate(&mut r, &xr, &ir, &wr, nd, buckets.collect());

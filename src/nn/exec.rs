@@ -144,8 +144,10 @@ exec_ops! {
         fn free(&mut self, x: Self::T);
 
         /// [`ops::dropout`] with probability `p` and mask key `key`, its mask keyed by the
-        /// block's dst nodes' global ids (uploaded as u32 `[num_dst]`, kept by the rule).
-        fn dropout_dst(&mut self, x: &Self::T, p: f64, key: u32, block: &Self::Block)
+        /// block's dst nodes' global ids (uploaded as u32 `[num_dst]`) or, for per-edge
+        /// values (`per_edge`), by a per-edge id from global ids ([`edge_ids`], uploaded as
+        /// u32 `[E]`); the rule keeps the ids.
+        fn dropout(&mut self, x: &Self::T, p: f64, key: u32, block: &Self::Block, per_edge: bool)
             -> Result<Self::T>;
 
         /// The LSTM aggregation's plan of `block` (its degree buckets, the largest cut into
@@ -164,11 +166,6 @@ exec_ops! {
         /// The src and the dst row of every edge of `block`, as two u32 `[E]` uploads.
         fn edge_ends(&mut self, block: &Self::Block, like: &Self::T)
             -> Result<(Self::T, Self::T)>;
-
-        /// [`ops::dropout`] of per-edge values, the mask keyed by a per-edge id from global
-        /// ids (uploaded as u32 `[E]`, kept by the rule).
-        fn dropout_edges(&mut self, x: &Self::T, p: f64, key: u32, block: &Self::Block)
-            -> Result<Self::T>;
 
         /// `[rows, cols]` values from the host, put on the device by `host`; where `by_id`,
         /// gathered there from a resident matrix by their ids (a u32 `[rows]` upload,
@@ -231,10 +228,14 @@ exec_ops! {
             drop(x);
         }
 
-        fn dropout_dst(&mut self, x: &Tensor, p: f64, key: u32, block: &Arc<Block>)
+        fn dropout(&mut self, x: &Tensor, p: f64, key: u32, block: &Arc<Block>, per_edge: bool)
             -> Result<Tensor> {
-            let ids = Tensor::from_u32(block.dst_nodes().to_vec(), &[block.num_dst], x.device())?;
-            ops::dropout(x, p, key, Some(&ids))
+            let ids = match per_edge {
+                true => edge_ids(block),
+                false => block.dst_nodes().to_vec(),
+            };
+            let n = ids.len();
+            ops::dropout(x, p, key, Some(&Tensor::from_u32(ids, &[n], x.device())?))
         }
 
         fn lstm_plan(&mut self, block: &Arc<Block>, split: Option<usize>, like: &Tensor)
@@ -263,12 +264,6 @@ exec_ops! {
             let src = Tensor::from_u32(block.indices.clone(), &[e], dev)?;
             let dst = Tensor::from_u32(edge_dst(block), &[e], dev)?;
             Ok((src, dst))
-        }
-
-        fn dropout_edges(&mut self, x: &Tensor, p: f64, key: u32, block: &Arc<Block>)
-            -> Result<Tensor> {
-            let ids = Tensor::from_u32(edge_ids(block), &[block.num_edges()], x.device())?;
-            ops::dropout(x, p, key, Some(&ids))
         }
 
         fn upload(&mut self, _rows: usize, _cols: usize, _by_id: bool, host: Self::Host)
@@ -329,17 +324,19 @@ exec_ops! {
         }
 
         fn share(&mut self, x: &Val) -> Val {
-            x.clone_in(self)
+            Replay::share(self, x.buf);
+            *x
         }
 
         fn free(&mut self, x: Val) {
             self.release(x.buf);
         }
 
-        /// The ids `[nd]`, the dropout (keeps them), then the caller's holder of the ids goes.
-        fn dropout_dst(&mut self, x: &Val, _p: f64, _key: u32, block: &SymBlock<'b>)
+        /// The ids (`[E]` per edge, else `[nd]`), the dropout (keeps them), then the caller's
+        /// holder of the ids goes.
+        fn dropout(&mut self, x: &Val, _p: f64, _key: u32, block: &SymBlock<'b>, per_edge: bool)
             -> Result<Val> {
-            let ids = self.input(block.sizes.num_dst, 1);
+            let ids = self.input(if per_edge { block.edges } else { block.sizes.num_dst }, 1);
             let out = ops::meta_dropout(self, x, &ids);
             self.release(ids.buf);
             Ok(out)
@@ -369,15 +366,6 @@ exec_ops! {
 
         fn edge_ends(&mut self, block: &SymBlock<'b>, _like: &Val) -> Result<(Val, Val)> {
             Ok((self.input(block.edges, 1), self.input(block.edges, 1)))
-        }
-
-        /// The ids `[E]`, the dropout (keeps them), then the caller's holder of the ids goes.
-        fn dropout_edges(&mut self, x: &Val, _p: f64, _key: u32, block: &SymBlock<'b>)
-            -> Result<Val> {
-            let ids = self.input(block.edges, 1);
-            let out = ops::meta_dropout(self, x, &ids);
-            self.release(ids.buf);
-            Ok(out)
         }
 
         fn upload(&mut self, rows: usize, cols: usize, by_id: bool, _host: ()) -> Result<Val> {

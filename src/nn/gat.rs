@@ -179,7 +179,7 @@ fn gat_forward<'b, E: Exec<'b>>(
     }
     let mut alpha = e.segment_softmax(&score, edges)?;
     if let Some(d) = dropout.filter(|d| d.p > 0.0) {
-        let dropped = e.dropout_edges(&alpha, d.p, d.key, edges)?;
+        let dropped = e.dropout(&alpha, d.p, d.key, edges, true)?;
         e.free(alpha);
         alpha = dropped;
     }

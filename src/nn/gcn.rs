@@ -15,7 +15,9 @@ use crate::nn::config::{Forward, ModelKind};
 use crate::nn::exec::{Eager, Exec, Reduce};
 use crate::nn::init;
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry};
-use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
+use crate::nn::layer::{
+    BuildCtx, HybridEager, HybridLayer, HybridTrace, Layer, LayerAt, LayerSpec,
+};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::rng::Rng;
@@ -194,7 +196,7 @@ impl Layer for GcnNormed {
         self.layer.forward(block, h, &self.norm)
     }
 
-    fn hybrid(&self) -> Option<&dyn HybridLayer> {
+    fn hybrid(&self) -> Option<&HybridEager> {
         Some(self)
     }
 }
@@ -203,24 +205,30 @@ impl Layer for GcnNormed {
 /// `n_dst ⊙ (segment_sum(h ⊙ n_src) + (h ⊙ n_src)[..nd])` (aggregating first whatever the
 /// widths, so the result may round differently from [`GcnLayer::forward`]), the update
 /// `a·W + b`, which reads no row of `h`.
-impl HybridLayer for GcnNormed {
-    fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
+impl HybridLayer<'_, Eager> for GcnNormed {
+    fn aggregate(&self, e: &mut Eager, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
         let norms = norms(block, h, &self.norm)?;
-        gcn_aggregate(&mut Eager, h, block, norms)
+        gcn_aggregate(e, h, block, norms)
     }
 
     fn reads_dst_rows(&self) -> bool {
         false
     }
 
-    fn update(&self, _block: &Arc<Block>, _h: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
+    fn update(
+        &self,
+        e: &mut Eager,
+        _: &Arc<Block>,
+        _: Option<&Tensor>,
+        a: &Tensor,
+    ) -> Result<Tensor> {
         let l = &self.layer;
-        gcn_update(&mut Eager, (&l.fc.weight, &l.bias), a)
+        gcn_update(e, (&l.fc.weight, &l.bias), a)
     }
 
-    fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor> {
-        let norms = norms(block, a_grad, &self.norm)?;
-        gcn_aggregate_backward(&mut Eager, a_grad, block, norms)
+    fn aggregate_backward(&self, e: &mut Eager, block: &Arc<Block>, g: &Tensor) -> Result<Tensor> {
+        let norms = norms(block, g, &self.norm)?;
+        gcn_aggregate_backward(e, g, block, norms)
     }
 }
 
@@ -293,7 +301,7 @@ impl LayerSpec for GcnSpec {
         gcn_forward(r, (&w, &bias), h, block, norms)
     }
 
-    fn hybrid(&self) -> Option<&dyn HybridSpec> {
+    fn hybrid(&self) -> Option<&HybridTrace> {
         Some(self)
     }
 }
@@ -314,8 +322,8 @@ fn sym_norms(r: &mut Replay, block: &SymBlock<'_>) -> (Val, Val) {
 }
 
 /// [`GcnNormed`]'s [`HybridLayer`] split on symbolic buffers.
-impl HybridSpec for GcnSpec {
-    fn trace_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Result<Val> {
+impl<'b> HybridLayer<'b, Replay> for GcnSpec {
+    fn aggregate(&self, r: &mut Replay, block: &SymBlock<'b>, h: &Val) -> Result<Val> {
         let norms = sym_norms(r, block);
         gcn_aggregate(r, h, block, norms)
     }
@@ -324,24 +332,13 @@ impl HybridSpec for GcnSpec {
         false
     }
 
-    fn trace_update(
-        &self,
-        r: &mut Replay,
-        _h: Option<&Val>,
-        a: &Val,
-        _: &SymBlock<'_>,
-    ) -> Result<Val> {
+    fn update(&self, r: &mut Replay, _: &SymBlock<'b>, _: Option<&Val>, a: &Val) -> Result<Val> {
         let (w, bias) = self.params(r);
         gcn_update(r, (&w, &bias), a)
     }
 
-    fn trace_aggregate_backward(
-        &self,
-        r: &mut Replay,
-        a_grad: &Val,
-        block: &SymBlock<'_>,
-    ) -> Result<Val> {
+    fn aggregate_backward(&self, r: &mut Replay, block: &SymBlock<'b>, g: &Val) -> Result<Val> {
         let norms = sym_norms(r, block);
-        gcn_aggregate_backward(r, a_grad, block, norms)
+        gcn_aggregate_backward(r, g, block, norms)
     }
 }

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::graph::Block;
 use crate::meta::{Replay, SymBlock, Val};
 use crate::nn::config::Forward;
+use crate::nn::exec::{Eager, Exec};
 use crate::nn::module::Module;
 use crate::rng::Rng;
 use crate::tensor::Tensor;
@@ -37,7 +38,7 @@ pub trait Layer: Module + Debug + Send + Sync {
 
     /// The layer split into its weight-free aggregation and its update, for full-graph
     /// training's hybrid mode; `None` (the default) where the aggregation has weights.
-    fn hybrid(&self) -> Option<&dyn HybridLayer> {
+    fn hybrid(&self) -> Option<&HybridEager> {
         None
     }
 }
@@ -45,10 +46,13 @@ pub trait Layer: Module + Debug + Send + Sync {
 /// A layer whose aggregation has no weights (HongTu's hybrid mode): its forward is
 /// `update(h, aggregate(h))`, so full-graph training can cache the aggregation on the host
 /// in the forward pass, and recompute only the update in the backward pass, from the
-/// block's dst rows and that cache, without the src rows.
-pub trait HybridLayer {
+/// block's dst rows and that cache, without the src rows. Written over an executor: the
+/// layer implements it on tensors ([`Eager`], [`Layer::hybrid`]) and its spec on the
+/// estimator's symbolic buffers ([`Replay`], [`LayerSpec::hybrid`]: its parameters
+/// declared first, as in [`LayerSpec::trace`]), both through the same functions.
+pub trait HybridLayer<'b, E: Exec<'b>> {
     /// The aggregation `[num_dst, in]` of the block's src rows `h` (no weights).
-    fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor>;
+    fn aggregate(&self, e: &mut E, block: &E::Block, h: &E::T) -> Result<E::T>;
 
     /// Whether [`HybridLayer::update`] reads the dst rows of `h` (SAGE's self term; GCN's
     /// self-loop is inside its aggregation, so it reads none).
@@ -59,12 +63,18 @@ pub trait HybridLayer {
     /// The layer's output `[num_dst, out]` from `h`, whose first `num_dst` rows are the
     /// block's dst rows (it may have only those; `None` where
     /// [`HybridLayer::reads_dst_rows`] is false), and the aggregation `a`.
-    fn update(&self, block: &Arc<Block>, h: Option<&Tensor>, a: &Tensor) -> Result<Tensor>;
+    fn update(&self, e: &mut E, block: &E::Block, h: Option<&E::T>, a: &E::T) -> Result<E::T>;
 
     /// The gradient `[num_src, in]` that [`HybridLayer::aggregate`] passes to `h` from the
     /// gradient `a_grad` of its output (the aggregation is linear, so `h` is not needed).
-    fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor>;
+    fn aggregate_backward(&self, e: &mut E, block: &E::Block, a_grad: &E::T) -> Result<E::T>;
 }
+
+/// A layer's [`HybridLayer`] split on tensors.
+pub type HybridEager = dyn for<'b> HybridLayer<'b, Eager>;
+
+/// A spec's [`HybridLayer`] split on the estimator's symbolic buffers.
+pub type HybridTrace = dyn for<'b> HybridLayer<'b, Replay>;
 
 /// One layer before it has weights.
 pub trait LayerSpec: Debug + Send + Sync {
@@ -95,39 +105,9 @@ pub trait LayerSpec: Debug + Send + Sync {
     ) -> Result<Val>;
 
     /// The layer's [`HybridLayer`] split on symbolic buffers, where it has one.
-    fn hybrid(&self) -> Option<&dyn HybridSpec> {
+    fn hybrid(&self) -> Option<&HybridTrace> {
         None
     }
-}
-
-/// A [`HybridLayer`]'s three parts on symbolic buffers, as [`LayerSpec::trace`] runs the
-/// forward: the same functions the layer runs, on [`Replay`].
-pub trait HybridSpec {
-    /// [`HybridLayer::aggregate`]: its parameters declared first (as in
-    /// [`LayerSpec::trace`]), then its allocations; returns the aggregation.
-    fn trace_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Result<Val>;
-
-    /// [`HybridLayer::reads_dst_rows`].
-    fn reads_dst_rows(&self) -> bool {
-        true
-    }
-
-    /// [`HybridLayer::update`] from `h` (its dst rows first) and the aggregation `a`.
-    fn trace_update(
-        &self,
-        r: &mut Replay,
-        h: Option<&Val>,
-        a: &Val,
-        block: &SymBlock<'_>,
-    ) -> Result<Val>;
-
-    /// [`HybridLayer::aggregate_backward`] of `a_grad`.
-    fn trace_aggregate_backward(
-        &self,
-        r: &mut Replay,
-        a_grad: &Val,
-        block: &SymBlock<'_>,
-    ) -> Result<Val>;
 }
 
 /// What building a model's layers shares: the weights' random stream, the device, and the

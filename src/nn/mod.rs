@@ -18,7 +18,7 @@ pub use gat::{GatConfig, GatLayer};
 pub use gcn::GcnConfig;
 pub use init::Init;
 pub use kind::{Hybrid, KindConfig, ModelEntry, ModelFlags, WidthFlag};
-pub use layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
+pub use layer::{BuildCtx, HybridEager, HybridLayer, HybridTrace, Layer, LayerAt, LayerSpec};
 pub use linear::Linear;
 pub use mlp::Mlp;
 pub use model::{hybrid_models, model_flags, Gnn, ModelConfig, MODELS};

@@ -22,7 +22,7 @@ use crate::meta::{Replay, SymBlock, Val};
 pub use crate::nn::config::{Forward, ModelKind, ModelShape};
 use crate::nn::exec::{Eager, Exec};
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
-use crate::nn::layer::{BuildCtx, HybridLayer, Layer, LayerAt, LayerSpec};
+use crate::nn::layer::{BuildCtx, HybridEager, Layer, LayerAt, LayerSpec};
 use crate::nn::module::{join, Module};
 use crate::nn::{gat, gcn, sage};
 use crate::ops;
@@ -479,7 +479,7 @@ impl Gnn {
 
     /// Layer `l`'s split for full-graph training's hybrid mode
     /// ([`crate::nn::layer::Layer::hybrid`]); `None` where its aggregation has weights.
-    pub fn hybrid_layer(&self, l: usize) -> Option<&dyn HybridLayer> {
+    pub fn hybrid_layer(&self, l: usize) -> Option<&HybridEager> {
         self.layers.get(l).and_then(|layer| layer.hybrid())
     }
 }
@@ -502,7 +502,7 @@ pub fn finish<'b, E: Exec<'b>>(
     let Some((p, key)) = dropout else {
         return Ok(h);
     };
-    let d = e.dropout_dst(&h, p, key, block)?;
+    let d = e.dropout(&h, p, key, block, false)?;
     e.free(h);
     Ok(d)
 }

@@ -30,7 +30,9 @@ use crate::nn::config::{Forward, ModelKind};
 use crate::nn::exec::{Eager, Exec, Reduce};
 use crate::nn::init::{self, Init};
 use crate::nn::kind::{Hybrid, KindConfig, ModelEntry, ModelFlags};
-use crate::nn::layer::{BuildCtx, HybridLayer, HybridSpec, Layer, LayerAt, LayerSpec};
+use crate::nn::layer::{
+    BuildCtx, HybridEager, HybridLayer, HybridTrace, Layer, LayerAt, LayerSpec,
+};
 use crate::nn::linear::Linear;
 use crate::nn::module::{join, Module};
 use crate::rng::Rng;
@@ -394,8 +396,8 @@ impl Layer for SageLayer {
         self.lstm_split = max_nodes;
     }
 
-    fn hybrid(&self) -> Option<&dyn HybridLayer> {
-        let split: &dyn HybridLayer = self;
+    fn hybrid(&self) -> Option<&HybridEager> {
+        let split: &HybridEager = self;
         matches!(self.aggr, Aggregator::Mean | Aggregator::Sum).then_some(split)
     }
 }
@@ -404,24 +406,29 @@ impl Layer for SageLayer {
 /// `segment_sum`), the update `h_dst·W_self + a·W_neigh + b` (aggregating first whatever
 /// [`projects_first`] says, so the result may round differently from
 /// [`SageLayer::forward`]).
-impl HybridLayer for SageLayer {
-    fn aggregate(&self, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
-        let how = hybrid_reduce(self.aggr)?;
-        Eager.segment(h, block, how)
+impl HybridLayer<'_, Eager> for SageLayer {
+    fn aggregate(&self, e: &mut Eager, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
+        e.segment(h, block, hybrid_reduce(self.aggr)?)
     }
 
-    fn update(&self, block: &Arc<Block>, h: Option<&Tensor>, a: &Tensor) -> Result<Tensor> {
+    fn update(
+        &self,
+        e: &mut Eager,
+        block: &Arc<Block>,
+        h: Option<&Tensor>,
+        a: &Tensor,
+    ) -> Result<Tensor> {
         let h = h.ok_or_else(|| Error::invalid("sage update: its self term needs the dst rows"))?;
         let p = SageParams {
             w_self: &self.fc_self.weight,
             w_neigh: &self.fc_neigh.weight,
             bias: &self.bias,
         };
-        sage_update(&mut Eager, &p, h, a, block)
+        sage_update(e, &p, h, a, block)
     }
 
-    fn aggregate_backward(&self, block: &Arc<Block>, a_grad: &Tensor) -> Result<Tensor> {
-        Eager.segment_transposed(a_grad, block, self.aggr == Aggregator::Mean)
+    fn aggregate_backward(&self, e: &mut Eager, block: &Arc<Block>, g: &Tensor) -> Result<Tensor> {
+        e.segment_transposed(g, block, self.aggr == Aggregator::Mean)
     }
 }
 
@@ -583,8 +590,8 @@ impl LayerSpec for SageSpec {
         }
     }
 
-    fn hybrid(&self) -> Option<&dyn HybridSpec> {
-        let split: &dyn HybridSpec = self;
+    fn hybrid(&self) -> Option<&HybridTrace> {
+        let split: &HybridTrace = self;
         matches!(self.aggr, Aggregator::Mean | Aggregator::Sum).then_some(split)
     }
 }
@@ -598,18 +605,17 @@ impl SageSpec {
 }
 
 /// [`SageLayer`]'s [`HybridLayer`] split on symbolic buffers.
-impl HybridSpec for SageSpec {
-    fn trace_aggregate(&self, r: &mut Replay, h: &Val, block: &SymBlock<'_>) -> Result<Val> {
-        let how = hybrid_reduce(self.aggr)?;
-        Exec::segment(r, h, block, how)
+impl<'b> HybridLayer<'b, Replay> for SageSpec {
+    fn aggregate(&self, r: &mut Replay, block: &SymBlock<'b>, h: &Val) -> Result<Val> {
+        r.segment(h, block, hybrid_reduce(self.aggr)?)
     }
 
-    fn trace_update(
+    fn update(
         &self,
         r: &mut Replay,
+        block: &SymBlock<'b>,
         h: Option<&Val>,
         a: &Val,
-        block: &SymBlock<'_>,
     ) -> Result<Val> {
         let h = h.ok_or_else(|| Error::invalid("sage update: its self term needs the dst rows"))?;
         let (w_self, w_neigh, bias) = self.params(r);
@@ -621,13 +627,8 @@ impl HybridSpec for SageSpec {
         sage_update(r, &p, h, a, block)
     }
 
-    fn trace_aggregate_backward(
-        &self,
-        r: &mut Replay,
-        a_grad: &Val,
-        block: &SymBlock<'_>,
-    ) -> Result<Val> {
-        Exec::segment_transposed(r, a_grad, block, self.aggr == Aggregator::Mean)
+    fn aggregate_backward(&self, r: &mut Replay, block: &SymBlock<'b>, g: &Val) -> Result<Val> {
+        r.segment_transposed(g, block, self.aggr == Aggregator::Mean)
     }
 }
 

@@ -338,10 +338,10 @@ fn cpu_backward<T: Float + CpuElem>(
 /// labels; its rule allocates `[n, classes]`.
 pub fn meta_cross_entropy(r: &mut Replay, logits: &Val, labels: &Val) -> Val {
     let n = logits.rows;
-    let (lse, loss) = if r.gpu {
+    let (lse, loss) = if r.policy.gpu {
         let (lse, rows) = (r.alloc(n, 1), r.alloc(n, 1));
         let (loss, status) = (r.alloc(1, 1), r.alloc(2, 1));
-        if r.mean_scratch {
+        if r.policy.mean_scratch {
             let scratch = r.alloc(512, 1);
             r.release(scratch);
         }
@@ -355,7 +355,7 @@ pub fn meta_cross_entropy(r: &mut Replay, logits: &Val, labels: &Val) -> Val {
         (lse, loss)
     };
     let saved = vec![r.share(logits.buf), lse, r.share(labels.buf)];
-    r.unary(logits, loss, (1, 1), saved)
+    r.unary(logits, loss, (1, 1), saved, false)
 }
 
 #[cfg(test)]

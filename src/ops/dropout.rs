@@ -254,7 +254,7 @@ fn keep_threshold(p: f64) -> u32 {
 pub fn meta_dropout(r: &mut Replay, x: &Val, ids: &Val) -> Val {
     let out = r.alloc(x.rows, x.cols);
     let saved = vec![r.share(ids.buf)];
-    r.unary_over_gradient(x, out, saved)
+    r.unary(x, out, (x.rows, x.cols), saved, true)
 }
 
 #[cfg(test)]

@@ -393,7 +393,7 @@ pub fn meta_lstm_aggregate(
     num_dst: usize,
     buckets: Vec<(usize, usize)>,
 ) -> Val {
-    if r.gpu {
+    if r.policy.gpu {
         return meta_lstm_gpu(r, xw, idx, w_hh, num_dst, buckets);
     }
     let (f, rows) = (w_hh.rows, idx.rows);
@@ -442,8 +442,8 @@ pub fn meta_lstm_aggregate(
 /// The GPU arm over dense `(nodes, degree)` buckets, its step kernels reading the rows of
 /// `xw` through `idx` (kept) in place: the output, gates `[rows, 4F]` and cells
 /// `[rows, F]`, the buckets' dst ids (u32 `[m]` each, or one buffer of them all where the
-/// kernels index rows themselves, [`Replay::lstm_rows_in_kernel`]; uploaded and kept for
-/// the backward); per bucket and step, `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` beside
+/// kernels index rows themselves, [`crate::device::AllocPolicy::lstm_rows_in_kernel`];
+/// uploaded and kept for the backward); per bucket and step, `h·W_hh` `[m, 4F]` and the next `h` `[m, F]` beside
 /// the previous one; then the rows' step numbers (u32 `[rows]`, kept). Backward: `x̄g`
 /// `[rows, 4F]`; per bucket `c̄` `[m, F]` and per step, last first, `z̄` `[m, 4F]` (at the
 /// last step with the gradient's rows of the bucket gathered, `[m, F]`, transient, unless
@@ -463,11 +463,11 @@ fn meta_lstm_gpu(
     let out = r.alloc(num_dst, f);
     let acts = r.alloc(rows, f4);
     let cs = r.alloc(rows, f);
-    let dst: Vec<usize> = match r.lstm_rows_in_kernel {
+    let dst: Vec<usize> = match r.policy.lstm_rows_in_kernel {
         true => vec![r.alloc(buckets.iter().map(|&(m, _)| m).sum(), 1)],
         false => buckets.iter().map(|&(m, _)| r.alloc(m, 1)).collect(),
     };
-    let gathers_last = !r.lstm_rows_in_kernel;
+    let gathers_last = !r.policy.lstm_rows_in_kernel;
     for &(m, k) in &buckets {
         meta_lstm_steps(r, std::iter::repeat_n(m, k), f, true);
     }

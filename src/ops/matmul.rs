@@ -472,7 +472,8 @@ unsafe fn gemm_call<T: Gemm>(
 /// Meta arm of `matmul(a, b)` ([`crate::meta`]): `[r, c]`; keeps both; its rule allocates
 /// `ā` `[r, k]` if `a` needs it, then `b̄`.
 pub fn meta_matmul(r: &mut Replay, a: &Val, b: &Val) -> Val {
-    r.binary_saving_inputs(a, b, (a.rows, b.cols))
+    let out = r.alloc(a.rows, b.cols);
+    r.binary_saving_inputs(out, a, b, (a.rows, b.cols), vec![])
 }
 
 /// Meta arm of [`matmul_rows`]`(a, rows, b)`: `[rows, c]`; keeps `a` itself and `b`; its

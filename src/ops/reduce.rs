@@ -201,7 +201,7 @@ fn sum_ordered<T: Float>(v: &[T]) -> T {
 /// expands the gradient to `[r, c]`.
 pub fn meta_sum_rows(r: &mut Replay, x: &Val) -> Val {
     let out = r.alloc(x.rows, 1);
-    r.unary(x, out, (x.rows, 1), vec![])
+    r.unary(x, out, (x.rows, 1), vec![], false)
 }
 
 /// Meta arm of a gradient of `rows` rows summed down to a broadcast operand's `shape` (a
@@ -209,7 +209,7 @@ pub fn meta_sum_rows(r: &mut Replay, x: &Val) -> Val {
 /// [`COL_BLOCK`] rows in passes, each leaving one partial row per block of rows,
 /// `[⌈r / COL_BLOCK⌉, c]`, beside the previous pass's until it is done.
 pub(crate) fn meta_reduce_to(r: &mut Replay, rows: usize, shape: (usize, usize)) -> usize {
-    if !r.gpu || shape.0 != 1 || rows <= COL_BLOCK {
+    if !r.policy.gpu || shape.0 != 1 || rows <= COL_BLOCK {
         return r.alloc(shape.0, shape.1);
     }
     let mut left = rows;

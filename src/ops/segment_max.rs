@@ -229,7 +229,7 @@ pub fn meta_segment_max(r: &mut Replay, x: &Val, block: &SymBlock) -> Val {
     let arg = r.alloc(num_dst, x.cols);
     r.block_upload(block);
     let saved = vec![arg, r.share(block.buf)];
-    r.unary(x, out, (num_dst, x.cols), saved)
+    r.unary(x, out, (num_dst, x.cols), saved, false)
 }
 
 #[cfg(test)]

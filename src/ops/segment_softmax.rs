@@ -238,7 +238,7 @@ pub fn meta_segment_softmax(r: &mut Replay, x: &Val, block: &SymBlock) -> Val {
     let out = r.alloc(x.rows, x.cols);
     r.block_upload(block);
     let saved = vec![r.share(out), r.share(block.buf)];
-    r.unary(x, out, (x.rows, x.cols), saved)
+    r.unary(x, out, (x.rows, x.cols), saved, false)
 }
 
 #[cfg(test)]

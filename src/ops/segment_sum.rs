@@ -248,7 +248,7 @@ pub fn meta_segment_sum(r: &mut Replay, x: &Val, block: &SymBlock) -> Val {
     r.block_upload(block);
     let out = r.alloc(num_dst, x.cols);
     let saved = vec![r.share(block.buf)];
-    r.unary(x, out, (num_dst, x.cols), saved)
+    r.unary(x, out, (num_dst, x.cols), saved, false)
 }
 
 /// Meta arm of [`segment_sum_transposed`] (not recorded): the block's arrays, then
@@ -334,7 +334,7 @@ mod tests {
 /// first op that reads the block, once, and freed with the block's last holder.
 #[cfg(test)]
 mod meta_tests {
-    use crate::device::size_class;
+    use crate::device::{size_class, Device};
     use crate::graph::BlockSizes;
     use crate::meta::Replay;
     use crate::ops::{meta_segment_max, meta_segment_sum, meta_sum_rows};
@@ -357,7 +357,7 @@ mod meta_tests {
     #[test]
     fn a_block_is_uploaded_by_its_first_segment_op_once_and_freed_with_its_last_holder() {
         let s = sizes();
-        let mut r = Replay::gpu();
+        let mut r = Replay::of(Device::Wgpu(0).alloc_policy());
         // No gradient: the ops record no rule, so only the caller holds the block.
         let x = r.input(100, 8);
         let b = r.block(&s);
@@ -378,7 +378,7 @@ mod meta_tests {
     #[test]
     fn a_block_kept_by_a_backward_rule_outlives_its_owner_until_the_rule_has_run() {
         let s = sizes();
-        let mut r = Replay::gpu();
+        let mut r = Replay::of(Device::Wgpu(0).alloc_policy());
         let x = r.leaf_input(100, 8);
         let b = r.block(&s);
         let y = meta_segment_sum(&mut r, &x, &b);
@@ -399,7 +399,7 @@ mod meta_tests {
     #[test]
     fn the_cpu_uploads_nothing() {
         let s = sizes();
-        let mut r = Replay::new(|b| b);
+        let mut r = Replay::of(Device::Cpu.alloc_policy());
         let x = r.input(100, 8);
         let b = r.block(&s);
         let before = r.live();

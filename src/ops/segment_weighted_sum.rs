@@ -331,7 +331,7 @@ pub fn meta_segment_weighted_sum(r: &mut Replay, x: &Val, a: &Val, block: &SymBl
     let out = r.alloc(shape.0, shape.1);
     r.block_upload(block);
     let keep = r.share(block.buf);
-    r.binary_saving_inputs_into(out, x, a, shape, vec![keep])
+    r.binary_saving_inputs(out, x, a, shape, vec![keep])
 }
 
 #[cfg(test)]

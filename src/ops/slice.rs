@@ -113,7 +113,7 @@ pub(crate) fn slice_backward(
 /// nothing kept; its rule allocates `[rows of x, c]` (zeros + ḡ).
 pub fn meta_slice_rows(r: &mut Replay, x: &Val, n: usize) -> Val {
     let out = r.alloc(n, x.cols);
-    r.unary(x, out, (n, x.cols), vec![])
+    r.unary(x, out, (n, x.cols), vec![], false)
 }
 
 /// Meta arm of [`slice_backward`] run as an op (not recorded): a new `[rows, c]` buffer.

@@ -373,7 +373,7 @@ pub fn mul_scalar(x: &Tensor, c: f64) -> Result<Tensor> {
 pub fn meta_unary(r: &mut Replay, x: &Val) -> Val {
     let out = r.alloc(x.rows, x.cols);
     let saved = vec![r.share(out)];
-    r.unary_over_gradient(x, out, saved)
+    r.unary(x, out, (x.rows, x.cols), saved, true)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::BlockSizes;
 use crate::meta::{Replay, SymBlock, Val, WORD};
-use crate::nn::{HybridSpec, LayerSpec, ModelConfig};
+use crate::nn::{HybridLayer, LayerSpec, ModelConfig};
 use crate::partition::PeakModel;
 use crate::train::step::{self, Layers};
 
@@ -38,7 +38,8 @@ impl Resident {
     };
 }
 
-/// Which pass of full-graph training a chunk runs ([`MemoryEstimator::chunk_peak_bytes`]).
+/// Which pass of full-graph training a chunk runs
+/// ([`MemoryEstimator::chunk_activation_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChunkPass {
     /// A layer below the output layer, forward only (no autograd graph): the output rows
@@ -108,17 +109,9 @@ impl MemoryEstimator {
     }
 
     /// `bytes` as one allocation takes them on the estimator's device (pool size classes on
-    /// GPUs).
+    /// GPUs, [`Replay::round`]).
     pub fn rounded(&self, bytes: u64) -> u64 {
-        self.round()(bytes)
-    }
-
-    fn round(&self) -> fn(u64) -> u64 {
-        if self.device.is_gpu() {
-            crate::device::size_class
-        } else {
-            |b| b
-        }
+        self.symbolic().round(bytes)
     }
 
     /// A replay with the device's rules: on a GPU, pool size classes and the uploads of
@@ -179,9 +172,8 @@ impl MemoryEstimator {
             ));
         }
         let mut r = self.symbolic();
-        if held > 0 {
-            r.alloc_bytes(held);
-        }
+        // The readouts held (none: a buffer of no bytes).
+        r.alloc_bytes(held);
         let blocks: Vec<SymBlock> = sizes.iter().map(|s| r.block(s)).collect();
         let input = (self.model.shape.in_dim, self.device_gather);
         let gpu = self.device.is_gpu();
@@ -208,11 +200,7 @@ impl MemoryEstimator {
 
     /// The model's layer specs as the trainer's steps run them on the replay.
     fn traced(&self) -> Traced<'_> {
-        Traced {
-            model: &self.model,
-            specs: self.model.layer_specs(),
-            lstm_split: self.lstm_split,
-        }
+        Traced(self, self.model.layer_specs())
     }
 
     /// `A` of one chunk of full-graph training ([`crate::train::full_graph`]): layer
@@ -271,79 +259,35 @@ impl MemoryEstimator {
         }
         Ok(r.peak)
     }
-
-    /// `R + A` of one chunk of full-graph training (see
-    /// [`MemoryEstimator::chunk_activation_bytes`]).
-    pub fn chunk_peak_bytes(
-        &self,
-        layer: usize,
-        sizes: &BlockSizes,
-        pass: ChunkPass,
-        state: Resident,
-    ) -> Result<u64> {
-        Ok(self
-            .resident_bytes(state)
-            .saturating_add(self.chunk_activation_bytes(layer, sizes, pass)?))
-    }
 }
 
-/// The model's layers on the replay: each layer's spec ([`LayerSpec::trace`]) chained by
+/// The estimator's model on the replay: each layer's spec (of
+/// [`ModelConfig::layer_specs`]; [`LayerSpec::trace`]) chained by
 /// [`ModelConfig::trace_layer`], as [`crate::nn::Gnn::forward_layer`] runs them.
-struct Traced<'a> {
-    model: &'a ModelConfig,
-    specs: Vec<Box<dyn LayerSpec>>,
-    lstm_split: Option<usize>,
-}
-
-impl Traced<'_> {
-    fn split(&self, l: usize) -> Result<&dyn HybridSpec> {
-        self.specs[l].hybrid().ok_or_else(|| {
-            Error::invalid(format!(
-                "memory estimate: layer {l} of {} has no hybrid split",
-                self.model.label()
-            ))
-        })
-    }
-}
+struct Traced<'a>(&'a MemoryEstimator, Vec<Box<dyn LayerSpec>>);
 
 impl<'b> Layers<'b, Replay> for Traced<'_> {
     fn layers(&self) -> usize {
-        self.specs.len()
+        self.1.len()
     }
 
     fn layer(&self, r: &mut Replay, l: usize, block: &SymBlock<'b>, h: Val) -> Result<Val> {
-        let spec = self.specs[l].as_ref();
-        self.model
-            .trace_layer(spec, r, l, block, h, self.lstm_split)
+        let Traced(est, specs) = self;
+        est.model
+            .trace_layer(specs[l].as_ref(), r, l, block, h, est.lstm_split)
     }
 
     fn finish(&self, r: &mut Replay, l: usize, block: &SymBlock<'b>, out: Val) -> Result<Val> {
-        self.model.trace_finish(r, l, block, out)
+        self.0.model.trace_finish(r, l, block, out)
     }
 
-    fn aggregate(&self, r: &mut Replay, l: usize, block: &SymBlock<'b>, h: &Val) -> Result<Val> {
-        self.split(l)?.trace_aggregate(r, h, block)
-    }
-
-    fn update(
-        &self,
-        r: &mut Replay,
-        l: usize,
-        block: &SymBlock<'b>,
-        h: Option<&Val>,
-        a: &Val,
-    ) -> Result<Val> {
-        self.split(l)?.trace_update(r, h, a, block)
-    }
-
-    fn aggregate_backward(
-        &self,
-        r: &mut Replay,
-        l: usize,
-        block: &SymBlock<'b>,
-        g: &Val,
-    ) -> Result<Val> {
-        self.split(l)?.trace_aggregate_backward(r, g, block)
+    fn split(&self, l: usize) -> Result<&dyn HybridLayer<'b, Replay>> {
+        self.1[l].hybrid().ok_or_else(|| {
+            Error::invalid(format!(
+                "memory estimate: layer {l} of {} has no hybrid split",
+                self.0.model.label()
+            ))
+        })
     }
 }
 

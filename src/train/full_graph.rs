@@ -27,8 +27,9 @@
 //! and a chunk reads fewer rows than a range of ids would.
 //!
 //! With a memory budget, the chunk count is the smallest whose largest chunk, as the
-//! memory estimator replays it ([`MemoryEstimator::chunk_peak_bytes`]), fits with the
-//! [`SAFETY_MARGIN`]; each chunk's measured peak is reported beside its estimate.
+//! memory estimator replays it ([`MemoryEstimator::chunk_activation_bytes`] on top of the
+//! resident bytes), fits with the [`SAFETY_MARGIN`]; each chunk's measured peak is
+//! reported beside its estimate.
 //!
 //! With deduplicated transfers (`--dedup-transfers`, on GPUs by default), a chunk takes
 //! the input rows it shares with the previous chunk of the same pass from that chunk's

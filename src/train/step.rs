@@ -27,37 +27,14 @@ pub(crate) trait Layers<'b, E: Exec<'b>> {
     /// What follows layer `l`'s own output `out` ([`Gnn::finish_layer`]).
     fn finish(&self, e: &mut E, l: usize, block: &E::Block, out: E::T) -> Result<E::T>;
 
-    /// Hybrid mode: layer `l`'s weight-free aggregation of `h` ([`HybridLayer::aggregate`]).
-    fn aggregate(&self, e: &mut E, l: usize, block: &E::Block, h: &E::T) -> Result<E::T>;
-
-    /// Hybrid mode: layer `l`'s update from the dst rows `h` and the aggregation `a`
-    /// ([`HybridLayer::update`]).
-    fn update(
-        &self,
-        e: &mut E,
-        l: usize,
-        block: &E::Block,
-        h: Option<&E::T>,
-        a: &E::T,
-    ) -> Result<E::T>;
-
-    /// Hybrid mode: the src rows' gradient from the aggregation's `g`
-    /// ([`HybridLayer::aggregate_backward`]).
-    fn aggregate_backward(&self, e: &mut E, l: usize, block: &E::Block, g: &E::T) -> Result<E::T>;
+    /// Hybrid mode: layer `l`'s split into its weight-free aggregation and its update.
+    fn split(&self, l: usize) -> Result<&dyn HybridLayer<'b, E>>;
 }
 
 /// The trainer's model in the pass `fwd`, on tensors.
 pub(crate) struct Live<'a> {
     pub model: &'a Gnn,
     pub fwd: &'a Forward,
-}
-
-impl Live<'_> {
-    fn split(&self, l: usize) -> Result<&dyn HybridLayer> {
-        self.model
-            .hybrid_layer(l)
-            .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no hybrid split")))
-    }
 }
 
 impl<'b> Layers<'b, Eager> for Live<'_> {
@@ -73,29 +50,10 @@ impl<'b> Layers<'b, Eager> for Live<'_> {
         self.model.finish_layer(l, block, out, self.fwd)
     }
 
-    fn aggregate(&self, _: &mut Eager, l: usize, block: &Arc<Block>, h: &Tensor) -> Result<Tensor> {
-        self.split(l)?.aggregate(block, h)
-    }
-
-    fn update(
-        &self,
-        _: &mut Eager,
-        l: usize,
-        block: &Arc<Block>,
-        h: Option<&Tensor>,
-        a: &Tensor,
-    ) -> Result<Tensor> {
-        self.split(l)?.update(block, h, a)
-    }
-
-    fn aggregate_backward(
-        &self,
-        _: &mut Eager,
-        l: usize,
-        block: &Arc<Block>,
-        g: &Tensor,
-    ) -> Result<Tensor> {
-        self.split(l)?.aggregate_backward(block, g)
+    fn split(&self, l: usize) -> Result<&dyn HybridLayer<'b, Eager>> {
+        self.model
+            .hybrid_layer(l)
+            .ok_or_else(|| Error::invalid(format!("--hybrid: layer {l} has no hybrid split")))
     }
 }
 
@@ -230,8 +188,9 @@ pub(crate) fn forward_chunk<'b, E: Exec<'b>>(
             let out = m.layer(e, l, block, x)?;
             return e.read_f32(out);
         };
-        let a = m.aggregate(e, l, block, &x)?;
-        let y = m.update(e, l, block, Some(&x), &a)?;
+        let split = m.split(l)?;
+        let a = split.aggregate(e, block, &x)?;
+        let y = split.update(e, block, Some(&x), &a)?;
         e.free(x);
         agg(e.read_f32(a)?)?;
         let out = m.finish(e, l, block, y)?;
@@ -301,7 +260,7 @@ pub(crate) fn hybrid_backward_chunk<'b, E: Exec<'b>>(
     a: &E::T,
     g: E::Host,
 ) -> Result<()> {
-    let y = m.update(e, l, block, x, a)?;
+    let y = m.split(l)?.update(e, block, x, a)?;
     let y = m.finish(e, l, block, y)?;
     backward_from_host(e, y, g)
 }
@@ -319,7 +278,7 @@ pub(crate) fn aggregation_grad<'b, E: Exec<'b>>(
     let Some(a_grad) = e.take_grad(a) else {
         return Ok(None);
     };
-    let src = m.aggregate_backward(e, l, block, &a_grad)?;
+    let src = m.split(l)?.aggregate_backward(e, block, &a_grad)?;
     let rows = e.read_f32(src)?;
     e.free(a_grad);
     Ok(Some(rows))
