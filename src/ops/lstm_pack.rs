@@ -27,7 +27,9 @@
 //! rows ([`chunk_rows`]): forward, a chunk's recurrent product and then its cells;
 //! backward, its cells and then its rows of `h̄_{t-1} = z̄_t·W_hhᵀ`. A chunk's gates are
 //! read back from cache instead of memory, and one fork serves the product and the
-//! cells.
+//! cells. The products themselves (`lstm_pack/recurrent.rs`) read `W_hh` as laid out
+//! once per call of the op, not packed again for every chunk, with the `gemm` crate's
+//! bits.
 
 //! Every value is the one the per-bucket order computes, bit for bit: a row of a GEMM
 //! does not depend on the other rows, and each node's steps read and write only its own
@@ -45,6 +47,9 @@ use crate::ops::lstm_cell::{cell_rows, cell_rows_backward};
 use crate::ops::matmul::{self as matmul_op, Gemm};
 use crate::ops::rows::parallel;
 use crate::tensor::Tensor;
+use recurrent::Recurrent;
+
+mod recurrent;
 
 /// The op whose plan and CPU arms this file holds.
 const OP: &str = "lstm_aggregate";
@@ -513,6 +518,8 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
         let packs = packs::<T>(plan, &mut [], 0);
         let firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
         let per = chunk_rows(h);
+        let rec = Recurrent::new(wv, h, false)?;
+        let rec = &rec;
         // The hidden states of a step and of the one before, each `[n_t, H]`: two buffers
         // of the largest step's size for the whole pass, each step's rows written in full
         // before they are read (see [`StepBuffers`]).
@@ -544,7 +551,7 @@ pub(crate) fn cpu_forward<T: Float + CpuElem + Gemm>(
                     let z = match hv {
                         Some(hv) => {
                             let a = &hv[i0 * h..(i0 + m) * h];
-                            matmul_op::cpu_product_rows_uninit(m, h, 4 * h, a, (wv, false), z)
+                            rec.forward(m, a, z)
                         }
                         None => zeroed(z),
                     };
@@ -640,6 +647,8 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
         let guard = w.storage();
         let wv = T::slice(guard.cpu(OP)?).ok_or_else(|| w.dtype_error(OP, "f32"))?;
         let per = chunk_rows(h);
+        let rec = Recurrent::new(wv, h, true)?;
+        let rec = &rec;
         let mut packs = packs(plan, &mut dxg.spare_capacity_mut()[..rows * 4 * h], 4 * h);
         let firsts = step_rows(&packs.iter().map(|p| p.steps.clone()).collect::<Vec<_>>());
         // A step's z̄ `[n_t, 4H]`, and its incoming h̄ and outgoing h̄_{t-1} `[n_t, H]`:
@@ -693,7 +702,7 @@ pub(crate) fn cpu_backward<T: Float + CpuElem + Gemm>(
                     cells.backward(j * per, dx, dcr, dzr);
                     if let Some(hn) = hn {
                         let m = dx.len();
-                        matmul_op::cpu_product_rows(m, 4 * h, h, dzr, (wv, true), hn);
+                        rec.backward(m, dzr, hn);
                     }
                 };
                 let items = p.rows[..n]
