@@ -334,10 +334,19 @@ mod tests {
 /// first op that reads the block, once, and freed with the block's last holder.
 #[cfg(test)]
 mod meta_tests {
-    use crate::device::{size_class, Device};
+    use crate::device::{size_class, AllocPolicy};
     use crate::graph::BlockSizes;
     use crate::meta::Replay;
     use crate::ops::{meta_segment_max, meta_segment_sum, meta_sum_rows};
+
+    /// A GPU's allocation rules (pool size classes, uploads of index arrays).
+    const GPU: AllocPolicy = AllocPolicy {
+        gpu: true,
+        lstm_rows_in_kernel: false,
+        mean_scratch: false,
+    };
+    /// The CPU's: exact bytes, no uploads.
+    const CPU: AllocPolicy = AllocPolicy { gpu: false, ..GPU };
 
     fn sizes() -> BlockSizes {
         BlockSizes {
@@ -357,7 +366,7 @@ mod meta_tests {
     #[test]
     fn a_block_is_uploaded_by_its_first_segment_op_once_and_freed_with_its_last_holder() {
         let s = sizes();
-        let mut r = Replay::of(Device::Wgpu(0).alloc_policy());
+        let mut r = Replay::of(GPU);
         // No gradient: the ops record no rule, so only the caller holds the block.
         let x = r.input(100, 8);
         let b = r.block(&s);
@@ -378,7 +387,7 @@ mod meta_tests {
     #[test]
     fn a_block_kept_by_a_backward_rule_outlives_its_owner_until_the_rule_has_run() {
         let s = sizes();
-        let mut r = Replay::of(Device::Wgpu(0).alloc_policy());
+        let mut r = Replay::of(GPU);
         let x = r.leaf_input(100, 8);
         let b = r.block(&s);
         let y = meta_segment_sum(&mut r, &x, &b);
@@ -399,7 +408,7 @@ mod meta_tests {
     #[test]
     fn the_cpu_uploads_nothing() {
         let s = sizes();
-        let mut r = Replay::of(Device::Cpu.alloc_policy());
+        let mut r = Replay::of(CPU);
         let x = r.input(100, 8);
         let b = r.block(&s);
         let before = r.live();
