@@ -507,11 +507,7 @@ mod tests {
     use crate::device::Device;
     use crate::ops::{mul, slice, sum_all};
 
-    fn values(n: usize, salt: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
-            .collect()
-    }
+    use crate::ops::test_values::values;
 
     #[test]
     fn matmul_rows_equals_the_product_of_the_sliced_rows_bit_for_bit() {

@@ -33,6 +33,8 @@ mod segment_sum;
 mod segment_weighted_sum;
 mod sgd;
 pub(crate) mod slice;
+#[cfg(test)]
+pub(crate) mod test_values;
 mod unary;
 mod widen;
 

@@ -380,10 +380,10 @@ pub fn meta_unary(r: &mut Replay, x: &Val) -> Val {
 mod tests {
     use super::*;
 
+    use crate::ops::test_values::values_over;
+
     fn values(n: usize, salt: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 250.0 - 2.0)
-            .collect()
+        values_over(n, salt, 250.0, 2.0)
     }
 
     #[test]

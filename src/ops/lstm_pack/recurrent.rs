@@ -222,10 +222,10 @@ mod kernel {
 mod tests {
     use super::*;
 
+    use crate::ops::test_values::values_over;
+
     fn values(n: usize, salt: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 437.0 - 1.1)
-            .collect()
+        values_over(n, salt, 437.0, 1.1)
     }
 
     #[test]

@@ -3,14 +3,9 @@
 use super::*;
 use crate::device::Device;
 use crate::graph::{Block, Buckets};
+use crate::ops::test_values::values;
 use crate::ops::{lstm_aggregate, mul, sum_all};
 use std::sync::Arc;
-
-fn values(n: usize, salt: u32) -> Vec<f32> {
-    (0..n as u32)
-        .map(|i| ((i.wrapping_mul(2654435761) ^ salt) % 1000) as f32 / 500.0 - 1.0)
-        .collect()
-}
 
 /// `(output, x̄g by (dst, step))` of the op over `plan`, the projected row of each
 /// (dst, step) given by the pair: row `r` of the layout reads row `pair(r)` of `xw`.
