@@ -16,8 +16,10 @@
 //! that starts at zero, for depths up to its depth block (at least 512), and then write
 //! it (beta 1, no alpha). The kernel here does the same per value, so its results are
 //! the crate's bit for bit (the test below holds it to [`matmul_op::cpu_product_rows`]).
-//! Where the CPU lacks AVX2 or FMA, for f64, for depths past 512 or widths that are not
-//! a multiple of 16, the crate runs as before.
+//! Widths that are not a multiple of 16 (the backward's `H`, 100 for 100-wide features)
+//! have their last panel padded with zero columns, which the kernel multiplies and does not
+//! write. Where the CPU lacks AVX2 or FMA, for f64 and for depths past 512, the crate runs
+//! as before.
 
 use std::mem::MaybeUninit;
 
@@ -36,7 +38,8 @@ const TILE_ROWS: usize = 6;
 /// `W_hh` (`[H, 4H]`) as the two recurrent products read it.
 pub(super) struct Recurrent<'a, T> {
     w: &'a [T],
-    /// `op(W_hh)` in panels of 16 columns (see the module's comment) when the kernel runs.
+    /// `op(W_hh)` in panels of 16 columns (see the module's comment) when the kernel runs,
+    /// the last one padded with zeros past `op(W_hh)`'s columns.
     panels: Vec<T>,
     h: usize,
     fast: bool,
@@ -50,13 +53,14 @@ impl<'a, T: Gemm> Recurrent<'a, T> {
         let fast = kernel_runs::<T>(k, n);
         let mut panels = Vec::new();
         if fast {
-            panels = crate::device::cpu::try_vec(k * n)?;
+            panels = crate::device::cpu::try_vec(k * padded(n))?;
             // Value (kk, j) of op(W_hh), w[kk][j] or w[j][kk], at panel j / 16, row kk.
             for j0 in (0..n).step_by(TILE_COLS) {
                 for kk in 0..k {
-                    panels.extend((j0..j0 + TILE_COLS).map(|j| match transposed {
-                        false => w[kk * n + j],
-                        true => w[j * k + kk],
+                    panels.extend((j0..j0 + TILE_COLS).map(|j| match (j < n, transposed) {
+                        (false, _) => T::default(),
+                        (true, false) => w[kk * n + j],
+                        (true, true) => w[j * k + kk],
                     }));
                 }
             }
@@ -95,7 +99,12 @@ impl<'a, T: Gemm> Recurrent<'a, T> {
 /// Whether [`product`] runs the kernel for `[m, k]·[k, n]` products of `T`.
 fn kernel_runs<T: 'static>(k: usize, n: usize) -> bool {
     let f32 = std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>();
-    f32 && k > 0 && k <= MAX_DEPTH && n > 0 && n % TILE_COLS == 0 && avx2_fma()
+    f32 && k > 0 && k <= MAX_DEPTH && n > 0 && avx2_fma()
+}
+
+/// `n` columns rounded up to whole panels.
+fn padded(n: usize) -> usize {
+    n.div_ceil(TILE_COLS) * TILE_COLS
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -109,7 +118,9 @@ fn avx2_fma() -> bool {
 }
 
 /// `c = a·b` by the kernel: `a [m, k]` row-major, `b [k, n]` in panels of 16 columns
-/// ([`Recurrent::new`]), the first `m·n` values of `c` (row-major) written and returned. Only where [`kernel_runs`] said so for `T`, `k` and `n`.
+/// ([`Recurrent::new`], the last one padded with zeros), the first `m·n` values of `c`
+/// (row-major) written and returned. Only where [`kernel_runs`] said so for `T`, `k` and
+/// `n`.
 ///
 /// # Panics
 /// If a slice is shorter than its shape.
@@ -122,13 +133,13 @@ fn product<'c, T: Gemm>(
     c: &'c mut [MaybeUninit<T>],
 ) -> &'c mut [T] {
     assert!(kernel_runs::<T>(k, n));
-    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n);
+    assert!(a.len() >= m * k && b.len() >= k * padded(n) && c.len() >= m * n);
     crate::work::product(m, k, n);
     let c = &mut c[..m * n];
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `T` is f32 (checked by `kernel_runs`), so the casts keep the layout; the
-    // CPU has AVX2 and FMA, n is a multiple of 16 and the lengths are checked above. The
-    // kernel writes every value of `c`.
+    // CPU has AVX2 and FMA, and the lengths are checked above (b's panels padded to whole
+    // panels). The kernel writes every value of `c`.
     unsafe {
         kernel::product(
             m,
@@ -149,11 +160,13 @@ mod kernel {
 
     use super::{TILE_COLS, TILE_ROWS};
 
-    /// `c = a·b`, `a` and `c` row-major, `b` in panels of 16 columns, `n` a multiple of
-    /// 16: for each tile of 6 rows of `a` (the last one `m % 6` rows), every panel.
+    /// `c = a·b`, `a` and `c` row-major, `b` in panels of 16 columns (the last one padded
+    /// with zeros): for each tile of 6 rows of `a` (the last one `m % 6` rows), every
+    /// panel; of the last panel, only `n`'s columns are written.
     ///
     /// # Safety
-    /// AVX2 and FMA; `a`, `b` and `c` hold `m·k`, `k·n` and `m·n` values.
+    /// AVX2 and FMA; `a`, `b` and `c` hold `m·k`, `k·n` rounded up to whole panels, and
+    /// `m·n` values.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn product(
         m: usize,
@@ -167,17 +180,18 @@ mod kernel {
         while i < m {
             let rows = (m - i).min(TILE_ROWS);
             for j in (0..n).step_by(TILE_COLS) {
-                // SAFETY: rows i..i + rows of a and c, and panel j / 16 (k·16 values
-                // from k·j), lie inside the shapes.
+                let cols = (n - j).min(TILE_COLS);
+                // SAFETY: rows i..i + rows of a, and panel j / 16 (k·16 values from k·j),
+                // lie inside the shapes; of c, `cols` columns from j of those rows.
                 unsafe {
                     let (a, b, c) = (a.add(i * k), b.add(j * k), c.add(i * n + j));
                     match rows {
-                        6 => tile::<6>(k, n, a, b, c),
-                        5 => tile::<5>(k, n, a, b, c),
-                        4 => tile::<4>(k, n, a, b, c),
-                        3 => tile::<3>(k, n, a, b, c),
-                        2 => tile::<2>(k, n, a, b, c),
-                        _ => tile::<1>(k, n, a, b, c),
+                        6 => tile::<6>(k, (n, cols), a, b, c),
+                        5 => tile::<5>(k, (n, cols), a, b, c),
+                        4 => tile::<4>(k, (n, cols), a, b, c),
+                        3 => tile::<3>(k, (n, cols), a, b, c),
+                        2 => tile::<2>(k, (n, cols), a, b, c),
+                        _ => tile::<1>(k, (n, cols), a, b, c),
                     }
                 }
             }
@@ -185,15 +199,22 @@ mod kernel {
         }
     }
 
-    /// `R` rows by 16 columns of C: each value's fused multiply-adds over k in order,
-    /// from zero, as the `gemm` crate's kernels sum it.
+    /// `R` rows by 16 columns of C, of which the first `cols` are written: each value's
+    /// fused multiply-adds over k in order, from zero, as the `gemm` crate's kernels sum
+    /// it.
     ///
     /// # Safety
     /// AVX2 and FMA; `a` addresses `R` rows of `k` values, `b` a panel (`k` rows of 16
-    /// values, contiguous), `c` `R` rows of 16 values `n` apart.
+    /// values, contiguous), `c` `R` rows of `cols` values `n` apart.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn tile<const R: usize>(k: usize, n: usize, a: *const f32, b: *const f32, c: *mut f32) {
+    unsafe fn tile<const R: usize>(
+        k: usize,
+        (n, cols): (usize, usize),
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+    ) {
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
         for kk in 0..k {
             // SAFETY: the caller's contract.
@@ -209,10 +230,21 @@ mod kernel {
             }
         }
         for (r, acc) in acc.iter().enumerate() {
-            // SAFETY: the caller's contract.
-            unsafe {
-                _mm256_storeu_ps(c.add(r * n), acc[0]);
-                _mm256_storeu_ps(c.add(r * n + 8), acc[1]);
+            if cols == TILE_COLS {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    _mm256_storeu_ps(c.add(r * n), acc[0]);
+                    _mm256_storeu_ps(c.add(r * n + 8), acc[1]);
+                }
+            } else {
+                // A last, narrower panel: its columns past `n` are the padding's.
+                let mut row = [0.0f32; TILE_COLS];
+                // SAFETY: `row` holds 16 values; the caller's contract for `c`.
+                unsafe {
+                    _mm256_storeu_ps(row.as_mut_ptr(), acc[0]);
+                    _mm256_storeu_ps(row.as_mut_ptr().add(8), acc[1]);
+                    std::ptr::copy_nonoverlapping(row.as_ptr(), c.add(r * n), cols);
+                }
             }
         }
     }
@@ -230,7 +262,7 @@ mod tests {
 
     #[test]
     fn recurrent_products_have_the_bits_of_the_gemm_crate() {
-        for h in [4, 16, 64, 100] {
+        for h in [4, 16, 20, 64, 100] {
             let w = values(h * 4 * h, 3);
             for m in [1, 2, 5, 6, 7, 12, 128, 131] {
                 let a = values(m * h, 5);
@@ -261,8 +293,11 @@ mod tests {
             return;
         }
         assert!(kernel_runs::<f32>(64, 256) && kernel_runs::<f32>(256, 64));
+        // Widths that are not whole panels: the backward's at H 100, 20 and 4.
+        assert!(kernel_runs::<f32>(400, 100) && kernel_runs::<f32>(80, 20));
+        assert!(kernel_runs::<f32>(16, 4));
         assert!(!kernel_runs::<f64>(64, 256));
-        assert!(!kernel_runs::<f32>(513, 16) && !kernel_runs::<f32>(64, 8));
+        assert!(!kernel_runs::<f32>(513, 16));
     }
 
     fn bits(v: &[f32]) -> Vec<u32> {
