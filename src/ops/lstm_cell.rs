@@ -276,6 +276,46 @@ fn cell_rows_any<T: Float>(
     }
 }
 
+/// `h = o ⊙ tanh(c)` over rows of width `h`: `acts [rows, 4h]` activated gates (the
+/// output gate their last `h` values), `c [rows, h]`, `out [rows, h]` with `rows =
+/// out.len() / h`. Each value is [`cell_unit`]'s `h`, bit for bit; vectorises as
+/// [`cell_rows`] does.
+pub(crate) fn hidden_rows<T: Float>(h: usize, acts: &[T], c: &[T], out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        unsafe { hidden_rows_avx2(h, acts, c, out) };
+        return;
+    }
+    hidden_rows_any(h, acts, c, out)
+}
+
+/// [`hidden_rows`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn hidden_rows_avx2<T: Float>(h: usize, acts: &[T], c: &[T], out: &mut [T]) {
+    hidden_rows_any(h, acts, c, out)
+}
+
+#[inline(always)]
+fn hidden_rows_any<T: Float>(h: usize, acts: &[T], c: &[T], out: &mut [T]) {
+    if h == 0 {
+        return;
+    }
+    for ((out, a), c) in out
+        .chunks_exact_mut(h)
+        .zip(acts.chunks_exact(4 * h))
+        .zip(c.chunks_exact(h))
+    {
+        for ((y, &o), &c) in out.iter_mut().zip(&a[3 * h..]).zip(c) {
+            *y = o * c.tanh();
+        }
+    }
+}
+
 /// [`cell_unit_backward`] over the `h` units of one (node, step): the activated gates
 /// `a [4h]`, `c [h]`, `c_prev [h]` (zeros at a sequence's first step), `dh [h]`; `dc [h]`
 /// holds `c̄` and receives `c̄_prev`; `dz [4h]` receives the pre-activation gradients.
@@ -421,6 +461,7 @@ fn cpu_backward<T: Float + CpuElem>(
 mod tests {
     use super::*;
     use crate::device::Device;
+    use crate::ops::test_values::values_over;
 
     #[test]
     fn one_unit_by_hand() {
@@ -430,6 +471,36 @@ mod tests {
         let out = lstm_cell(&z, &c).unwrap().to_vec_f64().unwrap();
         assert!((out[1] - 0.5).abs() < 1e-15);
         assert!((out[0] - 0.5 * 0.5f64.tanh()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn hidden_rows_are_the_cells_h_bit_for_bit() {
+        // Pre-activations across tanh's two branches (|c| below and above 0.25).
+        let (h, rows) = (20, 7);
+        let z = values_over(rows * 4 * h, 11, 125.0, 4.0);
+        let cp = values_over(rows * h, 12, 250.0, 2.0);
+        let (mut acts, mut c, mut want) = (
+            vec![0.0f32; rows * 4 * h],
+            vec![0.0; rows * h],
+            vec![0.0; rows * h],
+        );
+        for r in 0..rows {
+            for j in 0..h {
+                let zr = &z[r * 4 * h..];
+                let (a, cv, hv) = cell_unit(
+                    [zr[j], zr[h + j], zr[2 * h + j], zr[3 * h + j]],
+                    cp[r * h + j],
+                );
+                for (q, a) in a.into_iter().enumerate() {
+                    acts[r * 4 * h + q * h + j] = a;
+                }
+                (c[r * h + j], want[r * h + j]) = (cv, hv);
+            }
+        }
+        let mut got = vec![7.0f32; rows * h];
+        hidden_rows(h, &acts, &c, &mut got);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want));
     }
 
     #[test]

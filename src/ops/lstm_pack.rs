@@ -43,7 +43,7 @@ use crate::device::cpu::{self, CpuBuffer, CpuElem};
 use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::graph::{Block, Buckets};
-use crate::ops::lstm_cell::{cell_rows, cell_rows_backward};
+use crate::ops::lstm_cell::{cell_rows, cell_rows_backward, hidden_rows};
 use crate::ops::matmul::{self as matmul_op, Gemm};
 use crate::ops::rows::parallel;
 use crate::tensor::Tensor;
@@ -421,14 +421,9 @@ fn add_w_hh_terms<T: Float + CpuElem + Gemm>(
         let m = (n - b0).min(HPREV_ROWS);
         let hp = &mut hp[..m * h];
         let fill = |(j, rows): (usize, &mut [T])| {
-            for (l, out) in rows.chunks_mut(h).enumerate() {
-                let r = b0 + j * per + l;
-                let o = &acts[r * 4 * h + 3 * h..(r + 1) * 4 * h];
-                let c = &cs[r * h..(r + 1) * h];
-                for ((y, &o), &c) in out.iter_mut().zip(o).zip(c) {
-                    *y = o * c.tanh();
-                }
-            }
+            let (r, m) = (b0 + j * per, rows.len() / h);
+            let (a, c) = (&acts[r * 4 * h..(r + m) * 4 * h], &cs[r * h..(r + m) * h]);
+            hidden_rows(h, a, c, rows);
         };
         for_each(m * 3 * h, hp.par_chunks_mut(per * h).enumerate(), fill);
         let z = &dz[b0 * 4 * h..(b0 + m) * 4 * h];
