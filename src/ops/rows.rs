@@ -112,21 +112,22 @@ pub(crate) fn map_from_fn<T: CpuElem + Default>(
     Ok(CpuBuffer::from_reserved(T::wrap(out), alloc))
 }
 
-/// `f(&mut out[i], other[i])` over every value of `out` (as long as `other`), in chunks of
+/// `f(out_chunk, other_chunk)` over `out` (as long as `other`) in chunks of
 /// [`map_from_fn`]'s size, in parallel for large `out`: an update in place, of a buffer
 /// nothing else holds, whose every value depends on its own value and the other's alone.
-pub(crate) fn update_from<T: Send, S: Copy + Sync>(
+/// `f` takes a chunk, not a value, so that what it decides once (an op's kind) it
+/// decides per chunk and the loop over the chunk vectorises.
+pub(crate) fn update_from<T: Send, S: Sync>(
     out: &mut [T],
     other: &[S],
-    f: impl Fn(&mut T, S) + Sync,
+    f: impl Fn(&mut [T], &[S]) + Sync,
 ) {
-    let chunk = |o: &mut [T], s: &[S]| o.iter_mut().zip(s).for_each(|(y, &v)| f(y, v));
     if parallel(out.len()) {
         out.par_chunks_mut(MAP_CHUNK)
             .zip(other.par_chunks(MAP_CHUNK))
-            .for_each(|(o, s)| chunk(o, s));
+            .for_each(|(o, s)| f(o, s));
     } else {
-        chunk(out, other);
+        f(out, other);
     }
 }
 

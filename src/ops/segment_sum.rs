@@ -39,6 +39,7 @@ use crate::meta::{Replay, SymBlock, Val};
 use crate::ops::cpu_output;
 use crate::ops::gpu::GpuTensors;
 use crate::ops::rows::{dims2, fill_rows, rows_from_fn, u32_count};
+use crate::prefetch;
 use crate::tensor::{Storage, Tensor};
 
 /// Per dst node, the sum of its in-neighbours' rows of `x` (`[num_src, f]` to `[num_dst, f]`).
@@ -181,16 +182,33 @@ pub(crate) fn check_input(op: &'static str, x: &Tensor, block: &Block) -> Result
 fn cpu_forward<T: Float + CpuElem>(x: &[T], b: &Block, f: usize, mean: bool) -> Result<CpuBuffer> {
     let work = (b.num_edges() + b.num_dst) * f;
     rows_from_fn(b.num_dst, f, work, |d, row: &mut [T]| {
-        let nbrs = b.neighbors(d);
-        for &u in nbrs {
-            let xu = &x[u as usize * f..(u as usize + 1) * f];
+        let (s, e) = (b.indptr[d] as usize, b.indptr[d + 1] as usize);
+        for p in s..e {
+            prefetch_row(x, &b.indices, p + prefetch::DISTANCE, f);
+            let u = b.indices[p] as usize;
+            let xu = &x[u * f..(u + 1) * f];
             row.iter_mut().zip(xu).for_each(|(o, &v)| *o += v);
         }
-        if mean && !nbrs.is_empty() {
-            let deg = T::from_f64(nbrs.len() as f64);
+        if mean && e > s {
+            let deg = T::from_f64((e - s) as f64);
             row.iter_mut().for_each(|o| *o = *o / deg);
         }
     })
+}
+
+/// Asks for row `rows[at]` of `x` (rows of `f` values) ahead of its use: the edges of a
+/// block name rows at random, which the hardware prefetcher cannot predict, so each row
+/// read would otherwise wait on memory (the profile of SAGE-mean on 100-wide features:
+/// docs/BENCHMARKS.md, "SAGE-mean against the GEMM peak"). Past the end of `rows`, or
+/// for a row outside `x`, nothing.
+#[inline(always)]
+fn prefetch_row<T>(x: &[T], rows: &[u32], at: usize, f: usize) {
+    if let Some(&r) = rows.get(at) {
+        let r = r as usize;
+        if let Some(v) = x.get(r * f..(r + 1) * f) {
+            prefetch::row(v);
+        }
+    }
 }
 
 /// Divides each row `d` of `g` (`[num_dst, f]`, on the CPU, held by nothing else) by
@@ -228,10 +246,12 @@ fn cpu_backward<T: Float + CpuElem>(g: &[T], b: &Block, f: usize, mean: bool) ->
     let work = (b.num_edges() + b.num_src) * f;
     rows_from_fn(b.num_src, f, work, |u, row: &mut [T]| {
         let (s, e) = (b.t_indptr[u] as usize, b.t_indptr[u + 1] as usize);
-        for &d in &b.t_dst[s..e] {
-            let gd = &g[d as usize * f..(d as usize + 1) * f];
+        for p in s..e {
+            prefetch_row(g, &b.t_dst, p + prefetch::DISTANCE, f);
+            let d = b.t_dst[p] as usize;
+            let gd = &g[d * f..(d + 1) * f];
             if mean {
-                let deg = T::from_f64(b.degree(d as usize) as f64);
+                let deg = T::from_f64(b.degree(d) as f64);
                 row.iter_mut().zip(gd).for_each(|(o, &v)| *o += v / deg);
             } else {
                 row.iter_mut().zip(gd).for_each(|(o, &v)| *o += v);

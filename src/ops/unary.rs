@@ -103,7 +103,9 @@ impl UnaryOp {
         matches!(self, UnaryOp::Log)
     }
 
-    #[inline]
+    /// Inlined into each of `by_op!`'s arms, where `self` is a constant, so that the match
+    /// folds away (left to the compiler, it was a call per value).
+    #[inline(always)]
     fn forward<T: Float>(self, x: T) -> T {
         match self {
             UnaryOp::Neg => -x,
@@ -133,7 +135,8 @@ impl UnaryOp {
     }
 
     /// f' from the saved value `s` (the output y, or the input x for `log`).
-    #[inline]
+    /// Inlined as [`Self::forward`] is.
+    #[inline(always)]
     fn derivative<T: Float>(self, s: T) -> T {
         match self {
             UnaryOp::Neg => -T::ONE,
@@ -251,12 +254,17 @@ macro_rules! by_op {
     };
 }
 
+/// The op is matched once per chunk, inside the chunk's task: there `o` is a constant of
+/// each arm and the loop vectorises; an op captured by the task and matched per value
+/// (through rayon, the compiler could not see it constant) ran as a jump per value.
 fn cpu_forward<T: Float + CpuElem + Default>(op: UnaryOp, x: &[T]) -> Result<CpuBuffer> {
-    by_op!(op, o => map_from_fn(x.len(), move |start, out: &mut [T]| {
-        for (y, &v) in out.iter_mut().zip(&x[start..]) {
-            *y = o.forward(v);
-        }
-    }))
+    map_from_fn(x.len(), move |start, out: &mut [T]| {
+        by_op!(op, o => {
+            for (y, &v) in out.iter_mut().zip(&x[start..]) {
+                *y = o.forward(v);
+            }
+        })
+    })
 }
 
 /// `ḡ · f'(saved)`: the fused backward kernel of every unary op; on the CPU written over
@@ -305,12 +313,20 @@ fn cpu_backward_in_place(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Opti
         return Ok(None);
     };
     match (&mut gb.data, &sb.data) {
-        (CpuData::F32(g), CpuData::F32(s)) => {
-            by_op!(op, o => update_from(g, s, |y, sv| *y *= o.derivative(sv)))
-        }
-        (CpuData::F64(g), CpuData::F64(s)) => {
-            by_op!(op, o => update_from(g, s, |y, sv| *y *= o.derivative(sv)))
-        }
+        (CpuData::F32(g), CpuData::F32(s)) => update_from(g, s, |ys, ss| {
+            by_op!(op, o => {
+                for (y, &sv) in ys.iter_mut().zip(ss) {
+                    *y *= o.derivative(sv);
+                }
+            })
+        }),
+        (CpuData::F64(g), CpuData::F64(s)) => update_from(g, s, |ys, ss| {
+            by_op!(op, o => {
+                for (y, &sv) in ys.iter_mut().zip(ss) {
+                    *y *= o.derivative(sv);
+                }
+            })
+        }),
         _ => return Ok(None),
     }
     drop(gs);
@@ -318,11 +334,14 @@ fn cpu_backward_in_place(op: UnaryOp, g: &Tensor, saved: &Tensor) -> Result<Opti
 }
 
 fn cpu_backward<T: Float + CpuElem + Default>(op: UnaryOp, g: &[T], s: &[T]) -> Result<CpuBuffer> {
-    by_op!(op, o => map_from_fn(g.len(), move |start, out: &mut [T]| {
-        for ((y, &gv), &sv) in out.iter_mut().zip(&g[start..]).zip(&s[start..]) {
-            *y = gv * o.derivative(sv);
-        }
-    }))
+    // Matched per chunk, as in `cpu_forward`.
+    map_from_fn(g.len(), move |start, out: &mut [T]| {
+        by_op!(op, o => {
+            for ((y, &gv), &sv) in out.iter_mut().zip(&g[start..]).zip(&s[start..]) {
+                *y = gv * o.derivative(sv);
+            }
+        })
+    })
 }
 
 /// `-x`.
