@@ -31,6 +31,19 @@ pub fn row<T>(row: &[T]) {
     }
 }
 
+/// Asks for row `rows[at]` of `x` (rows of `f` values) ahead of its use, as [`row`]
+/// does: the gathers call it with `at` [`DISTANCE`] positions past the row they copy.
+/// Past the end of `rows`, or for a row outside `x`, nothing.
+#[inline(always)]
+pub fn row_at<T>(x: &[T], rows: &[u32], at: usize, f: usize) {
+    if let Some(&r) = rows.get(at) {
+        let r = r as usize;
+        if let Some(v) = x.get(r * f..(r + 1) * f) {
+            row(v);
+        }
+    }
+}
+
 #[inline(always)]
 fn line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
@@ -57,5 +70,15 @@ mod tests {
             super::row(r);
         }
         assert_eq!(v[999], 999.0);
+    }
+
+    #[test]
+    fn prefetching_rows_past_the_list_or_outside_x_does_nothing() {
+        let x: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        // Row 2 of 4 values is x[8..12]; row 3 would be outside x; index 5 is past `rows`.
+        for at in [0, 1, 5] {
+            super::row_at(&x, &[2, 3], at, 4);
+        }
+        assert_eq!(x[11], 11.0);
     }
 }

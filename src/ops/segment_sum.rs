@@ -184,7 +184,7 @@ fn cpu_forward<T: Float + CpuElem>(x: &[T], b: &Block, f: usize, mean: bool) -> 
     rows_from_fn(b.num_dst, f, work, |d, row: &mut [T]| {
         let (s, e) = (b.indptr[d] as usize, b.indptr[d + 1] as usize);
         for p in s..e {
-            prefetch_row(x, &b.indices, p + prefetch::DISTANCE, f);
+            prefetch::row_at(x, &b.indices, p + prefetch::DISTANCE, f);
             let u = b.indices[p] as usize;
             let xu = &x[u * f..(u + 1) * f];
             row.iter_mut().zip(xu).for_each(|(o, &v)| *o += v);
@@ -194,21 +194,6 @@ fn cpu_forward<T: Float + CpuElem>(x: &[T], b: &Block, f: usize, mean: bool) -> 
             row.iter_mut().for_each(|o| *o = *o / deg);
         }
     })
-}
-
-/// Asks for row `rows[at]` of `x` (rows of `f` values) ahead of its use: the edges of a
-/// block name rows at random, which the hardware prefetcher cannot predict, so each row
-/// read would otherwise wait on memory (the profile of SAGE-mean on 100-wide features:
-/// docs/BENCHMARKS.md, "SAGE-mean against the GEMM peak"). Past the end of `rows`, or
-/// for a row outside `x`, nothing.
-#[inline(always)]
-fn prefetch_row<T>(x: &[T], rows: &[u32], at: usize, f: usize) {
-    if let Some(&r) = rows.get(at) {
-        let r = r as usize;
-        if let Some(v) = x.get(r * f..(r + 1) * f) {
-            prefetch::row(v);
-        }
-    }
 }
 
 /// Divides each row `d` of `g` (`[num_dst, f]`, on the CPU, held by nothing else) by
@@ -247,7 +232,7 @@ fn cpu_backward<T: Float + CpuElem>(g: &[T], b: &Block, f: usize, mean: bool) ->
     rows_from_fn(b.num_src, f, work, |u, row: &mut [T]| {
         let (s, e) = (b.t_indptr[u] as usize, b.t_indptr[u + 1] as usize);
         for p in s..e {
-            prefetch_row(g, &b.t_dst, p + prefetch::DISTANCE, f);
+            prefetch::row_at(g, &b.t_dst, p + prefetch::DISTANCE, f);
             let d = b.t_dst[p] as usize;
             let gd = &g[d * f..(d + 1) * f];
             if mean {

@@ -226,10 +226,7 @@ fn gather_into<T: Copy + Send + Sync>(
         .zip(ids.par_chunks(GATHER_TASK))
         .for_each(|(out, ids)| {
             for (k, (row, &i)) in out.chunks_mut(d).zip(ids).enumerate() {
-                if let Some(&j) = ids.get(k + prefetch::DISTANCE) {
-                    let j = j as usize;
-                    prefetch::row(&features[j * dim..(j + 1) * dim]);
-                }
+                prefetch::row_at(features, ids, k + prefetch::DISTANCE, dim);
                 let i = i as usize;
                 for (o, &v) in row.iter_mut().zip(&features[i * dim..(i + 1) * dim]) {
                     o.write(v);
